@@ -1,0 +1,39 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+/// Settings every Swift target shares: Swift 6 language mode is the tools-version default; these make
+/// existential and Sendable use explicit, as swift-log does.
+let strictSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
+let package = Package(
+    name: "ProtectedStore",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "SecureKeys", targets: ["SecureKeys"]),
+        .library(name: "EncryptedSQLite", targets: ["EncryptedSQLite"]),
+    ],
+    dependencies: [],
+    targets: [
+        // The C boundary: system libraries found through pkg-config (apt: libsqlcipher-dev, libsodium-dev).
+        .systemLibrary(
+            name: "CSQLCipher",
+            pkgConfig: "sqlcipher",
+            providers: [.apt(["libsqlcipher-dev"])]
+        ),
+        .systemLibrary(
+            name: "CSodium",
+            pkgConfig: "libsodium",
+            providers: [.apt(["libsodium-dev"])]
+        ),
+
+        // Layers, each importing only the ones above it (../shared/DESIGN.md).
+        .target(name: "SecureKeys", dependencies: ["CSodium"], swiftSettings: strictSettings),
+        .target(name: "EncryptedSQLite", dependencies: ["CSQLCipher", "SecureKeys"], swiftSettings: strictSettings),
+
+        .testTarget(name: "SecureKeysTests", dependencies: ["SecureKeys"], swiftSettings: strictSettings),
+        .testTarget(name: "EncryptedSQLiteTests", dependencies: ["EncryptedSQLite", "SecureKeys"], swiftSettings: strictSettings),
+    ]
+)

@@ -1,0 +1,62 @@
+/// A value stored in or read from a column.
+public enum DatabaseValue: Sendable, Hashable {
+    case null
+    case integer(Int64)
+    case real(Double)
+    case text(String)
+    case blob([UInt8])
+
+    /// The integer, or `nil` for any other kind.
+    public var int64: Int64? {
+        if case .integer(let value) = self { return value }
+        return nil
+    }
+
+    /// The real number (integers are converted), or `nil`.
+    public var double: Double? {
+        switch self {
+        case .real(let value): value
+        case .integer(let value): Double(value)
+        default: nil
+        }
+    }
+
+    /// The text, or `nil` for any other kind.
+    public var string: String? {
+        if case .text(let value) = self { return value }
+        return nil
+    }
+
+    /// The bytes of a blob, or `nil` for any other kind.
+    public var blob: [UInt8]? {
+        if case .blob(let value) = self { return value }
+        return nil
+    }
+
+    /// Whether this is SQL NULL.
+    public var isNull: Bool { self == .null }
+}
+
+extension DatabaseValue: ExpressibleByIntegerLiteral, ExpressibleByStringLiteral, ExpressibleByFloatLiteral,
+    ExpressibleByNilLiteral
+{
+    public init(integerLiteral value: Int64) { self = .integer(value) }
+    public init(stringLiteral value: String) { self = .text(value) }
+    public init(floatLiteral value: Double) { self = .real(value) }
+    public init(nilLiteral: ()) { self = .null }
+}
+
+/// One result row: its values in column order, readable by index or by column name.
+public struct Row: Sendable, Hashable {
+    /// The column names, in order.
+    public let columnNames: [String]
+    /// The values, in column order.
+    public let values: [DatabaseValue]
+
+    public subscript(_ index: Int) -> DatabaseValue { values[index] }
+
+    /// The value of the column named `name`, or `nil` when there is no such column.
+    public subscript(_ name: String) -> DatabaseValue? {
+        columnNames.firstIndex(of: name).map { values[$0] }
+    }
+}

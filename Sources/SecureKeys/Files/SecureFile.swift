@@ -1,0 +1,128 @@
+import Foundation
+
+import Glibc
+
+/// Key files on disk: private permissions, atomic replacement, and reads that refuse what is not a plain file.
+///
+/// An atomic write follows the POSIX recipe: write a temporary file in the same directory, `fsync` it,
+/// `rename` it over the target, then `fsync` the directory so the rename itself is durable. A crash at any
+/// point leaves either the old file or the new one, never a mix.
+public enum SecureFile {
+    /// Files holding keys: owner read/write only.
+    static let fileMode: mode_t = 0o600
+    /// Directories holding keys: owner only.
+    static let directoryMode: mode_t = 0o700
+
+    /// Creates `path` (and its parents) with mode 0700 when missing; an existing directory is left as it is.
+    ///
+    /// - Throws: ``SecureKeysError/Code/io`` when it cannot be created or is not a directory.
+    public static func createDirectory(at path: String) throws {
+        var info = stat()
+        if lstat(path, &info) == 0 {
+            guard (info.st_mode & S_IFMT) == S_IFDIR else {
+                throw SecureKeysError.io("expected a directory at", path: path, errno: ENOTDIR)
+            }
+            return
+        }
+        let parent = (path as NSString).deletingLastPathComponent
+        if !parent.isEmpty, parent != path, lstat(parent, &info) != 0 {
+            try createDirectory(at: parent)
+        }
+        guard mkdir(path, directoryMode) == 0 || errno == EEXIST else {
+            throw SecureKeysError.io("cannot create directory", path: path, errno: errno)
+        }
+    }
+
+    /// Whether anything (a file, a directory, a link) exists at `path`.
+    public static func exists(_ path: String) -> Bool {
+        var info = stat()
+        return lstat(path, &info) == 0
+    }
+
+    /// Reads a whole key file.
+    ///
+    /// Refuses a symbolic link, a directory or anything else that is not a regular file, and a file that
+    /// other users can read or write (a key file should be 0600).
+    ///
+    /// - Throws: ``SecureKeysError/Code/io`` (missing, unreadable, not a regular file) or
+    ///   ``SecureKeysError/Code/insecurePermissions``.
+    public static func read(_ path: String, maximumSize: Int = 1 << 20) throws -> [UInt8] {
+        let descriptor = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        guard descriptor >= 0 else {
+            let code = errno
+            throw SecureKeysError.io(code == ELOOP ? "refusing a symbolic link at" : "cannot open", path: path, errno: code)
+        }
+        defer { close(descriptor) }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else { throw SecureKeysError.io("cannot stat", path: path, errno: errno) }
+        guard (info.st_mode & S_IFMT) == S_IFREG else {
+            throw SecureKeysError.io("not a regular file:", path: path, errno: EISDIR)
+        }
+        guard info.st_mode & 0o077 == 0 else {
+            throw SecureKeysError.insecurePermissions(path: path, mode: UInt32(info.st_mode))
+        }
+        guard Int(info.st_size) <= maximumSize else {
+            throw SecureKeysError.damaged("\(info.st_size) bytes is larger than any key file", path: path)
+        }
+        var bytes = [UInt8](repeating: 0, count: Int(info.st_size))
+        var done = 0
+        while done < bytes.count {
+            let count = bytes.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress! + done, $0.count - done) }
+            if count < 0, errno == EINTR { continue }
+            guard count > 0 else {
+                throw SecureKeysError.io("cannot read", path: path, errno: count < 0 ? errno : EIO)
+            }
+            done += count
+        }
+        return bytes
+    }
+
+    /// Writes `bytes` to `path` atomically with mode 0600.
+    ///
+    /// - Parameter replacing: whether an existing file may be replaced. Key files are created with `false`
+    ///   and are never overwritten; a keybag whose passcode changes is replaced with `true`.
+    /// - Throws: ``SecureKeysError/Code/alreadyExists`` when `path` exists and `replacing` is false;
+    ///   ``SecureKeysError/Code/io`` for any failure, after which the previous file (if any) is intact.
+    public static func writeAtomically(_ bytes: [UInt8], to path: String, replacing: Bool) throws {
+        let directory = (path as NSString).deletingLastPathComponent
+        let temporary = path + ".tmp-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, fileMode)
+        guard descriptor >= 0 else { throw SecureKeysError.io("cannot create", path: temporary, errno: errno) }
+        var committed = false
+        defer {
+            if !committed { unlink(temporary) }
+        }
+        do {
+            defer { close(descriptor) }
+            var done = 0
+            while done < bytes.count {
+                let count = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress! + done, $0.count - done) }
+                if count < 0, errno == EINTR { continue }
+                guard count > 0 else { throw SecureKeysError.io("cannot write", path: temporary, errno: errno) }
+                done += count
+            }
+            guard fsync(descriptor) == 0 else { throw SecureKeysError.io("cannot fsync", path: temporary, errno: errno) }
+        }
+        if replacing {
+            guard rename(temporary, path) == 0 else { throw SecureKeysError.io("cannot rename onto", path: path, errno: errno) }
+        } else {
+            // link(2) fails with EEXIST instead of replacing: a key file is never overwritten.
+            guard link(temporary, path) == 0 else {
+                let code = errno
+                if code == EEXIST { throw SecureKeysError.alreadyExists(path: path) }
+                throw SecureKeysError.io("cannot create", path: path, errno: code)
+            }
+            unlink(temporary)
+        }
+        committed = true
+        try syncDirectory(directory.isEmpty ? "." : directory)
+    }
+
+    /// `fsync`s a directory so that a rename or a new entry in it survives a crash.
+    public static func syncDirectory(_ path: String) throws {
+        let descriptor = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard descriptor >= 0 else { throw SecureKeysError.io("cannot open directory", path: path, errno: errno) }
+        defer { close(descriptor) }
+        guard fsync(descriptor) == 0 else { throw SecureKeysError.io("cannot fsync directory", path: path, errno: errno) }
+    }
+}

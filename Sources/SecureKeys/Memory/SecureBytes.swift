@@ -1,0 +1,152 @@
+internal import CSodium
+import Foundation
+
+/// Secret bytes in memory that libsodium guards: `sodium_malloc` places them between guard pages and
+/// `mlock`s them, and they are zeroed before the memory is given back.
+///
+/// The bytes are reachable only inside ``withUnsafeBytes(_:)``: there is no way to copy them into a Swift
+/// `Array` or `String` by accident, because copy-on-write values leave copies nobody zeroes (the reason
+/// swift-crypto has `SecureBytes` and swift-sodium's `[UInt8]` is the example to avoid). ``description`` is
+/// redacted, so a secret printed by mistake shows only its length.
+///
+/// ``wipe()`` zeroes and releases the bytes at once, for keys whose lifetime ends at a known moment (a class
+/// key at the end of a grace period). Any later access throws ``SecureKeysError/Code/keyWiped``.
+public final class SecureBytes: @unchecked Sendable {
+    // @unchecked Sendable: `pointer` is only read or written while `lock` is held, and the bytes it points to
+    // are only reached through the accessors below, which hold the lock for the duration of the access.
+
+    /// The number of secret bytes.
+    public let count: Int
+
+    private var pointer: UnsafeMutableRawPointer?
+    private let lock = NSRecursiveLock()
+
+    /// A test hook: called with `true` when every byte read back as zero just before the memory was freed.
+    var onWipe: (@Sendable (_ allBytesWereZero: Bool) -> Void)?
+
+    /// Allocates `count` zeroed secret bytes.
+    public init(count: Int) {
+        precondition(count >= 0, "SecureBytes count must not be negative")
+        Sodium.ensureInitialised()
+        self.count = count
+        // sodium_malloc(0) is allowed but returns a pointer we must still free; allocate at least one byte so
+        // the guard-page layout is the same for every key.
+        guard let memory = sodium_malloc(max(count, 1)) else {
+            preconditionFailure("sodium_malloc failed to allocate \(count) bytes: out of memory")
+        }
+        // sodium_malloc fills new memory with 0xdb; start from zero.
+        sodium_memzero(memory, max(count, 1))
+        self.pointer = memory
+    }
+
+    /// Copies `bytes` into guarded memory. The caller remains responsible for zeroing its own copy.
+    public convenience init(copying bytes: UnsafeRawBufferPointer) {
+        self.init(count: bytes.count)
+        if let base = bytes.baseAddress, bytes.count > 0 {
+            pointer!.copyMemory(from: base, byteCount: bytes.count)
+        }
+    }
+
+    /// Copies the UTF-8 bytes of a passcode typed by a person into guarded memory.
+    ///
+    /// The `String` itself is the caller's and cannot be zeroed by Swift; keep it as short-lived as possible.
+    public convenience init(utf8 text: String) {
+        var text = text
+        let count = text.utf8.count
+        self.init(count: count)
+        text.withUTF8 { bytes in
+            if let base = bytes.baseAddress, count > 0 { pointer!.copyMemory(from: base, byteCount: count) }
+        }
+    }
+
+    /// Fresh random secret bytes from `random` (the operating system's generator unless told otherwise).
+    public static func random(count: Int, using random: any RandomSource = SystemRandom()) -> SecureBytes {
+        let bytes = SecureBytes(count: count)
+        bytes.unsafeWithMutableBytes { random.fill($0) }
+        return bytes
+    }
+
+    deinit {
+        releaseLocked()
+    }
+
+    /// Whether ``wipe()`` has run: the bytes are zeroed and released.
+    public var isWiped: Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return pointer == nil
+    }
+
+    /// Zeroes the bytes and gives the memory back now, instead of when the last reference goes away.
+    public func wipe() {
+        lock.lock()
+        defer { lock.unlock() }
+        releaseLocked()
+    }
+
+    /// Calls `body` with the secret bytes. Do not let the pointer escape `body`.
+    ///
+    /// - Throws: ``SecureKeysError/Code/keyWiped`` after ``wipe()``, or what `body` throws.
+    public func withUnsafeBytes<Result>(_ body: (UnsafeRawBufferPointer) throws -> Result) throws -> Result {
+        lock.lock()
+        defer { lock.unlock() }
+        guard let pointer else { throw SecureKeysError.keyWiped() }
+        return try body(UnsafeRawBufferPointer(start: pointer, count: count))
+    }
+
+    /// Calls `body` with the secret bytes, writable. Do not let the pointer escape `body`.
+    ///
+    /// - Throws: ``SecureKeysError/Code/keyWiped`` after ``wipe()``, or what `body` throws.
+    public func withUnsafeMutableBytes<Result>(
+        _ body: (UnsafeMutableRawBufferPointer) throws -> Result
+    ) throws -> Result {
+        lock.lock()
+        defer { lock.unlock() }
+        guard let pointer else { throw SecureKeysError.keyWiped() }
+        return try body(UnsafeMutableRawBufferPointer(start: pointer, count: count))
+    }
+
+    /// Constant-time comparison (`sodium_memcmp`); a wiped value equals nothing.
+    public func constantTimeEquals(_ other: SecureBytes) -> Bool {
+        guard count == other.count else { return false }
+        return (try? withUnsafeBytes { mine in
+            try other.withUnsafeBytes { theirs in
+                sodium_memcmp(mine.baseAddress!, theirs.baseAddress!, max(count, 0)) == 0
+            }
+        }) ?? false
+    }
+
+    /// For bytes this module just allocated and nobody else can have wiped yet.
+    func unsafeWithMutableBytes<Result>(_ body: (UnsafeMutableRawBufferPointer) throws -> Result) rethrows -> Result {
+        lock.lock()
+        defer { lock.unlock() }
+        return try body(UnsafeMutableRawBufferPointer(start: pointer!, count: count))
+    }
+
+    private func releaseLocked() {
+        guard let memory = pointer else { return }
+        let length = max(count, 1)
+        sodium_memzero(memory, length)
+        onWipe?(sodium_is_zero(memory.assumingMemoryBound(to: UInt8.self), length) == 1)
+        // sodium_free zeroes once more, checks the canary and unmaps the guard pages.
+        sodium_free(memory)
+        pointer = nil
+    }
+}
+
+extension SecureBytes: CustomStringConvertible, CustomDebugStringConvertible {
+    /// Never the bytes: only how many there are.
+    public var description: String { "SecureBytes(\(count) bytes, redacted)" }
+    public var debugDescription: String { description }
+}
+
+/// Zeroes a temporary that held key material, with a call the optimiser may not remove (`sodium_memzero`).
+public func secureZero(_ buffer: UnsafeMutableRawBufferPointer) {
+    guard let base = buffer.baseAddress, buffer.count > 0 else { return }
+    sodium_memzero(base, buffer.count)
+}
+
+/// Zeroes an array that held key material in place.
+public func secureZero(_ array: inout [UInt8]) {
+    array.withUnsafeMutableBytes { secureZero($0) }
+}

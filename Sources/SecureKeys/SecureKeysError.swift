@@ -1,0 +1,148 @@
+public import Foundation
+
+/// An error from the key layer: what went wrong, in words a person can act on, and where.
+///
+/// Messages never contain key material or passcodes: they name the file and the problem only.
+public struct SecureKeysError: Error, Sendable {
+    /// What kind of failure this is. Extensible: compare with the static members, show ``Code/name``.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        private enum Base: String, Hashable, Sendable {
+            case wrongPasscode = "wrong-passcode"
+            case damaged = "key-file-damaged"
+            case unsupportedFormat = "unsupported-key-format"
+            case wrongDevice = "wrong-device"
+            case keyWiped = "key-wiped"
+            case storeExistsWithoutKey = "store-exists-without-key"
+            case alreadyExists = "already-exists"
+            case insecurePermissions = "insecure-permissions"
+            case invalidArgument = "invalid-argument"
+            case io = "io-error"
+            case outOfMemory = "out-of-memory"
+        }
+
+        private let base: Base
+        private init(_ base: Base) { self.base = base }
+
+        /// The short kebab-case word users see (`wrong-passcode`, `key-file-damaged`, …).
+        public var name: String { base.rawValue }
+        public var description: String { name }
+
+        /// The passcode did not unwrap the class keys.
+        public static let wrongPasscode = Code(.wrongPasscode)
+        /// A key file is truncated, altered or not a key file at all. Nothing was changed on disk.
+        public static let damaged = Code(.damaged)
+        /// A key file from a newer (or unknown) version of this format.
+        public static let unsupportedFormat = Code(.unsupportedFormat)
+        /// A keybag that belongs to another device (its integrity tag does not verify with this device key).
+        public static let wrongDevice = Code(.wrongDevice)
+        /// A secret was used after it was wiped (for instance a class key after the grace period).
+        public static let keyWiped = Code(.keyWiped)
+        /// A store file exists but its key file does not: creating a new key would orphan the data.
+        public static let storeExistsWithoutKey = Code(.storeExistsWithoutKey)
+        /// A key file is already there; it is never overwritten.
+        public static let alreadyExists = Code(.alreadyExists)
+        /// A key file or directory is readable by others.
+        public static let insecurePermissions = Code(.insecurePermissions)
+        /// A parameter is outside what the format or libsodium accepts.
+        public static let invalidArgument = Code(.invalidArgument)
+        /// The file system refused a read or write.
+        public static let io = Code(.io)
+        /// libsodium could not allocate memory (Argon2id with too large a memory limit).
+        public static let outOfMemory = Code(.outOfMemory)
+    }
+
+    /// What kind of failure.
+    public var code: Code
+    /// A sentence for a person, without any secret.
+    public var message: String
+    /// The file concerned, when there is one.
+    public var path: String?
+    /// The underlying system error number, for I/O failures.
+    public var systemErrno: Int32?
+    /// Where the error was raised, for debugging.
+    public var location: String
+
+    public init(
+        code: Code, message: String, path: String? = nil, systemErrno: Int32? = nil,
+        file: StaticString = #fileID, line: UInt = #line
+    ) {
+        self.code = code
+        self.message = message
+        self.path = path
+        self.systemErrno = systemErrno
+        self.location = "\(file):\(line)"
+    }
+}
+
+extension SecureKeysError {
+    public static func wrongPasscode(file: StaticString = #fileID, line: UInt = #line) -> Self {
+        Self(code: .wrongPasscode, message: "wrong passcode", file: file, line: line)
+    }
+
+    public static func damaged(
+        _ what: String, path: String? = nil, file: StaticString = #fileID, line: UInt = #line
+    ) -> Self {
+        Self(code: .damaged, message: "damaged key file: \(what); it was left as it is", path: path, file: file, line: line)
+    }
+
+    public static func unsupportedFormat(
+        _ what: String, path: String? = nil, file: StaticString = #fileID, line: UInt = #line
+    ) -> Self {
+        Self(code: .unsupportedFormat, message: "unsupported key file format: \(what)", path: path, file: file, line: line)
+    }
+
+    public static func wrongDevice(path: String? = nil, file: StaticString = #fileID, line: UInt = #line) -> Self {
+        Self(
+            code: .wrongDevice,
+            message: "the keybag does not verify with this device's key (damaged, or from another device)",
+            path: path, file: file, line: line)
+    }
+
+    public static func keyWiped(file: StaticString = #fileID, line: UInt = #line) -> Self {
+        Self(code: .keyWiped, message: "the key was wiped from memory and can no longer be used", file: file, line: line)
+    }
+
+    public static func storeExistsWithoutKey(
+        storePath: String, file: StaticString = #fileID, line: UInt = #line
+    ) -> Self {
+        Self(
+            code: .storeExistsWithoutKey,
+            message: "a store exists at \(storePath) but its key file is missing; refusing to create a new key over existing data",
+            path: storePath, file: file, line: line)
+    }
+
+    public static func alreadyExists(path: String, file: StaticString = #fileID, line: UInt = #line) -> Self {
+        Self(code: .alreadyExists, message: "\(path) already exists and is never overwritten", path: path, file: file, line: line)
+    }
+
+    public static func insecurePermissions(
+        path: String, mode: UInt32, file: StaticString = #fileID, line: UInt = #line
+    ) -> Self {
+        Self(
+            code: .insecurePermissions,
+            message: "\(path) is accessible to other users (mode \(String(mode & 0o777, radix: 8))); expected 0600 for files, 0700 for directories",
+            path: path, file: file, line: line)
+    }
+
+    public static func invalidArgument(_ what: String, file: StaticString = #fileID, line: UInt = #line) -> Self {
+        Self(code: .invalidArgument, message: what, file: file, line: line)
+    }
+
+    public static func io(
+        _ operation: String, path: String, errno: Int32, file: StaticString = #fileID, line: UInt = #line
+    ) -> Self {
+        Self(
+            code: .io, message: "\(operation) \(path): \(String(cString: strerror(errno)))",
+            path: path, systemErrno: errno, file: file, line: line)
+    }
+
+    public static func outOfMemory(_ what: String, file: StaticString = #fileID, line: UInt = #line) -> Self {
+        Self(code: .outOfMemory, message: what, file: file, line: line)
+    }
+}
+
+extension SecureKeysError: CustomStringConvertible, LocalizedError {
+    public var description: String { "\(code.name): \(message)" }
+    /// swift-argument-parser prints this for errors a command throws.
+    public var errorDescription: String? { description }
+}

@@ -1,0 +1,133 @@
+/// The key file beside a store: the store's 32-byte key, wrapped by its protection class's key
+/// (format v1, specified byte by byte in keys/README.md).
+///
+/// A checksum over the whole file tells damage (truncation, bit flips) apart from a class key that does not
+/// fit (a key file from another device), even while the device is locked and no class key is at hand.
+public struct StoreKeyFile: Sendable {
+    /// The format this type reads and writes.
+    public static let formatVersion: UInt8 = 1
+    /// The magic bytes a store key file starts with.
+    public static let magic: [UInt8] = Array("PSSK".utf8)
+    /// The length of the store identifier.
+    public static let storeIDLength = 16
+    /// The length of a store key (SQLCipher's raw AES-256 key).
+    public static let storeKeyLength = 32
+
+    static let headerLength = 24
+    static let wrappedKeyLength = KeyWrap.wrappedLength(secretLength: storeKeyLength)
+    static let checksumLength = 16
+    /// The length of every v1 store key file.
+    public static let fileLength = headerLength + wrappedKeyLength + checksumLength
+
+    static let wrappingLabel = "ProtectedStore.store-key.wrap.v1"
+
+    /// The file's bytes, exactly as written to disk.
+    public let bytes: [UInt8]
+    /// The class whose key wraps the store key.
+    public let protectionClass: ProtectionClass
+    /// A random identifier of the store this key belongs to (not secret).
+    public let storeID: [UInt8]
+
+    /// Parses a store key file and checks its checksum.
+    ///
+    /// - Throws: ``SecureKeysError/Code/damaged`` or ``SecureKeysError/Code/unsupportedFormat``.
+    public init(bytes: [UInt8], path: String? = nil) throws {
+        var reader = ByteReader(bytes)
+        guard bytes.count >= Self.magic.count + 1 else {
+            throw SecureKeysError.damaged("store key file is \(bytes.count) bytes, a v1 file is \(Self.fileLength)", path: path)
+        }
+        guard Array(reader.read(4)!) == Self.magic else {
+            throw SecureKeysError.damaged("not a store key file (bad magic)", path: path)
+        }
+        let version = reader.readUInt8()!
+        guard version == Self.formatVersion else {
+            throw SecureKeysError.unsupportedFormat("store key file version \(version); this build reads version \(Self.formatVersion)", path: path)
+        }
+        guard bytes.count == Self.fileLength else {
+            throw SecureKeysError.damaged("store key file is \(bytes.count) bytes, a v1 file is \(Self.fileLength)", path: path)
+        }
+        let body = bytes[..<(Self.fileLength - Self.checksumLength)]
+        guard KeyDerivation.constantTimeEquals(KeyDerivation.checksum(of: body, length: Self.checksumLength), Array(bytes[body.endIndex...]))
+        else { throw SecureKeysError.damaged("checksum mismatch (truncated or altered)", path: path) }
+        guard let protectionClass = reader.readUInt8().flatMap(ProtectionClass.init(rawValue:)) else {
+            throw SecureKeysError.damaged("unknown protection class", path: path)
+        }
+        _ = reader.readUInt16()  // reserved
+        self.bytes = bytes
+        self.protectionClass = protectionClass
+        self.storeID = Array(reader.read(Self.storeIDLength)!)
+    }
+
+    /// Reads and checks the store key file at `path`.
+    public static func load(from path: String) throws -> StoreKeyFile {
+        try StoreKeyFile(bytes: try SecureFile.read(path, maximumSize: 64 << 10), path: path)
+    }
+
+    /// Unwraps the store key.
+    ///
+    /// - Parameter classKey: the key of ``protectionClass``.
+    /// - Throws: ``SecureKeysError/Code/wrongDevice`` when the file is intact but the class key does not
+    ///   open it (the file belongs to another device or keybag); ``SecureKeysError/Code/keyWiped``.
+    public func unwrap(with classKey: SecureBytes, path: String? = nil) throws -> SecureBytes {
+        let wrappingKey = try KeyDerivation.derive(label: Self.wrappingLabel, from: classKey)
+        defer { wrappingKey.wipe() }
+        let wrapped = bytes[Self.headerLength..<(Self.headerLength + Self.wrappedKeyLength)]
+        guard let key = try KeyWrap.unwrap(wrapped, with: wrappingKey, associatedData: Array(bytes[..<Self.headerLength])) else {
+            throw SecureKeysError(
+                code: .wrongDevice,
+                message: "the store key does not unwrap with this device's \(protectionClass.name) class key (the key file belongs to another device or keybag)",
+                path: path)
+        }
+        return key
+    }
+
+    /// Makes a new store key and its key file image (nothing is written).
+    public static func make(
+        protectionClass: ProtectionClass, classKey: SecureBytes, random: any RandomSource = SystemRandom()
+    ) throws -> (file: StoreKeyFile, storeKey: SecureBytes) {
+        var header = ByteWriter()
+        header.write(magic)
+        header.write(formatVersion)
+        header.write(protectionClass.rawValue)
+        header.write(UInt16(0))
+        header.write(random.bytes(count: storeIDLength))
+        let storeKey = SecureBytes.random(count: storeKeyLength, using: random)
+        let wrappingKey = try KeyDerivation.derive(label: wrappingLabel, from: classKey)
+        defer { wrappingKey.wipe() }
+        var file = ByteWriter()
+        file.write(header.bytes)
+        file.write(try KeyWrap.wrap(storeKey, with: wrappingKey, associatedData: header.bytes, random: random))
+        file.write(KeyDerivation.checksum(of: file.bytes[...], length: checksumLength))
+        return (try StoreKeyFile(bytes: file.bytes), storeKey)
+    }
+
+    /// Creates the key for a new store and writes its key file, refusing to orphan existing data.
+    ///
+    /// A real-world bug class: apps that could not read their key while locked made a new one and lost the
+    /// store it belonged to. This call refuses when a store file (or its `-wal` journal) already exists at
+    /// `storePath` without a key file, and never overwrites a key file.
+    ///
+    /// - Parameters:
+    ///   - keyPath: where the key file goes (written atomically, mode 0600).
+    ///   - storePath: the store the key is for.
+    /// - Returns: the new store key.
+    /// - Throws: ``SecureKeysError/Code/storeExistsWithoutKey``, ``SecureKeysError/Code/alreadyExists``,
+    ///   ``SecureKeysError/Code/io``.
+    public static func create(
+        at keyPath: String, forStoreAt storePath: String, protectionClass: ProtectionClass, classKey: SecureBytes,
+        random: any RandomSource = SystemRandom()
+    ) throws -> SecureBytes {
+        if SecureFile.exists(keyPath) { throw SecureKeysError.alreadyExists(path: keyPath) }
+        for existing in [storePath, storePath + "-wal"] where SecureFile.exists(existing) {
+            throw SecureKeysError.storeExistsWithoutKey(storePath: existing)
+        }
+        let (file, storeKey) = try make(protectionClass: protectionClass, classKey: classKey, random: random)
+        do {
+            try SecureFile.writeAtomically(file.bytes, to: keyPath, replacing: false)
+        } catch {
+            storeKey.wipe()
+            throw error
+        }
+        return storeKey
+    }
+}

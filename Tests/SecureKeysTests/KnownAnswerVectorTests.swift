@@ -1,0 +1,117 @@
+import Foundation
+import Testing
+
+@testable import SecureKeys
+
+/// The key file formats are pinned by known-answer vectors in keys/vectors/: each test decrypts the stored
+/// file with the stated test-only secrets, and rebuilds it from the same seed byte for byte, so an accidental
+/// format change fails here. Set PROTECTEDSTORE_RECORD_VECTORS=1 to (re)write them after a deliberate change.
+@Suite("Known-answer vectors")
+struct KnownAnswerVectorTests {
+    static let vectorsDirectory = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("keys/vectors")
+    static let recording = ProcessInfo.processInfo.environment["PROTECTEDSTORE_RECORD_VECTORS"] == "1"
+
+    struct KeybagVector: Codable {
+        var description: String
+        var passcode: String
+        var deviceKey: String
+        var seed: String
+        var opsLimit: UInt64
+        var memLimit: UInt64
+        var file: String
+        var classKeys: [String: String]
+        var completeUnlessOpenPublicKey: String
+    }
+
+    struct StoreKeyVector: Codable {
+        var description: String
+        var protectionClass: String
+        var classKey: String
+        var seed: String
+        var file: String
+        var storeKey: String
+    }
+
+    static func load<T: Decodable>(_ name: String, as type: T.Type) throws -> T {
+        try JSONDecoder().decode(T.self, from: Data(contentsOf: vectorsDirectory.appendingPathComponent(name)))
+    }
+
+    static func record<T: Encodable>(_ value: T, as name: String) throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        try (encoder.encode(value) + Data("\n".utf8)).write(to: vectorsDirectory.appendingPathComponent(name))
+    }
+
+    static func secret(_ hex: String) -> SecureBytes {
+        [UInt8](hex: hex).withUnsafeBytes { SecureBytes(copying: $0) }
+    }
+
+    static func hex(_ secret: SecureBytes) throws -> String { try secret.withUnsafeBytes { Array($0) }.hex }
+
+    @Test("keybag v1: the vector unlocks with its test-only passcode and is reproduced byte for byte")
+    func keybagVector() throws {
+        if Self.recording {
+            let deviceKey = SecureBytes.random(count: 32, using: SeededRandom(seed: Array("device-key".utf8)))
+            let seed = "keybag-v1"
+            let (keybag, keys) = try Keybag.create(
+                passcode: SecureBytes(utf8: "0000-test-only"), deviceKey: deviceKey, kdf: .minimal,
+                random: SeededRandom(seed: Array(seed.utf8)))
+            var classKeys: [String: String] = [:]
+            for protectionClass in ProtectionClass.allCases { classKeys[protectionClass.name] = try Self.hex(keys[protectionClass]!) }
+            try Self.record(
+                KeybagVector(
+                    description: "Keybag format v1. TEST-ONLY passcode and device key: never use them for real data.",
+                    passcode: "0000-test-only", deviceKey: try Self.hex(deviceKey), seed: seed,
+                    opsLimit: PasscodeKDF.minimal.opsLimit, memLimit: PasscodeKDF.minimal.memLimit,
+                    file: keybag.bytes.hex, classKeys: classKeys,
+                    completeUnlessOpenPublicKey: keybag.completeUnlessOpenPublicKey.hex),
+                as: "keybag-v1.json")
+        }
+        let vector = try Self.load("keybag-v1.json", as: KeybagVector.self)
+        let deviceKey = Self.secret(vector.deviceKey)
+
+        // Decrypt the stored file.
+        let keybag = try Keybag(bytes: [UInt8](hex: vector.file), deviceKey: deviceKey)
+        #expect(keybag.kdf == PasscodeKDF(opsLimit: vector.opsLimit, memLimit: vector.memLimit))
+        #expect(keybag.completeUnlessOpenPublicKey.hex == vector.completeUnlessOpenPublicKey)
+        let keys = try keybag.unlock(passcode: SecureBytes(utf8: vector.passcode), deviceKey: deviceKey)
+        for protectionClass in ProtectionClass.allCases {
+            #expect(try Self.hex(keys[protectionClass]!) == vector.classKeys[protectionClass.name], "\(protectionClass)")
+        }
+
+        // Reproduce it from the same seed.
+        let rebuilt = try Keybag.create(
+            passcode: SecureBytes(utf8: vector.passcode), deviceKey: deviceKey,
+            kdf: PasscodeKDF(opsLimit: vector.opsLimit, memLimit: vector.memLimit),
+            random: SeededRandom(seed: Array(vector.seed.utf8)))
+        #expect(rebuilt.keybag.bytes.hex == vector.file)
+    }
+
+    @Test("store key file v1: the vector unwraps with its test-only class key and is reproduced byte for byte")
+    func storeKeyVector() throws {
+        if Self.recording {
+            let classKey = SecureBytes.random(count: 32, using: SeededRandom(seed: Array("class-key".utf8)))
+            let seed = "store-key-v1"
+            let (file, storeKey) = try StoreKeyFile.make(
+                protectionClass: .complete, classKey: classKey, random: SeededRandom(seed: Array(seed.utf8)))
+            try Self.record(
+                StoreKeyVector(
+                    description: "Store key file format v1. TEST-ONLY class key: never use it for real data.",
+                    protectionClass: ProtectionClass.complete.name, classKey: try Self.hex(classKey), seed: seed,
+                    file: file.bytes.hex, storeKey: try Self.hex(storeKey)),
+                as: "store-key-v1.json")
+        }
+        let vector = try Self.load("store-key-v1.json", as: StoreKeyVector.self)
+        let classKey = Self.secret(vector.classKey)
+        let file = try StoreKeyFile(bytes: [UInt8](hex: vector.file))
+        #expect(file.protectionClass.name == vector.protectionClass)
+        #expect(try Self.hex(file.unwrap(with: classKey)) == vector.storeKey)
+
+        let rebuilt = try StoreKeyFile.make(
+            protectionClass: try #require(ProtectionClass(name: vector.protectionClass)), classKey: classKey,
+            random: SeededRandom(seed: Array(vector.seed.utf8)))
+        #expect(rebuilt.file.bytes.hex == vector.file)
+    }
+}

@@ -1,0 +1,38 @@
+import Foundation
+import Testing
+
+@testable import SecureKeys
+
+@Suite("Secure files")
+struct SecureFileTests {
+    func permissions(_ path: String) throws -> Int {
+        try (FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as! NSNumber).intValue
+    }
+
+    @Test("directories are created 0700 and files 0600, and a replaced file holds the new bytes")
+    func permissionsAndReplacement() throws {
+        let directory = TemporaryDirectory()
+        let nested = directory.file("state/keys")
+        try SecureFile.createDirectory(at: nested)
+        #expect(try permissions(nested) == 0o700)
+        let path = nested + "/file"
+        try SecureFile.writeAtomically([1, 2, 3], to: path, replacing: false)
+        #expect(try permissions(path) == 0o600)
+        try SecureFile.writeAtomically([4, 5], to: path, replacing: true)
+        #expect(try SecureFile.read(path) == [4, 5])
+        #expect(try FileManager.default.contentsOfDirectory(atPath: nested) == ["file"])
+    }
+
+    @Test("reading refuses a symbolic link, a directory and a world-readable file")
+    func refusesHostileFiles() throws {
+        let directory = TemporaryDirectory()
+        let target = directory.file("target")
+        try SecureFile.writeAtomically([9], to: target, replacing: false)
+        try FileManager.default.createSymbolicLink(atPath: directory.file("link"), withDestinationPath: target)
+        #expect { try SecureFile.read(directory.file("link")) } throws: { ($0 as? SecureKeysError)?.code == .io }
+        try FileManager.default.createDirectory(atPath: directory.file("dir"), withIntermediateDirectories: false)
+        #expect { try SecureFile.read(directory.file("dir")) } throws: { ($0 as? SecureKeysError)?.code == .io }
+        chmod(target, 0o644)
+        #expect { try SecureFile.read(target) } throws: { ($0 as? SecureKeysError)?.code == .insecurePermissions }
+    }
+}

@@ -1,0 +1,85 @@
+import Foundation
+import Testing
+
+@testable import SecureKeys
+
+@Suite("Store key file")
+struct StoreKeyFileTests {
+    let classKey = SecureBytes.random(count: 32)
+
+    func code(of body: () throws -> Void) -> SecureKeysError.Code? {
+        do {
+            try body()
+            return nil
+        } catch let error as SecureKeysError {
+            return error.code
+        } catch {
+            Issue.record("unexpected error \(error)")
+            return nil
+        }
+    }
+
+    @Test("a created key file unwraps to the same store key with its class key")
+    func createAndUnwrap() throws {
+        let directory = TemporaryDirectory()
+        let keyPath = directory.file("store.key")
+        let storeKey = try StoreKeyFile.create(
+            at: keyPath, forStoreAt: directory.file("store.sqlite"), protectionClass: .complete, classKey: classKey)
+        let file = try StoreKeyFile.load(from: keyPath)
+        #expect(file.protectionClass == .complete)
+        #expect(try file.unwrap(with: classKey).constantTimeEquals(storeKey))
+        let attributes = try FileManager.default.attributesOfItem(atPath: keyPath)
+        #expect((attributes[.posixPermissions] as? NSNumber)?.intValue == 0o600)
+        let key = try storeKey.withUnsafeBytes { Array($0) }
+        #expect(!file.bytes.hex.contains(key.hex))
+    }
+
+    @Test("an existing store without a key file is never given a new key")
+    func refusesToOrphanExistingStore() throws {
+        let directory = TemporaryDirectory()
+        let storePath = directory.file("store.sqlite")
+        let data = Data("existing user data".utf8)
+        FileManager.default.createFile(atPath: storePath, contents: data)
+        #expect(code {
+            _ = try StoreKeyFile.create(
+                at: directory.file("store.key"), forStoreAt: storePath, protectionClass: .complete, classKey: classKey)
+        } == .storeExistsWithoutKey)
+        #expect(!FileManager.default.fileExists(atPath: directory.file("store.key")))
+        #expect(FileManager.default.contents(atPath: storePath) == data)
+
+        FileManager.default.createFile(atPath: directory.file("other.sqlite-wal"), contents: data)
+        #expect(code {
+            _ = try StoreKeyFile.create(
+                at: directory.file("other.key"), forStoreAt: directory.file("other.sqlite"), protectionClass: .complete,
+                classKey: classKey)
+        } == .storeExistsWithoutKey)
+    }
+
+    @Test("an existing key file is never overwritten")
+    func neverOverwritesKeyFile() throws {
+        let directory = TemporaryDirectory()
+        let keyPath = directory.file("store.key")
+        _ = try StoreKeyFile.create(
+            at: keyPath, forStoreAt: directory.file("a.sqlite"), protectionClass: .complete, classKey: classKey)
+        let before = try SecureFile.read(keyPath)
+        #expect(code {
+            _ = try StoreKeyFile.create(
+                at: keyPath, forStoreAt: directory.file("b.sqlite"), protectionClass: .complete, classKey: classKey)
+        } == .alreadyExists)
+        #expect(try SecureFile.read(keyPath) == before)
+    }
+
+    @Test("truncated or bit-flipped key files are damaged; another class key gives wrong-device")
+    func damagedAndForeignKeyFiles() throws {
+        let (file, _) = try StoreKeyFile.make(protectionClass: .completeUntilFirstUserAuthentication, classKey: classKey)
+        for length in 0..<file.bytes.count {
+            #expect(code { _ = try StoreKeyFile(bytes: Array(file.bytes[..<length])) } == .damaged, "length \(length)")
+        }
+        for index in file.bytes.indices where index != 4 {
+            var flipped = file.bytes
+            flipped[index] ^= 0x10
+            #expect(code { _ = try StoreKeyFile(bytes: flipped) } == .damaged, "byte \(index)")
+        }
+        #expect(code { _ = try file.unwrap(with: SecureBytes.random(count: 32)) } == .wrongDevice)
+    }
+}
