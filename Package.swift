@@ -14,8 +14,11 @@ let package = Package(
     products: [
         .library(name: "SecureKeys", targets: ["SecureKeys"]),
         .library(name: "EncryptedSQLite", targets: ["EncryptedSQLite"]),
+        .executable(name: "protected-store", targets: ["protected-store"]),
     ],
-    dependencies: [],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+    ],
     targets: [
         // The C boundary: system libraries found through pkg-config (apt: libsqlcipher-dev, libsodium-dev).
         .systemLibrary(
@@ -32,6 +35,15 @@ let package = Package(
         // Layers, each importing only the ones above it (../shared/DESIGN.md).
         .target(name: "SecureKeys", dependencies: ["CSodium"], swiftSettings: strictSettings),
         .target(name: "EncryptedSQLite", dependencies: ["CSQLCipher", "SecureKeys"], swiftSettings: strictSettings),
+
+        .executableTarget(
+            name: "protected-store",
+            dependencies: [
+                "SecureKeys", "EncryptedSQLite",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: strictSettings
+        ),
 
         .testTarget(name: "SecureKeysTests", dependencies: ["SecureKeys"], swiftSettings: strictSettings),
         .testTarget(name: "EncryptedSQLiteTests", dependencies: ["EncryptedSQLite", "SecureKeys"], swiftSettings: strictSettings),

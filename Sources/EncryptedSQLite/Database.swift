@@ -48,10 +48,33 @@ public final class Database {
     ///   - configuration: see ``Configuration``.
     /// - Throws: ``SQLiteError/Code/wrongKey`` when `key` does not decrypt the file (the file is untouched),
     ///   ``SQLiteError/Code/unavailable`` when the file cannot be opened, ``SQLiteError/Code/notSQLCipher``.
-    public init(path: String, key: SecureBytes, configuration: Configuration = Configuration()) throws {
+    public convenience init(path: String, key: SecureBytes, configuration: Configuration = Configuration()) throws {
         guard key.count == 32 else {
             throw SQLiteError(code: .misuse, message: "a store key is 32 bytes, got \(key.count)", path: path)
         }
+        try self.init(path: path, keying: .raw(key), configuration: configuration)
+    }
+
+    /// Opens (or creates) a database keyed by a passphrase, which SQLCipher 3 stretches with PBKDF2-HMAC-SHA1
+    /// (64,000 iterations) on every open.
+    ///
+    /// For databases made by other SQLCipher programs, and as the baseline the raw-key open is measured
+    /// against; the store itself always uses ``init(path:key:configuration:)``.
+    ///
+    /// - Throws: as ``init(path:key:configuration:)``.
+    public convenience init(path: String, passphrase: SecureBytes, configuration: Configuration = Configuration()) throws {
+        try self.init(path: path, keying: .passphrase(passphrase), configuration: configuration)
+    }
+
+    /// How the connection is keyed.
+    private enum Keying {
+        /// A raw 32-byte key, passed as `x'…'`: no key derivation.
+        case raw(SecureBytes)
+        /// A passphrase SQLCipher derives the key from.
+        case passphrase(SecureBytes)
+    }
+
+    private init(path: String, keying: Keying, configuration: Configuration) throws {
         self.path = path
         self.configuration = configuration
         var flags = SQLITE_OPEN_NOMUTEX
@@ -68,7 +91,7 @@ public final class Database {
         }
         do {
             try checkSQLCipher()
-            try applyKey(key)
+            try applyKey(keying)
             try execute("PRAGMA cipher_page_size = \(configuration.pageSize)")
             // The first read validates the key: SQLCipher decrypts and authenticates page 1 here.
             try execute("SELECT count(*) FROM sqlite_master")
@@ -237,11 +260,16 @@ public final class Database {
         cachedStatements.removeAll()
     }
 
-    private func applyKey(_ key: SecureBytes) throws {
+    private func applyKey(_ keying: Keying) throws {
         let connection = try openHandle()
-        let code = try Self.withRawKeyLiteral(key) { literal in
-            sqlite3_key_v2(connection, "main", literal.baseAddress, Int32(literal.count))
+        let key = { (bytes: UnsafeRawBufferPointer) in
+            sqlite3_key_v2(connection, "main", bytes.baseAddress, Int32(bytes.count))
         }
+        let code =
+            switch keying {
+            case .raw(let rawKey): try Self.withRawKeyLiteral(rawKey, key)
+            case .passphrase(let passphrase): try passphrase.withUnsafeBytes(key)
+            }
         guard code == SQLITE_OK else {
             throw SQLiteError(resultCode: code, message: String(cString: sqlite3_errmsg(connection)), path: path)
         }

@@ -90,8 +90,21 @@ public struct SQLiteError: Error, Sendable {
     }
 
     init(resultCode: Int32, message: String, sql: String? = nil, path: String? = nil) {
+        if resultCode == Self.sqliteError && message == Self.bareErrorMessage {
+            // SQLCipher 3.4.1 reports a page that fails its HMAC as a bare SQLITE_ERROR carrying SQLite's
+            // default text (the codec sets the pager's error without a message); an SQL error always has its own
+            // message ("no such table: …", "near …: syntax error"). So this exact pair means a damaged page.
+            self.init(
+                code: .corrupt, message: "a page failed authentication (HMAC): the store file is damaged", sql: sql,
+                path: path, extendedResultCode: resultCode)
+            return
+        }
         self.init(code: Code(resultCode: resultCode), message: message, sql: sql, path: path, extendedResultCode: resultCode)
     }
+
+    static let sqliteError: Int32 = 1
+    /// `sqlite3_errstr(SQLITE_ERROR)` in SQLite 3.15.2, which SQLCipher 3.4.1 is built on.
+    static let bareErrorMessage = "SQL logic error or missing database"
 }
 
 extension SQLiteError: CustomStringConvertible, LocalizedError {
