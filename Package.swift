@@ -14,10 +14,12 @@ let package = Package(
     products: [
         .library(name: "SecureKeys", targets: ["SecureKeys"]),
         .library(name: "EncryptedSQLite", targets: ["EncryptedSQLite"]),
+        .library(name: "ProtectedData", targets: ["ProtectedData"]),
         .executable(name: "protected-store", targets: ["protected-store"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/pointfreeco/swift-clocks", from: "1.0.0"),
     ],
     targets: [
         // The C boundary: system libraries found through pkg-config (apt: libsqlcipher-dev, libsodium-dev).
@@ -35,6 +37,11 @@ let package = Package(
         // Layers, each importing only the ones above it (../shared/DESIGN.md).
         .target(name: "SecureKeys", dependencies: ["CSodium"], swiftSettings: strictSettings),
         .target(name: "EncryptedSQLite", dependencies: ["CSQLCipher", "SecureKeys"], swiftSettings: strictSettings),
+        .target(
+            name: "ProtectedData",
+            dependencies: ["SecureKeys", .product(name: "Clocks", package: "swift-clocks")],
+            swiftSettings: strictSettings
+        ),
 
         .executableTarget(
             name: "protected-store",
@@ -47,5 +54,10 @@ let package = Package(
 
         .testTarget(name: "SecureKeysTests", dependencies: ["SecureKeys"], swiftSettings: strictSettings),
         .testTarget(name: "EncryptedSQLiteTests", dependencies: ["EncryptedSQLite", "SecureKeys"], swiftSettings: strictSettings),
+        .testTarget(
+            name: "ProtectedDataTests",
+            dependencies: ["ProtectedData", "SecureKeys", .product(name: "Clocks", package: "swift-clocks")],
+            swiftSettings: strictSettings
+        ),
     ]
 )

@@ -1,4 +1,5 @@
 public import Foundation
+public import SecureKeys
 
 /// An error from the encrypted store: what kind, in words a person can act on, and where.
 ///
@@ -117,4 +118,8 @@ extension SQLiteError: CustomStringConvertible, LocalizedError {
 
     /// swift-argument-parser prints this for errors a command throws.
     public var errorDescription: String? { description }
+}
+
+extension SQLiteError: CodedError {
+    public var codeName: String { code.name }
 }

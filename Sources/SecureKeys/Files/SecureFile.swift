@@ -8,6 +8,29 @@ import Glibc
 /// `rename` it over the target, then `fsync` the directory so the rename itself is durable. A crash at any
 /// point leaves either the old file or the new one, never a mix.
 public enum SecureFile {
+    /// The steps of ``writeAtomically(_:to:replacing:)``, in order, where a simulated crash can stop it.
+    public enum WriteStep: String, Sendable, CaseIterable {
+        case createdTemporary = "created-temporary"
+        case wroteTemporary = "wrote-temporary"
+        case syncedTemporary = "synced-temporary"
+        case renamed = "renamed"
+        case syncedDirectory = "synced-directory"
+    }
+
+    /// A crash simulated at a ``WriteStep``: the write stops there and, as in a real crash, nothing is
+    /// cleaned up. For crash-consistency tests only.
+    public struct SimulatedCrash: Error, Sendable, Equatable {
+        public let step: WriteStep
+        public init(step: WriteStep) { self.step = step }
+    }
+
+    /// Set (for the current task only) to make the next atomic writes stop at that step, as a crash would.
+    @TaskLocal public static var crashPoint: WriteStep?
+
+    private static func crashIfRequested(at step: WriteStep) throws {
+        if crashPoint == step { throw SimulatedCrash(step: step) }
+    }
+
     /// Files holding keys: owner read/write only.
     static let fileMode: mode_t = 0o600
     /// Directories holding keys: owner only.
@@ -77,6 +100,23 @@ public enum SecureFile {
         return bytes
     }
 
+    /// Reads a file that holds a raw secret straight into guarded memory, zeroing the temporary copy.
+    ///
+    /// - Throws: as ``read(_:maximumSize:)``.
+    public static func readSecret(_ path: String) throws -> SecureBytes {
+        var bytes = try read(path, maximumSize: 4096)
+        defer { secureZero(&bytes) }
+        return bytes.withUnsafeBytes { SecureBytes(copying: $0) }
+    }
+
+    /// Writes a raw secret to a new file (mode 0600, never replacing one). Only for the simulated device's
+    /// hardware key, which stands for a key a real device keeps in its secure element.
+    public static func writeSecret(_ secret: SecureBytes, to path: String) throws {
+        var bytes = try secret.withUnsafeBytes { Array($0) }
+        defer { secureZero(&bytes) }
+        try writeAtomically(bytes, to: path, replacing: false)
+    }
+
     /// Writes `bytes` to `path` atomically with mode 0600.
     ///
     /// - Parameter replacing: whether an existing file may be replaced. Key files are created with `false`
@@ -89,11 +129,13 @@ public enum SecureFile {
         let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, fileMode)
         guard descriptor >= 0 else { throw SecureKeysError.io("cannot create", path: temporary, errno: errno) }
         var committed = false
+        var crashed = false
         defer {
-            if !committed { unlink(temporary) }
+            if !committed && !crashed { unlink(temporary) }
         }
         do {
             defer { close(descriptor) }
+            do { try crashIfRequested(at: .createdTemporary) } catch { crashed = true; throw error }
             var done = 0
             while done < bytes.count {
                 let count = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress! + done, $0.count - done) }
@@ -101,7 +143,9 @@ public enum SecureFile {
                 guard count > 0 else { throw SecureKeysError.io("cannot write", path: temporary, errno: errno) }
                 done += count
             }
+            do { try crashIfRequested(at: .wroteTemporary) } catch { crashed = true; throw error }
             guard fsync(descriptor) == 0 else { throw SecureKeysError.io("cannot fsync", path: temporary, errno: errno) }
+            do { try crashIfRequested(at: .syncedTemporary) } catch { crashed = true; throw error }
         }
         if replacing {
             guard rename(temporary, path) == 0 else { throw SecureKeysError.io("cannot rename onto", path: path, errno: errno) }
@@ -115,7 +159,9 @@ public enum SecureFile {
             unlink(temporary)
         }
         committed = true
+        try crashIfRequested(at: .renamed)
         try syncDirectory(directory.isEmpty ? "." : directory)
+        try crashIfRequested(at: .syncedDirectory)
     }
 
     /// `fsync`s a directory so that a rename or a new entry in it survives a crash.

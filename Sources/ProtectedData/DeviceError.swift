@@ -1,0 +1,91 @@
+public import Foundation
+public import SecureKeys
+
+/// An error from the simulated device, with the project's kebab-case codes.
+public struct DeviceError: CodedError, LocalizedError {
+    /// What kind of failure. Extensible: compare with the static members.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        public let name: String
+        private init(_ name: String) { self.name = name }
+        public var description: String { name }
+
+        /// No device was set up in the state directory.
+        public static let noDevice = Code("no-device")
+        /// A device already exists in the state directory; set-up never replaces one.
+        public static let deviceExists = Code("device-exists")
+        /// The passcode was wrong.
+        public static let wrongPasscode = Code("wrong-passcode")
+        /// A passcode attempt during the delay after wrong passcodes.
+        public static let passcodeDelay = Code("passcode-delay")
+        /// The device erased its keys after too many wrong passcodes.
+        public static let deviceWiped = Code("device-wiped")
+        /// The keys of a protection class are not held now (locked, or before the first unlock).
+        public static let protectedDataUnavailable = Code("protected-data-unavailable")
+        /// The device's state file is damaged; it was left as it is.
+        public static let stateDamaged = Code("device-state-damaged")
+    }
+
+    public var code: Code
+    public var message: String
+    /// For ``Code/passcodeDelay``: how long until the next attempt is allowed.
+    public var retryAfter: Duration?
+    /// For ``Code/wrongPasscode``: consecutive failures so far.
+    public var failedAttempts: Int?
+
+    public var codeName: String { code.name }
+    public var description: String { "\(code.name): \(message)" }
+    public var errorDescription: String? { description }
+
+    static func noDevice(at directory: String) -> Self {
+        Self(code: .noDevice, message: "no device is set up in \(directory); run `device setup` first")
+    }
+
+    static func deviceExists(at directory: String) -> Self {
+        Self(code: .deviceExists, message: "a device is already set up in \(directory); it is never replaced")
+    }
+
+    static func wrongPasscode(failedAttempts: Int, delay: Duration) -> Self {
+        var message = "wrong passcode (\(failedAttempts) failed attempt\(failedAttempts == 1 ? "" : "s"))"
+        if delay > .zero { message += "; try again in \(delay.spoken)" }
+        return Self(code: .wrongPasscode, message: message, failedAttempts: failedAttempts)
+    }
+
+    static func passcodeDelay(remaining: Duration, failedAttempts: Int) -> Self {
+        Self(
+            code: .passcodeDelay,
+            message: "too many wrong passcodes (\(failedAttempts)); try again in \(remaining.spoken)",
+            retryAfter: remaining, failedAttempts: failedAttempts)
+    }
+
+    static func deviceWiped() -> Self {
+        Self(code: .deviceWiped, message: "the device erased its keys after too many wrong passcodes; its data cannot be read")
+    }
+
+    static func protectedDataUnavailable(_ protectionClass: ProtectionClass) -> Self {
+        Self(
+            code: .protectedDataUnavailable,
+            message: "protected data of class \(protectionClass.name) is unavailable (the device is locked or has not been unlocked since boot)")
+    }
+
+    static func stateDamaged(_ path: String, _ what: String) -> Self {
+        Self(code: .stateDamaged, message: "device state \(path) is damaged: \(what); it was left as it is")
+    }
+}
+
+extension Duration {
+    /// "1m 30s", "250ms", "1h" — how durations read in messages and timelines.
+    public var spoken: String {
+        let milliseconds = components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000
+        if milliseconds == 0 { return "0s" }
+        if milliseconds % 1000 != 0 && milliseconds < 60_000 {
+            return milliseconds < 1000 ? "\(milliseconds)ms" : String(format: "%.3gs", Double(milliseconds) / 1000)
+        }
+        var seconds = milliseconds / 1000
+        var parts: [String] = []
+        for (unit, size) in [("h", Int64(3600)), ("m", 60), ("s", 1)] where seconds >= size {
+            parts.append("\(seconds / size)\(unit)")
+            seconds %= size
+        }
+        return parts.joined(separator: " ")
+    }
+}

@@ -1,0 +1,98 @@
+import Synchronization
+
+/// Delivers events to subscribers in order, exactly once each, including events raised by a subscriber
+/// while it is being called (they queue behind the current one instead of overtaking it).
+///
+/// A subscriber sees exactly the events published after it subscribed: each event carries a sequence
+/// number, each subscriber the number it started after. The owner publishes and subscribes under its own
+/// state lock, so the availability it reads while subscribing and the events the subscriber then gets
+/// never disagree.
+public final class EventHub<Event: Sendable>: Sendable {
+    public typealias Handler = @Sendable (Event) -> Void
+
+    private struct Subscriber {
+        let startsAfter: UInt64
+        let handler: Handler
+    }
+
+    private struct State {
+        var subscribers: [UInt64: Subscriber] = [:]
+        var nextSubscriberID: UInt64 = 0
+        var pending: [(sequence: UInt64, event: Event)] = []
+        var lastSequence: UInt64 = 0
+        var delivering = false
+    }
+
+    private let state = Mutex(State())
+
+    public init() {}
+
+    /// Adds a subscriber that will get every event published from now on.
+    public func subscribe(_ handler: @escaping Handler) -> EventSubscription {
+        let id = state.withLock { state -> UInt64 in
+            state.nextSubscriberID += 1
+            state.subscribers[state.nextSubscriberID] = Subscriber(startsAfter: state.lastSequence, handler: handler)
+            return state.nextSubscriberID
+        }
+        return EventSubscription { [weak self] in
+            _ = self?.state.withLock { $0.subscribers.removeValue(forKey: id) }
+        }
+    }
+
+    /// Queues `event`. Call ``deliverPending()`` once the owner's own lock is released.
+    public func enqueue(_ event: Event) {
+        state.withLock { state in
+            state.lastSequence += 1
+            state.pending.append((state.lastSequence, event))
+        }
+    }
+
+    /// Delivers queued events in order, unless a delivery is already running further up this call stack or
+    /// on another thread (that one will deliver them, in order).
+    public func deliverPending() {
+        guard state.withLock({ state -> Bool in
+            if state.delivering { return false }
+            state.delivering = true
+            return true
+        }) else { return }
+        while true {
+            let next = state.withLock { state -> (UInt64, Event, [Subscriber])? in
+                guard !state.pending.isEmpty else {
+                    state.delivering = false
+                    return nil
+                }
+                let (sequence, event) = state.pending.removeFirst()
+                let receivers = state.subscribers.sorted { $0.key < $1.key }.map(\.value)
+                    .filter { $0.startsAfter < sequence }
+                return (sequence, event, receivers)
+            }
+            guard let (_, event, receivers) = next else { return }
+            for receiver in receivers { receiver.handler(event) }
+        }
+    }
+}
+
+/// A registration for events; cancelled explicitly or when released.
+public final class EventSubscription: Sendable {
+    private let cancellation: Mutex<[@Sendable () -> Void]>
+
+    init(_ cancel: @escaping @Sendable () -> Void) {
+        cancellation = Mutex([cancel])
+    }
+
+    /// Runs `action` when the subscription ends.
+    public func onCancel(_ action: @escaping @Sendable () -> Void) {
+        cancellation.withLock { $0.append(action) }
+    }
+
+    /// Stops delivery. Cancelling twice is harmless.
+    public func cancel() {
+        let actions = cancellation.withLock { actions in
+            defer { actions.removeAll() }
+            return actions
+        }
+        for action in actions { action() }
+    }
+
+    deinit { cancel() }
+}

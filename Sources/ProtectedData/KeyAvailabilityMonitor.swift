@@ -1,0 +1,35 @@
+public import SecureKeys
+
+/// What app code depends on to know whether protected data can be read: the simulated device implements it,
+/// and a real operating-system source can be plugged in behind the same protocol.
+public protocol KeyAvailabilityMonitor: AnyObject, Sendable {
+    /// Whether data of `protectionClass` can be read now. A class stays available until its keys are
+    /// actually wiped (the end of the grace period), not merely until the lock.
+    func isProtectedDataAvailable(for protectionClass: ProtectionClass) -> Bool
+
+    /// Registers `handler` for every later event, atomically with reading the current availability, so no
+    /// event can fall between the two.
+    ///
+    /// Events are delivered in order, to every subscriber, on the thread that caused them; a handler should
+    /// be quick and hop to its own executor for real work. Keep the subscription: it ends when cancelled or
+    /// released.
+    ///
+    /// - Returns: the availability at the moment of subscribing, and the subscription.
+    func subscribe(
+        _ handler: @escaping @Sendable (ProtectedDataEvent) -> Void
+    ) -> (availability: ProtectedDataAvailability, subscription: EventSubscription)
+}
+
+extension KeyAvailabilityMonitor {
+    /// The same events as an `AsyncSequence`, with the availability read atomically with subscribing.
+    ///
+    /// The stream ends when the returned subscription is cancelled or released.
+    public func events() -> (
+        availability: ProtectedDataAvailability, events: AsyncStream<ProtectedDataEvent>, subscription: EventSubscription
+    ) {
+        let (stream, continuation) = AsyncStream.makeStream(of: ProtectedDataEvent.self, bufferingPolicy: .unbounded)
+        let (availability, subscription) = subscribe { continuation.yield($0) }
+        subscription.onCancel { continuation.finish() }
+        return (availability, stream, subscription)
+    }
+}

@@ -1,0 +1,385 @@
+public import Clocks
+import Foundation
+public import SecureKeys
+import Synchronization
+
+/// The device a store lives on: a passcode, a keybag of class keys, lock and unlock, a grace period, and
+/// the wrong-passcode delays — persisted in a state directory, so a new instance on the same directory is a
+/// reboot.
+///
+/// Time comes from an injected clock (a `TestClock` in tests and scripts). Deadlines are applied whenever
+/// the device is asked anything, and by ``refresh()``; with ``Configuration/schedulesTimers`` a task also
+/// sleeps on the clock until the next deadline, as a real device would.
+public final class SimulatedDevice: KeyAvailabilityMonitor {
+    /// How a device is set up.
+    public struct Configuration: Sendable {
+        /// How long class A and B keys stay after a lock. iOS uses about 10 seconds.
+        public var gracePeriod: Duration = .seconds(10)
+        /// Wrong-passcode delays and optional wipe.
+        public var attemptPolicy = PasscodeAttemptPolicy()
+        /// The Argon2id cost of the passcode.
+        public var kdf: PasscodeKDF = .default
+
+        public init(gracePeriod: Duration = .seconds(10), attemptPolicy: PasscodeAttemptPolicy = .init(), kdf: PasscodeKDF = .default) {
+            self.gracePeriod = gracePeriod
+            self.attemptPolicy = attemptPolicy
+            self.kdf = kdf
+        }
+    }
+
+    /// Whether the device is locked, and what that means for its keys.
+    public enum LockState: Sendable, Hashable, CustomStringConvertible {
+        /// Booted and not unlocked since: only class ``ProtectionClass/none`` is available.
+        case beforeFirstUnlock
+        /// Unlocked: every class is available.
+        case unlocked
+        /// Locked, within the grace period: class A and B keys are still held for `remaining`.
+        case lockedInGracePeriod(remaining: Duration)
+        /// Locked after the grace period: classes C and D are available.
+        case locked
+        /// Erased after too many wrong passcodes.
+        case wiped
+
+        public var description: String {
+            switch self {
+            case .beforeFirstUnlock: "before first unlock"
+            case .unlocked: "unlocked"
+            case .lockedInGracePeriod(let remaining): "locked (grace \(remaining.spoken) left)"
+            case .locked: "locked"
+            case .wiped: "wiped"
+            }
+        }
+    }
+
+    private struct State {
+        var persisted: PersistedDeviceState
+        var keybag: Keybag?
+        var deviceKey: SecureBytes?
+        var heldKeys: [ProtectionClass: SecureBytes] = [:]
+        var isLocked = true
+        var graceDeadline: AnyClock<Duration>.Instant?
+        var lastFailure: AnyClock<Duration>.Instant?
+    }
+
+    /// The state directory.
+    public let directory: String
+    private let layout: DeviceLayout
+    private let clock: AnyClock<Duration>
+    private let schedulesTimers: Bool
+    private let state: Mutex<State>
+    private let hub = EventHub<ProtectedDataEvent>()
+
+    // MARK: Set-up and boot
+
+    /// Sets up a new device in `directory`: a device key, a keybag with fresh class keys, the settings.
+    /// The device is left unlocked, as a phone is after its set-up.
+    ///
+    /// - Throws: ``DeviceError/Code/deviceExists`` when `directory` already holds a device (it is never
+    ///   replaced), ``SecureKeysError`` for file-system failures.
+    public static func setUp(
+        in directory: String, passcode: SecureBytes, configuration: Configuration = Configuration(),
+        clock: any Clock<Duration> = ContinuousClock(), schedulesTimers: Bool = true,
+        random: any RandomSource = SystemRandom()
+    ) throws -> SimulatedDevice {
+        let layout = DeviceLayout(root: directory)
+        for path in [layout.statePath, layout.keybagPath, layout.deviceKeyPath] where SecureFile.exists(path) {
+            throw DeviceError.deviceExists(at: directory)
+        }
+        try SecureFile.createDirectory(at: layout.deviceDirectory)
+        try SecureFile.createDirectory(at: layout.hardwareDirectory)
+        let deviceKey = SecureBytes.random(count: 32, using: random)
+        try SecureFile.writeSecret(deviceKey, to: layout.deviceKeyPath)
+        let (keybag, keys) = try Keybag.create(passcode: passcode, deviceKey: deviceKey, kdf: configuration.kdf, random: random)
+        try SecureFile.writeAtomically(keybag.bytes, to: layout.keybagPath, replacing: false)
+        // The state file is written last: its presence says the set-up completed.
+        let persisted = PersistedDeviceState(
+            gracePeriodMilliseconds: configuration.gracePeriod.milliseconds,
+            wipeAfterFailures: configuration.attemptPolicy.wipeAfterFailures)
+        try persisted.write(to: layout.statePath, replacing: false)
+        var state = State(persisted: persisted, keybag: keybag, deviceKey: deviceKey)
+        for protectionClass in ProtectionClass.allCases { state.heldKeys[protectionClass] = keys[protectionClass] }
+        state.isLocked = false
+        return SimulatedDevice(layout: layout, state: state, clock: clock, schedulesTimers: schedulesTimers)
+    }
+
+    /// Boots the device kept in `directory`: a reboot. Before the first unlock only class
+    /// ``ProtectionClass/none`` is available.
+    ///
+    /// - Throws: ``DeviceError/Code/noDevice`` when nothing was set up there; ``SecureKeysError`` with
+    ///   `key-file-damaged` for a damaged keybag (left as it is).
+    public convenience init(
+        bootingFrom directory: String, clock: any Clock<Duration> = ContinuousClock(), schedulesTimers: Bool = true
+    ) throws {
+        let layout = DeviceLayout(root: directory)
+        guard SecureFile.exists(layout.statePath) else { throw DeviceError.noDevice(at: directory) }
+        var state = State(persisted: try PersistedDeviceState.load(from: layout.statePath))
+        if !state.persisted.wiped {
+            let deviceKey = try SecureFile.readSecret(layout.deviceKeyPath)
+            let keybag = try Keybag.load(from: layout.keybagPath, deviceKey: deviceKey)
+            state.deviceKey = deviceKey
+            state.keybag = keybag
+            state.heldKeys[.none] = try keybag.unwrapNoneClassKey(deviceKey: deviceKey)
+        }
+        let anyClock = AnyClock(clock)
+        // A restart must not shorten a passcode delay: it starts again in full from boot.
+        if state.persisted.attemptPolicy.delay(afterFailures: state.persisted.failedPasscodeAttempts) > .zero {
+            state.lastFailure = anyClock.now
+        }
+        self.init(layout: layout, state: state, clock: anyClock, schedulesTimers: schedulesTimers)
+    }
+
+    private init(layout: DeviceLayout, state: State, clock: any Clock<Duration>, schedulesTimers: Bool) {
+        self.directory = layout.root
+        self.layout = layout
+        self.clock = (clock as? AnyClock<Duration>) ?? AnyClock(clock)
+        self.schedulesTimers = schedulesTimers
+        self.state = Mutex(state)
+    }
+
+    // MARK: Reading the state
+
+    /// Whether the device is locked, and what its keys are doing.
+    public var lockState: LockState {
+        refresh()
+        return state.withLock { state in
+            if state.persisted.wiped { return .wiped }
+            if !state.isLocked { return .unlocked }
+            if state.heldKeys[.completeUntilFirstUserAuthentication] == nil { return .beforeFirstUnlock }
+            if let deadline = state.graceDeadline { return .lockedInGracePeriod(remaining: clock.now.duration(to: deadline)) }
+            return .locked
+        }
+    }
+
+    /// Consecutive wrong passcodes so far (persisted across reboots).
+    public var failedPasscodeAttempts: Int { state.withLock { $0.persisted.failedPasscodeAttempts } }
+
+    /// The grace period after a lock.
+    public var gracePeriod: Duration { state.withLock { $0.persisted.gracePeriod } }
+
+    /// How long until a passcode may be tried again, or `nil` when it may be tried now.
+    public var passcodeRetryDelay: Duration? {
+        state.withLock { remainingDelay(in: $0) }
+    }
+
+    /// The public half of the class-B key pair: always available, to seal data while locked.
+    public var completeUnlessOpenPublicKey: [UInt8]? { state.withLock { $0.keybag?.completeUnlessOpenPublicKey } }
+
+    public func isProtectedDataAvailable(for protectionClass: ProtectionClass) -> Bool {
+        refresh()
+        return state.withLock { $0.heldKeys[protectionClass] != nil }
+    }
+
+    /// Which classes are available now.
+    public var availability: ProtectedDataAvailability {
+        refresh()
+        return state.withLock { ProtectedDataAvailability(availableClasses: Set($0.heldKeys.keys)) }
+    }
+
+    public func subscribe(
+        _ handler: @escaping @Sendable (ProtectedDataEvent) -> Void
+    ) -> (availability: ProtectedDataAvailability, subscription: EventSubscription) {
+        refresh()
+        return state.withLock { state in
+            (ProtectedDataAvailability(availableClasses: Set(state.heldKeys.keys)), hub.subscribe(handler))
+        }
+    }
+
+    /// The key of `protectionClass` while it is held. Internal: upper layers ask for store keys instead.
+    func classKey(_ protectionClass: ProtectionClass) -> SecureBytes? {
+        refresh()
+        return state.withLock { $0.heldKeys[protectionClass] }
+    }
+
+    // MARK: Lock and unlock
+
+    /// Unlocks with the passcode: unwraps the class keys (Argon2id) and delivers *did become available*.
+    /// Unlocking an unlocked device succeeds and changes nothing.
+    ///
+    /// - Throws: ``DeviceError/Code/wrongPasscode`` (counted, persisted), ``DeviceError/Code/passcodeDelay``
+    ///   during a delay (not counted), ``DeviceError/Code/deviceWiped``.
+    public func unlock(passcode: SecureBytes) throws {
+        refresh()
+        let keybag: Keybag
+        let deviceKey: SecureBytes
+        switch try state.withLock({ state -> (Keybag, SecureBytes)? in
+            try checkAttemptAllowed(state)
+            guard state.isLocked else { return nil }
+            return (state.keybag!, state.deviceKey!)
+        }) {
+        case nil: return
+        case let (bag, key)?:
+            keybag = bag
+            deviceKey = key
+        }
+        // Argon2id runs outside the lock, so queries are not held up for its ~80 ms.
+        let keys = try attempt { try keybag.unlock(passcode: passcode, deviceKey: deviceKey) }
+        state.withLock { state in
+            for protectionClass in ProtectionClass.allCases {
+                if state.heldKeys[protectionClass] == nil {
+                    state.heldKeys[protectionClass] = keys[protectionClass]
+                } else {
+                    keys[protectionClass]?.wipe()  // still held from before (grace period): keep that copy
+                }
+            }
+            let wasLocked = state.isLocked
+            state.isLocked = false
+            state.graceDeadline = nil
+            if wasLocked { hub.enqueue(.didBecomeAvailable) }
+        }
+        hub.deliverPending()
+    }
+
+    /// Locks the device: delivers *will become unavailable* now, and wipes class A and B keys when the grace
+    /// period ends. Locking a locked device changes nothing.
+    public func lock() {
+        refresh()
+        let deadline = state.withLock { state -> AnyClock<Duration>.Instant? in
+            guard !state.persisted.wiped, !state.isLocked else { return nil }
+            state.isLocked = true
+            let deadline = clock.now.advanced(by: state.persisted.gracePeriod)
+            state.graceDeadline = deadline
+            hub.enqueue(.willBecomeUnavailable)
+            return deadline
+        }
+        hub.deliverPending()
+        refresh()  // a zero grace period ends at once
+        if let deadline, schedulesTimers {
+            Task { [weak self, clock] in
+                try? await clock.sleep(until: deadline)
+                self?.refresh()
+            }
+        }
+    }
+
+    /// Applies what the clock says has happened since the last look: ends a grace period (wiping class A
+    /// keys and the class B private key). Idempotent; every query calls it.
+    public func refresh() {
+        state.withLock { state in
+            guard state.isLocked, let deadline = state.graceDeadline, clock.now >= deadline else { return }
+            for protectionClass in [ProtectionClass.complete, .completeUnlessOpen] {
+                state.heldKeys.removeValue(forKey: protectionClass)?.wipe()
+            }
+            state.graceDeadline = nil
+            hub.enqueue(.didBecomeUnavailable)
+        }
+        hub.deliverPending()
+    }
+
+    /// Changes the passcode: the class keys are rewrapped and the keybag replaced atomically, so a crash at
+    /// any point leaves the old or the new passcode working, never neither. No store needs rekeying.
+    ///
+    /// - Throws: as ``unlock(passcode:)`` for the old passcode; ``SecureKeysError`` when the write fails
+    ///   (the old keybag is then intact).
+    public func changePasscode(from old: SecureBytes, to new: SecureBytes, random: any RandomSource = SystemRandom()) throws {
+        refresh()
+        let (keybag, deviceKey) = try state.withLock { state -> (Keybag, SecureBytes) in
+            try checkAttemptAllowed(state)
+            return (state.keybag!, state.deviceKey!)
+        }
+        let changed = try attempt { try keybag.changingPasscode(from: old, to: new, deviceKey: deviceKey, random: random) }
+        try changed.write(to: layout.keybagPath)
+        state.withLock { $0.keybag = changed }
+    }
+
+    // MARK: Store keys
+
+    /// The key file of the store at `storePath` (`<storePath>.key`), looked up three ways.
+    ///
+    /// - Throws: ``SecureKeysError`` when the key file is damaged or from another device: never a reason to
+    ///   make a new key.
+    public func lookUpStoreKey(forStoreAt storePath: String) throws -> StoreKeyLookup {
+        let keyPath = Self.keyPath(forStoreAt: storePath)
+        guard SecureFile.exists(keyPath) else { return .absent }
+        let file = try StoreKeyFile.load(from: keyPath)
+        guard let classKey = classKey(file.protectionClass) else { return .locked(file.protectionClass) }
+        do {
+            return .available(try file.unwrap(with: classKey, path: keyPath))
+        } catch let error as SecureKeysError where error.code == .keyWiped {
+            return .locked(file.protectionClass)  // wiped between the look-up and the unwrap
+        }
+    }
+
+    /// Creates the key of a new store at `storePath`. Only for a store whose look-up said ``StoreKeyLookup/absent``.
+    ///
+    /// - Throws: ``DeviceError/Code/protectedDataUnavailable`` when the class key is not held;
+    ///   ``SecureKeysError`` with `store-exists-without-key` when a store file exists without a key file,
+    ///   `already-exists` when the key file exists.
+    public func createStoreKey(forStoreAt storePath: String, protectionClass: ProtectionClass, random: any RandomSource = SystemRandom()) throws -> SecureBytes {
+        guard let classKey = classKey(protectionClass) else { throw DeviceError.protectedDataUnavailable(protectionClass) }
+        return try StoreKeyFile.create(
+            at: Self.keyPath(forStoreAt: storePath), forStoreAt: storePath, protectionClass: protectionClass,
+            classKey: classKey, random: random)
+    }
+
+    /// Where the key file of the store at `storePath` lives.
+    public static func keyPath(forStoreAt storePath: String) -> String { storePath + ".key" }
+
+    // MARK: Passcode attempts
+
+    private func remainingDelay(in state: State) -> Duration? {
+        let delay = state.persisted.attemptPolicy.delay(afterFailures: state.persisted.failedPasscodeAttempts)
+        guard delay > .zero, let lastFailure = state.lastFailure else { return nil }
+        let remaining = clock.now.duration(to: lastFailure.advanced(by: delay))
+        return remaining > .zero ? remaining : nil
+    }
+
+    private func checkAttemptAllowed(_ state: State) throws {
+        if state.persisted.wiped { throw DeviceError.deviceWiped() }
+        if let remaining = remainingDelay(in: state) {
+            throw DeviceError.passcodeDelay(remaining: remaining, failedAttempts: state.persisted.failedPasscodeAttempts)
+        }
+    }
+
+    /// Runs a passcode check, counting a wrong passcode (persisted before the error is thrown) and resetting
+    /// the count on success.
+    private func attempt<Result>(_ body: () throws -> Result) throws -> Result {
+        do {
+            let result = try body()
+            try state.withLock { state in
+                guard state.persisted.failedPasscodeAttempts != 0 else { return }
+                state.persisted.failedPasscodeAttempts = 0
+                state.lastFailure = nil
+                try state.persisted.write(to: layout.statePath)
+            }
+            return result
+        } catch let error as SecureKeysError where error.code == .wrongPasscode {
+            let failure = try state.withLock { state -> DeviceError in
+                state.persisted.failedPasscodeAttempts += 1
+                state.lastFailure = clock.now
+                let failures = state.persisted.failedPasscodeAttempts
+                if state.persisted.attemptPolicy.wipes(afterFailures: failures) {
+                    try wipe(&state)
+                    return DeviceError.deviceWiped()
+                }
+                try state.persisted.write(to: layout.statePath)
+                return DeviceError.wrongPasscode(
+                    failedAttempts: failures, delay: state.persisted.attemptPolicy.delay(afterFailures: failures))
+            }
+            hub.deliverPending()
+            throw failure
+        }
+    }
+
+    /// Erases the device: the keybag and the device key are destroyed, so nothing wrapped by them can be read
+    /// again. This is the user's "Erase Data after 10 failed attempts" setting, never a recovery step.
+    private func wipe(_ state: inout State) throws {
+        state.persisted.wiped = true
+        try state.persisted.write(to: layout.statePath)
+        for key in state.heldKeys.values { key.wipe() }
+        let hadProtectedData = state.heldKeys[.complete] != nil
+        state.heldKeys.removeAll()
+        state.deviceKey?.wipe()
+        state.deviceKey = nil
+        state.keybag = nil
+        unlink(layout.keybagPath)
+        unlink(layout.deviceKeyPath)
+        if hadProtectedData { hub.enqueue(.didBecomeUnavailable) }
+    }
+}
+
+extension Duration {
+    /// Whole milliseconds.
+    var milliseconds: Int64 {
+        components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000
+    }
+}

@@ -1,0 +1,104 @@
+import Clocks
+import Foundation
+import SecureKeys
+import Testing
+
+@testable import ProtectedData
+
+@Suite("Simulated device: passcodes")
+struct PasscodeTests {
+    @Test("wrong passcodes: no delay for four, then 1 min, 5 min, 15 min, 15 min, 1 h; an attempt during a delay is refused with the time left")
+    func escalatingDelays() async throws {
+        let fixture = try DeviceFixture()
+        try fixture.reboot()
+        for failure in 1...4 {
+            #expect(errorCode { try fixture.unlock("0000") } == "wrong-passcode", "failure \(failure)")
+            #expect(fixture.device.passcodeRetryDelay == nil)
+        }
+        let expected: [Duration] = [.seconds(60), .seconds(300), .seconds(900), .seconds(900), .seconds(3600), .seconds(3600)]
+        for (offset, delay) in expected.enumerated() {
+            #expect(errorCode { try fixture.unlock("0000") } == "wrong-passcode", "failure \(5 + offset)")
+            #expect(fixture.device.failedPasscodeAttempts == 5 + offset)
+            #expect(fixture.device.passcodeRetryDelay == delay)
+            await fixture.advance(delay - .milliseconds(1))
+            do {
+                try fixture.unlock()
+                Issue.record("an attempt during the delay was accepted")
+            } catch let error as DeviceError {
+                #expect(error.code == .passcodeDelay)
+                #expect(error.retryAfter == .milliseconds(1))
+            }
+            #expect(fixture.device.failedPasscodeAttempts == 5 + offset, "a refused attempt is not counted")
+            await fixture.advance(.milliseconds(1))
+        }
+        try fixture.unlock()
+        #expect(fixture.device.failedPasscodeAttempts == 0)
+        #expect(fixture.device.passcodeRetryDelay == nil)
+    }
+
+    @Test("the failure count survives a restart, and the delay starts again in full")
+    func failureCountPersists() async throws {
+        let fixture = try DeviceFixture()
+        try fixture.reboot()
+        for _ in 1...5 { _ = errorCode { try fixture.unlock("0000") } }
+        await fixture.advance(.seconds(30))
+        try fixture.reboot()
+        #expect(fixture.device.failedPasscodeAttempts == 5)
+        #expect(fixture.device.passcodeRetryDelay == .seconds(60))
+        #expect(errorCode { try fixture.unlock() } == "passcode-delay")
+        await fixture.advance(.seconds(60))
+        try fixture.unlock()
+        try fixture.reboot()
+        #expect(fixture.device.failedPasscodeAttempts == 0)
+    }
+
+    @Test("with wipe-after 10, the 10th wrong passcode erases the device's keys; it stays wiped after a reboot")
+    func wipeAfterTenFailures() async throws {
+        let fixture = try DeviceFixture(wipeAfterFailures: 10)
+        try fixture.reboot()
+        for failure in 1...9 {
+            #expect(errorCode { try fixture.unlock("0000") } == "wrong-passcode", "failure \(failure)")
+            await fixture.advance(.seconds(3600))
+        }
+        #expect(errorCode { try fixture.unlock("0000") } == "device-wiped")
+        #expect(fixture.device.lockState == .wiped)
+        #expect(fixture.available.isEmpty)
+        #expect(errorCode { try fixture.unlock() } == "device-wiped")
+        #expect(!FileManager.default.fileExists(atPath: fixture.directory.file("device/device.keybag")))
+        try fixture.reboot()
+        #expect(fixture.device.lockState == .wiped)
+        #expect(errorCode { try fixture.unlock() } == "device-wiped")
+    }
+
+    @Test("changing the passcode: afterwards only the new one unlocks, and class keys are unchanged")
+    func changePasscode() throws {
+        let fixture = try DeviceFixture()
+        let before = try fixture.device.classKey(.complete)!.withUnsafeBytes { Array($0) }
+        #expect(errorCode { try fixture.device.changePasscode(from: SecureBytes(utf8: "0000"), to: SecureBytes(utf8: "5678")) } == "wrong-passcode")
+        try fixture.device.changePasscode(from: SecureBytes(utf8: "1234"), to: SecureBytes(utf8: "5678"))
+        try fixture.reboot()
+        #expect(errorCode { try fixture.unlock("1234") } == "wrong-passcode")
+        try fixture.unlock("5678")
+        #expect(try fixture.device.classKey(.complete)!.withUnsafeBytes { Array($0) } == before)
+    }
+
+    @Test(
+        "a crash at any step of the passcode change leaves the old or the new passcode working, never neither",
+        arguments: SecureFile.WriteStep.allCases)
+    func crashDuringPasscodeChange(step: SecureFile.WriteStep) throws {
+        let fixture = try DeviceFixture()
+        #expect(throws: SecureFile.SimulatedCrash(step: step)) {
+            try SecureFile.$crashPoint.withValue(step) {
+                try fixture.device.changePasscode(from: SecureBytes(utf8: "1234"), to: SecureBytes(utf8: "5678"))
+            }
+        }
+        try fixture.reboot()
+        let old = errorCode { try fixture.unlock("1234") }
+        try fixture.reboot()
+        let new = errorCode { try fixture.unlock("5678") }
+        // Before the rename the old keybag is in place; from the rename on, the new one.
+        let renamed = step == .renamed || step == .syncedDirectory
+        #expect(old == (renamed ? "wrong-passcode" : nil))
+        #expect(new == (renamed ? nil : "wrong-passcode"))
+    }
+}
