@@ -15,6 +15,7 @@ let package = Package(
         .library(name: "SecureKeys", targets: ["SecureKeys"]),
         .library(name: "EncryptedSQLite", targets: ["EncryptedSQLite"]),
         .library(name: "ProtectedData", targets: ["ProtectedData"]),
+        .library(name: "ProtectedStore", targets: ["ProtectedStore"]),
         .executable(name: "protected-store", targets: ["protected-store"]),
     ],
     dependencies: [
@@ -52,8 +53,24 @@ let package = Package(
             swiftSettings: strictSettings
         ),
 
+        .target(
+            name: "ProtectedStore",
+            dependencies: [
+                "SecureKeys", "EncryptedSQLite", "ProtectedData", .product(name: "Clocks", package: "swift-clocks"),
+            ],
+            swiftSettings: strictSettings
+        ),
+
         .testTarget(name: "SecureKeysTests", dependencies: ["SecureKeys"], swiftSettings: strictSettings),
         .testTarget(name: "EncryptedSQLiteTests", dependencies: ["EncryptedSQLite", "SecureKeys"], swiftSettings: strictSettings),
+        .testTarget(
+            name: "ProtectedStoreTests",
+            dependencies: [
+                "ProtectedStore", "ProtectedData", "EncryptedSQLite", "SecureKeys",
+                .product(name: "Clocks", package: "swift-clocks"),
+            ],
+            swiftSettings: strictSettings
+        ),
         .testTarget(
             name: "ProtectedDataTests",
             dependencies: ["ProtectedData", "SecureKeys", .product(name: "Clocks", package: "swift-clocks")],

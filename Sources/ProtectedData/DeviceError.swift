@@ -61,7 +61,7 @@ public struct DeviceError: CodedError, LocalizedError {
         Self(code: .deviceWiped, message: "the device erased its keys after too many wrong passcodes; its data cannot be read")
     }
 
-    static func protectedDataUnavailable(_ protectionClass: ProtectionClass) -> Self {
+    public static func protectedDataUnavailable(_ protectionClass: ProtectionClass) -> Self {
         Self(
             code: .protectedDataUnavailable,
             message: "protected data of class \(protectionClass.name) is unavailable (the device is locked or has not been unlocked since boot)")

@@ -10,7 +10,7 @@ import Synchronization
 /// Time comes from an injected clock (a `TestClock` in tests and scripts). Deadlines are applied whenever
 /// the device is asked anything, and by ``refresh()``; with ``Configuration/schedulesTimers`` a task also
 /// sleeps on the clock until the next deadline, as a real device would.
-public final class SimulatedDevice: KeyAvailabilityMonitor {
+public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     /// How a device is set up.
     public struct Configuration: Sendable {
         /// How long class A and B keys stay after a lock. iOS uses about 10 seconds.
@@ -66,6 +66,7 @@ public final class SimulatedDevice: KeyAvailabilityMonitor {
     private let layout: DeviceLayout
     private let clock: AnyClock<Duration>
     private let schedulesTimers: Bool
+    private let random: any RandomSource
     private let state: Mutex<State>
     private let hub = EventHub<ProtectedDataEvent>()
 
@@ -99,7 +100,7 @@ public final class SimulatedDevice: KeyAvailabilityMonitor {
         var state = State(persisted: persisted, keybag: keybag, deviceKey: deviceKey)
         for protectionClass in ProtectionClass.allCases { state.heldKeys[protectionClass] = keys[protectionClass] }
         state.isLocked = false
-        return SimulatedDevice(layout: layout, state: state, clock: clock, schedulesTimers: schedulesTimers)
+        return SimulatedDevice(layout: layout, state: state, clock: clock, schedulesTimers: schedulesTimers, random: random)
     }
 
     /// Boots the device kept in `directory`: a reboot. Before the first unlock only class
@@ -108,7 +109,8 @@ public final class SimulatedDevice: KeyAvailabilityMonitor {
     /// - Throws: ``DeviceError/Code/noDevice`` when nothing was set up there; ``SecureKeysError`` with
     ///   `key-file-damaged` for a damaged keybag (left as it is).
     public convenience init(
-        bootingFrom directory: String, clock: any Clock<Duration> = ContinuousClock(), schedulesTimers: Bool = true
+        bootingFrom directory: String, clock: any Clock<Duration> = ContinuousClock(), schedulesTimers: Bool = true,
+        random: any RandomSource = SystemRandom()
     ) throws {
         let layout = DeviceLayout(root: directory)
         guard SecureFile.exists(layout.statePath) else { throw DeviceError.noDevice(at: directory) }
@@ -125,10 +127,13 @@ public final class SimulatedDevice: KeyAvailabilityMonitor {
         if state.persisted.attemptPolicy.delay(afterFailures: state.persisted.failedPasscodeAttempts) > .zero {
             state.lastFailure = anyClock.now
         }
-        self.init(layout: layout, state: state, clock: anyClock, schedulesTimers: schedulesTimers)
+        self.init(layout: layout, state: state, clock: anyClock, schedulesTimers: schedulesTimers, random: random)
     }
 
-    private init(layout: DeviceLayout, state: State, clock: any Clock<Duration>, schedulesTimers: Bool) {
+    private init(
+        layout: DeviceLayout, state: State, clock: any Clock<Duration>, schedulesTimers: Bool, random: any RandomSource
+    ) {
+        self.random = random
         self.directory = layout.root
         self.layout = layout
         self.clock = (clock as? AnyClock<Duration>) ?? AnyClock(clock)
@@ -270,7 +275,7 @@ public final class SimulatedDevice: KeyAvailabilityMonitor {
     ///
     /// - Throws: as ``unlock(passcode:)`` for the old passcode; ``SecureKeysError`` when the write fails
     ///   (the old keybag is then intact).
-    public func changePasscode(from old: SecureBytes, to new: SecureBytes, random: any RandomSource = SystemRandom()) throws {
+    public func changePasscode(from old: SecureBytes, to new: SecureBytes) throws {
         refresh()
         let (keybag, deviceKey) = try state.withLock { state -> (Keybag, SecureBytes) in
             try checkAttemptAllowed(state)
@@ -304,7 +309,7 @@ public final class SimulatedDevice: KeyAvailabilityMonitor {
     /// - Throws: ``DeviceError/Code/protectedDataUnavailable`` when the class key is not held;
     ///   ``SecureKeysError`` with `store-exists-without-key` when a store file exists without a key file,
     ///   `already-exists` when the key file exists.
-    public func createStoreKey(forStoreAt storePath: String, protectionClass: ProtectionClass, random: any RandomSource = SystemRandom()) throws -> SecureBytes {
+    public func createStoreKey(forStoreAt storePath: String, protectionClass: ProtectionClass) throws -> SecureBytes {
         guard let classKey = classKey(protectionClass) else { throw DeviceError.protectedDataUnavailable(protectionClass) }
         return try StoreKeyFile.create(
             at: Self.keyPath(forStoreAt: storePath), forStoreAt: storePath, protectionClass: protectionClass,

@@ -22,3 +22,11 @@ extension StoreKeyLookup: CustomStringConvertible {
         }
     }
 }
+
+/// Where a store coordinator gets its store key: the simulated device, or a real keychain-backed source.
+public protocol StoreKeyProvider: Sendable {
+    /// The store's key, looked up three ways.
+    func lookUpStoreKey(forStoreAt storePath: String) throws -> StoreKeyLookup
+    /// Creates the key of a new store; only after a look-up said ``StoreKeyLookup/absent``.
+    func createStoreKey(forStoreAt storePath: String, protectionClass: ProtectionClass) throws -> SecureBytes
+}

@@ -1,0 +1,24 @@
+/// Why the app was launched: what `application(_:didFinishLaunchingWithOptions:)` learns from its options.
+public struct LaunchOptions: Sendable, Hashable {
+    /// The reason for the launch.
+    public enum Reason: String, Sendable, Hashable, CaseIterable {
+        /// The user tapped the app.
+        case user
+        /// A significant location change or region event (`UIApplication.LaunchOptionsKey.location`).
+        case location
+        /// A remote notification (`.remoteNotification`).
+        case remoteNotification = "remote-notification"
+        /// A background fetch.
+        case backgroundFetch = "background-fetch"
+    }
+
+    /// The reason for the launch.
+    public var reason: Reason
+    /// Whether the app was launched into the background, with no UI on screen.
+    public var inBackground: Bool
+
+    public init(reason: Reason = .user, inBackground: Bool? = nil) {
+        self.reason = reason
+        self.inBackground = inBackground ?? (reason != .user)
+    }
+}

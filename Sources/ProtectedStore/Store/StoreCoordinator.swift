@@ -1,0 +1,117 @@
+public import EncryptedSQLite
+public import ProtectedData
+public import SecureKeys
+
+/// An attached store: the open SQLCipher connection and the one serial owner all access goes through.
+///
+/// A coordinator only exists for a store that attached successfully — ``attach(_:keys:)`` either returns one
+/// whose store is open, or throws. ``DataController`` assigns its `coordinator` from that return value only,
+/// so there is never a coordinator without a store behind it (the bug the Core Data write-up describes: a
+/// cached coordinator whose `addPersistentStore` had failed).
+///
+/// An actor: its work runs on the global concurrent executor, off the main thread.
+public actor StoreCoordinator {
+    /// The store's configuration.
+    public nonisolated let configuration: StoreConfiguration
+    private var database: Database?
+
+    private init(database: sending Database, configuration: StoreConfiguration) {
+        self.database = database
+        self.configuration = configuration
+    }
+
+    /// Opens the store with its key, creating the key and the store only when neither exists.
+    ///
+    /// Synchronous and blocking (Argon2id is not involved, but file I/O and the first page read are): call it
+    /// from a background executor.
+    ///
+    /// - Throws: ``DeviceError/Code/protectedDataUnavailable`` when the key is locked; `store-exists-without-key`
+    ///   when a store file has no key file; `wrong-key`, `store-damaged`, `store-unavailable` from the open.
+    public static func attach(_ configuration: StoreConfiguration, keys: any StoreKeyProvider) throws -> StoreCoordinator {
+        let storeKey: SecureBytes
+        var databaseConfiguration = configuration.database
+        var keyWasAuthenticated = false
+        switch try keys.lookUpStoreKey(forStoreAt: configuration.path) {
+        case .available(let key):
+            storeKey = key
+            keyWasAuthenticated = true
+            // The key exists, so the store must too: never make a new empty store in place of a lost one.
+            databaseConfiguration.createIfMissing = false
+        case .locked(let protectionClass):
+            throw DeviceError.protectedDataUnavailable(protectionClass)
+        case .absent:
+            storeKey = try keys.createStoreKey(forStoreAt: configuration.path, protectionClass: configuration.protectionClass)
+        }
+        defer { storeKey.wipe() }
+        let database: Database
+        do {
+            database = try Database(path: configuration.path, key: storeKey, configuration: databaseConfiguration)
+        } catch let error as SQLiteError where error.code == .wrongKey && keyWasAuthenticated {
+            // The key came out of its key file authenticated, so it is the right key: the store file is what
+            // is wrong (page 1 fails its HMAC, or another file was put in its place). Left as it is.
+            throw StoreError(
+                codeName: SQLiteError.Code.corrupt.name,
+                message: "\(SQLiteError.Code.corrupt.name): the store at \(configuration.path) does not open with its own key: it is damaged or was replaced; it was left as it is")
+        }
+        try configuration.prepareSchema(database)
+        return StoreCoordinator(database: database, configuration: configuration)
+    }
+
+    /// The default schema: a key-value table, what the command-line tool's `put`/`get`/`delete` use.
+    public static let prepareKeyValueSchema: @Sendable (Database) throws -> Void = { database in
+        try database.execute("CREATE TABLE IF NOT EXISTS entries(key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL)")
+    }
+
+    // MARK: Access
+
+    /// Whether the store is open.
+    public var isOpen: Bool { database != nil }
+
+    /// Runs `body` with the connection, for reads.
+    ///
+    /// - Throws: `protected-data-unavailable` after ``close()``, or what `body` throws.
+    public func read<Result: Sendable>(_ body: @Sendable (Database) throws -> Result) throws -> Result {
+        try body(try openDatabase())
+    }
+
+    /// Runs `body` in an immediate transaction: committed when it returns, rolled back when it throws.
+    public func write<Result: Sendable>(_ body: @Sendable (Database) throws -> Result) throws -> Result {
+        let database = try openDatabase()
+        return try database.transaction { try body(database) }
+    }
+
+    /// Closes the store after the work already queued on this actor: in-flight transactions finish first.
+    public func close() {
+        database?.close()
+        database = nil
+    }
+
+    // MARK: Key-value conveniences
+
+    /// Stores `value` under `key`, replacing what was there; durable when this returns.
+    public func put(_ key: String, _ value: String) throws {
+        try write { try $0.execute("INSERT OR REPLACE INTO entries(key, value) VALUES (?, ?)", [.text(key), .text(value)]) }
+    }
+
+    /// The value stored under `key`, or `nil`.
+    public func value(forKey key: String) throws -> String? {
+        try read { try $0.scalar("SELECT value FROM entries WHERE key = ?", [.text(key)])?.string }
+    }
+
+    /// Removes `key`; removing a missing key is not an error.
+    public func removeValue(forKey key: String) throws {
+        try write { try $0.execute("DELETE FROM entries WHERE key = ?", [.text(key)]) }
+    }
+
+    /// Every key and value, ordered by key.
+    public func allEntries() throws -> [(key: String, value: String)] {
+        try read { database in
+            try database.rows("SELECT key, value FROM entries ORDER BY key").map { ($0[0].string ?? "", $0[1].string ?? "") }
+        }
+    }
+
+    private func openDatabase() throws -> Database {
+        guard let database else { throw StoreError.storeClosed }
+        return database
+    }
+}

@@ -1,0 +1,98 @@
+import Clocks
+import Foundation
+import ProtectedData
+import SecureKeys
+
+@testable import ProtectedStore
+
+/// A device and a data controller on a temporary directory, sharing one test clock.
+@MainActor
+final class ControllerFixture {
+    let directory = TemporaryDirectory()
+    let clock = TestClock<Duration>()
+    var device: SimulatedDevice
+    var controller: DataController
+    var protectionClass: ProtectionClass
+    var queueCapacity: Int
+    var attachDelay: Duration
+    /// Names of operations that ran, in the order they ran.
+    var ran: [String] = []
+    /// Every error presented to the user.
+    var presented: [StoreError] = []
+
+    var storePath: String { directory.file("app.sqlite") }
+
+    init(protectionClass: ProtectionClass = .complete, queueCapacity: Int = 100, attachDelay: Duration = .zero) throws {
+        self.protectionClass = protectionClass
+        self.queueCapacity = queueCapacity
+        self.attachDelay = attachDelay
+        device = try SimulatedDevice.setUp(
+            in: directory.path, passcode: SecureBytes(utf8: "1234"), configuration: .init(kdf: .minimal), clock: clock,
+            schedulesTimers: false)
+        controller = DataController(
+            configuration: .init(store: .init(path: directory.file("app.sqlite"))), keys: device, clock: clock)
+        controller = makeController()
+    }
+
+    func makeController() -> DataController {
+        let controller = DataController(
+            configuration: .init(
+                store: .init(path: storePath, protectionClass: protectionClass), queueCapacity: queueCapacity,
+                attachDelay: attachDelay),
+            keys: device, clock: clock)
+        controller.onPresentError = { [unowned self] in presented.append($0) }
+        return controller
+    }
+
+    /// The app's process ends and the device reboots: a new device instance and a new controller.
+    func rebootDevice() throws {
+        controller.terminate()
+        device = try SimulatedDevice(bootingFrom: directory.path, clock: clock, schedulesTimers: false)
+        controller = makeController()
+    }
+
+    func launch(_ options: LaunchOptions = LaunchOptions()) async {
+        controller.launch(options)
+        await controller.waitUntilIdle()
+    }
+
+    func unlock() async throws {
+        try device.unlock(passcode: SecureBytes(utf8: "1234"))
+        await controller.waitUntilIdle()
+    }
+
+    func lock() async {
+        device.lock()
+        await controller.waitUntilIdle()
+    }
+
+    func advance(_ duration: Duration) async {
+        await clock.advance(by: duration)
+        device.refresh()
+        controller.clockDidAdvance()
+        await controller.waitUntilIdle()
+    }
+
+    /// A UI operation that records its name when it runs.
+    @discardableResult
+    func ui(_ name: String, deadline: Duration? = nil) throws -> OperationTicket {
+        try controller.submit(name, deadline: deadline) { [unowned self] _ in ran.append(name) }
+    }
+
+    /// A UI-facing write.
+    @discardableResult
+    func put(_ key: String, _ value: String) throws -> OperationTicket {
+        try controller.submit("put \(key)") { [unowned self] coordinator in
+            try await coordinator.put(key, value)
+            ran.append("put \(key)")
+        }
+    }
+
+    func value(_ key: String) async throws -> String? {
+        try await controller.perform("get \(key)") { try await $0.value(forKey: key) }
+    }
+}
+
+func fileBytes(_ path: String) -> [UInt8] {
+    FileManager.default.contents(atPath: path).map(Array.init) ?? []
+}
