@@ -13,9 +13,10 @@ demo: deps
 	swift build -c release --product protected-store
 	.build/release/protected-store demo
 
-## Every test.
+## Every test, then the whole suite again under Thread Sanitizer (its own build folder).
 test: deps
 	swift test
+	swift test --sanitize=thread --scratch-path .build-tsan
 
 ## Benchmarks (a separate package, so tests never build package-benchmark).
 benchmarks: deps

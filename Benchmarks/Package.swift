@@ -21,5 +21,16 @@ let package = Package(
             path: "Benchmarks/StoreBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "package-benchmark")]
         )
+        .executableTarget(
+            name: "LaunchBenchmarks",
+            dependencies: [
+                .product(name: "Benchmark", package: "package-benchmark"),
+                .product(name: "ProtectedStore", package: "ProtectedStore"),
+                .product(name: "EncryptedSQLite", package: "ProtectedStore"),
+                .product(name: "SecureKeys", package: "ProtectedStore"),
+            ],
+            path: "Benchmarks/LaunchBenchmarks",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "package-benchmark")]
+        ),
     ]
 )

@@ -1,4 +1,5 @@
-import Synchronization
+import SecureKeys
+
 
 /// Delivers events to subscribers in order, exactly once each, including events raised by a subscriber
 /// while it is being called (they queue behind the current one instead of overtaking it).
@@ -23,7 +24,7 @@ public final class EventHub<Event: Sendable>: Sendable {
         var delivering = false
     }
 
-    private let state = Mutex(State())
+    private let state = LockedState(State())
 
     public init() {}
 
@@ -74,10 +75,10 @@ public final class EventHub<Event: Sendable>: Sendable {
 
 /// A registration for events; cancelled explicitly or when released.
 public final class EventSubscription: Sendable {
-    private let cancellation: Mutex<[@Sendable () -> Void]>
+    private let cancellation: LockedState<[@Sendable () -> Void]>
 
     init(_ cancel: @escaping @Sendable () -> Void) {
-        cancellation = Mutex([cancel])
+        cancellation = LockedState([cancel])
     }
 
     /// Runs `action` when the subscription ends.

@@ -1,7 +1,7 @@
 public import Clocks
 import Foundation
 public import SecureKeys
-import Synchronization
+
 
 /// The device a store lives on: a passcode, a keybag of class keys, lock and unlock, a grace period, and
 /// the wrong-passcode delays — persisted in a state directory, so a new instance on the same directory is a
@@ -67,7 +67,7 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     private let clock: AnyClock<Duration>
     private let schedulesTimers: Bool
     private let random: any RandomSource
-    private let state: Mutex<State>
+    private let state: LockedState<State>
     private let hub = EventHub<ProtectedDataEvent>()
 
     // MARK: Set-up and boot
@@ -138,7 +138,7 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
         self.layout = layout
         self.clock = (clock as? AnyClock<Duration>) ?? AnyClock(clock)
         self.schedulesTimers = schedulesTimers
-        self.state = Mutex(state)
+        self.state = LockedState(state)
     }
 
     // MARK: Reading the state

@@ -1,7 +1,7 @@
 import Clocks
 import Foundation
 import SecureKeys
-import Synchronization
+
 
 @testable import ProtectedData
 
@@ -39,7 +39,7 @@ final class DeviceFixture: @unchecked Sendable {
 
 /// Collects the events a subscriber receives.
 final class EventRecorder: Sendable {
-    private let recorded = Mutex<[ProtectedDataEvent]>([])
+    private let recorded = LockedState<[ProtectedDataEvent]>([])
     var events: [ProtectedDataEvent] { recorded.withLock { $0 } }
     func record(_ event: ProtectedDataEvent) { recorded.withLock { $0.append(event) } }
 }

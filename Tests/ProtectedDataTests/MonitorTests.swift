@@ -1,7 +1,6 @@
 import Clocks
 import Foundation
 import SecureKeys
-import Synchronization
 import Testing
 
 @testable import ProtectedData

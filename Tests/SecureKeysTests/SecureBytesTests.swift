@@ -1,4 +1,4 @@
-import Synchronization
+
 import Testing
 
 @testable import SecureKeys
@@ -17,7 +17,7 @@ struct SecureBytesTests {
     func wipeZeroesAndForbidsLaterAccess() throws {
         let secret = SecureBytes.random(count: 64)
         #expect(try secret.withUnsafeBytes { $0.contains { $0 != 0 } })
-        let observed = Mutex<Bool?>(nil)
+        let observed = LockedState<Bool?>(nil)
         secret.onWipe = { allZero in observed.withLock { $0 = allZero } }
         secret.wipe()
         #expect(observed.withLock { $0 } == true)
@@ -32,7 +32,7 @@ struct SecureBytesTests {
 
     @Test("releasing the last reference zeroes the bytes")
     func deinitZeroes() {
-        let observed = Mutex<Bool?>(nil)
+        let observed = LockedState<Bool?>(nil)
         do {
             let secret = SecureBytes.random(count: 32)
             secret.onWipe = { allZero in observed.withLock { $0 = allZero } }

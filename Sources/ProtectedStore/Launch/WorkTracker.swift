@@ -1,4 +1,5 @@
-import Synchronization
+import SecureKeys
+
 
 /// Counts the controller's work in flight (events not yet handled, an attach, a drain, a close), so a caller
 /// can wait until the app is idle — what the command-line tool does after every command.
@@ -8,7 +9,7 @@ final class WorkTracker: Sendable {
         var waiters: [CheckedContinuation<Void, Never>] = []
     }
 
-    private let state = Mutex(State())
+    private let state = LockedState(State())
 
     func begin() {
         state.withLock { $0.inFlight += 1 }

@@ -1,5 +1,5 @@
 internal import CSodium
-import Synchronization
+
 
 /// Where fresh keys, salts and nonces come from.
 ///
@@ -34,7 +34,7 @@ public struct SystemRandom: RandomSource {
 /// BLAKE2b(seed, call counter), so interleaved sizes still reproduce exactly.
 public final class SeededRandom: RandomSource {
     private let seed: [UInt8]
-    private let counter = Mutex<UInt64>(0)
+    private let counter = LockedState<UInt64>(0)
 
     /// - Parameter seed: any bytes; they are hashed to the 32-byte seed libsodium takes.
     public init(seed: [UInt8]) {
