@@ -47,8 +47,9 @@ let package = Package(
         .executableTarget(
             name: "protected-store",
             dependencies: [
-                "SecureKeys", "EncryptedSQLite",
+                "SecureKeys", "EncryptedSQLite", "ProtectedData", "ProtectedStore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Clocks", package: "swift-clocks"),
             ],
             swiftSettings: strictSettings
         ),

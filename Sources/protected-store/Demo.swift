@@ -1,76 +1,161 @@
 import ArgumentParser
-import EncryptedSQLite
+import Clocks
 import Foundation
+import ProtectedStore
 import SecureKeys
 
 extension ProtectedStoreCommand {
-    /// A self-contained walkthrough on a temporary directory that is removed afterwards.
-    struct Demo: ParsableCommand {
+    /// The locked-device case, narrated, on a temporary state directory that is removed afterwards.
+    struct Demo: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Walk through the key hierarchy and the encrypted store on a temporary directory.")
+            abstract: "Walk through a background launch while the device is locked, on a temporary state directory.")
 
-        func run() throws {
+        @MainActor
+        func run() async throws {
             let directory = NSTemporaryDirectory() + "protected-store-demo-\(UUID().uuidString)"
             try SecureFile.createDirectory(at: directory)
             defer { try? FileManager.default.removeItem(atPath: directory) }
-            var step = 0
-            func say(_ text: String) {
-                step += 1
-                print(String(format: "%2d  ", step) + text)
-            }
+            try await DemoScript(directory: directory).run()
+        }
+    }
+}
 
-            print("protected-store demo — state in \(directory)\n")
-            let deviceKey = SecureBytes.random(count: 32)
-            let passcode = SecureBytes(utf8: "123456")
-            let clock = ContinuousClock()
-            let started = clock.now
-            let (keybag, keys) = try Keybag.create(passcode: passcode, deviceKey: deviceKey)
-            try keybag.write(to: directory + "/device.keybag")
-            say("set up a device: keybag with 4 class keys, Argon2id (ops \(keybag.kdf.opsLimit), \(keybag.kdf.memLimit >> 20) MiB) took \(clock.now - started)")
+/// The walkthrough itself: a device with a test clock (virtual time, no sleeping), a store, a controller.
+@MainActor
+final class DemoScript {
+    let directory: String
+    let clock = TestClock<Duration>()
+    let started: TestClock<Duration>.Instant
+    let timeline = Timeline()
+    var device: SimulatedDevice!
+    var controller: DataController?
+    var storePath: String { directory + "/app.sqlite" }
 
-            let storePath = directory + "/store.sqlite"
-            let storeKey = try StoreKeyFile.create(
-                at: storePath + ".key", forStoreAt: storePath, protectionClass: .complete, classKey: keys[.complete]!)
-            say("created a store key wrapped by class \(ProtectionClass.complete.name): \(storeKey)")
+    init(directory: String) {
+        self.directory = directory
+        started = clock.now
+    }
 
-            let database = try Database(path: storePath, key: storeKey)
-            try database.execute("CREATE TABLE notes(key TEXT PRIMARY KEY, value TEXT)")
-            try database.execute("INSERT INTO notes VALUES (?, ?)", ["greeting", "hello from a locked phone"])
-            try database.checkpoint()
-            database.close()
-            say("wrote a row through SQLCipher \(database.cipherVersion), raw key, 4096-byte pages, WAL")
+    var now: Duration { started.duration(to: clock.now) }
 
-            for name in try FileManager.default.contentsOfDirectory(atPath: directory).sorted() {
-                let bytes = FileManager.default.contents(atPath: directory + "/" + name) ?? Data()
-                let leaks = bytes.range(of: Data("hello from a locked phone".utf8)) != nil
-                    || bytes.range(of: Data("SQLite format 3".utf8)) != nil
-                say("\(name.padding(toLength: 22, withPad: " ", startingAt: 0)) \(String(bytes.count).leftPad(6)) bytes  plaintext: \(leaks ? "FOUND" : "none")")
-            }
+    func record(_ event: String) { timeline.record(now, event, device: device, controller: controller) }
 
-            do {
-                _ = try keybag.unlock(passcode: SecureBytes(utf8: "000000"), deviceKey: deviceKey)
-            } catch let error as SecureKeysError {
-                say("unlock with a wrong passcode → \(error.code)")
-            }
-            do {
-                _ = try Database(path: storePath, key: SecureBytes.random(count: 32))
-            } catch let error as SQLiteError {
-                say("open with a wrong key → \(error.code); the file is untouched")
-            }
-            keys.wipeAll()
-            storeKey.wipe()
-            say("class keys wiped: complete key usable? \(keys[.complete]!.isWiped ? "no" : "yes")")
+    func makeController() -> DataController {
+        let controller = DataController(
+            configuration: .init(store: StoreConfiguration(path: storePath, protectionClass: .complete)), keys: device, clock: clock)
+        controller.onPresentError = { [unowned self] error in timeline.note("error presented to the user: \(error)") }
+        controller.onOperationFinished = { [unowned self] ticket in
+            timeline.note("operation #\(ticket.id) \(ticket.name): \(ticket.outcome.map(String.init(describing:)) ?? "?")")
+        }
+        return controller
+    }
 
-            let reopened = try Keybag.load(from: directory + "/device.keybag", deviceKey: deviceKey)
-                .unlock(passcode: passcode, deviceKey: deviceKey)
-            let keyFile = try StoreKeyFile.load(from: storePath + ".key")
-            let store = try Database(path: storePath, key: try keyFile.unwrap(with: reopened[.complete]!))
-            let value = try store.scalar("SELECT value FROM notes WHERE key = ?", ["greeting"])?.string ?? "?"
-            say("unlock with the passcode, unwrap the store key, read back: \"\(value)\"")
+    func advance(_ duration: Duration) async {
+        await clock.advance(by: duration)
+        device.refresh()
+        controller?.clockDidAdvance()
+        await controller?.waitUntilIdle()
+    }
+
+    func settle() async { await controller?.waitUntilIdle() }
+
+    func run() async throws {
+        print("""
+            protected-store demo: an app is launched in the background while the phone is locked.
+            State directory: \(directory) (removed at the end). Time is virtual: nothing sleeps.
+
+            """)
+        timeline.header()
+
+        device = try SimulatedDevice.setUp(
+            in: directory, passcode: SecureBytes(utf8: "123456"), configuration: .init(gracePeriod: .seconds(10)),
+            clock: clock, schedulesTimers: false)
+        record("device setup (passcode, 10 s grace period)")
+
+        controller = makeController()
+        controller!.launch(LaunchOptions(reason: .user))
+        await settle()
+        record("app launch (user): store created and attached")
+        try controller!.submit("save home") { try await $0.put("home", "Rue de Rivoli") }
+        await settle()
+        controller!.terminate()
+        await settle()
+        controller = nil
+        record("app terminate")
+
+        device = try SimulatedDevice(bootingFrom: directory, clock: clock, schedulesTimers: false)
+        record("device reboot")
+        await advance(.seconds(5))
+        record("5 s later")
+
+        controller = makeController()
+        controller!.launch(LaunchOptions(reason: .location))
+        record("app launch --background --reason location")
+        timeline.note("phase 1 returned at once; the store attaches on a background executor")
+        await settle()
+        record("attach finished: the store key is locked")
+        timeline.note("no error shown: protected data is unavailable, so the controller waits for the unlock event")
+
+        try controller!.submit("show-map") { _ in }
+        try controller!.submit("save visit") { try await $0.put("visit", "café at 48.86,2.35") }
+        try controller!.submit("refresh-list") { _ in }
+        await settle()
+        record("3 UI operations submitted: queued, not run")
+
+        await advance(.seconds(30))
+        do {
+            try device.unlock(passcode: SecureBytes(utf8: "000000"))
+        } catch {
+            record("device unlock with a wrong passcode")
+            timeline.note("\(error)")
+        }
+        try device.unlock(passcode: SecureBytes(utf8: "123456"))
+        await settle()
+        record("device unlock → protected data did become available")
+        timeline.note("deferred setup: attach, assign the coordinator, enable interaction, drain the queue in order")
+
+        let visit = try await controller!.perform("read visit") { try await $0.value(forKey: "visit") }
+        let home = try await controller!.perform("read home") { try await $0.value(forKey: "home") }
+        record("read back through the coordinator")
+        timeline.note("visit = \(visit ?? "nil"), home = \(home ?? "nil")")
+
+        device.lock()
+        await settle()
+        record("device lock → will become unavailable")
+        timeline.note("the class-A store closes before its keys go; new UI work queues again")
+        try controller!.submit("badge-update") { _ in }
+        await settle()
+        record("UI operation while locked: queued")
+
+        await advance(.milliseconds(9999))
+        record("9.999 s into the grace period")
+        await advance(.milliseconds(1))
+        record("grace period over → did become unavailable")
+        timeline.note("class A keys and the class B private key are zeroed; class C stays until reboot")
+
+        try device.unlock(passcode: SecureBytes(utf8: "123456"))
+        await settle()
+        record("device unlock → queue drained")
+
+        controller!.terminate()
+        await settle()
+        record("app terminate")
+
+        print("\nFiles in the state directory (none holds a stored value or SQLite's plaintext header):")
+        let markers = ["Rue de Rivoli", "café at", "SQLite format 3"]
+        let files = FileManager.default.enumerator(atPath: directory)?.allObjects.compactMap { $0 as? String } ?? []
+        for name in files.sorted() {
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: directory + "/" + name, isDirectory: &isDirectory), !isDirectory.boolValue
+            else { continue }
+            let bytes = FileManager.default.contents(atPath: directory + "/" + name) ?? Data()
+            let found = markers.filter { bytes.range(of: Data($0.utf8)) != nil }
+            let note = name.hasPrefix("hardware/") ? "the simulated secure element's device key" : (found.isEmpty ? "no plaintext" : "PLAINTEXT: \(found)")
+            print("  " + name.padding(toLength: 24, withPad: " ", startingAt: 0) + String(bytes.count).leftPadded(7) + " bytes  " + note)
         }
     }
 }
 
 extension String {
-    func leftPad(_ width: Int) -> String { String(repeating: " ", count: max(0, width - count)) + self }
+    func leftPadded(_ width: Int) -> String { String(repeating: " ", count: max(0, width - count)) + self }
 }

@@ -2,7 +2,7 @@ import ArgumentParser
 
 /// `protected-store`: simulates a device and an app's launch around an encrypted store.
 @main
-struct ProtectedStoreCommand: ParsableCommand {
+struct ProtectedStoreCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "protected-store",
         abstract: "An encrypted SQLite store that survives launches while the device is locked.",
