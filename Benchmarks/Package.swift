@@ -20,7 +20,7 @@ let package = Package(
             ],
             path: "Benchmarks/StoreBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "package-benchmark")]
-        )
+        ),
         .executableTarget(
             name: "LaunchBenchmarks",
             dependencies: [

@@ -1,4 +1,5 @@
 internal import CSQLCipher
+import Glibc
 public import SecureKeys
 
 /// A connection to an encrypted SQLite database (SQLCipher).
@@ -81,6 +82,8 @@ public final class Database {
         flags |= configuration.readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE
         if configuration.createIfMissing && !configuration.readOnly { flags |= SQLITE_OPEN_CREATE }
         var connection: OpaquePointer?
+        var existing = stat()
+        let isNewFile = lstat(path, &existing) != 0
         let code = sqlite3_open_v2(path, &connection, flags, nil)
         // sqlite3_open_v2 returns a handle even on failure; it must be closed either way.
         handle = connection
@@ -89,6 +92,9 @@ public final class Database {
             close()
             throw SQLiteError(resultCode: code, message: message, path: path)
         }
+        // A new store is private to its owner, like its key file; SQLite gives the -wal and -shm files the
+        // database file's permissions, so this must happen before the journal mode is set.
+        if isNewFile && SecureFile.exists(path) { chmod(path, 0o600) }
         do {
             try checkSQLCipher()
             try applyKey(keying)

@@ -114,6 +114,16 @@ struct DatabaseTests {
         try assertNoPlaintext()
     }
 
+    @Test("a new store and its WAL are readable by their owner only (0600)")
+    func newStoreIsPrivate() throws {
+        let database = try Database(path: path, key: key)
+        try database.execute("CREATE TABLE t(x)")
+        for file in [path, path + "-wal", path + "-shm"] {
+            let mode = try (FileManager.default.attributesOfItem(atPath: file)[.posixPermissions] as! NSNumber).intValue
+            #expect(mode == 0o600, "\(file)")
+        }
+    }
+
     @Test("the store uses 4096-byte pages")
     func pageSizeIs4096() throws {
         try makeStore(rows: 200)
