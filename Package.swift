@@ -47,7 +47,7 @@ let package = Package(
         .executableTarget(
             name: "protected-store",
             dependencies: [
-                "SecureKeys", "EncryptedSQLite", "ProtectedData", "ProtectedStore",
+                "SecureKeys", "EncryptedSQLite", "ProtectedData", "ProtectedStore", "ProtectedStoreHarness",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Clocks", package: "swift-clocks"),
             ],
@@ -62,6 +62,14 @@ let package = Package(
             swiftSettings: strictSettings
         ),
 
+        .target(
+            name: "ProtectedStoreHarness",
+            dependencies: [
+                "ProtectedStore", "ProtectedData", "SecureKeys", .product(name: "Clocks", package: "swift-clocks"),
+            ],
+            swiftSettings: strictSettings
+        ),
+
         .testTarget(name: "SecureKeysTests", dependencies: ["SecureKeys"], swiftSettings: strictSettings),
         .testTarget(name: "EncryptedSQLiteTests", dependencies: ["EncryptedSQLite", "SecureKeys"], swiftSettings: strictSettings),
         .testTarget(
@@ -70,6 +78,11 @@ let package = Package(
                 "ProtectedStore", "ProtectedData", "EncryptedSQLite", "SecureKeys",
                 .product(name: "Clocks", package: "swift-clocks"),
             ],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "CommandLineTests",
+            dependencies: ["protected-store"],
             swiftSettings: strictSettings
         ),
         .testTarget(

@@ -32,6 +32,13 @@ public struct DeviceError: CodedError, LocalizedError {
     /// For ``Code/wrongPasscode``: consecutive failures so far.
     public var failedAttempts: Int?
 
+    public init(code: Code, message: String, retryAfter: Duration? = nil, failedAttempts: Int? = nil) {
+        self.code = code
+        self.message = message
+        self.retryAfter = retryAfter
+        self.failedAttempts = failedAttempts
+    }
+
     public var codeName: String { code.name }
     public var description: String { "\(code.name): \(message)" }
     public var errorDescription: String? { description }

@@ -1,0 +1,276 @@
+public import ProtectedStore
+
+/// A line the parser could not read: what is wrong with it, in words.
+public struct ScenarioParseError: Error, Sendable, Hashable, CustomStringConvertible {
+    public let message: String
+    public var description: String { message }
+}
+
+/// Reads the command language: one command per line, `#` starts a comment, double quotes group words.
+public enum ScenarioParser {
+    /// The store states `expect store` accepts.
+    public static let storeStates = ["launching", "waiting", "ready", "failed", "terminated", "not-running"]
+    /// The device states `expect device` accepts.
+    public static let deviceStates = ["unlocked", "locked", "grace-period", "before-first-unlock", "wiped", "none"]
+
+    /// Parses one line.
+    ///
+    /// - Parameter passcodeMayBePrompted: in the interactive shell, `device unlock` without `--passcode`
+    ///   asks for it with echo off; in scripts it is an error.
+    /// - Returns: the command, or `nil` for a blank or comment-only line.
+    /// - Throws: ``ScenarioParseError`` naming the problem.
+    public static func parse(_ line: String, passcodeMayBePrompted: Bool = false) throws -> ScenarioCommand? {
+        let words = try tokenize(line)
+        guard let verb = words.first else { return nil }
+        var arguments = Arguments(words: Array(words.dropFirst()), command: verb)
+        switch verb {
+        case "device":
+            let action = try arguments.positional("an action: setup, reboot, lock, unlock or change-passcode")
+            arguments.command = "device \(action)"
+            switch action {
+            case "setup":
+                let passcode = try arguments.option("--passcode")
+                let grace = try arguments.durationOption("--grace") ?? .seconds(10)
+                let wipeAfter = try arguments.integerOption("--wipe-after")
+                try arguments.finish()
+                return .deviceSetup(passcode: passcode, grace: grace, wipeAfter: wipeAfter)
+            case "reboot":
+                try arguments.finish()
+                return .deviceReboot
+            case "lock":
+                try arguments.finish()
+                return .deviceLock
+            case "unlock":
+                let passcode = passcodeMayBePrompted ? arguments.optionalOption("--passcode") : try arguments.option("--passcode")
+                try arguments.finish()
+                return .deviceUnlock(passcode: passcode)
+            case "change-passcode":
+                let old = try arguments.option("--old")
+                let new = try arguments.option("--new")
+                try arguments.finish()
+                return .deviceChangePasscode(old: old, new: new)
+            default:
+                throw ScenarioParseError(message: "unknown device action '\(action)' (setup, reboot, lock, unlock, change-passcode)")
+            }
+        case "clock":
+            let action = try arguments.positional("'advance'")
+            guard action == "advance" else { throw ScenarioParseError(message: "unknown clock action '\(action)' (advance)") }
+            arguments.command = "clock advance"
+            let text = try arguments.positional("a duration (500ms, 10s, 5m, 1h)")
+            guard let duration = DurationText.parse(text) else {
+                throw ScenarioParseError(message: "bad duration '\(text)' (use 500ms, 10s, 5m, 1h)")
+            }
+            try arguments.finish()
+            return .clockAdvance(duration)
+        case "app":
+            let action = try arguments.positional("an action: launch, terminate or crash")
+            arguments.command = "app \(action)"
+            switch action {
+            case "launch":
+                let background = arguments.flag("--background")
+                let reasonText = arguments.optionalOption("--reason") ?? (background ? "location" : "user")
+                guard let reason = LaunchOptions.Reason(rawValue: reasonText) else {
+                    throw ScenarioParseError(message: "unknown launch reason '\(reasonText)' (user, location, remote-notification, background-fetch)")
+                }
+                var protection: ProtectionClass?
+                if let text = arguments.optionalOption("--protection") {
+                    guard let parsed = ProtectionClass(name: text) else {
+                        throw ScenarioParseError(message: "unknown protection class '\(text)' (complete, complete-unless-open, until-first-unlock, none)")
+                    }
+                    protection = parsed
+                }
+                let attachDelay = try arguments.durationOption("--attach-delay") ?? .zero
+                try arguments.finish()
+                return .appLaunch(
+                    LaunchOptions(reason: reason, inBackground: background || reason != .user), protection: protection,
+                    attachDelay: attachDelay)
+            case "terminate":
+                try arguments.finish()
+                return .appTerminate
+            case "crash":
+                try arguments.finish()
+                return .appCrash
+            default:
+                throw ScenarioParseError(message: "unknown app action '\(action)' (launch, terminate, crash)")
+            }
+        case "ui":
+            let name = try arguments.positional("an operation name")
+            try arguments.finish()
+            return .ui(name)
+        case "put":
+            let key = try arguments.positional("a key")
+            let value = try arguments.rest("a value")
+            return .put(key: key, value: value)
+        case "get":
+            let key = try arguments.positional("a key")
+            try arguments.finish()
+            return .get(key: key)
+        case "delete":
+            let key = try arguments.positional("a key")
+            try arguments.finish()
+            return .delete(key: key)
+        case "status":
+            try arguments.finish()
+            return .status
+        case "expect":
+            return .expect(try parseExpectation(&arguments))
+        default:
+            throw ScenarioParseError(
+                message: "unknown command '\(verb)' (device, clock, app, ui, put, get, delete, status, expect)")
+        }
+    }
+
+    private static func parseExpectation(_ arguments: inout Arguments) throws -> Expectation {
+        let subject = try arguments.positional(
+            "what to expect: protected-data, store, coordinator, interaction, queued, ran, value, missing, error, presented-error, device")
+        arguments.command = "expect \(subject)"
+        func oneOf(_ choices: [String]) throws -> String {
+            let word = try arguments.positional(choices.joined(separator: "|"))
+            guard choices.contains(word) else {
+                throw ScenarioParseError(message: "expect \(subject): '\(word)' is not one of \(choices.joined(separator: ", "))")
+            }
+            try arguments.finish()
+            return word
+        }
+        switch subject {
+        case "protected-data": return .protectedData(available: try oneOf(["available", "unavailable"]) == "available")
+        case "store": return .store(try oneOf(storeStates))
+        case "coordinator": return .coordinator(assigned: try oneOf(["assigned", "nil"]) == "assigned")
+        case "interaction": return .interaction(enabled: try oneOf(["enabled", "disabled"]) == "enabled")
+        case "device": return .device(try oneOf(deviceStates))
+        case "queued":
+            let text = try arguments.positional("a number")
+            guard let count = Int(text), count >= 0 else { throw ScenarioParseError(message: "expect queued: '\(text)' is not a number") }
+            try arguments.finish()
+            return .queued(count)
+        case "ran":
+            return .ran(arguments.remainingWords())
+        case "value":
+            let key = try arguments.positional("a key")
+            return .value(key: key, value: try arguments.rest("a value"))
+        case "missing":
+            let key = try arguments.positional("a key")
+            try arguments.finish()
+            return .missing(key: key)
+        case "error":
+            let code = try arguments.positional("an error code, or none")
+            try arguments.finish()
+            return .error(code)
+        case "presented-error":
+            let code = try arguments.positional("none or an error code")
+            try arguments.finish()
+            return .presentedError(code)
+        default:
+            throw ScenarioParseError(
+                message: "unknown expectation '\(subject)' (protected-data, store, coordinator, interaction, queued, ran, value, missing, error, presented-error, device)")
+        }
+    }
+
+    /// Splits a line into words: white space separates, double quotes group (with `\"` and `\\` inside),
+    /// and `#` outside quotes starts a comment.
+    static func tokenize(_ line: String) throws -> [String] {
+        var words: [String] = []
+        var current = ""
+        var inWord = false
+        var quoted = false
+        var escaped = false
+        for character in line {
+            if escaped {
+                current.append(character)
+                escaped = false
+            } else if quoted {
+                if character == "\\" { escaped = true } else if character == "\"" { quoted = false } else { current.append(character) }
+            } else if character == "\"" {
+                quoted = true
+                inWord = true
+            } else if character == "#" {
+                break
+            } else if character.isWhitespace {
+                if inWord { words.append(current) }
+                current = ""
+                inWord = false
+            } else {
+                current.append(character)
+                inWord = true
+            }
+        }
+        if quoted { throw ScenarioParseError(message: "unterminated quote") }
+        if inWord { words.append(current) }
+        return words
+    }
+}
+
+/// The words after a command's verb: positional words first, then `--option value` pairs and flags.
+struct Arguments {
+    var words: [String]
+    var command: String
+
+    init(words: [String], command: String) {
+        self.words = words
+        self.command = command
+    }
+
+    mutating func positional(_ what: String) throws -> String {
+        guard let first = words.first, !first.hasPrefix("--") else {
+            throw ScenarioParseError(message: "\(command): missing \(what)")
+        }
+        words.removeFirst()
+        return first
+    }
+
+    /// The rest of the line as one value (words joined by a space).
+    mutating func rest(_ what: String) throws -> String {
+        guard !words.isEmpty else { throw ScenarioParseError(message: "\(command): missing \(what)") }
+        defer { words.removeAll() }
+        return words.joined(separator: " ")
+    }
+
+    mutating func remainingWords() -> [String] {
+        defer { words.removeAll() }
+        return words
+    }
+
+    mutating func flag(_ name: String) -> Bool {
+        guard let index = words.firstIndex(of: name) else { return false }
+        words.remove(at: index)
+        return true
+    }
+
+    mutating func optionalOption(_ name: String) -> String? {
+        guard let index = words.firstIndex(of: name), index + 1 < words.count else { return nil }
+        let value = words[index + 1]
+        words.removeSubrange(index...index + 1)
+        return value
+    }
+
+    mutating func option(_ name: String) throws -> String {
+        if words.last == name { throw ScenarioParseError(message: "\(command): \(name) needs a value") }
+        guard let value = optionalOption(name) else { throw ScenarioParseError(message: "\(command): missing \(name)") }
+        return value
+    }
+
+    mutating func durationOption(_ name: String) throws -> Duration? {
+        if words.last == name { throw ScenarioParseError(message: "\(command): \(name) needs a duration") }
+        guard let text = optionalOption(name) else { return nil }
+        guard let duration = DurationText.parse(text) else {
+            throw ScenarioParseError(message: "\(command): bad duration '\(text)' for \(name) (use 500ms, 10s, 5m, 1h)")
+        }
+        return duration
+    }
+
+    mutating func integerOption(_ name: String) throws -> Int? {
+        if words.last == name { throw ScenarioParseError(message: "\(command): \(name) needs a number") }
+        guard let text = optionalOption(name) else { return nil }
+        guard let value = Int(text), value > 0 else {
+            throw ScenarioParseError(message: "\(command): \(name) takes a positive number, got '\(text)'")
+        }
+        return value
+    }
+
+    /// Fails on anything left over: an unknown option or an extra word.
+    func finish() throws {
+        guard let extra = words.first else { return }
+        throw ScenarioParseError(
+            message: extra.hasPrefix("--") ? "\(command): unknown option \(extra)" : "\(command): unexpected '\(extra)'")
+    }
+}

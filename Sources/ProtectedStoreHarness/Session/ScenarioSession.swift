@@ -1,0 +1,280 @@
+public import Clocks
+import Foundation
+public import ProtectedStore
+public import SecureKeys
+
+/// An `expect` that did not hold: what the line wanted and what was there.
+public struct ExpectationFailure: Error, Sendable, Hashable, CustomStringConvertible {
+    public let expected: String
+    public let got: String
+    public var description: String { "expected \(expected), got \(got)" }
+}
+
+/// Runs the command language against a real device and a real store (SQLCipher files, libsodium keys) in one
+/// state directory, with a test clock: what the shell, scenario scripts and the simulator drive.
+///
+/// After every command, the work the app started runs until it is idle, so the next line sees its effect.
+@MainActor
+public final class ScenarioSession {
+    /// The state directory: the device and the store.
+    public let stateDirectory: String
+    /// The virtual clock, at 0 when the session starts.
+    public let clock = TestClock<Duration>()
+    /// Argon2id cost for devices this session sets up.
+    public let kdf: PasscodeKDF
+    /// Where the session writes what commands print (values read, errors, status).
+    public var output: (String) -> Void
+
+    /// The device, once set up or booted.
+    public private(set) var device: SimulatedDevice?
+    /// The running app's controller, if an app runs.
+    public private(set) var controller: DataController?
+    /// Names of `ui` operations that ran, in the order they ran, across launches.
+    public private(set) var ran: [String] = []
+    /// The error of the last command that failed, `nil` after a command that succeeded.
+    public private(set) var lastError: (any CodedError)?
+
+    private let started: TestClock<Duration>.Instant
+    /// Apps that crashed or died in a reboot: never cleaned up, as a killed process is not.
+    private var abandoned: [DataController] = []
+    private var operationError: StoreError?
+
+    /// The store every app in this session uses.
+    public var storePath: String { stateDirectory + "/app.sqlite" }
+
+    /// Opens a session on `stateDirectory`. A device already kept there is booted: starting again on the
+    /// same directory is a reboot.
+    ///
+    /// - Throws: what booting the device throws (a damaged keybag, for instance).
+    public init(stateDirectory: String, kdf: PasscodeKDF = .default, output: @escaping (String) -> Void = { print($0) }) throws {
+        self.stateDirectory = stateDirectory
+        self.kdf = kdf
+        self.output = output
+        started = clock.now
+        try SecureFile.createDirectory(at: stateDirectory)
+        if SecureFile.exists(stateDirectory + "/device/state.json") {
+            device = try SimulatedDevice(bootingFrom: stateDirectory, clock: clock, schedulesTimers: false)
+        }
+    }
+
+    /// Virtual time since the session started.
+    public var now: Duration { started.duration(to: clock.now) }
+
+    // MARK: Running commands
+
+    /// Runs one command and waits until the app is idle.
+    ///
+    /// - Returns: for an `expect` that does not hold, how it failed; otherwise `nil`. A command that fails
+    ///   (a wrong passcode, a full queue) is not a failure of the session: its error is printed and kept
+    ///   for `expect error`.
+    @discardableResult
+    public func execute(_ command: ScenarioCommand) async -> ExpectationFailure? {
+        if case .expect(let expectation) = command {
+            return await check(expectation)
+        }
+        operationError = nil
+        do {
+            try await perform(command)
+            await settle()
+            lastError = operationError
+        } catch let error as any CodedError {
+            await settle()
+            lastError = error
+            output("error: \(error)")
+        } catch {
+            lastError = StoreError(error)
+            output("error: \(error)")
+        }
+        return nil
+    }
+
+    private func settle() async {
+        await controller?.waitUntilIdle()
+    }
+
+    private func requireDevice() throws -> SimulatedDevice {
+        guard let device else { throw DeviceError(code: .noDevice, message: "no device is set up; run `device setup --passcode P` first") }
+        return device
+    }
+
+    private func requireApp() throws -> DataController {
+        guard let controller else { throw StoreError(codeName: "app-not-running", message: "no app is running; run `app launch` first") }
+        return controller
+    }
+
+    private func perform(_ command: ScenarioCommand) async throws {
+        switch command {
+        case .deviceSetup(let passcode, let grace, let wipeAfter):
+            device = try SimulatedDevice.setUp(
+                in: stateDirectory, passcode: SecureBytes(utf8: passcode),
+                configuration: .init(gracePeriod: grace, attemptPolicy: .init(wipeAfterFailures: wipeAfter), kdf: kdf),
+                clock: clock, schedulesTimers: false)
+        case .deviceReboot:
+            _ = try requireDevice()
+            abandonApp()
+            device = try SimulatedDevice(bootingFrom: stateDirectory, clock: clock, schedulesTimers: false)
+        case .deviceLock:
+            try requireDevice().lock()
+        case .deviceUnlock(let passcode):
+            try requireDevice().unlock(passcode: SecureBytes(utf8: passcode ?? ""))
+        case .deviceChangePasscode(let old, let new):
+            try requireDevice().changePasscode(from: SecureBytes(utf8: old), to: SecureBytes(utf8: new))
+        case .clockAdvance(let duration):
+            await clock.advance(by: duration)
+            device?.refresh()
+            controller?.clockDidAdvance()
+        case .appLaunch(let options, let protection, let attachDelay):
+            try launch(options, protection: protection, attachDelay: attachDelay)
+        case .appTerminate:
+            try requireApp().terminate()
+            await settle()
+            controller = nil
+        case .appCrash:
+            _ = try requireApp()
+            abandonApp()
+        case .ui(let name):
+            try requireApp().submit(name) { [weak self] _ in self?.ran.append(name) }
+        case .put(let key, let value):
+            try requireApp().submit("put \(key)") { try await $0.put(key, value) }
+        case .get(let key):
+            try requireApp().submit("get \(key)") { [weak self] coordinator in
+                let value = try await coordinator.value(forKey: key)
+                self?.output(value.map { "\(key) = \($0)" } ?? "\(key) is missing")
+            }
+        case .delete(let key):
+            try requireApp().submit("delete \(key)") { try await $0.removeValue(forKey: key) }
+        case .status:
+            for line in statusLines() { output(line) }
+        case .expect:
+            break
+        }
+    }
+
+    private func launch(_ options: LaunchOptions, protection: ProtectionClass?, attachDelay: Duration) throws {
+        let device = try requireDevice()
+        if controller != nil { throw StoreError(codeName: "app-running", message: "the app is already running; `app terminate` or `app crash` first") }
+        // A store keeps the class it was created with; its key file records it.
+        var protectionClass = protection ?? .complete
+        let keyPath = SimulatedDevice.keyPath(forStoreAt: storePath)
+        if SecureFile.exists(keyPath), let recorded = try? StoreKeyFile.load(from: keyPath).protectionClass {
+            if let protection, protection != recorded {
+                output("note: the store was created with class \(recorded.name); --protection \(protection.name) is ignored")
+            }
+            protectionClass = recorded
+        }
+        let controller = DataController(
+            configuration: .init(
+                store: StoreConfiguration(path: storePath, protectionClass: protectionClass), attachDelay: attachDelay),
+            keys: device, clock: clock)
+        controller.onPresentError = { [weak self] error in self?.output("presented to the user: \(error)") }
+        controller.onOperationFinished = { [weak self] ticket in
+            guard let self, case .failed(let error) = ticket.outcome else { return }
+            operationError = error
+            output("operation \(ticket.name) failed: \(error)")
+        }
+        self.controller = controller
+        controller.launch(options)
+    }
+
+    /// The app's process dies without any clean-up: the controller and its store connection are dropped
+    /// where they stand (kept alive here, never closed, as the kernel would keep nothing either).
+    private func abandonApp() {
+        guard let controller else { return }
+        abandoned.append(controller)
+        self.controller = nil
+    }
+
+    // MARK: Expectations
+
+    private var protectionClass: ProtectionClass {
+        controller?.configuration.store.protectionClass
+            ?? (try? StoreKeyFile.load(from: SimulatedDevice.keyPath(forStoreAt: storePath)).protectionClass) ?? .complete
+    }
+
+    /// The device's state as the word `expect device` uses.
+    public var deviceStateWord: String {
+        guard let device else { return "none" }
+        switch device.lockState {
+        case .unlocked: return "unlocked"
+        case .beforeFirstUnlock: return "before-first-unlock"
+        case .lockedInGracePeriod: return "grace-period"
+        case .locked: return "locked"
+        case .wiped: return "wiped"
+        }
+    }
+
+    private func check(_ expectation: Expectation) async -> ExpectationFailure? {
+        func compare(_ expected: String, _ got: String) -> ExpectationFailure? {
+            expected == got ? nil : ExpectationFailure(expected: expected, got: got)
+        }
+        switch expectation {
+        case .protectedData(let available):
+            let got = device.map { $0.isProtectedDataAvailable(for: protectionClass) ? "available" : "unavailable" } ?? "no device"
+            return compare("protected-data \(available ? "available" : "unavailable")", "protected-data \(got)")
+        case .store(let state):
+            return compare("store \(state)", "store \(controller?.phase.name ?? "not-running")")
+        case .coordinator(let assigned):
+            return compare("coordinator \(assigned ? "assigned" : "nil")", "coordinator \(controller?.coordinator == nil ? "nil" : "assigned")")
+        case .interaction(let enabled):
+            let got = controller.map { $0.isInteractionEnabled ? "enabled" : "disabled" } ?? "no app running"
+            return compare("interaction \(enabled ? "enabled" : "disabled")", "interaction \(got)")
+        case .queued(let count):
+            return compare("queued \(count)", "queued \(controller?.queuedOperationCount ?? 0)")
+        case .ran(let names):
+            return compare("ran [\(names.joined(separator: " "))]", "ran [\(ran.joined(separator: " "))]")
+        case .value(let key, let value):
+            return compare("value \(key) = \(value)", "value \(key) \(await readValue(key))")
+        case .missing(let key):
+            return compare("missing \(key)", (await readValue(key)) == "missing" ? "missing \(key)" : "value \(key) \(await readValue(key))")
+        case .error(let code):
+            return compare("error \(code)", "error \(lastError?.codeName ?? "none")")
+        case .presentedError(let code):
+            return compare("presented-error \(code)", "presented-error \(controller?.presentedError?.codeName ?? "none")")
+        case .device(let state):
+            return compare("device \(state)", "device \(deviceStateWord)")
+        }
+    }
+
+    /// `= VALUE`, `missing`, or why it cannot be read now.
+    private func readValue(_ key: String) async -> String {
+        guard let coordinator = controller?.coordinator else {
+            return "unreadable (store \(controller?.phase.name ?? "not-running"), no coordinator)"
+        }
+        do {
+            return try await coordinator.value(forKey: key).map { "= \($0)" } ?? "missing"
+        } catch {
+            return "unreadable (\(error))"
+        }
+    }
+
+    // MARK: Status
+
+    /// The state of everything, as `status` prints it.
+    public func statusLines() -> [String] {
+        var lines = ["time            \(now.spoken == "0s" ? "0s" : now.spoken)"]
+        if let device {
+            lines.append("device          \(device.lockState)")
+            lines.append("protected data  \(device.availability.availableClasses.isEmpty ? "nothing" : device.availability.description)")
+            if device.failedPasscodeAttempts > 0 { lines.append("failed attempts \(device.failedPasscodeAttempts)") }
+        } else {
+            lines.append("device          none (run `device setup --passcode P`)")
+        }
+        if let controller {
+            lines.append("app             running (\(controller.launchOptions.map { "\($0.reason.rawValue)\($0.inBackground ? ", background" : "")" } ?? "?"))")
+            lines.append("store           \(controller.phase.name) (\(controller.configuration.store.protectionClass.name))")
+            lines.append("coordinator     \(controller.coordinator == nil ? "nil" : "assigned")")
+            lines.append("interaction     \(controller.isInteractionEnabled ? "enabled" : "disabled")")
+            lines.append("queued          \(controller.queuedOperationCount)\(controller.queuedOperationCount > 0 ? " (\(controller.queuedOperationNames.prefix(5).joined(separator: ", ")))" : "")")
+            lines.append("presented error \(controller.presentedError?.codeName ?? "none")")
+        } else {
+            lines.append("app             not running")
+        }
+        return lines
+    }
+
+    /// A one-line summary for the shell's prompt.
+    public var promptSummary: String {
+        let store = controller.map { "\($0.phase.name), q\($0.queuedOperationCount)" } ?? "app not running"
+        return "\(now.spoken) | \(deviceStateWord) | \(store)"
+    }
+}

@@ -1,0 +1,68 @@
+import ArgumentParser
+import Foundation
+import ProtectedStoreHarness
+import SecureKeys
+
+extension ProtectedStoreCommand {
+    /// Runs scenario scripts: exit 0 when every `expect` holds, 1 at the first that does not, 2 for a line
+    /// that cannot be parsed.
+    struct Run: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Run scenario scripts, each on a fresh temporary state directory with the clock at 0.",
+            discussion: """
+                Exit status: 0 when every expect holds; 1 at the first that does not (FILE:LINE: expected …, got …); \
+                2 for a line that cannot be parsed (FILE:LINE: what is wrong). Every script is parsed before any runs.
+                """)
+
+        @Argument(help: "Scenario scripts to run, in order.")
+        var scripts: [String]
+
+        @OptionGroup var options: SessionOptions
+
+        func validate() throws {
+            if scripts.isEmpty { throw ValidationError("name at least one scenario script") }
+        }
+
+        @MainActor
+        func run() async throws {
+            var parsed: [ScenarioScript] = []
+            for path in scripts {
+                do {
+                    parsed.append(try ScenarioScript(contentsOf: path))
+                } catch let failure as ScenarioScript.ParseFailure {
+                    FileHandle.standardError.write(Data("\(failure)\n".utf8))
+                    throw ExitCode(2)
+                }
+            }
+            for script in parsed {
+                let directory = try options.stateDirectory ?? TemporaryStateDirectory.make()
+                defer { if options.stateDirectory == nil { try? FileManager.default.removeItem(atPath: directory) } }
+                let session = try ScenarioSession(stateDirectory: directory, kdf: options.kdf) { print("  \($0)") }
+                if let failure = await script.run(in: session) {
+                    FileHandle.standardError.write(Data("\(failure)\n".utf8))
+                    throw ExitCode(1)
+                }
+                print("\(script.name): \(script.lines.count) commands, \(script.expectationCount) expectations held")
+            }
+        }
+    }
+}
+
+/// Options every session-running command shares.
+struct SessionOptions: ParsableArguments {
+    @Option(name: .customLong("state-dir"), help: "Keep the device and the store in this directory.")
+    var stateDirectory: String?
+
+    @Flag(name: .customLong("fast-kdf"), help: "Argon2id at its minimal cost, for tests: passcodes become guessable.")
+    var fastKDF = false
+
+    var kdf: PasscodeKDF { fastKDF ? .minimal : .default }
+}
+
+enum TemporaryStateDirectory {
+    static func make() throws -> String {
+        let path = NSTemporaryDirectory() + "protected-store-\(UUID().uuidString)"
+        try SecureFile.createDirectory(at: path)
+        return path
+    }
+}

@@ -1,0 +1,150 @@
+import Foundation
+import Testing
+
+/// Runs the built `protected-store` binary as a child process, like swift-argument-parser's
+/// `AssertExecuteCommand`.
+struct ProtectedStoreBinary {
+    static let url: URL = {
+        // The test bundle and the executable are built into the same folder.
+        let folder = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
+        return folder.appendingPathComponent("protected-store")
+    }()
+
+    static let scenariosFolder = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Scenarios")
+
+    struct Result {
+        let status: Int32
+        let output: String
+        let error: String
+    }
+
+    static func run(_ arguments: [String], input: String? = nil, in directory: String? = nil) throws -> Result {
+        let process = Process()
+        process.executableURL = url
+        process.arguments = arguments
+        if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
+        let stdout = Pipe()
+        let stderr = Pipe()
+        let stdin = Pipe()
+        process.standardOutput = stdout
+        process.standardError = stderr
+        process.standardInput = stdin
+        try process.run()
+        if let input { stdin.fileHandleForWriting.write(Data(input.utf8)) }
+        try stdin.fileHandleForWriting.close()
+        let output = stdout.fileHandleForReading.readDataToEndOfFile()
+        let error = stderr.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return Result(
+            status: process.terminationStatus, output: String(decoding: output, as: UTF8.self),
+            error: String(decoding: error, as: UTF8.self))
+    }
+
+    static var scenarios: [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: scenariosFolder.path)) ?? [])
+            .filter { $0.hasSuffix(".scenario") }.sorted()
+    }
+}
+
+@Suite("protected-store command line")
+struct CommandLineTests {
+    @Test("every scenario script under Tests/Scenarios holds", arguments: ProtectedStoreBinary.scenarios)
+    func scenarioHolds(name: String) throws {
+        let path = ProtectedStoreBinary.scenariosFolder.appendingPathComponent(name).path
+        let result = try ProtectedStoreBinary.run(["run", "--fast-kdf", path])
+        #expect(result.status == 0, "\(result.error)")
+        #expect(result.output.contains("expectations held"))
+    }
+
+    @Test("there are scenario scripts to run")
+    func scenariosExist() {
+        #expect(ProtectedStoreBinary.scenarios.count >= 10)
+    }
+
+    func script(_ text: String, in directory: TemporaryDirectory) throws -> String {
+        let path = directory.file("script.scenario")
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+        return path
+    }
+
+    @Test("a failing expect exits 1 naming FILE:LINE, what was expected and what was there")
+    func failingExpectation() throws {
+        let directory = TemporaryDirectory()
+        let path = try script("device setup --passcode 1\ndevice reboot\napp launch --background\nexpect store ready\nexpect store waiting\n", in: directory)
+        let result = try ProtectedStoreBinary.run(["run", "--fast-kdf", path])
+        #expect(result.status == 1)
+        #expect(result.error == "\(path):4: expected store ready, got store waiting\n")
+    }
+
+    @Test(
+        "an unparsable line exits 2 naming the line, before anything runs",
+        arguments: [
+            ("device setup --passcode 1\nfrobnicate now\n", 2, "unknown command 'frobnicate'"),
+            ("clock advance 10x\n", 1, "bad duration '10x' (use 500ms, 10s, 5m, 1h)"),
+            ("# comment\n\ndevice unlock\n", 3, "device unlock: missing --passcode"),
+            ("app launch --reason boredom\n", 1, "unknown launch reason 'boredom'"),
+            ("app launch --attach-delay\n", 1, "app launch: --attach-delay needs a duration"),
+            ("expect queued many\n", 1, "expect queued: 'many' is not a number"),
+            ("device setup --passcode 1 --colour red\n", 1, "device setup: unknown option --colour"),
+            ("put key \"unterminated\n", 1, "unterminated quote"),
+        ])
+    func unparsableLine(text: String, line: Int, message: String) throws {
+        let directory = TemporaryDirectory()
+        let path = try script(text, in: directory)
+        let result = try ProtectedStoreBinary.run(["run", path])
+        #expect(result.status == 2)
+        #expect(result.error.hasPrefix("\(path):\(line): \(message)"), "\(result.error)")
+        #expect(!FileManager.default.fileExists(atPath: directory.file("device")))
+    }
+
+    @Test("the shell reads a pipe without a prompt, and a second run on the same state directory is a reboot")
+    func shellPersistsAcrossRuns() throws {
+        let directory = TemporaryDirectory()
+        let first = try ProtectedStoreBinary.run(
+            ["shell", "--fast-kdf", "--state-dir", directory.file("state")],
+            input: "device setup --passcode 4321\napp launch\nput city Lyon\nget city\nexpect store ready\n")
+        #expect(first.status == 0, "\(first.output)")
+        #expect(first.output == "city = Lyon\n")
+        let second = try ProtectedStoreBinary.run(
+            ["shell", "--fast-kdf", "--state-dir", directory.file("state")],
+            input: """
+                expect device before-first-unlock
+                app launch --background --reason location
+                expect store waiting
+                get city
+                device unlock --passcode 4321
+                expect store ready
+                status
+
+                """)
+        #expect(second.status == 0, "\(second.output)")
+        #expect(second.output.hasPrefix("city = Lyon\n"))
+        #expect(second.output.contains("store           ready (complete)"))
+        #expect(!first.output.contains("4321") && !second.output.contains("4321"), "the passcode is never echoed")
+    }
+
+    @Test("the shell reports a bad line with its number and a failed expect, and exits 1 when an expect failed")
+    func shellErrors() throws {
+        let directory = TemporaryDirectory()
+        let result = try ProtectedStoreBinary.run(
+            ["shell", "--fast-kdf", "--state-dir", directory.file("state")],
+            input: "device setup --passcode 1\nclock advance soon\nexpect device locked\n")
+        #expect(result.status == 1)
+        #expect(result.output == "line 2: error: bad duration 'soon' (use 500ms, 10s, 5m, 1h)\nline 3: FAILED: expected device locked, got device unlocked\n")
+    }
+
+    @Test("the demo narrates the locked-device case and leaves no plaintext")
+    func demo() throws {
+        let result = try ProtectedStoreBinary.run(["demo"])
+        #expect(result.status == 0, "\(result.error)")
+        for line in [
+            "app launch --background --reason location", "attach finished: the store key is locked",
+            "device unlock → protected data did become available", "grace period over → did become unavailable",
+        ] {
+            #expect(result.output.contains(line), "missing: \(line)")
+        }
+        #expect(!result.output.contains("PLAINTEXT"))
+        #expect(result.output.contains("operation #3 refresh-list: completed"))
+    }
+}
