@@ -44,6 +44,8 @@ extension ProtectedStoreCommand {
                     guard var command = try ScenarioParser.parse(line, passcodeMayBePrompted: interactive) else { continue }
                     if case .deviceUnlock(nil) = command {
                         command = .deviceUnlock(passcode: Self.readPasscode())
+                    } else if case .deviceSetup(nil, let grace, let wipeAfter) = command {
+                        command = .deviceSetup(passcode: Self.readPasscode(), grace: grace, wipeAfter: wipeAfter)
                     }
                     if let failure = await session.execute(command) {
                         failedExpectations += 1
@@ -75,7 +77,7 @@ extension ProtectedStoreCommand {
         }
 
         static let help = """
-            device setup --passcode P [--grace 10s] [--wipe-after 10]
+            device setup [--passcode P] [--grace 10s] [--wipe-after 10]   (no --passcode: asked for, not echoed)
             device reboot | device lock | device unlock [--passcode P]
             device change-passcode --old P --new Q
             clock advance DURATION                      500ms, 10s, 5m, 1h

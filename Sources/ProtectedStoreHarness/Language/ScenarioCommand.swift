@@ -2,7 +2,8 @@ public import ProtectedStore
 
 /// One line of the command language that `protected-store shell` and scenario scripts share.
 public enum ScenarioCommand: Sendable, Hashable {
-    case deviceSetup(passcode: String, grace: Duration, wipeAfter: Int?)
+    /// `passcode` is `nil` in the shell when it is to be read from the terminal with echo off.
+    case deviceSetup(passcode: String?, grace: Duration, wipeAfter: Int?)
     case deviceReboot
     case deviceLock
     /// `passcode` is `nil` in the shell when it is to be read from the terminal with echo off.

@@ -15,8 +15,8 @@ public enum ScenarioParser {
 
     /// Parses one line.
     ///
-    /// - Parameter passcodeMayBePrompted: in the interactive shell, `device unlock` without `--passcode`
-    ///   asks for it with echo off; in scripts it is an error.
+    /// - Parameter passcodeMayBePrompted: in the interactive shell, `device setup` and `device unlock`
+    ///   without `--passcode` ask for it with echo off; in scripts that is an error.
     /// - Returns: the command, or `nil` for a blank or comment-only line.
     /// - Throws: ``ScenarioParseError`` naming the problem.
     public static func parse(_ line: String, passcodeMayBePrompted: Bool = false) throws -> ScenarioCommand? {
@@ -29,7 +29,7 @@ public enum ScenarioParser {
             arguments.command = "device \(action)"
             switch action {
             case "setup":
-                let passcode = try arguments.option("--passcode")
+                let passcode = passcodeMayBePrompted ? arguments.optionalOption("--passcode") : try arguments.option("--passcode")
                 let grace = try arguments.durationOption("--grace") ?? .seconds(10)
                 let wipeAfter = try arguments.integerOption("--wipe-after")
                 try arguments.finish()

@@ -106,7 +106,7 @@ public final class ScenarioSession {
         switch command {
         case .deviceSetup(let passcode, let grace, let wipeAfter):
             device = try SimulatedDevice.setUp(
-                in: stateDirectory, passcode: SecureBytes(utf8: passcode),
+                in: stateDirectory, passcode: SecureBytes(utf8: passcode ?? ""),
                 configuration: .init(gracePeriod: grace, attemptPolicy: .init(wipeAfterFailures: wipeAfter), kdf: kdf),
                 clock: clock, schedulesTimers: false)
         case .deviceReboot:
