@@ -85,12 +85,13 @@ extension ProtectedStoreCommand {
                        [--protection complete|complete-unless-open|until-first-unlock|none] [--attach-delay DURATION]
             app terminate | app crash
             ui NAME | put KEY VALUE | get KEY | delete KEY
+            inbox put KEY VALUE                         a write while locked: sealed now, merged at the next attach
             status
             expect protected-data available|unavailable     expect store launching|waiting|ready|failed
             expect coordinator assigned|nil                 expect interaction enabled|disabled
             expect queued N | expect ran NAME... | expect value KEY VALUE | expect missing KEY
             expect error CODE|none | expect presented-error none|CODE
-            expect device unlocked|locked|grace-period|before-first-unlock|wiped
+            expect device unlocked|locked|grace-period|before-first-unlock|wiped | expect inbox N
             """
     }
 }

@@ -44,6 +44,8 @@ public final class DataController {
     public private(set) var coordinator: StoreCoordinator?
     /// Called once when an error is presented to the user.
     public var onPresentError: (@MainActor (StoreError) -> Void)?
+    /// Called after each merge of the locked inbox that applied or found anything.
+    public var onInboxMerged: (@MainActor (InboxMergeReport) -> Void)?
     /// Called with each operation as it ends (ran, failed, cancelled, expired), in order.
     public var onOperationFinished: (@MainActor (OperationTicket) -> Void)? {
         didSet { gate.onFinish = onOperationFinished }
@@ -173,6 +175,33 @@ public final class DataController {
         gate.cancel(ticket)
     }
 
+    // MARK: Locked inbox
+
+    /// The store's locked inbox.
+    public var inbox: LockedInbox { LockedInbox(storePath: configuration.store.path) }
+
+    /// Writes `change` even while the store cannot be opened: sealed to the store's inbox public key and
+    /// appended durably before this returns. When the store is attached it is merged at once; otherwise at
+    /// the next attach (the deferred setup).
+    ///
+    /// - Throws: `inbox-unavailable` before the store first attached; `io-error`.
+    @discardableResult
+    public func appendToInbox(_ change: InboxEntry.Change) throws -> InboxEntry {
+        let entry = try inbox.append(change)
+        if machine.phase == .ready, let coordinator {
+            work.begin()
+            Task { [weak self, work] in
+                if let report = try? await coordinator.mergeInbox() { self?.reportInbox(report) }
+                work.end()
+            }
+        }
+        return entry
+    }
+
+    private func reportInbox(_ report: InboxMergeReport) {
+        if report.merged > 0 || report.alreadyApplied > 0 || !report.problems.isEmpty { onInboxMerged?(report) }
+    }
+
     // MARK: Interpreting the state machine
 
     private func handle(_ event: ProtectedDataEvent) {
@@ -255,6 +284,7 @@ public final class DataController {
             // Assigned only now, after a successful attach, and only if the machine kept the store.
             if machine.phase == .ready {
                 coordinator = attached
+                reportInbox(attached.inboxReportAtAttach)
             } else {
                 Task { await attached.close() }
             }

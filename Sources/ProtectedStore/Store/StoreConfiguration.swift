@@ -11,15 +11,19 @@ public struct StoreConfiguration: Sendable {
     public var database: Database.Configuration
     /// Creates or migrates the schema right after the store opens, inside the attach.
     public var prepareSchema: @Sendable (Database) throws -> Void
+    /// Writes one locked-inbox entry into the store, inside the merge transaction.
+    public var applyInboxEntry: @Sendable (Database, InboxEntry) throws -> Void
 
     public init(
         path: String, protectionClass: ProtectionClass = .complete,
         database: Database.Configuration = Database.Configuration(),
-        prepareSchema: @escaping @Sendable (Database) throws -> Void = StoreCoordinator.prepareKeyValueSchema
+        prepareSchema: @escaping @Sendable (Database) throws -> Void = StoreCoordinator.prepareKeyValueSchema,
+        applyInboxEntry: @escaping @Sendable (Database, InboxEntry) throws -> Void = StoreCoordinator.applyKeyValueEntry
     ) {
         self.path = path
         self.protectionClass = protectionClass
         self.database = database
         self.prepareSchema = prepareSchema
+        self.applyInboxEntry = applyInboxEntry
     }
 }

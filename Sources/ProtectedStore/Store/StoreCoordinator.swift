@@ -13,11 +13,23 @@ public import SecureKeys
 public actor StoreCoordinator {
     /// The store's configuration.
     public nonisolated let configuration: StoreConfiguration
+    /// What the merge of the locked inbox did when the store attached.
+    public nonisolated let inboxReportAtAttach: InboxMergeReport
     private var database: Database?
+    private let inbox: LockedInbox
+    private let inboxPublicKey: [UInt8]
+    private var inboxPrivateKey: SecureBytes?
 
-    private init(database: sending Database, configuration: StoreConfiguration) {
+    private init(
+        database: sending Database, configuration: StoreConfiguration, inboxPublicKey: [UInt8],
+        inboxPrivateKey: SecureBytes, inboxReport: InboxMergeReport
+    ) {
         self.database = database
         self.configuration = configuration
+        self.inbox = LockedInbox(storePath: configuration.path)
+        self.inboxPublicKey = inboxPublicKey
+        self.inboxPrivateKey = inboxPrivateKey
+        self.inboxReportAtAttach = inboxReport
     }
 
     /// Opens the store with its key, creating the key and the store only when neither exists.
@@ -54,7 +66,20 @@ public actor StoreCoordinator {
                 message: "\(SQLiteError.Code.corrupt.name): the store at \(configuration.path) does not open with its own key: it is damaged or was replaced; it was left as it is")
         }
         try configuration.prepareSchema(database)
-        return StoreCoordinator(database: database, configuration: configuration)
+        // Writes sealed while the store was locked are applied now, before anything else sees the store.
+        let inbox = LockedInbox(storePath: configuration.path)
+        let (publicKey, privateKey) = try inbox.openKeyPair(storeKey: storeKey)
+        let report: InboxMergeReport
+        do {
+            report = try inbox.merge(
+                into: database, publicKey: publicKey, privateKey: privateKey, apply: configuration.applyInboxEntry)
+        } catch {
+            privateKey.wipe()
+            throw error
+        }
+        return StoreCoordinator(
+            database: database, configuration: configuration, inboxPublicKey: publicKey, inboxPrivateKey: privateKey,
+            inboxReport: report)
     }
 
     /// The default schema: a key-value table, what the command-line tool's `put`/`get`/`delete` use.
@@ -81,9 +106,30 @@ public actor StoreCoordinator {
     }
 
     /// Closes the store after the work already queued on this actor: in-flight transactions finish first.
+    /// The inbox private key is wiped with it.
     public func close() {
         database?.close()
         database = nil
+        inboxPrivateKey?.wipe()
+        inboxPrivateKey = nil
+    }
+
+    /// Merges what arrived in the locked inbox since the store attached.
+    public func mergeInbox() throws -> InboxMergeReport {
+        let database = try openDatabase()
+        guard let inboxPrivateKey else { throw StoreError.storeClosed }
+        return try inbox.merge(
+            into: database, publicKey: inboxPublicKey, privateKey: inboxPrivateKey, apply: configuration.applyInboxEntry)
+    }
+
+    /// The default way an inbox entry is applied: to the key-value table.
+    public static let applyKeyValueEntry: @Sendable (Database, InboxEntry) throws -> Void = { database, entry in
+        switch entry.change {
+        case .put(let key, let value):
+            try database.execute("INSERT OR REPLACE INTO entries(key, value) VALUES (?, ?)", [.text(key), .text(value)])
+        case .delete(let key):
+            try database.execute("DELETE FROM entries WHERE key = ?", [.text(key)])
+        }
     }
 
     // MARK: Key-value conveniences

@@ -17,6 +17,7 @@ public enum ScenarioCommand: Sendable, Hashable {
     case put(key: String, value: String)
     case get(key: String)
     case delete(key: String)
+    case inboxPut(key: String, value: String)
     case status
     case expect(Expectation)
 
@@ -42,4 +43,5 @@ public enum Expectation: Sendable, Hashable {
     case error(String)
     case presentedError(String)
     case device(String)
+    case inbox(Int)
 }

@@ -109,6 +109,12 @@ public enum ScenarioParser {
             let key = try arguments.positional("a key")
             try arguments.finish()
             return .delete(key: key)
+        case "inbox":
+            let action = try arguments.positional("'put'")
+            guard action == "put" else { throw ScenarioParseError(message: "unknown inbox action '\(action)' (put)") }
+            arguments.command = "inbox put"
+            let key = try arguments.positional("a key")
+            return .inboxPut(key: key, value: try arguments.rest("a value"))
         case "status":
             try arguments.finish()
             return .status
@@ -116,13 +122,13 @@ public enum ScenarioParser {
             return .expect(try parseExpectation(&arguments))
         default:
             throw ScenarioParseError(
-                message: "unknown command '\(verb)' (device, clock, app, ui, put, get, delete, status, expect)")
+                message: "unknown command '\(verb)' (device, clock, app, ui, put, get, delete, inbox, status, expect)")
         }
     }
 
     private static func parseExpectation(_ arguments: inout Arguments) throws -> Expectation {
         let subject = try arguments.positional(
-            "what to expect: protected-data, store, coordinator, interaction, queued, ran, value, missing, error, presented-error, device")
+            "what to expect: protected-data, store, coordinator, interaction, queued, ran, value, missing, error, presented-error, device, inbox")
         arguments.command = "expect \(subject)"
         func oneOf(_ choices: [String]) throws -> String {
             let word = try arguments.positional(choices.joined(separator: "|"))
@@ -138,11 +144,11 @@ public enum ScenarioParser {
         case "coordinator": return .coordinator(assigned: try oneOf(["assigned", "nil"]) == "assigned")
         case "interaction": return .interaction(enabled: try oneOf(["enabled", "disabled"]) == "enabled")
         case "device": return .device(try oneOf(deviceStates))
-        case "queued":
+        case "queued", "inbox":
             let text = try arguments.positional("a number")
-            guard let count = Int(text), count >= 0 else { throw ScenarioParseError(message: "expect queued: '\(text)' is not a number") }
+            guard let count = Int(text), count >= 0 else { throw ScenarioParseError(message: "expect \(subject): '\(text)' is not a number") }
             try arguments.finish()
-            return .queued(count)
+            return subject == "queued" ? .queued(count) : .inbox(count)
         case "ran":
             return .ran(arguments.remainingWords())
         case "value":
@@ -162,7 +168,7 @@ public enum ScenarioParser {
             return .presentedError(code)
         default:
             throw ScenarioParseError(
-                message: "unknown expectation '\(subject)' (protected-data, store, coordinator, interaction, queued, ran, value, missing, error, presented-error, device)")
+                message: "unknown expectation '\(subject)' (protected-data, store, coordinator, interaction, queued, ran, value, missing, error, presented-error, device, inbox)")
         }
     }
 

@@ -143,6 +143,13 @@ public final class ScenarioSession {
             }
         case .delete(let key):
             try requireApp().submit("delete \(key)") { try await $0.removeValue(forKey: key) }
+        case .inboxPut(let key, let value):
+            _ = try requireDevice()
+            // With the app running it merges at once when the store is attached; with no app (a notification
+            // extension, say) the record waits for the next attach.
+            let entry = try controller?.appendToInbox(.put(key: key, value: value))
+                ?? LockedInbox(storePath: storePath).append(.put(key: key, value: value))
+            output("inbox: sealed record \(entry.id.prefix(4).map { String(format: "%02x", $0) }.joined()) for \(key)")
         case .status:
             for line in statusLines() { output(line) }
         case .expect:
@@ -167,6 +174,11 @@ public final class ScenarioSession {
                 store: StoreConfiguration(path: storePath, protectionClass: protectionClass), attachDelay: attachDelay),
             keys: device, clock: clock)
         controller.onPresentError = { [weak self] error in self?.output("presented to the user: \(error)") }
+        controller.onInboxMerged = { [weak self] report in
+            self?.output("inbox: merged \(report.merged) record\(report.merged == 1 ? "" : "s")"
+                + (report.alreadyApplied > 0 ? ", \(report.alreadyApplied) already applied" : ""))
+            for problem in report.problems { self?.output("inbox: \(problem)") }
+        }
         controller.onOperationFinished = { [weak self] ticket in
             guard let self, case .failed(let error) = ticket.outcome else { return }
             operationError = error
@@ -232,6 +244,9 @@ public final class ScenarioSession {
             return compare("presented-error \(code)", "presented-error \(controller?.presentedError?.codeName ?? "none")")
         case .device(let state):
             return compare("device \(state)", "device \(deviceStateWord)")
+        case .inbox(let count):
+            let got = (try? LockedInbox(storePath: storePath).pendingCount()).map(String.init) ?? "unreadable"
+            return compare("inbox \(count)", "inbox \(got)")
         }
     }
 
@@ -266,6 +281,7 @@ public final class ScenarioSession {
             lines.append("interaction     \(controller.isInteractionEnabled ? "enabled" : "disabled")")
             lines.append("queued          \(controller.queuedOperationCount)\(controller.queuedOperationCount > 0 ? " (\(controller.queuedOperationNames.prefix(5).joined(separator: ", ")))" : "")")
             lines.append("presented error \(controller.presentedError?.codeName ?? "none")")
+            if let pending = try? controller.inbox.pendingCount(), pending > 0 { lines.append("inbox           \(pending) sealed record(s) waiting") }
         } else {
             lines.append("app             not running")
         }

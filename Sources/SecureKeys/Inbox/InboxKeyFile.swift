@@ -1,0 +1,77 @@
+/// The inbox key pair of a store (format v1, keys/README.md): the X25519 public key in the clear, so records
+/// can be sealed while the device is locked, and the private key wrapped by a key derived from the store
+/// key, so it opens exactly when the store itself can be opened.
+public struct InboxKeyFile: Sendable {
+    public static let formatVersion: UInt8 = 1
+    public static let magic: [UInt8] = Array("PSIK".utf8)
+    static let headerLength = 8 + SealedBox.publicKeyLength
+    static let wrappedKeyLength = KeyWrap.wrappedLength(secretLength: SealedBox.privateKeyLength)
+    static let checksumLength = 16
+    /// The length of every v1 inbox key file.
+    public static let fileLength = headerLength + wrappedKeyLength + checksumLength
+    static let wrappingLabel = "ProtectedStore.inbox-key.wrap.v1"
+
+    /// The file's bytes, exactly as written to disk.
+    public let bytes: [UInt8]
+    /// The public key records are sealed to.
+    public let publicKey: [UInt8]
+
+    /// Parses an inbox key file and checks its checksum (no key needed: works while locked).
+    ///
+    /// - Throws: ``SecureKeysError/Code/damaged`` or ``SecureKeysError/Code/unsupportedFormat``.
+    public init(bytes: [UInt8], path: String? = nil) throws {
+        guard bytes.count >= Self.magic.count + 1 else {
+            throw SecureKeysError.damaged("inbox key file is \(bytes.count) bytes, a v1 file is \(Self.fileLength)", path: path)
+        }
+        guard Array(bytes[0..<4]) == Self.magic else { throw SecureKeysError.damaged("not an inbox key file (bad magic)", path: path) }
+        guard bytes[4] == Self.formatVersion else {
+            throw SecureKeysError.unsupportedFormat("inbox key file version \(bytes[4]); this build reads version \(Self.formatVersion)", path: path)
+        }
+        guard bytes.count == Self.fileLength else {
+            throw SecureKeysError.damaged("inbox key file is \(bytes.count) bytes, a v1 file is \(Self.fileLength)", path: path)
+        }
+        let body = bytes[..<(Self.fileLength - Self.checksumLength)]
+        guard KeyDerivation.constantTimeEquals(KeyDerivation.checksum(of: body, length: Self.checksumLength), Array(bytes[body.endIndex...]))
+        else { throw SecureKeysError.damaged("inbox key file checksum mismatch (truncated or altered)", path: path) }
+        self.bytes = bytes
+        self.publicKey = Array(bytes[8..<Self.headerLength])
+    }
+
+    /// Reads and checks the inbox key file at `path`.
+    public static func load(from path: String) throws -> InboxKeyFile {
+        try InboxKeyFile(bytes: try SecureFile.read(path, maximumSize: 64 << 10), path: path)
+    }
+
+    /// Makes a new inbox key pair and its file image (nothing is written).
+    public static func make(storeKey: SecureBytes, random: any RandomSource = SystemRandom()) throws -> (file: InboxKeyFile, privateKey: SecureBytes) {
+        let pair = SealedBox.makeKeyPair(random: random)
+        var header = ByteWriter()
+        header.write(magic)
+        header.write(formatVersion)
+        header.write([UInt8](repeating: 0, count: 3))
+        header.write(pair.publicKey)
+        let wrappingKey = try KeyDerivation.derive(label: wrappingLabel, from: storeKey)
+        defer { wrappingKey.wipe() }
+        var file = ByteWriter()
+        file.write(header.bytes)
+        file.write(try KeyWrap.wrap(pair.privateKey, with: wrappingKey, associatedData: header.bytes, random: random))
+        file.write(KeyDerivation.checksum(of: file.bytes[...], length: checksumLength))
+        return (try InboxKeyFile(bytes: file.bytes), pair.privateKey)
+    }
+
+    /// Unwraps the private key with the store key.
+    ///
+    /// - Throws: ``SecureKeysError/Code/wrongDevice`` when the store key does not open it (the file belongs
+    ///   to another store).
+    public func unwrapPrivateKey(storeKey: SecureBytes, path: String? = nil) throws -> SecureBytes {
+        let wrappingKey = try KeyDerivation.derive(label: Self.wrappingLabel, from: storeKey)
+        defer { wrappingKey.wipe() }
+        let wrapped = bytes[Self.headerLength..<(Self.headerLength + Self.wrappedKeyLength)]
+        guard let key = try KeyWrap.unwrap(wrapped, with: wrappingKey, associatedData: Array(bytes[..<Self.headerLength])) else {
+            throw SecureKeysError(
+                code: .wrongDevice, message: "the inbox key does not unwrap with this store's key (the file belongs to another store)",
+                path: path)
+        }
+        return key
+    }
+}

@@ -1,0 +1,189 @@
+import EncryptedSQLite
+import Foundation
+import SecureKeys
+import Testing
+
+@testable import ProtectedStore
+
+/// A store with its inbox, opened directly (no controller), to drive appends and merges step by step.
+final class InboxFixture {
+    let directory = TemporaryDirectory()
+    let storeKey = SecureBytes.random(count: 32)
+    var storePath: String { directory.file("app.sqlite") }
+    var inbox: LockedInbox { LockedInbox(storePath: storePath) }
+    let database: Database
+    let publicKey: [UInt8]
+    let privateKey: SecureBytes
+
+    init() throws {
+        database = try Database(path: directory.file("app.sqlite"), key: storeKey)
+        try StoreCoordinator.prepareKeyValueSchema(database)
+        (publicKey, privateKey) = try LockedInbox(storePath: directory.file("app.sqlite")).openKeyPair(storeKey: storeKey)
+    }
+
+    func merge(counting applied: inout [String]) throws -> InboxMergeReport {
+        try inbox.merge(into: database, publicKey: publicKey, privateKey: privateKey) { database, entry in
+            try StoreCoordinator.applyKeyValueEntry(database, entry)
+            if case .put(let key, _) = entry.change { applied.append(key) }
+        }
+    }
+
+    func value(_ key: String) throws -> String? {
+        try database.scalar("SELECT value FROM entries WHERE key = ?", [.text(key)])?.string
+    }
+
+    var inboxBytes: [UInt8] { fileBytes(inbox.inboxPath) }
+}
+
+@Suite("Locked inbox")
+struct LockedInboxTests {
+    @Test("records appended while locked are merged in arrival order, then the inbox is empty")
+    func appendAndMerge() throws {
+        let fixture = try InboxFixture()
+        try fixture.inbox.append(.put(key: "a", value: "1"))
+        try fixture.inbox.append(.put(key: "b", value: "2"))
+        try fixture.inbox.append(.put(key: "a", value: "3"))
+        try fixture.inbox.append(.delete(key: "b"))
+        #expect(try fixture.inbox.pendingCount() == 4)
+        var applied: [String] = []
+        let report = try fixture.merge(counting: &applied)
+        #expect(report.merged == 4)
+        #expect(applied == ["a", "b", "a"])
+        #expect(try fixture.value("a") == "3")
+        #expect(try fixture.value("b") == nil)
+        #expect(try fixture.inbox.pendingCount() == 0)
+        #expect(fixture.inboxBytes.isEmpty)
+    }
+
+    @Test("the inbox and its key file never contain the plaintext, and the inbox file is 0600")
+    func noPlaintext() throws {
+        let fixture = try InboxFixture()
+        try fixture.inbox.append(.put(key: "secret-key-MARKER", value: "secret-value-MARKER"))
+        for path in [fixture.inbox.inboxPath, fixture.inbox.keyPath] {
+            let bytes = fileBytes(path)
+            #expect(!bytes.isEmpty)
+            #expect(!bytes.contains(Array("MARKER".utf8)), "\(path)")
+            let mode = try (FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as! NSNumber).intValue
+            #expect(mode == 0o600)
+        }
+    }
+
+    @Test("a torn last record (a crash during the append) is ignored, never taken for data, and the rest merge")
+    func tornLastRecord() throws {
+        let fixture = try InboxFixture()
+        try fixture.inbox.append(.put(key: "kept", value: "yes"))
+        #expect(throws: LockedInbox.SimulatedCrash(point: .duringAppend)) {
+            try LockedInbox.$crashPoint.withValue(.duringAppend) { try fixture.inbox.append(.put(key: "torn", value: "no")) }
+        }
+        #expect(try fixture.inbox.pendingCount() == 1)
+        var applied: [String] = []
+        let report = try fixture.merge(counting: &applied)
+        #expect(applied == ["kept"])
+        #expect(report.problems.count == 1)
+        guard case .tornTail = report.problems.first else { Issue.record("expected a torn tail"); return }
+        #expect(try fixture.value("torn") == nil)
+    }
+
+    @Test("a crash between the commit and the truncation never applies a record twice")
+    func crashBetweenCommitAndTruncate() throws {
+        let fixture = try InboxFixture()
+        try fixture.inbox.append(.put(key: "once", value: "1"))
+        try fixture.inbox.append(.put(key: "twice?", value: "2"))
+        var applied: [String] = []
+        #expect(throws: LockedInbox.SimulatedCrash(point: .afterCommit)) {
+            try LockedInbox.$crashPoint.withValue(.afterCommit) { _ = try fixture.merge(counting: &applied) }
+        }
+        #expect(applied == ["once", "twice?"])
+        #expect(try fixture.inbox.pendingCount() == 2, "the inbox was not truncated")
+        try fixture.inbox.append(.put(key: "later", value: "3"))
+        let report = try fixture.merge(counting: &applied)
+        #expect(report.alreadyApplied == 2)
+        #expect(report.merged == 1)
+        #expect(applied == ["once", "twice?", "later"])
+        #expect(try fixture.inbox.pendingCount() == 0)
+    }
+
+    @Test("a tampered record is rejected with a clear error, and the records around it are merged")
+    func tamperedRecord() throws {
+        let fixture = try InboxFixture()
+        try fixture.inbox.append(.put(key: "before", value: "1"))
+        let start = fixture.inboxBytes.count
+        try fixture.inbox.append(.put(key: "tampered", value: "2"))
+        try fixture.inbox.append(.put(key: "after", value: "3"))
+        var bytes = fixture.inboxBytes
+        bytes[start + 20] ^= 0x01
+        try Data(bytes).write(to: URL(fileURLWithPath: fixture.inbox.inboxPath))
+        var applied: [String] = []
+        let report = try fixture.merge(counting: &applied)
+        #expect(applied == ["before", "after"])
+        #expect(report.problems == [.rejected(offset: start, reason: "checksum mismatch (the record was altered)")])
+        #expect(report.problems.first?.description == "record at byte \(start) rejected: checksum mismatch (the record was altered)")
+    }
+
+    @Test("a record with a valid checksum that was not sealed to this inbox is rejected, not applied")
+    func foreignRecord() throws {
+        let fixture = try InboxFixture()
+        let stranger = SealedBox.makeKeyPair()
+        let foreign = try InboxRecord.seal(InboxEntry(.put(key: "intruder", value: "x")), to: stranger.publicKey)
+        try Data(foreign).write(to: URL(fileURLWithPath: fixture.inbox.inboxPath))
+        try fixture.inbox.append(.put(key: "genuine", value: "y"))
+        var applied: [String] = []
+        let report = try fixture.merge(counting: &applied)
+        #expect(applied == ["genuine"])
+        #expect(report.problems.count == 1)
+        #expect(try fixture.value("intruder") == nil)
+    }
+
+    @Test("garbage between records is skipped up to the next record")
+    func resynchronises() throws {
+        let fixture = try InboxFixture()
+        try fixture.inbox.append(.put(key: "first", value: "1"))
+        var bytes = fixture.inboxBytes + Array("garbage!".utf8)
+        try Data(bytes).write(to: URL(fileURLWithPath: fixture.inbox.inboxPath))
+        try fixture.inbox.append(.put(key: "second", value: "2"))
+        bytes = fixture.inboxBytes
+        var applied: [String] = []
+        let report = try fixture.merge(counting: &applied)
+        #expect(applied == ["first", "second"])
+        #expect(report.problems.count == 1)
+    }
+
+    @Test("appending before the store ever attached fails with inbox-unavailable")
+    func noInboxBeforeFirstAttach() throws {
+        let directory = TemporaryDirectory()
+        #expect(throws: StoreError.self) { try LockedInbox(storePath: directory.file("x.sqlite")).append(.delete(key: "k")) }
+        do {
+            try LockedInbox(storePath: directory.file("x.sqlite")).append(.delete(key: "k"))
+        } catch let error as StoreError {
+            #expect(error.codeName == "inbox-unavailable")
+        }
+    }
+
+    @Test("the inbox private key does not unwrap with another store's key")
+    func inboxKeyBelongsToItsStore() throws {
+        let fixture = try InboxFixture()
+        let file = try InboxKeyFile.load(from: fixture.inbox.keyPath)
+        #expect(throws: SecureKeysError.self) { _ = try file.unwrapPrivateKey(storeKey: SecureBytes.random(count: 32)) }
+        #expect(try file.unwrapPrivateKey(storeKey: fixture.storeKey).constantTimeEquals(fixture.privateKey))
+    }
+}
+
+@MainActor
+@Suite("Locked inbox through the data controller")
+struct InboxControllerTests {
+    @Test("a write while locked is present after the unlock, merged by the deferred setup")
+    func writeWhileLockedThenUnlock() async throws {
+        let fixture = try ControllerFixture()
+        await fixture.launch()
+        try fixture.rebootDevice()
+        await fixture.launch(LaunchOptions(reason: .location))
+        var reports: [InboxMergeReport] = []
+        fixture.controller.onInboxMerged = { reports.append($0) }
+        try fixture.controller.appendToInbox(.put(key: "location", value: "48.85,2.35"))
+        #expect(try fixture.controller.inbox.pendingCount() == 1)
+        try await fixture.unlock()
+        #expect(reports.map(\.merged) == [1])
+        #expect(try await fixture.value("location") == "48.85,2.35")
+        #expect(try fixture.controller.inbox.pendingCount() == 0)
+    }
+}
