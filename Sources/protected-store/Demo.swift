@@ -38,14 +38,24 @@ final class DemoScript {
 
     var now: Duration { started.duration(to: clock.now) }
 
-    func record(_ event: String) { timeline.record(now, event, device: device, controller: controller) }
+    /// What callbacks reported while the last action settled, printed under that action's row.
+    var pendingNotes: [String] = []
+
+    func record(_ event: String) {
+        timeline.record(now, event, device: device, controller: controller)
+        for note in pendingNotes { timeline.note(note) }
+        pendingNotes.removeAll()
+    }
 
     func makeController() -> DataController {
         let controller = DataController(
             configuration: .init(store: StoreConfiguration(path: storePath, protectionClass: .complete)), keys: device, clock: clock)
-        controller.onPresentError = { [unowned self] error in timeline.note("error presented to the user: \(error)") }
+        controller.onPresentError = { [unowned self] error in pendingNotes.append("error presented to the user: \(error)") }
+        controller.onInboxMerged = { [unowned self] report in
+            pendingNotes.append("locked inbox: \(report.merged) sealed record\(report.merged == 1 ? "" : "s") merged into the store, in one transaction")
+        }
         controller.onOperationFinished = { [unowned self] ticket in
-            timeline.note("operation #\(ticket.id) \(ticket.name): \(ticket.outcome.map(String.init(describing:)) ?? "?")")
+            pendingNotes.append("operation #\(ticket.id) \(ticket.name): \(ticket.outcome.map(String.init(describing:)) ?? "?")")
         }
         return controller
     }
@@ -102,22 +112,27 @@ final class DemoScript {
         await settle()
         record("3 UI operations submitted: queued, not run")
 
+        try controller!.appendToInbox(.put(key: "last-location", value: "48.8606,2.3376"))
+        record("location update while locked → locked inbox")
+        timeline.note("sealed to the store's inbox public key and fsynced: \(try controller!.inbox.pendingCount()) record waiting; only the store's key can open it")
+
         await advance(.seconds(30))
         do {
             try device.unlock(passcode: SecureBytes(utf8: "000000"))
         } catch {
+            pendingNotes.append("\(error)")
             record("device unlock with a wrong passcode")
-            timeline.note("\(error)")
         }
         try device.unlock(passcode: SecureBytes(utf8: "123456"))
         await settle()
+        pendingNotes.insert("deferred setup: attach, assign the coordinator, enable interaction, drain the queue in order", at: 0)
         record("device unlock → protected data did become available")
-        timeline.note("deferred setup: attach, assign the coordinator, enable interaction, drain the queue in order")
 
         let visit = try await controller!.perform("read visit") { try await $0.value(forKey: "visit") }
         let home = try await controller!.perform("read home") { try await $0.value(forKey: "home") }
+        let location = try await controller!.perform("read last-location") { try await $0.value(forKey: "last-location") }
         record("read back through the coordinator")
-        timeline.note("visit = \(visit ?? "nil"), home = \(home ?? "nil")")
+        timeline.note("visit = \(visit ?? "nil"), home = \(home ?? "nil"), last-location = \(location ?? "nil")")
 
         device.lock()
         await settle()
@@ -142,7 +157,7 @@ final class DemoScript {
         record("app terminate")
 
         print("\nFiles in the state directory (none holds a stored value or SQLite's plaintext header):")
-        let markers = ["Rue de Rivoli", "café at", "SQLite format 3"]
+        let markers = ["Rue de Rivoli", "café at", "48.8606", "SQLite format 3"]
         let files = FileManager.default.enumerator(atPath: directory)?.allObjects.compactMap { $0 as? String } ?? []
         for name in files.sorted() {
             var isDirectory: ObjCBool = false

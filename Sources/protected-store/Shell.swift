@@ -56,6 +56,9 @@ extension ProtectedStoreCommand {
                 } catch let error as ScenarioParseError {
                     print("\(where_)error: \(error.message)")
                 }
+                // What a command acknowledged reaches a pipe before the next command starts, so a reader
+                // (and a crash test that kills this process) never misses an acknowledgement.
+                fflush(nil)
             }
             if failedExpectations > 0 { throw ExitCode(1) }
         }

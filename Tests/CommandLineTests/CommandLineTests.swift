@@ -141,6 +141,8 @@ struct CommandLineTests {
         for line in [
             "app launch --background --reason location", "attach finished: the store key is locked",
             "device unlock → protected data did become available", "grace period over → did become unavailable",
+            "location update while locked → locked inbox", "1 sealed record merged into the store",
+            "last-location = 48.8606,2.3376",
         ] {
             #expect(result.output.contains(line), "missing: \(line)")
         }

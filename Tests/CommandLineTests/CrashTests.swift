@@ -1,0 +1,58 @@
+import Foundation
+import Testing
+
+@Suite("Crashes: SIGKILL of a real process")
+struct CrashTests {
+    /// Starts the shell on `stateDirectory`, feeds it `lines`, kills it with SIGKILL after `delay`, and
+    /// returns what it printed before dying.
+    func runAndKill(_ lines: [String], stateDirectory: String, after delay: Duration) throws -> String {
+        let process = Process()
+        process.executableURL = ProtectedStoreBinary.url
+        process.arguments = ["shell", "--fast-kdf", "--state-dir", stateDirectory]
+        let input = Pipe()
+        let output = Pipe()
+        process.standardInput = input
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        input.fileHandleForWriting.write(Data((lines.joined(separator: "\n") + "\n").utf8))
+        let (seconds, attoseconds) = delay.components
+        usleep(useconds_t(seconds * 1_000_000 + attoseconds / 1_000_000_000_000))
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        try? input.fileHandleForWriting.close()
+        return String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    }
+
+    @Test("SIGKILL during inbox appends and merges: every acknowledged write is in the store after restart and unlock")
+    func killDuringInboxAppendAndMerge() throws {
+        let directory = TemporaryDirectory()
+        let state = directory.file("state")
+        let setUp = try ProtectedStoreBinary.run(
+            ["shell", "--fast-kdf", "--state-dir", state], input: "device setup --passcode 1\napp launch\napp terminate\n")
+        #expect(setUp.status == 0)
+
+        var generator = SystemRandomNumberGenerator()
+        var acknowledged: [String: String] = [:]
+        let iterations = 24
+        for iteration in 0..<iterations {
+            // Half the runs unlock and launch first, so merges run while records are appended and killed.
+            var lines = iteration % 2 == 0 ? [] : ["device unlock --passcode 1", "app launch"]
+            lines += (0..<400).map { "inbox put k\(iteration)-\($0) v\(iteration)-\($0)" }
+            let printed = try runAndKill(
+                lines, stateDirectory: state, after: .milliseconds(Int.random(in: 5...120, using: &generator)))
+            for line in printed.split(separator: "\n") where line.hasPrefix("inbox: sealed record ") {
+                let key = String(line.split(separator: " ").last!)
+                acknowledged[key] = "v" + key.dropFirst()
+            }
+        }
+        #expect(acknowledged.count > iterations, "the kills left some acknowledged writes to check")
+
+        let check = try ProtectedStoreBinary.run(
+            ["shell", "--fast-kdf", "--state-dir", state],
+            input: (["device unlock --passcode 1", "app launch", "expect store ready", "expect inbox 0"]
+                + acknowledged.keys.sorted().map { "expect value \($0) \(acknowledged[$0]!)" }).joined(separator: "\n") + "\n")
+        #expect(check.status == 0, "\(check.output.split(separator: "\n").filter { $0.contains("FAILED") }.prefix(5))")
+        #expect(!check.output.contains("FAILED"))
+    }
+}
