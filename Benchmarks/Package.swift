@@ -32,5 +32,16 @@ let package = Package(
             path: "Benchmarks/LaunchBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "package-benchmark")]
         ),
+        .executableTarget(
+            name: "InboxBenchmarks",
+            dependencies: [
+                .product(name: "Benchmark", package: "package-benchmark"),
+                .product(name: "ProtectedStore", package: "ProtectedStore"),
+                .product(name: "EncryptedSQLite", package: "ProtectedStore"),
+                .product(name: "SecureKeys", package: "ProtectedStore"),
+            ],
+            path: "Benchmarks/InboxBenchmarks",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "package-benchmark")]
+        ),
     ]
 )

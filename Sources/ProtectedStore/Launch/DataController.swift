@@ -187,7 +187,13 @@ public final class DataController {
     /// - Throws: `inbox-unavailable` before the store first attached; `io-error`.
     @discardableResult
     public func appendToInbox(_ change: InboxEntry.Change) throws -> InboxEntry {
-        let entry = try inbox.append(change)
+        try appendToInbox(contentsOf: [change])[0]
+    }
+
+    /// Writes several changes to the locked inbox with one `fsync` (see ``appendToInbox(_:)``).
+    @discardableResult
+    public func appendToInbox(contentsOf changes: [InboxEntry.Change]) throws -> [InboxEntry] {
+        let entries = try inbox.append(contentsOf: changes)
         if machine.phase == .ready, let coordinator {
             work.begin()
             Task { [weak self, work] in
@@ -195,7 +201,7 @@ public final class DataController {
                 work.end()
             }
         }
-        return entry
+        return entries
     }
 
     private func reportInbox(_ report: InboxMergeReport) {

@@ -1,0 +1,63 @@
+import Benchmark
+import EncryptedSQLite
+import Foundation
+import ProtectedStore
+import SecureKeys
+
+/// A fresh store with its inbox key, in a new temporary directory.
+struct InboxStore {
+    let directory = NSTemporaryDirectory() + "/protectedstore-inbox-bench-\(UUID().uuidString)"
+    let storeKey = SecureBytes.random(count: 32)
+    let database: Database
+    let inbox: LockedInbox
+    let publicKey: [UInt8]
+    let privateKey: SecureBytes
+
+    init() throws {
+        try SecureFile.createDirectory(at: directory)
+        database = try Database(path: directory + "/app.sqlite", key: storeKey)
+        try StoreCoordinator.prepareKeyValueSchema(database)
+        inbox = LockedInbox(storePath: directory + "/app.sqlite")
+        (publicKey, privateKey) = try inbox.openKeyPair(storeKey: storeKey)
+    }
+
+    func remove() {
+        database.close()
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+}
+
+let benchmarks: @Sendable () -> Void = {
+    let configuration = Benchmark.Configuration(
+        metrics: [.wallClock], timeUnits: .milliseconds, warmupIterations: 1, maxDuration: .seconds(20), maxIterations: 10)
+
+    // 6. Seal and append 10,000 records, each fsynced before its append returns (as a caller is promised).
+    Benchmark("Inbox: seal + append 10,000 records (fsync each)", configuration: configuration) { benchmark in
+        let store = try InboxStore()
+        benchmark.startMeasurement()
+        for index in 0..<10_000 { try store.inbox.append(.put(key: "location-\(index)", value: "48.8606,2.3376")) }
+        benchmark.stopMeasurement()
+        store.remove()
+    }
+
+    Benchmark("Inbox: seal + append 10,000 records as one batch (one fsync)", configuration: configuration) { benchmark in
+        let store = try InboxStore()
+        let changes = (0..<10_000).map { InboxEntry.Change.put(key: "location-\($0)", value: "48.8606,2.3376") }
+        benchmark.startMeasurement()
+        try store.inbox.append(contentsOf: changes)
+        benchmark.stopMeasurement()
+        store.remove()
+    }
+
+    Benchmark("Inbox: merge 10,000 records (open, apply in one transaction, truncate)", configuration: configuration) { benchmark in
+        let store = try InboxStore()
+        try store.inbox.append(contentsOf: (0..<10_000).map { .put(key: "location-\($0)", value: "48.8606,2.3376") })
+        benchmark.startMeasurement()
+        let report = try store.inbox.merge(
+            into: store.database, publicKey: store.publicKey, privateKey: store.privateKey,
+            apply: StoreCoordinator.applyKeyValueEntry)
+        benchmark.stopMeasurement()
+        precondition(report.merged == 10_000)
+        store.remove()
+    }
+}
