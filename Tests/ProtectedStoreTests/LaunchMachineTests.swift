@@ -64,6 +64,19 @@ struct LaunchMachineTests {
         }
     }
 
+    @Test("a class-A store attached during the grace period closes when the keys are wiped")
+    func attachedDuringGracePeriod() {
+        var machine = LaunchMachine(protectionClass: .complete)
+        _ = machine.handle(.launch(LaunchOptions()))
+        _ = machine.handle(.attachSucceeded)
+        #expect(machine.handle(.protectedDataDidBecomeUnavailable) == [.disableInteraction, .closeStore])
+        #expect(machine.phase == .waitingForProtectedData)
+        var classB = LaunchMachine(protectionClass: .completeUnlessOpen)
+        _ = classB.handle(.launch(LaunchOptions()))
+        _ = classB.handle(.attachSucceeded)
+        #expect(classB.handle(.protectedDataDidBecomeUnavailable) == [])
+    }
+
     @Test("a lock during a class-A attach closes the store as soon as it attaches")
     func lockDuringAttach() {
         var machine = LaunchMachine(protectionClass: .complete)

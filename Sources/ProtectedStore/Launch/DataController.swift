@@ -214,7 +214,7 @@ public final class DataController {
         switch event {
         case .willBecomeUnavailable: apply(.protectedDataWillBecomeUnavailable)
         case .didBecomeAvailable: apply(.protectedDataDidBecomeAvailable)
-        case .didBecomeUnavailable: break  // class-A stores closed at *will become unavailable*
+        case .didBecomeUnavailable: apply(.protectedDataDidBecomeUnavailable)
         }
     }
 

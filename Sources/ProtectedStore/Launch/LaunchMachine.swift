@@ -6,6 +6,8 @@ public enum LaunchEvent: Sendable, Hashable {
     case launch(LaunchOptions)
     /// The device locked: keys of class A will be wiped when the grace period ends.
     case protectedDataWillBecomeUnavailable
+    /// The grace period ended: class-A keys are wiped now.
+    case protectedDataDidBecomeUnavailable
     /// The device unlocked.
     case protectedDataDidBecomeAvailable
     /// The store attached: its key was available and it opened.
@@ -55,7 +57,8 @@ public enum LaunchEffect: Sendable, Hashable {
 /// - The coordinator exists only in ``Phase/ready``: it is assigned after a successful attach, never before.
 /// - An attach that fails because protected data is unavailable waits for *did become available*, silently.
 /// - An attach that fails while protected data is available is presented once and is not retried in a loop.
-/// - A class-A store closes at *will become unavailable*; class B, C and D stores stay open.
+/// - A class-A store closes at *will become unavailable* (and, if it attached during the grace period, at
+///   *did become unavailable*); class B, C and D stores stay open.
 public struct LaunchMachine: Sendable, Hashable {
     /// Where the store stack is.
     public enum Phase: Sendable, Hashable {
@@ -160,6 +163,23 @@ public struct LaunchMachine: Sendable, Hashable {
             }
 
         case .protectedDataWillBecomeUnavailable:
+            guard closesAtLock else { return [] }
+            switch phase {
+            case .ready:
+                phase = .waitingForProtectedData
+                isInteractionEnabled = false
+                return [.disableInteraction, .closeStore]
+            case .launching:
+                lockedDuringAttach = true
+                becameAvailableDuringAttach = false
+                return []
+            default:
+                return []
+            }
+
+        case .protectedDataDidBecomeUnavailable:
+            // A class-A store attached during the grace period (after the lock's event) must still close
+            // when its keys go; one closed at the lock is already waiting.
             guard closesAtLock else { return [] }
             switch phase {
             case .ready:
