@@ -189,8 +189,9 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
         }
     }
 
-    /// The key of `protectionClass` while it is held. Internal: upper layers ask for store keys instead.
-    func classKey(_ protectionClass: ProtectionClass) -> SecureBytes? {
+    /// The key of `protectionClass` while it is held. Package-only: the simulator checks that keys it saw
+    /// are wiped; app code asks for store keys instead.
+    package func classKey(_ protectionClass: ProtectionClass) -> SecureBytes? {
         refresh()
         return state.withLock { $0.heldKeys[protectionClass] }
     }
@@ -268,6 +269,26 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
             hub.enqueue(.didBecomeUnavailable)
         }
         hub.deliverPending()
+    }
+
+    /// Turns the device off, as before a reboot: every key in memory is zeroed now — class keys, the device
+    /// key — whoever still holds a reference to one, and the device answers "nothing available" from then on.
+    /// Boot again with ``init(bootingFrom:clock:schedulesTimers:random:)``.
+    public func powerOff() {
+        state.withLock { state in
+            for key in state.heldKeys.values { key.wipe() }
+            state.heldKeys.removeAll()
+            state.deviceKey?.wipe()
+            state.isLocked = true
+            state.graceDeadline = nil
+        }
+    }
+
+    deinit {
+        state.withLock { state in
+            for key in state.heldKeys.values { key.wipe() }
+            state.deviceKey?.wipe()
+        }
     }
 
     /// Changes the passcode: the class keys are rewrapped and the keybag replaced atomically, so a crash at

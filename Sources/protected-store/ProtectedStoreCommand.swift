@@ -6,6 +6,6 @@ struct ProtectedStoreCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "protected-store",
         abstract: "An encrypted SQLite store that survives launches while the device is locked.",
-        subcommands: [Demo.self, Shell.self, Run.self]
+        subcommands: [Demo.self, Shell.self, Run.self, Simulate.self]
     )
 }

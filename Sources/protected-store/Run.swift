@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import ProtectedStoreHarness
+import ProtectedStore
 import SecureKeys
 
 extension ProtectedStoreCommand {
@@ -38,6 +39,7 @@ extension ProtectedStoreCommand {
                 let directory = try options.stateDirectory ?? TemporaryStateDirectory.make()
                 defer { if options.stateDirectory == nil { try? FileManager.default.removeItem(atPath: directory) } }
                 let session = try ScenarioSession(stateDirectory: directory, kdf: options.kdf) { print("  \($0)") }
+                session.plantedFault = options.plant
                 if let failure = await script.run(in: session) {
                     FileHandle.standardError.write(Data("\(failure)\n".utf8))
                     throw ExitCode(1)
@@ -55,6 +57,9 @@ struct SessionOptions: ParsableArguments {
 
     @Flag(name: .customLong("fast-kdf"), help: "Argon2id at its minimal cost, for tests: passcodes become guessable.")
     var fastKDF = false
+
+    @Option(help: ArgumentHelp("Plant a bug in the app (the simulator's self-test).", visibility: .hidden))
+    var plant: DataController.PlantedFault?
 
     var kdf: PasscodeKDF { fastKDF ? .minimal : .default }
 }

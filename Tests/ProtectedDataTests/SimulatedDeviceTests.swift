@@ -109,6 +109,16 @@ struct SimulatedDeviceTests {
         #expect(try fixture.device.classKey(.complete)!.withUnsafeBytes { Array($0) } == before)
     }
 
+    @Test("powering off zeroes every key in memory, even ones still referenced elsewhere")
+    func powerOffWipesKeys() throws {
+        let fixture = try DeviceFixture()
+        let keys = ProtectionClass.allCases.compactMap { fixture.device.classKey($0) }
+        #expect(keys.count == 4)
+        fixture.device.powerOff()
+        #expect(keys.allSatisfy { $0.isWiped })
+        #expect(fixture.available.isEmpty)
+    }
+
     @Test("class C survives lock and grace period, and is gone after a reboot")
     func classCUntilReboot() async throws {
         let fixture = try DeviceFixture()

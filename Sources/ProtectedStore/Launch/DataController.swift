@@ -24,15 +24,26 @@ public final class DataController {
         public var store: StoreConfiguration
         /// How many operations may wait for protected data; more are refused with `queue-full`.
         public var queueCapacity: Int
-        /// Simulation only: how much (clock) time an attach takes before its result is delivered, to observe
-        /// phase 1 and phase 2 of the launch apart. Zero in an app.
+        /// Simulation only: how much (clock) time passes before an attach starts, to observe phase 1 and
+        /// phase 2 of the launch apart. Nothing is read or merged before then, so an app that dies during the
+        /// delay did no work. Zero in an app.
         public var attachDelay: Duration
+
+        /// A bug planted on purpose, so tests can show the simulator catches it. Never set in an app.
+        public var plantedFault: PlantedFault?
 
         public init(store: StoreConfiguration, queueCapacity: Int = 100_000, attachDelay: Duration = .zero) {
             self.store = store
             self.queueCapacity = queueCapacity
             self.attachDelay = attachDelay
         }
+    }
+
+    /// Bugs the simulator's own tests plant, to prove its invariants catch them.
+    public enum PlantedFault: String, Sendable, CaseIterable {
+        /// The seed's bug in another guise: the coordinator is kept after its store closed, so app code
+        /// holds a coordinator with no usable store behind it.
+        case keepCoordinatorAfterClose = "keep-coordinator-after-close"
     }
 
     /// The device (or OS) the controller learns key availability and store keys from.
@@ -58,8 +69,9 @@ public final class DataController {
     private let work = WorkTracker()
     private var subscription: EventSubscription?
     private var isDraining = false
-    private var heldAttachResult: (result: AttachResult, releaseAt: AnyClock<Duration>.Instant)?
+    private var delayedAttachStart: AnyClock<Duration>.Instant?
     private var attachGeneration = 0
+    private var isAbandoned = false
 
     /// Phase 1: creates the controller. Cheap: no file is touched and no key is asked for.
     public init(configuration: Configuration, keys: any KeySource, clock: any Clock<Duration> = ContinuousClock()) {
@@ -116,19 +128,27 @@ public final class DataController {
         subscription = nil
     }
 
-    /// Returns once every event, attach, drain and close the controller started has finished (an attach held
-    /// by ``Configuration/attachDelay`` waits for the clock and does not count).
+    /// Simulation only: the app's process is killed. Nothing is cleaned up — the store is neither
+    /// checkpointed nor closed, queued operations never end — and the controller reacts to nothing again.
+    public func abandon() {
+        isAbandoned = true
+        subscription?.cancel()
+        subscription = nil
+    }
+
+    /// Returns once every event, attach, drain and close the controller started has finished (an attach
+    /// delayed by ``Configuration/attachDelay`` waits for the clock and does not count until it starts).
     public func waitUntilIdle() async {
         await work.waitUntilIdle()
     }
 
-    /// Tells the controller its clock moved (a test clock): releases an attach whose delay has passed and
+    /// Tells the controller its clock moved (a test clock): starts an attach whose delay has passed and
     /// expires operations whose deadline has passed.
     public func clockDidAdvance() {
         gate.expireOverdue(now: clock.now)
-        if let held = heldAttachResult, clock.now >= held.releaseAt {
-            heldAttachResult = nil
-            deliver(held.result)
+        if let start = delayedAttachStart, clock.now >= start {
+            delayedAttachStart = nil
+            if !isAbandoned && machine.phase == .launching { beginAttach() }
         }
     }
 
@@ -219,6 +239,7 @@ public final class DataController {
     }
 
     private func apply(_ event: LaunchEvent) {
+        guard !isAbandoned else { return }
         for effect in machine.handle(event) { perform(effect) }
     }
 
@@ -240,15 +261,25 @@ public final class DataController {
     }
 
     private func startAttach() {
+        guard configuration.attachDelay > .zero else { return beginAttach() }
+        let start = clock.now.advanced(by: configuration.attachDelay)
+        delayedAttachStart = start
+        let clock = self.clock
+        Task { [weak self] in
+            try? await clock.sleep(until: start)
+            self?.clockDidAdvance()
+        }
+    }
+
+    private func beginAttach() {
         attachGeneration += 1
         let generation = attachGeneration
         let store = configuration.store
         let keys = self.keys
-        let releaseAt = clock.now.advanced(by: configuration.attachDelay)
         work.begin()
         Task.detached(priority: .userInitiated) { [weak self] in
             let result = Self.attach(store, keys: keys)
-            await self?.attachFinished(result, generation: generation, releaseAt: releaseAt)
+            await self?.attachFinished(result, generation: generation)
             self?.work.end()
         }
     }
@@ -266,31 +297,25 @@ public final class DataController {
         }
     }
 
-    private func attachFinished(_ result: AttachResult, generation: Int, releaseAt: AnyClock<Duration>.Instant) {
+    private func attachFinished(_ result: AttachResult, generation: Int) {
+        guard !isAbandoned else { return }
+        // The attach merged the locked inbox into the store whether or not the store is kept: say so.
+        if case .attached(let attached) = result { reportInbox(attached.inboxReportAtAttach) }
         guard generation == attachGeneration else {
             if case .attached(let stale) = result { Task { await stale.close() } }
-            return
-        }
-        if clock.now < releaseAt {
-            heldAttachResult = (result, releaseAt)
-            let clock = self.clock
-            Task { [weak self] in
-                try? await clock.sleep(until: releaseAt)
-                self?.clockDidAdvance()
-            }
             return
         }
         deliver(result)
     }
 
     private func deliver(_ result: AttachResult) {
+        guard !isAbandoned else { return }
         switch result {
         case .attached(let attached):
             let effects = machine.handle(.attachSucceeded)
             // Assigned only now, after a successful attach, and only if the machine kept the store.
             if machine.phase == .ready {
                 coordinator = attached
-                reportInbox(attached.inboxReportAtAttach)
             } else {
                 Task { await attached.close() }
             }
@@ -302,7 +327,7 @@ public final class DataController {
 
     private func closeStore() {
         guard let closing = coordinator else { return }
-        coordinator = nil
+        if configuration.plantedFault != .keepCoordinatorAfterClose { coordinator = nil }
         work.begin()
         let work = self.work
         Task.detached {
@@ -325,7 +350,7 @@ public final class DataController {
     /// Runs waiting operations in order while the store is ready. An operation taken from the queue ends
     /// exactly once: if the store closes while it runs, it fails; it is never put back.
     private func drain() async {
-        while machine.phase == .ready, let coordinator, let entry = gate.next(now: clock.now) {
+        while machine.phase == .ready, !isAbandoned, let coordinator, let entry = gate.next(now: clock.now) {
             do {
                 try await entry.body(coordinator)
                 gate.finish(entry.ticket, .completed)

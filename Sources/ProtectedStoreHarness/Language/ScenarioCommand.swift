@@ -44,4 +44,5 @@ public enum Expectation: Sendable, Hashable {
     case presentedError(String)
     case device(String)
     case inbox(Int)
+    case noPlaintext
 }

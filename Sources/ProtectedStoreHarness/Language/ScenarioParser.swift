@@ -128,7 +128,7 @@ public enum ScenarioParser {
 
     private static func parseExpectation(_ arguments: inout Arguments) throws -> Expectation {
         let subject = try arguments.positional(
-            "what to expect: protected-data, store, coordinator, interaction, queued, ran, value, missing, error, presented-error, device, inbox")
+            "what to expect: protected-data, store, coordinator, interaction, queued, ran, value, missing, error, presented-error, device, inbox, no-plaintext")
         arguments.command = "expect \(subject)"
         func oneOf(_ choices: [String]) throws -> String {
             let word = try arguments.positional(choices.joined(separator: "|"))
@@ -158,6 +158,9 @@ public enum ScenarioParser {
             let key = try arguments.positional("a key")
             try arguments.finish()
             return .missing(key: key)
+        case "no-plaintext":
+            try arguments.finish()
+            return .noPlaintext
         case "error":
             let code = try arguments.positional("an error code, or none")
             try arguments.finish()
@@ -168,7 +171,7 @@ public enum ScenarioParser {
             return .presentedError(code)
         default:
             throw ScenarioParseError(
-                message: "unknown expectation '\(subject)' (protected-data, store, coordinator, interaction, queued, ran, value, missing, error, presented-error, device, inbox)")
+                message: "unknown expectation '\(subject)' (protected-data, store, coordinator, interaction, queued, ran, value, missing, error, presented-error, device, inbox, no-plaintext)")
         }
     }
 

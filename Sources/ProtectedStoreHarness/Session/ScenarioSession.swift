@@ -1,5 +1,6 @@
 public import Clocks
 import Foundation
+import Glibc
 public import ProtectedStore
 public import SecureKeys
 
@@ -33,6 +34,23 @@ public final class ScenarioSession {
     public private(set) var ran: [String] = []
     /// The error of the last command that failed, `nil` after a command that succeeded.
     public private(set) var lastError: (any CodedError)?
+
+    /// What the store acknowledged, in the order it happened: the oracle's input.
+    public enum JournalEntry: Sendable, Hashable {
+        /// A UI-facing put or delete completed.
+        case applied(InboxEntry.Change)
+        /// A merge applied this many inbox records (the oldest pending ones).
+        case inboxMerged(Int)
+        /// A `ui` operation ran; whether the store was ready (with a coordinator) when it did.
+        case ran(String, storeWasReady: Bool)
+    }
+
+    /// Everything acknowledged so far, in order.
+    public private(set) var journal: [JournalEntry] = []
+    /// Every value written (puts and inbox puts): what must never be found in a file in the clear.
+    public private(set) var writtenValues: Set<String> = []
+    /// A bug to plant in every app this session launches (the simulator's self-test).
+    public var plantedFault: DataController.PlantedFault?
 
     private let started: TestClock<Duration>.Instant
     /// Apps that crashed or died in a reboot: never cleaned up, as a killed process is not.
@@ -110,7 +128,7 @@ public final class ScenarioSession {
                 configuration: .init(gracePeriod: grace, attemptPolicy: .init(wipeAfterFailures: wipeAfter), kdf: kdf),
                 clock: clock, schedulesTimers: false)
         case .deviceReboot:
-            _ = try requireDevice()
+            try requireDevice().powerOff()
             abandonApp()
             device = try SimulatedDevice(bootingFrom: stateDirectory, clock: clock, schedulesTimers: false)
         case .deviceLock:
@@ -133,18 +151,30 @@ public final class ScenarioSession {
             _ = try requireApp()
             abandonApp()
         case .ui(let name):
-            try requireApp().submit(name) { [weak self] _ in self?.ran.append(name) }
+            let controller = try requireApp()
+            try controller.submit(name) { [weak self, weak controller] _ in
+                self?.ran.append(name)
+                self?.journal.append(.ran(name, storeWasReady: controller?.phase == .ready && controller?.coordinator != nil))
+            }
         case .put(let key, let value):
-            try requireApp().submit("put \(key)") { try await $0.put(key, value) }
+            writtenValues.insert(value)
+            try requireApp().submit("put \(key)") { [weak self] in
+                try await $0.put(key, value)
+                self?.journal.append(.applied(.put(key: key, value: value)))
+            }
         case .get(let key):
             try requireApp().submit("get \(key)") { [weak self] coordinator in
                 let value = try await coordinator.value(forKey: key)
                 self?.output(value.map { "\(key) = \($0)" } ?? "\(key) is missing")
             }
         case .delete(let key):
-            try requireApp().submit("delete \(key)") { try await $0.removeValue(forKey: key) }
+            try requireApp().submit("delete \(key)") { [weak self] in
+                try await $0.removeValue(forKey: key)
+                self?.journal.append(.applied(.delete(key: key)))
+            }
         case .inboxPut(let key, let value):
             _ = try requireDevice()
+            writtenValues.insert(value)
             // With the app running it merges at once when the store is attached; with no app (a notification
             // extension, say) the record waits for the next attach.
             let entry = try controller?.appendToInbox(.put(key: key, value: value))
@@ -169,12 +199,13 @@ public final class ScenarioSession {
             }
             protectionClass = recorded
         }
-        let controller = DataController(
-            configuration: .init(
-                store: StoreConfiguration(path: storePath, protectionClass: protectionClass), attachDelay: attachDelay),
-            keys: device, clock: clock)
+        var configuration = DataController.Configuration(
+            store: StoreConfiguration(path: storePath, protectionClass: protectionClass), attachDelay: attachDelay)
+        configuration.plantedFault = plantedFault
+        let controller = DataController(configuration: configuration, keys: device, clock: clock)
         controller.onPresentError = { [weak self] error in self?.output("presented to the user: \(error)") }
         controller.onInboxMerged = { [weak self] report in
+            self?.journal.append(.inboxMerged(report.merged))
             self?.output("inbox: merged \(report.merged) record\(report.merged == 1 ? "" : "s")"
                 + (report.alreadyApplied > 0 ? ", \(report.alreadyApplied) already applied" : ""))
             for problem in report.problems { self?.output("inbox: \(problem)") }
@@ -192,6 +223,7 @@ public final class ScenarioSession {
     /// where they stand (kept alive here, never closed, as the kernel would keep nothing either).
     private func abandonApp() {
         guard let controller else { return }
+        controller.abandon()
         abandoned.append(controller)
         self.controller = nil
     }
@@ -244,10 +276,49 @@ public final class ScenarioSession {
             return compare("presented-error \(code)", "presented-error \(controller?.presentedError?.codeName ?? "none")")
         case .device(let state):
             return compare("device \(state)", "device \(deviceStateWord)")
+        case .noPlaintext:
+            return compare("no plaintext in the state directory", plaintextFindings().first ?? "no plaintext in the state directory")
         case .inbox(let count):
             let got = (try? LockedInbox(storePath: storePath).pendingCount()).map(String.init) ?? "unreadable"
             return compare("inbox \(count)", "inbox \(got)")
         }
+    }
+
+    /// Files in the state directory (but the simulated secure element, `hardware/`) that contain a value
+    /// written in this session, or SQLite's plaintext header.
+    public func plaintextFindings() -> [String] {
+        plaintextFindings(of: writtenValues.filter { $0.utf8.count >= 6 })
+    }
+
+    /// Files in the state directory (but `hardware/`) that contain any of `needles`, or SQLite's header.
+    public func plaintextFindings(of needles: some Collection<String>) -> [String] {
+        let patterns = needles.map { Array($0.utf8) } + [Array("SQLite format 3".utf8)]
+        var findings: [String] = []
+        let files = FileManager.default.enumerator(atPath: stateDirectory)?.allObjects.compactMap { $0 as? String } ?? []
+        for name in files.sorted() where !name.hasPrefix("hardware") {
+            guard let contents = FileManager.default.contents(atPath: stateDirectory + "/" + name) else { continue }
+            let found = contents.withUnsafeBytes { haystack in
+                patterns.first { pattern in
+                    Self.contains(haystack, pattern)
+                }
+            }
+            if let found { findings.append("plaintext '\(String(decoding: found, as: UTF8.self))' in \(name)") }
+        }
+        return findings
+    }
+
+    /// Whether `needle` occurs in `haystack`: `memchr` to the next candidate first byte, `memcmp` to confirm.
+    private static func contains(_ haystack: UnsafeRawBufferPointer, _ needle: [UInt8]) -> Bool {
+        guard let first = needle.first, needle.count <= haystack.count, let base = haystack.baseAddress else { return false }
+        let last = haystack.count - needle.count
+        var offset = 0
+        while offset <= last {
+            guard let hit = memchr(base + offset, Int32(first), last - offset + 1) else { return false }
+            let index = base.distance(to: UnsafeRawPointer(hit))
+            if memcmp(base + index, needle, needle.count) == 0 { return true }
+            offset = index + 1
+        }
+        return false
     }
 
     /// `= VALUE`, `missing`, or why it cannot be read now.

@@ -1,0 +1,70 @@
+extension ScenarioCommand {
+    /// The command as a script line that parses back to it.
+    public var scriptLine: String {
+        switch self {
+        case .deviceSetup(let passcode, let grace, let wipeAfter):
+            var line = "device setup --passcode \(quoted(passcode ?? "")) --grace \(grace.scriptText)"
+            if let wipeAfter { line += " --wipe-after \(wipeAfter)" }
+            return line
+        case .deviceReboot: return "device reboot"
+        case .deviceLock: return "device lock"
+        case .deviceUnlock(let passcode): return "device unlock --passcode \(quoted(passcode ?? ""))"
+        case .deviceChangePasscode(let old, let new): return "device change-passcode --old \(quoted(old)) --new \(quoted(new))"
+        case .clockAdvance(let duration): return "clock advance \(duration.scriptText)"
+        case .appLaunch(let options, let protection, let attachDelay):
+            var line = "app launch"
+            if options.inBackground { line += " --background" }
+            line += " --reason \(options.reason.rawValue)"
+            if let protection { line += " --protection \(protection.name)" }
+            if attachDelay > .zero { line += " --attach-delay \(attachDelay.scriptText)" }
+            return line
+        case .appTerminate: return "app terminate"
+        case .appCrash: return "app crash"
+        case .ui(let name): return "ui \(quoted(name))"
+        case .put(let key, let value): return "put \(quoted(key)) \(quoted(value))"
+        case .get(let key): return "get \(quoted(key))"
+        case .delete(let key): return "delete \(quoted(key))"
+        case .inboxPut(let key, let value): return "inbox put \(quoted(key)) \(quoted(value))"
+        case .status: return "status"
+        case .expect(let expectation): return "expect " + expectation.scriptText
+        }
+    }
+}
+
+extension Expectation {
+    var scriptText: String {
+        switch self {
+        case .protectedData(let available): "protected-data \(available ? "available" : "unavailable")"
+        case .store(let state): "store \(state)"
+        case .coordinator(let assigned): "coordinator \(assigned ? "assigned" : "nil")"
+        case .interaction(let enabled): "interaction \(enabled ? "enabled" : "disabled")"
+        case .queued(let count): "queued \(count)"
+        case .ran(let names): (["ran"] + names.map(quoted)).joined(separator: " ")
+        case .value(let key, let value): "value \(quoted(key)) \(quoted(value))"
+        case .missing(let key): "missing \(quoted(key))"
+        case .error(let code): "error \(code)"
+        case .presentedError(let code): "presented-error \(code)"
+        case .device(let state): "device \(state)"
+        case .inbox(let count): "inbox \(count)"
+        case .noPlaintext: "no-plaintext"
+        }
+    }
+}
+
+/// A word as the tokenizer reads it back: bare when it can be, quoted otherwise.
+func quoted(_ word: String) -> String {
+    let plain = !word.isEmpty && word.allSatisfy { !$0.isWhitespace && $0 != "\"" && $0 != "#" && $0 != "\\" }
+    if plain { return word }
+    return "\"" + word.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
+}
+
+extension Duration {
+    /// `500ms`, `10s`, `5m`, `1h`: the largest whole unit.
+    var scriptText: String {
+        let milliseconds = components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000
+        for (unit, size) in [("h", Int64(3_600_000)), ("m", 60_000), ("s", 1000)] where milliseconds % size == 0 && milliseconds > 0 {
+            return "\(milliseconds / size)\(unit)"
+        }
+        return "\(milliseconds)ms"
+    }
+}

@@ -1,0 +1,193 @@
+import Foundation
+public import ProtectedStore
+import SecureKeys
+
+/// An invariant that did not hold, the step after which it was found, and — when the command language can
+/// say it — the `expect` line that fails the same way in a script.
+public struct Violation: Error, Sendable, CustomStringConvertible {
+    /// The command (1-based) after which the check failed.
+    public let step: Int
+    /// Which rule: DESIGN.md's invariants 1–6, or the oracle's model of the device and its errors.
+    public let invariant: String
+    public let message: String
+    public let expectation: Expectation?
+
+    public var description: String { "step \(step): \(invariant): \(message)" }
+}
+
+/// One simulated run: the commands, a line of trace per command, and the first violation if any.
+public struct SimulationRun: Sendable {
+    public let commands: [ScenarioCommand]
+    public let trace: [String]
+    public let violation: Violation?
+}
+
+/// Runs random command sequences on the real stack — real SQLCipher files, real libsodium keys, a test
+/// clock — and checks DESIGN.md's invariants, and an oracle's model of the device, after every step.
+@MainActor
+public enum Simulator {
+    /// The grace period the simulated devices use.
+    static let gracePeriod: Duration = .seconds(10)
+
+    /// Simulates `steps` commands drawn from `seed`. The same seed gives the same commands and trace.
+    public static func run(seed: UInt64, steps: Int, plantedFault: DataController.PlantedFault? = nil) async throws -> SimulationRun {
+        var generator = CommandGenerator(seed: seed)
+        var remaining = steps
+        return try await simulate(seed: seed, plantedFault: plantedFault) { model in
+            guard remaining > 0 else { return nil }
+            remaining -= 1
+            return generator.next(model)
+        }
+    }
+
+    /// Runs exactly `commands`, with the same checks.
+    public static func replay(
+        _ commands: [ScenarioCommand], seed: UInt64, plantedFault: DataController.PlantedFault? = nil
+    ) async throws -> SimulationRun {
+        var iterator = commands.makeIterator()
+        return try await simulate(seed: seed, plantedFault: plantedFault) { _ in iterator.next() }
+    }
+
+    private static func simulate(
+        seed: UInt64, plantedFault: DataController.PlantedFault?, next: (SimulationModel) -> ScenarioCommand?
+    ) async throws -> SimulationRun {
+        let directory = NSTemporaryDirectory() + "protected-store-sim-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let session = try ScenarioSession(stateDirectory: directory, kdf: .minimal, output: { _ in })
+        session.plantedFault = plantedFault
+        var model = SimulationModel(gracePeriod: gracePeriod)
+        var commands: [ScenarioCommand] = []
+        var trace: [String] = []
+        var journalSeen = 0
+        var seenClassKeys: [SecureBytes] = []
+        while let command = next(model) {
+            commands.append(command)
+            let expectedError = model.apply(command)
+            await session.execute(command)
+            model.absorb(session.journal[journalSeen...])
+            journalSeen = session.journal.count
+            model.storeAttachedOnce = SecureFile.exists(LockedInbox(storePath: session.storePath).keyPath)
+            if let device = session.device {
+                for protectionClass in [ProtectionClass.complete, .completeUnlessOpen] {
+                    if let key = device.classKey(protectionClass), !seenClassKeys.contains(where: { $0 === key }) {
+                        seenClassKeys.append(key)
+                    }
+                }
+            }
+            let controller = session.controller
+            trace.append(
+                "\(commands.count): \(command.scriptLine) → device \(session.deviceStateWord), store \(controller?.phase.name ?? "not-running"), "
+                    + "queued \(controller?.queuedOperationCount ?? 0), error \(session.lastError?.codeName ?? "none")")
+            if let failure = await check(
+                session: session, model: model, expectedError: expectedError, seenClassKeys: seenClassKeys, seed: seed)
+            {
+                let violation = Violation(
+                    step: commands.count, invariant: failure.invariant, message: failure.message, expectation: failure.expectation)
+                return SimulationRun(commands: commands, trace: trace, violation: violation)
+            }
+        }
+        return SimulationRun(commands: commands, trace: trace, violation: nil)
+    }
+
+    private struct Failure {
+        let invariant: String
+        let message: String
+        let expectation: Expectation?
+    }
+
+    private static func check(
+        session: ScenarioSession, model: SimulationModel, expectedError: String?, seenClassKeys: [SecureBytes], seed: UInt64
+    ) async -> Failure? {
+        let gotError = session.lastError?.codeName
+        if gotError != expectedError {
+            return Failure(
+                invariant: "oracle: command outcome",
+                message: "expected error \(expectedError ?? "none"), got \(gotError ?? "none")",
+                expectation: .error(expectedError ?? "none"))
+        }
+        if session.deviceStateWord != model.deviceWord {
+            return Failure(
+                invariant: "oracle: device state", message: "expected device \(model.deviceWord), got \(session.deviceStateWord)",
+                expectation: .device(model.deviceWord))
+        }
+        let storeClass = session.controller?.configuration.store.protectionClass ?? model.storeClass ?? .complete
+        if let device = session.device {
+            for protectionClass in ProtectionClass.allCases where device.isProtectedDataAvailable(for: protectionClass) != model.keysHeld(protectionClass) {
+                return Failure(
+                    invariant: "oracle: key availability",
+                    message: "class \(protectionClass.name) should be \(model.keysHeld(protectionClass) ? "available" : "unavailable")",
+                    expectation: protectionClass == storeClass ? .protectedData(available: model.keysHeld(protectionClass)) : nil)
+            }
+        }
+        // 6. After the grace period no class-A/B secret remains in memory.
+        if !model.keysHeld(.complete), let live = seenClassKeys.first(where: { !$0.isWiped }) {
+            return Failure(invariant: "6 keys wiped after the grace period", message: "a class A/B key (\(live)) was not wiped", expectation: nil)
+        }
+        if let controller = session.controller {
+            let ready = controller.phase == .ready
+            let assigned = controller.coordinator != nil
+            // 1. coordinator != nil ⇔ a store is attached and its key is usable.
+            if assigned != ready {
+                return Failure(
+                    invariant: "1 coordinator ⇔ attached store",
+                    message: "coordinator \(assigned ? "assigned" : "nil") while the store is \(controller.phase.name)",
+                    expectation: .coordinator(assigned: ready))
+            }
+            if assigned, storeClass != .completeUnlessOpen, !model.keysHeld(storeClass) {
+                return Failure(
+                    invariant: "1 coordinator ⇔ attached store",
+                    message: "coordinator assigned for a class-\(storeClass.name) store whose keys are gone",
+                    expectation: .coordinator(assigned: false))
+            }
+            // The deferred setup completes: unlocked and still waiting is a missed event.
+            if model.unlocked && controller.phase == .waitingForProtectedData {
+                return Failure(
+                    invariant: "deferred setup", message: "the device is unlocked but the store still waits",
+                    expectation: .store("ready"))
+            }
+            if !model.unlockedSinceBoot && storeClass != .none && ready {
+                return Failure(
+                    invariant: "1 coordinator ⇔ attached store", message: "the store is ready before the first unlock",
+                    expectation: .store("waiting"))
+            }
+            // 3. Errors are presented only when protected data was available (the simulation damages nothing).
+            if let presented = controller.presentedError {
+                return Failure(
+                    invariant: "3 errors presented only when data was available", message: "presented \(presented)",
+                    expectation: .presentedError("none"))
+            }
+            // 4. Every acknowledged write is readable.
+            if ready, let coordinator = controller.coordinator {
+                guard let entries = try? await coordinator.allEntries() else {
+                    return Failure(invariant: "4 acknowledged writes readable", message: "the ready store cannot be read", expectation: nil)
+                }
+                let stored = Dictionary(uniqueKeysWithValues: entries.map { ($0.key, $0.value) })
+                for key in Set(stored.keys).union(model.contents.keys).sorted() where stored[key] != model.contents[key] {
+                    return Failure(
+                        invariant: "4 acknowledged writes readable",
+                        message: "key \(key): expected \(model.contents[key] ?? "missing"), stored \(stored[key] ?? "missing")",
+                        expectation: model.contents[key].map { .value(key: key, value: $0) } ?? .missing(key: key))
+                }
+            }
+        }
+        // 2. No UI operation runs before setup completed; each runs once, in submission order.
+        for case .ran(let name, let storeWasReady) in session.journal where !storeWasReady {
+            return Failure(invariant: "2 operations run only when ready", message: "\(name) ran before setup completed", expectation: nil)
+        }
+        var position = model.submitted.startIndex
+        for name in session.ran {
+            guard let found = model.submitted[position...].firstIndex(of: name) else {
+                return Failure(
+                    invariant: "2 operations once, in order", message: "\(name) ran out of order or twice (ran: \(session.ran))",
+                    expectation: nil)
+            }
+            position = found + 1
+        }
+        // 5. No file holds a stored value, or SQLite's header, in the clear.
+        // Every generated value starts with one of the seed's prefixes: searching for those finds any of them.
+        if let finding = session.plaintextFindings(of: CommandGenerator.valuePrefixes(seed: seed)).first {
+            return Failure(invariant: "5 no plaintext on disk", message: finding, expectation: .noPlaintext)
+        }
+        return nil
+    }
+}
