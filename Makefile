@@ -13,10 +13,17 @@ demo: deps
 	swift build -c release --product protected-store
 	.build/release/protected-store demo
 
-## Every test, then the whole suite again under Thread Sanitizer (its own build folder).
+## Every test; a bounded simulation (200 seeds × 200 steps); the whole suite again under Thread Sanitizer.
 test: deps
 	swift test
+	.build/debug/protected-store simulate --seeds 200 --steps 200
 	swift test --sanitize=thread --scratch-path .build-tsan
+
+## The long simulation the README reports: 10,000 seeds × 200 steps, two processes for two cores.
+simulate-long: deps
+	swift build -c release --product protected-store
+	time ( .build/release/protected-store simulate --seeds 5000 --start 1 --steps 200 & \
+	       .build/release/protected-store simulate --seeds 5000 --start 5001 --steps 200 & wait )
 
 ## Benchmarks (a separate package, so tests never build package-benchmark).
 benchmarks: deps

@@ -16,6 +16,7 @@ let package = Package(
         .library(name: "EncryptedSQLite", targets: ["EncryptedSQLite"]),
         .library(name: "ProtectedData", targets: ["ProtectedData"]),
         .library(name: "ProtectedStore", targets: ["ProtectedStore"]),
+        .library(name: "ProtectedStoreTesting", targets: ["ProtectedStoreTesting"]),
         .executable(name: "protected-store", targets: ["protected-store"]),
     ],
     dependencies: [
@@ -70,6 +71,14 @@ let package = Package(
             swiftSettings: strictSettings
         ),
 
+        .target(
+            name: "ProtectedStoreTesting",
+            dependencies: [
+                "ProtectedStore", "ProtectedData", "SecureKeys", .product(name: "Clocks", package: "swift-clocks"),
+            ],
+            swiftSettings: strictSettings
+        ),
+
         .testTarget(name: "SecureKeysTests", dependencies: ["SecureKeys"], swiftSettings: strictSettings),
         .testTarget(name: "EncryptedSQLiteTests", dependencies: ["EncryptedSQLite", "SecureKeys"], swiftSettings: strictSettings),
         .testTarget(
@@ -78,6 +87,16 @@ let package = Package(
                 "ProtectedStore", "ProtectedData", "EncryptedSQLite", "SecureKeys",
                 .product(name: "Clocks", package: "swift-clocks"),
             ],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "ProtectedStoreHarnessTests",
+            dependencies: ["ProtectedStoreHarness", "ProtectedStore"],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "ProtectedStoreTestingTests",
+            dependencies: ["ProtectedStoreTesting", "ProtectedStore"],
             swiftSettings: strictSettings
         ),
         .testTarget(

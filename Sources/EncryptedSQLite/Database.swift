@@ -95,13 +95,15 @@ public final class Database {
         // A new store is private to its owner, like its key file; SQLite gives the -wal and -shm files the
         // database file's permissions, so this must happen before the journal mode is set.
         if isNewFile && SecureFile.exists(path) { chmod(path, 0o600) }
+        // Before the first read: another connection (a closing one checkpointing, an extension writing) may
+        // hold a lock for a moment, and the validation read must wait for it rather than fail with `busy`.
+        sqlite3_busy_timeout(connection, Int32(configuration.busyTimeoutMilliseconds))
         do {
             try checkSQLCipher()
             try applyKey(keying)
             try execute("PRAGMA cipher_page_size = \(configuration.pageSize)")
             // The first read validates the key: SQLCipher decrypts and authenticates page 1 here.
             try execute("SELECT count(*) FROM sqlite_master")
-            sqlite3_busy_timeout(connection, Int32(configuration.busyTimeoutMilliseconds))
             // Temporary tables and indices stay in memory, never in a file outside the store.
             try execute("PRAGMA temp_store = MEMORY")
             try execute("PRAGMA cache_size = -\(configuration.cacheSizeKiB)")

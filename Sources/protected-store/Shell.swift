@@ -95,6 +95,7 @@ extension ProtectedStoreCommand {
             expect queued N | expect ran NAME... | expect value KEY VALUE | expect missing KEY
             expect error CODE|none | expect presented-error none|CODE
             expect device unlocked|locked|grace-period|before-first-unlock|wiped | expect inbox N
+            expect no-plaintext | expect integrity ok
             """
     }
 }

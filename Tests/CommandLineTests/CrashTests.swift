@@ -55,4 +55,37 @@ struct CrashTests {
         #expect(check.status == 0, "\(check.output.split(separator: "\n").filter { $0.contains("FAILED") }.prefix(5))")
         #expect(!check.output.contains("FAILED"))
     }
+
+    @Test("SIGKILL during ordinary writes: every acknowledged write is present after restart, and the store passes integrity_check")
+    func killDuringWrites() throws {
+        let directory = TemporaryDirectory()
+        let state = directory.file("state")
+        let setUp = try ProtectedStoreBinary.run(
+            ["shell", "--fast-kdf", "--state-dir", state], input: "device setup --passcode 1\napp launch\napp terminate\n")
+        #expect(setUp.status == 0)
+        var generator = SystemRandomNumberGenerator()
+        var acknowledged: [String: String] = [:]
+        let iterations = 24
+        for iteration in 0..<iterations {
+            // Each put is followed by a get of the same key: operations run in order, so the get's output
+            // ("key = value") acknowledges that the put committed.
+            var lines = ["device unlock --passcode 1", "app launch"]
+            for index in 0..<300 {
+                lines += ["put w\(iteration)-\(index) x\(iteration)-\(index)", "get w\(iteration)-\(index)"]
+            }
+            let printed = try runAndKill(
+                lines, stateDirectory: state, after: .milliseconds(Int.random(in: 20...200, using: &generator)))
+            for line in printed.split(separator: "\n") where line.hasPrefix("w") && line.contains(" = ") {
+                let parts = line.split(separator: " ")
+                acknowledged[String(parts[0])] = String(parts[2])
+            }
+        }
+        #expect(acknowledged.count > iterations, "the kills left some acknowledged writes to check")
+        let check = try ProtectedStoreBinary.run(
+            ["shell", "--fast-kdf", "--state-dir", state],
+            input: (["device unlock --passcode 1", "app launch", "expect store ready", "expect integrity ok"]
+                + acknowledged.keys.sorted().map { "expect value \($0) \(acknowledged[$0]!)" }).joined(separator: "\n") + "\n")
+        #expect(check.status == 0, "\(check.output.split(separator: "\n").filter { $0.contains("FAILED") }.prefix(5))")
+        #expect(!check.output.contains("FAILED"))
+    }
 }

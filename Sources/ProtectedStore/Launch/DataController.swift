@@ -31,6 +31,9 @@ public final class DataController {
 
         /// A bug planted on purpose, so tests can show the simulator catches it. Never set in an app.
         public var plantedFault: PlantedFault?
+        /// Whether a task sleeps on the clock to start a delayed attach. Off where the owner of a test clock
+        /// calls ``DataController/clockDidAdvance()`` itself, so nothing runs between its steps.
+        public var schedulesTimers = true
 
         public init(store: StoreConfiguration, queueCapacity: Int = 100_000, attachDelay: Duration = .zero) {
             self.store = store
@@ -264,6 +267,7 @@ public final class DataController {
         guard configuration.attachDelay > .zero else { return beginAttach() }
         let start = clock.now.advanced(by: configuration.attachDelay)
         delayedAttachStart = start
+        guard configuration.schedulesTimers else { return }
         let clock = self.clock
         Task { [weak self] in
             try? await clock.sleep(until: start)
@@ -302,7 +306,7 @@ public final class DataController {
         // The attach merged the locked inbox into the store whether or not the store is kept: say so.
         if case .attached(let attached) = result { reportInbox(attached.inboxReportAtAttach) }
         guard generation == attachGeneration else {
-            if case .attached(let stale) = result { Task { await stale.close() } }
+            if case .attached(let stale) = result { close(stale) }
             return
         }
         deliver(result)
@@ -317,7 +321,7 @@ public final class DataController {
             if machine.phase == .ready {
                 coordinator = attached
             } else {
-                Task { await attached.close() }
+                close(attached)
             }
             for effect in effects { perform(effect) }
         case .failed(let failure):
@@ -328,6 +332,11 @@ public final class DataController {
     private func closeStore() {
         guard let closing = coordinator else { return }
         if configuration.plantedFault != .keepCoordinatorAfterClose { coordinator = nil }
+        close(closing)
+    }
+
+    /// Closes a coordinator off the main actor; ``waitUntilIdle()`` waits for it.
+    private func close(_ closing: StoreCoordinator) {
         work.begin()
         let work = self.work
         Task.detached {

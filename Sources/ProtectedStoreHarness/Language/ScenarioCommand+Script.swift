@@ -47,6 +47,7 @@ extension Expectation {
         case .device(let state): "device \(state)"
         case .inbox(let count): "inbox \(count)"
         case .noPlaintext: "no-plaintext"
+        case .integrityOK: "integrity ok"
         }
     }
 }

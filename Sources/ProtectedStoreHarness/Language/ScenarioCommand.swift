@@ -45,4 +45,6 @@ public enum Expectation: Sendable, Hashable {
     case device(String)
     case inbox(Int)
     case noPlaintext
+    /// `PRAGMA integrity_check` of the attached store answers `ok` (every page read, so every HMAC checked).
+    case integrityOK
 }

@@ -128,7 +128,7 @@ public enum ScenarioParser {
 
     private static func parseExpectation(_ arguments: inout Arguments) throws -> Expectation {
         let subject = try arguments.positional(
-            "what to expect: protected-data, store, coordinator, interaction, queued, ran, value, missing, error, presented-error, device, inbox, no-plaintext")
+            "what to expect: protected-data, store, coordinator, interaction, queued, ran, value, missing, error, presented-error, device, inbox, no-plaintext, integrity")
         arguments.command = "expect \(subject)"
         func oneOf(_ choices: [String]) throws -> String {
             let word = try arguments.positional(choices.joined(separator: "|"))
@@ -161,6 +161,9 @@ public enum ScenarioParser {
         case "no-plaintext":
             try arguments.finish()
             return .noPlaintext
+        case "integrity":
+            _ = try oneOf(["ok"])
+            return .integrityOK
         case "error":
             let code = try arguments.positional("an error code, or none")
             try arguments.finish()
@@ -171,7 +174,7 @@ public enum ScenarioParser {
             return .presentedError(code)
         default:
             throw ScenarioParseError(
-                message: "unknown expectation '\(subject)' (protected-data, store, coordinator, interaction, queued, ran, value, missing, error, presented-error, device, inbox, no-plaintext)")
+                message: "unknown expectation '\(subject)' (protected-data, store, coordinator, interaction, queued, ran, value, missing, error, presented-error, device, inbox, no-plaintext, integrity)")
         }
     }
 

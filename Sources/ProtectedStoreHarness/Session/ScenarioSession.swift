@@ -52,6 +52,8 @@ public final class ScenarioSession {
     /// A bug to plant in every app this session launches (the simulator's self-test).
     public var plantedFault: DataController.PlantedFault?
 
+    /// Size and modification time of each file at its last plaintext scan.
+    private var scannedFiles: [String: [Int]] = [:]
     private let started: TestClock<Duration>.Instant
     /// Apps that crashed or died in a reboot: never cleaned up, as a killed process is not.
     private var abandoned: [DataController] = []
@@ -202,6 +204,7 @@ public final class ScenarioSession {
         var configuration = DataController.Configuration(
             store: StoreConfiguration(path: storePath, protectionClass: protectionClass), attachDelay: attachDelay)
         configuration.plantedFault = plantedFault
+        configuration.schedulesTimers = false  // this session drives the clock itself
         let controller = DataController(configuration: configuration, keys: device, clock: clock)
         controller.onPresentError = { [weak self] error in self?.output("presented to the user: \(error)") }
         controller.onInboxMerged = { [weak self] report in
@@ -276,6 +279,17 @@ public final class ScenarioSession {
             return compare("presented-error \(code)", "presented-error \(controller?.presentedError?.codeName ?? "none")")
         case .device(let state):
             return compare("device \(state)", "device \(deviceStateWord)")
+        case .integrityOK:
+            guard let coordinator = controller?.coordinator else {
+                return compare("integrity ok", "integrity unknown (store \(controller?.phase.name ?? "not-running"), no coordinator)")
+            }
+            let result: String
+            do {
+                result = try await coordinator.read { try $0.integrityCheck() }.joined(separator: "; ")
+            } catch {
+                result = "\(error)"
+            }
+            return compare("integrity ok", "integrity \(result)")
         case .noPlaintext:
             return compare("no plaintext in the state directory", plaintextFindings().first ?? "no plaintext in the state directory")
         case .inbox(let count):
@@ -291,12 +305,21 @@ public final class ScenarioSession {
     }
 
     /// Files in the state directory (but `hardware/`) that contain any of `needles`, or SQLite's header.
-    public func plaintextFindings(of needles: some Collection<String>) -> [String] {
+    ///
+    /// - Parameter onlyChanged: skip files whose size and modification time are what they were at the
+    ///   previous call with the same needles (the simulator calls this after every step).
+    public func plaintextFindings(of needles: some Collection<String>, onlyChanged: Bool = false) -> [String] {
         let patterns = needles.map { Array($0.utf8) } + [Array("SQLite format 3".utf8)]
         var findings: [String] = []
         let files = FileManager.default.enumerator(atPath: stateDirectory)?.allObjects.compactMap { $0 as? String } ?? []
         for name in files.sorted() where !name.hasPrefix("hardware") {
-            guard let contents = FileManager.default.contents(atPath: stateDirectory + "/" + name) else { continue }
+            let path = stateDirectory + "/" + name
+            var info = stat()
+            guard lstat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { continue }
+            let signature = [Int(info.st_size), info.st_mtim.tv_sec, info.st_mtim.tv_nsec]
+            if onlyChanged && scannedFiles[name] == signature { continue }
+            scannedFiles[name] = signature
+            guard let contents = FileManager.default.contents(atPath: path) else { continue }
             let found = contents.withUnsafeBytes { haystack in
                 patterns.first { pattern in
                     Self.contains(haystack, pattern)

@@ -1,0 +1,65 @@
+import Foundation
+import ProtectedStore
+import Testing
+
+@testable import ProtectedStoreHarness
+
+@MainActor
+@Suite("Simulator")
+struct SimulatorTests {
+    @Test("the same seed gives the same run, step for step")
+    func deterministic() async throws {
+        for seed: UInt64 in [3, 17] {
+            let first = try await Simulator.run(seed: seed, steps: 150)
+            let second = try await Simulator.run(seed: seed, steps: 150)
+            #expect(first.trace == second.trace)
+            #expect(first.trace.count == 150)
+            #expect(first.commands.map(\.scriptLine) == second.commands.map(\.scriptLine))
+        }
+        let other = try await Simulator.run(seed: 4, steps: 150)
+        #expect(other.trace != (try await Simulator.run(seed: 3, steps: 150)).trace)
+    }
+
+    @Test("a bounded run of the real stack holds every invariant")
+    func boundedRunHolds() async throws {
+        for seed: UInt64 in 1...15 {
+            let run = try await Simulator.run(seed: seed, steps: 120)
+            #expect(run.violation == nil, "seed \(seed): \(run.violation.map(String.init(describing:)) ?? "")")
+        }
+    }
+
+    @Test("a planted bug is found, minimized, and the script fails with the bug and holds without it")
+    func findsPlantedBug() async throws {
+        var found: (seed: UInt64, run: SimulationRun)?
+        for seed: UInt64 in 1...40 {
+            let run = try await Simulator.run(seed: seed, steps: 200, plantedFault: .keepCoordinatorAfterClose)
+            if run.violation != nil {
+                found = (seed, run)
+                break
+            }
+        }
+        let (seed, run) = try #require(found, "the planted bug went unnoticed for 40 seeds")
+        #expect(run.violation?.invariant == "1 coordinator ⇔ attached store")
+        let (commands, violation) = try await Shrinker.minimize(run, seed: seed, plantedFault: .keepCoordinatorAfterClose)
+        #expect(commands.count <= 5)
+        #expect(commands.count < run.violation!.step)
+        let script = try ScenarioScript(name: "minimized", text: Shrinker.script(commands, violation: violation, seed: seed))
+
+        let directory = TemporaryDirectory()
+        let planted = try ScenarioSession(stateDirectory: directory.file("planted"), kdf: .minimal, output: { _ in })
+        planted.plantedFault = .keepCoordinatorAfterClose
+        #expect(await script.run(in: planted) != nil, "the script reproduces the violation")
+        let clean = try ScenarioSession(stateDirectory: directory.file("clean"), kdf: .minimal, output: { _ in })
+        #expect(await script.run(in: clean) == nil, "without the bug the script holds")
+    }
+
+    @Test("every command renders as a script line that parses back to it")
+    func scriptLinesRoundTrip() async throws {
+        let run = try await Simulator.run(seed: 9, steps: 200)
+        for command in run.commands {
+            #expect(try ScenarioParser.parse(command.scriptLine) == command, "\(command.scriptLine)")
+        }
+        let odd = ScenarioCommand.put(key: "a key", value: "quote \" and # hash")
+        #expect(try ScenarioParser.parse(odd.scriptLine) == odd)
+    }
+}
