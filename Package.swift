@@ -79,19 +79,23 @@ let package = Package(
             swiftSettings: strictSettings
         ),
 
-        .testTarget(name: "SecureKeysTests", dependencies: ["SecureKeys"], swiftSettings: strictSettings),
-        .testTarget(name: "EncryptedSQLiteTests", dependencies: ["EncryptedSQLite", "SecureKeys"], swiftSettings: strictSettings),
+        // What every test target shares: a temporary directory that cleans up after itself, hex helpers.
+        .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: strictSettings),
+        .testTarget(name: "SecureKeysTests", dependencies: ["SecureKeys", "TestSupport"], swiftSettings: strictSettings),
+        .testTarget(
+            name: "EncryptedSQLiteTests", dependencies: ["EncryptedSQLite", "SecureKeys", "TestSupport"],
+            swiftSettings: strictSettings),
         .testTarget(
             name: "ProtectedStoreTests",
             dependencies: [
-                "ProtectedStore", "ProtectedData", "EncryptedSQLite", "SecureKeys",
+                "ProtectedStore", "ProtectedData", "EncryptedSQLite", "SecureKeys", "TestSupport",
                 .product(name: "Clocks", package: "swift-clocks"),
             ],
             swiftSettings: strictSettings
         ),
         .testTarget(
             name: "ProtectedStoreHarnessTests",
-            dependencies: ["ProtectedStoreHarness", "ProtectedStore"],
+            dependencies: ["ProtectedStoreHarness", "ProtectedStore", "TestSupport"],
             swiftSettings: strictSettings
         ),
         .testTarget(
@@ -101,12 +105,12 @@ let package = Package(
         ),
         .testTarget(
             name: "CommandLineTests",
-            dependencies: ["protected-store"],
+            dependencies: ["protected-store", "TestSupport"],
             swiftSettings: strictSettings
         ),
         .testTarget(
             name: "ProtectedDataTests",
-            dependencies: ["ProtectedData", "SecureKeys", .product(name: "Clocks", package: "swift-clocks")],
+            dependencies: ["ProtectedData", "SecureKeys", "TestSupport", .product(name: "Clocks", package: "swift-clocks")],
             swiftSettings: strictSettings
         ),
     ]

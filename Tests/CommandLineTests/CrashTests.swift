@@ -1,3 +1,4 @@
+import TestSupport
 import Foundation
 import Testing
 
@@ -24,14 +25,29 @@ struct CrashTests {
         return String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
     }
 
-    @Test("SIGKILL during inbox appends and merges: every acknowledged write is in the store after restart and unlock")
-    func killDuringInboxAppendAndMerge() throws {
-        let directory = TemporaryDirectory()
+    /// Sets up a device with a store in a new state directory.
+    func setUpDevice(in directory: TemporaryDirectory) throws -> String {
         let state = directory.file("state")
         let setUp = try ProtectedStoreBinary.run(
             ["shell", "--fast-kdf", "--state-dir", state], input: "device setup --passcode 1\napp launch\napp terminate\n")
         #expect(setUp.status == 0)
+        return state
+    }
 
+    /// Restarts, unlocks, launches, and checks every acknowledged write (and `extra` expectations).
+    func expectAcknowledged(_ acknowledged: [String: String], in state: String, also extra: [String]) throws {
+        let check = try ProtectedStoreBinary.run(
+            ["shell", "--fast-kdf", "--state-dir", state],
+            input: (["device unlock --passcode 1", "app launch", "expect store ready"] + extra
+                + acknowledged.keys.sorted().map { "expect value \($0) \(acknowledged[$0]!)" }).joined(separator: "\n") + "\n")
+        #expect(check.status == 0, "\(check.output.split(separator: "\n").filter { $0.contains("FAILED") }.prefix(5))")
+        #expect(!check.output.contains("FAILED"))
+    }
+
+    @Test("SIGKILL during inbox appends and merges: every acknowledged write is in the store after restart and unlock")
+    func killDuringInboxAppendAndMerge() throws {
+        let directory = TemporaryDirectory()
+        let state = try setUpDevice(in: directory)
         var generator = SystemRandomNumberGenerator()
         var acknowledged: [String: String] = [:]
         let iterations = 24
@@ -47,22 +63,13 @@ struct CrashTests {
             }
         }
         #expect(acknowledged.count > iterations, "the kills left some acknowledged writes to check")
-
-        let check = try ProtectedStoreBinary.run(
-            ["shell", "--fast-kdf", "--state-dir", state],
-            input: (["device unlock --passcode 1", "app launch", "expect store ready", "expect inbox 0"]
-                + acknowledged.keys.sorted().map { "expect value \($0) \(acknowledged[$0]!)" }).joined(separator: "\n") + "\n")
-        #expect(check.status == 0, "\(check.output.split(separator: "\n").filter { $0.contains("FAILED") }.prefix(5))")
-        #expect(!check.output.contains("FAILED"))
+        try expectAcknowledged(acknowledged, in: state, also: ["expect inbox 0", "expect integrity ok"])
     }
 
     @Test("SIGKILL during ordinary writes: every acknowledged write is present after restart, and the store passes integrity_check")
     func killDuringWrites() throws {
         let directory = TemporaryDirectory()
-        let state = directory.file("state")
-        let setUp = try ProtectedStoreBinary.run(
-            ["shell", "--fast-kdf", "--state-dir", state], input: "device setup --passcode 1\napp launch\napp terminate\n")
-        #expect(setUp.status == 0)
+        let state = try setUpDevice(in: directory)
         var generator = SystemRandomNumberGenerator()
         var acknowledged: [String: String] = [:]
         let iterations = 24
@@ -81,11 +88,6 @@ struct CrashTests {
             }
         }
         #expect(acknowledged.count > iterations, "the kills left some acknowledged writes to check")
-        let check = try ProtectedStoreBinary.run(
-            ["shell", "--fast-kdf", "--state-dir", state],
-            input: (["device unlock --passcode 1", "app launch", "expect store ready", "expect integrity ok"]
-                + acknowledged.keys.sorted().map { "expect value \($0) \(acknowledged[$0]!)" }).joined(separator: "\n") + "\n")
-        #expect(check.status == 0, "\(check.output.split(separator: "\n").filter { $0.contains("FAILED") }.prefix(5))")
-        #expect(!check.output.contains("FAILED"))
+        try expectAcknowledged(acknowledged, in: state, also: ["expect integrity ok"])
     }
 }

@@ -1,3 +1,4 @@
+import TestSupport
 import EncryptedSQLite
 import Foundation
 import SecureKeys

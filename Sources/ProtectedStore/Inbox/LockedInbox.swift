@@ -83,7 +83,7 @@ public struct LockedInbox: Sendable {
         guard descriptor >= 0 else { throw SecureKeysError.io("cannot open", path: inboxPath, errno: errno) }
         defer { close(descriptor) }
         try lock(descriptor)
-        try writeAll(records, to: descriptor)
+        try SecureFile.writeAll(records, to: descriptor, path: inboxPath)
         guard fsync(descriptor) == 0 else { throw SecureKeysError.io("cannot fsync", path: inboxPath, errno: errno) }
         if isNew { try SecureFile.syncDirectory((storePath as NSString).deletingLastPathComponent) }
         if Self.crashPoint == .duringAppend { throw SimulatedCrash(point: .duringAppend) }
@@ -161,16 +161,6 @@ public struct LockedInbox: Sendable {
     private func lock(_ descriptor: Int32) throws {
         while flock(descriptor, LOCK_EX) != 0 {
             guard errno == EINTR else { throw SecureKeysError.io("cannot lock", path: inboxPath, errno: errno) }
-        }
-    }
-
-    private func writeAll(_ bytes: [UInt8], to descriptor: Int32) throws {
-        var done = 0
-        while done < bytes.count {
-            let count = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress! + done, $0.count - done) }
-            if count < 0, errno == EINTR { continue }
-            guard count > 0 else { throw SecureKeysError.io("cannot write", path: inboxPath, errno: errno) }
-            done += count
         }
     }
 

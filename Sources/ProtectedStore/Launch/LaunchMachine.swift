@@ -162,24 +162,9 @@ public struct LaunchMachine: Sendable, Hashable {
                 return []
             }
 
-        case .protectedDataWillBecomeUnavailable:
-            guard closesAtLock else { return [] }
-            switch phase {
-            case .ready:
-                phase = .waitingForProtectedData
-                isInteractionEnabled = false
-                return [.disableInteraction, .closeStore]
-            case .launching:
-                lockedDuringAttach = true
-                becameAvailableDuringAttach = false
-                return []
-            default:
-                return []
-            }
-
-        case .protectedDataDidBecomeUnavailable:
-            // A class-A store attached during the grace period (after the lock's event) must still close
-            // when its keys go; one closed at the lock is already waiting.
+        case .protectedDataWillBecomeUnavailable, .protectedDataDidBecomeUnavailable:
+            // A class-A store closes at the lock; one that attached during the grace period (after the lock's
+            // event) closes when its keys are wiped. Class B, C and D stores stay open.
             guard closesAtLock else { return [] }
             switch phase {
             case .ready:

@@ -136,13 +136,7 @@ public enum SecureFile {
         do {
             defer { close(descriptor) }
             do { try crashIfRequested(at: .createdTemporary) } catch { crashed = true; throw error }
-            var done = 0
-            while done < bytes.count {
-                let count = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress! + done, $0.count - done) }
-                if count < 0, errno == EINTR { continue }
-                guard count > 0 else { throw SecureKeysError.io("cannot write", path: temporary, errno: errno) }
-                done += count
-            }
+            try writeAll(bytes, to: descriptor, path: temporary)
             do { try crashIfRequested(at: .wroteTemporary) } catch { crashed = true; throw error }
             guard fsync(descriptor) == 0 else { throw SecureKeysError.io("cannot fsync", path: temporary, errno: errno) }
             do { try crashIfRequested(at: .syncedTemporary) } catch { crashed = true; throw error }
@@ -162,6 +156,19 @@ public enum SecureFile {
         try crashIfRequested(at: .renamed)
         try syncDirectory(directory.isEmpty ? "." : directory)
         try crashIfRequested(at: .syncedDirectory)
+    }
+
+    /// Writes every byte of `bytes` to an open file, retrying short and interrupted writes.
+    ///
+    /// - Throws: ``SecureKeysError/Code/io`` naming `path`.
+    public static func writeAll(_ bytes: [UInt8], to descriptor: Int32, path: String) throws {
+        var done = 0
+        while done < bytes.count {
+            let count = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress! + done, $0.count - done) }
+            if count < 0, errno == EINTR { continue }
+            guard count > 0 else { throw SecureKeysError.io("cannot write", path: path, errno: errno) }
+            done += count
+        }
     }
 
     /// `fsync`s a directory so that a rename or a new entry in it survives a crash.

@@ -1,17 +1,18 @@
-import Foundation
+public import Foundation
 
 /// A fresh directory under the system's temporary folder, removed when the value goes away.
-final class TemporaryDirectory {
-    let path: String
+public final class TemporaryDirectory {
+    public let path: String
 
-    init() {
+    public init() {
         var template = Array((NSTemporaryDirectory() + "/protectedstore-test-XXXXXX").utf8CString)
         let created = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
         precondition(created != nil, "mkdtemp failed")
         path = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
-    func file(_ name: String) -> String { path + "/" + name }
+    /// The path of `name` inside the directory.
+    public func file(_ name: String) -> String { path + "/" + name }
 
     deinit {
         try? FileManager.default.removeItem(atPath: path)
@@ -19,7 +20,8 @@ final class TemporaryDirectory {
 }
 
 extension Array where Element == UInt8 {
-    init(hex: String) {
+    /// Bytes from a hexadecimal string (test vectors).
+    public init(hex: String) {
         var bytes: [UInt8] = []
         var index = hex.startIndex
         while index < hex.endIndex {
@@ -30,5 +32,6 @@ extension Array where Element == UInt8 {
         self = bytes
     }
 
-    var hex: String { map { String(format: "%02x", $0) }.joined() }
+    /// Lower-case hexadecimal.
+    public var hex: String { map { String(format: "%02x", $0) }.joined() }
 }
