@@ -54,3 +54,39 @@ public struct ByteWriter {
         withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
     }
 }
+
+/// The frame the store key file and the inbox key file share: magic, version byte, fixed length, and a
+/// 16-byte unkeyed BLAKE2b checksum at the end — checked without any key, so damage is told apart from a key
+/// that does not fit even while the device is locked.
+enum ChecksummedFile {
+    static let checksumLength = 16
+
+    /// Checks the frame of a `kind` file (for messages) and returns its bytes unchanged.
+    ///
+    /// - Throws: ``SecureKeysError/Code/damaged`` or ``SecureKeysError/Code/unsupportedFormat``.
+    static func verify(
+        _ bytes: [UInt8], kind: String, magic: [UInt8], version: UInt8, length: Int, path: String?
+    ) throws {
+        guard bytes.count >= magic.count + 1 else {
+            throw SecureKeysError.damaged("\(kind) is \(bytes.count) bytes, a v\(version) file is \(length)", path: path)
+        }
+        guard Array(bytes[0..<magic.count]) == magic else {
+            throw SecureKeysError.damaged("not a \(kind) (bad magic)", path: path)
+        }
+        guard bytes[magic.count] == version else {
+            throw SecureKeysError.unsupportedFormat(
+                "\(kind) version \(bytes[magic.count]); this build reads version \(version)", path: path)
+        }
+        guard bytes.count == length else {
+            throw SecureKeysError.damaged("\(kind) is \(bytes.count) bytes, a v\(version) file is \(length)", path: path)
+        }
+        let body = bytes[..<(length - checksumLength)]
+        guard KeyDerivation.constantTimeEquals(KeyDerivation.checksum(of: body, length: checksumLength), Array(bytes[body.endIndex...]))
+        else { throw SecureKeysError.damaged("\(kind) checksum mismatch (truncated or altered)", path: path) }
+    }
+
+    /// Appends the checksum of everything written so far.
+    static func seal(_ writer: inout ByteWriter) {
+        writer.write(KeyDerivation.checksum(of: writer.bytes[...], length: checksumLength))
+    }
+}

@@ -6,7 +6,7 @@ public struct InboxKeyFile: Sendable {
     public static let magic: [UInt8] = Array("PSIK".utf8)
     static let headerLength = 8 + SealedBox.publicKeyLength
     static let wrappedKeyLength = KeyWrap.wrappedLength(secretLength: SealedBox.privateKeyLength)
-    static let checksumLength = 16
+    static let checksumLength = ChecksummedFile.checksumLength
     /// The length of every v1 inbox key file.
     public static let fileLength = headerLength + wrappedKeyLength + checksumLength
     static let wrappingLabel = "ProtectedStore.inbox-key.wrap.v1"
@@ -20,19 +20,8 @@ public struct InboxKeyFile: Sendable {
     ///
     /// - Throws: ``SecureKeysError/Code/damaged`` or ``SecureKeysError/Code/unsupportedFormat``.
     public init(bytes: [UInt8], path: String? = nil) throws {
-        guard bytes.count >= Self.magic.count + 1 else {
-            throw SecureKeysError.damaged("inbox key file is \(bytes.count) bytes, a v1 file is \(Self.fileLength)", path: path)
-        }
-        guard Array(bytes[0..<4]) == Self.magic else { throw SecureKeysError.damaged("not an inbox key file (bad magic)", path: path) }
-        guard bytes[4] == Self.formatVersion else {
-            throw SecureKeysError.unsupportedFormat("inbox key file version \(bytes[4]); this build reads version \(Self.formatVersion)", path: path)
-        }
-        guard bytes.count == Self.fileLength else {
-            throw SecureKeysError.damaged("inbox key file is \(bytes.count) bytes, a v1 file is \(Self.fileLength)", path: path)
-        }
-        let body = bytes[..<(Self.fileLength - Self.checksumLength)]
-        guard KeyDerivation.constantTimeEquals(KeyDerivation.checksum(of: body, length: Self.checksumLength), Array(bytes[body.endIndex...]))
-        else { throw SecureKeysError.damaged("inbox key file checksum mismatch (truncated or altered)", path: path) }
+        try ChecksummedFile.verify(
+            bytes, kind: "inbox key file", magic: Self.magic, version: Self.formatVersion, length: Self.fileLength, path: path)
         self.bytes = bytes
         self.publicKey = Array(bytes[8..<Self.headerLength])
     }
@@ -55,7 +44,7 @@ public struct InboxKeyFile: Sendable {
         var file = ByteWriter()
         file.write(header.bytes)
         file.write(try KeyWrap.wrap(pair.privateKey, with: wrappingKey, associatedData: header.bytes, random: random))
-        file.write(KeyDerivation.checksum(of: file.bytes[...], length: checksumLength))
+        ChecksummedFile.seal(&file)
         return (try InboxKeyFile(bytes: file.bytes), pair.privateKey)
     }
 

@@ -15,7 +15,7 @@ public struct StoreKeyFile: Sendable {
 
     static let headerLength = 24
     static let wrappedKeyLength = KeyWrap.wrappedLength(secretLength: storeKeyLength)
-    static let checksumLength = 16
+    static let checksumLength = ChecksummedFile.checksumLength
     /// The length of every v1 store key file.
     public static let fileLength = headerLength + wrappedKeyLength + checksumLength
 
@@ -32,23 +32,9 @@ public struct StoreKeyFile: Sendable {
     ///
     /// - Throws: ``SecureKeysError/Code/damaged`` or ``SecureKeysError/Code/unsupportedFormat``.
     public init(bytes: [UInt8], path: String? = nil) throws {
-        var reader = ByteReader(bytes)
-        guard bytes.count >= Self.magic.count + 1 else {
-            throw SecureKeysError.damaged("store key file is \(bytes.count) bytes, a v1 file is \(Self.fileLength)", path: path)
-        }
-        guard Array(reader.read(4)!) == Self.magic else {
-            throw SecureKeysError.damaged("not a store key file (bad magic)", path: path)
-        }
-        let version = reader.readUInt8()!
-        guard version == Self.formatVersion else {
-            throw SecureKeysError.unsupportedFormat("store key file version \(version); this build reads version \(Self.formatVersion)", path: path)
-        }
-        guard bytes.count == Self.fileLength else {
-            throw SecureKeysError.damaged("store key file is \(bytes.count) bytes, a v1 file is \(Self.fileLength)", path: path)
-        }
-        let body = bytes[..<(Self.fileLength - Self.checksumLength)]
-        guard KeyDerivation.constantTimeEquals(KeyDerivation.checksum(of: body, length: Self.checksumLength), Array(bytes[body.endIndex...]))
-        else { throw SecureKeysError.damaged("checksum mismatch (truncated or altered)", path: path) }
+        try ChecksummedFile.verify(
+            bytes, kind: "store key file", magic: Self.magic, version: Self.formatVersion, length: Self.fileLength, path: path)
+        var reader = ByteReader(bytes, offset: Self.magic.count + 1)
         guard let protectionClass = reader.readUInt8().flatMap(ProtectionClass.init(rawValue:)) else {
             throw SecureKeysError.damaged("unknown protection class", path: path)
         }
@@ -97,7 +83,7 @@ public struct StoreKeyFile: Sendable {
         var file = ByteWriter()
         file.write(header.bytes)
         file.write(try KeyWrap.wrap(storeKey, with: wrappingKey, associatedData: header.bytes, random: random))
-        file.write(KeyDerivation.checksum(of: file.bytes[...], length: checksumLength))
+        ChecksummedFile.seal(&file)
         return (try StoreKeyFile(bytes: file.bytes), storeKey)
     }
 
