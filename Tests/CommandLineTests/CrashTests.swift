@@ -4,25 +4,54 @@ import Testing
 
 @Suite("Crashes: SIGKILL of a real process")
 struct CrashTests {
-    /// Starts the shell on `stateDirectory`, feeds it `lines`, kills it with SIGKILL after `delay`, and
-    /// returns what it printed before dying.
-    func runAndKill(_ lines: [String], stateDirectory: String, after delay: Duration) throws -> String {
+    /// What a child process printed so far, collected as it arrives.
+    final class OutputCollector: @unchecked Sendable {
+        // @unchecked Sendable: `data` is only touched under `lock`.
+        private var data = Data()
+        private let lock = NSLock()
+
+        func append(_ more: Data) {
+            lock.lock()
+            data.append(more)
+            lock.unlock()
+        }
+
+        var text: String {
+            lock.lock()
+            defer { lock.unlock() }
+            return String(decoding: data, as: UTF8.self)
+        }
+    }
+
+    /// Starts the shell on `stateDirectory`, feeds it `lines`, and once it has printed `marker` (it is busy
+    /// acknowledging writes) kills it with SIGKILL after a further `delay`. Returns what it printed.
+    func runAndKill(_ lines: [String], stateDirectory: String, once marker: String, after delay: Duration) throws -> String {
         let process = Process()
         process.executableURL = ProtectedStoreBinary.url
         process.arguments = ["shell", "--fast-kdf", "--state-dir", stateDirectory]
         let input = Pipe()
         let output = Pipe()
+        let collected = OutputCollector()
+        output.fileHandleForReading.readabilityHandler = { collected.append($0.availableData) }
         process.standardInput = input
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
         try process.run()
         input.fileHandleForWriting.write(Data((lines.joined(separator: "\n") + "\n").utf8))
+        // A slow build (a sanitizer, a loaded machine) starts late: wait until writing is under way, so the
+        // kill lands among the writes and not before the first one. Give up waiting after 20 s.
+        let waited = ContinuousClock.now
+        while !collected.text.contains(marker) && process.isRunning && ContinuousClock.now - waited < .seconds(20) {
+            usleep(2_000)
+        }
         let (seconds, attoseconds) = delay.components
         usleep(useconds_t(seconds * 1_000_000 + attoseconds / 1_000_000_000_000))
         kill(process.processIdentifier, SIGKILL)
         process.waitUntilExit()
+        output.fileHandleForReading.readabilityHandler = nil
+        collected.append(output.fileHandleForReading.readDataToEndOfFile())
         try? input.fileHandleForWriting.close()
-        return String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        return collected.text
     }
 
     /// Sets up a device with a store in a new state directory.
@@ -56,7 +85,8 @@ struct CrashTests {
             var lines = iteration % 2 == 0 ? [] : ["device unlock --passcode 1", "app launch"]
             lines += (0..<400).map { "inbox put k\(iteration)-\($0) v\(iteration)-\($0)" }
             let printed = try runAndKill(
-                lines, stateDirectory: state, after: .milliseconds(Int.random(in: 5...120, using: &generator)))
+                lines, stateDirectory: state, once: "inbox: sealed record",
+                after: .milliseconds(Int.random(in: 0...100, using: &generator)))
             for line in printed.split(separator: "\n") where line.hasPrefix("inbox: sealed record ") {
                 let key = String(line.split(separator: " ").last!)
                 acknowledged[key] = "v" + key.dropFirst()
@@ -81,7 +111,7 @@ struct CrashTests {
                 lines += ["put w\(iteration)-\(index) x\(iteration)-\(index)", "get w\(iteration)-\(index)"]
             }
             let printed = try runAndKill(
-                lines, stateDirectory: state, after: .milliseconds(Int.random(in: 20...200, using: &generator)))
+                lines, stateDirectory: state, once: " = x", after: .milliseconds(Int.random(in: 0...100, using: &generator)))
             for line in printed.split(separator: "\n") where line.hasPrefix("w") && line.contains(" = ") {
                 let parts = line.split(separator: " ")
                 acknowledged[String(parts[0])] = String(parts[2])
