@@ -1,4 +1,4 @@
-public import ProtectedStore
+import ProtectedStore
 
 /// A line the parser could not read: what is wrong with it, in words.
 public struct ScenarioParseError: Error, Sendable, Hashable, CustomStringConvertible {
