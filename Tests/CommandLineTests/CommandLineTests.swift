@@ -48,7 +48,7 @@ struct ProtectedStoreBinary {
     }
 }
 
-@Suite("protected-store command line")
+@Suite("protected-store command line", .timeLimit(.minutes(3)))
 struct CommandLineTests {
     @Test("every scenario script under Tests/Scenarios holds", arguments: ProtectedStoreBinary.scenarios)
     func scenarioHolds(name: String) throws {

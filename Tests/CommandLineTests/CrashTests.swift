@@ -2,7 +2,7 @@ import TestSupport
 import Foundation
 import Testing
 
-@Suite("Crashes: SIGKILL of a real process")
+@Suite("Crashes: SIGKILL of a real process", .timeLimit(.minutes(3)))
 struct CrashTests {
     /// What a child process printed so far, collected as it arrives.
     final class OutputCollector: @unchecked Sendable {

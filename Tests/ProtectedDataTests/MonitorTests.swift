@@ -6,7 +6,7 @@ import Testing
 
 @testable import ProtectedData
 
-@Suite("Key-availability monitor")
+@Suite("Key-availability monitor", .timeLimit(.minutes(3)))
 struct MonitorTests {
     @Test("events arrive in order at every subscriber; a cancelled subscriber gets no more")
     func eventsInOrderToEverySubscriber() async throws {
@@ -87,6 +87,14 @@ struct MonitorTests {
             in: directory.path, passcode: SecureBytes(utf8: "1"), configuration: .init(kdf: .minimal), clock: clock)
         let (_, events, subscription) = device.events()
         device.lock()
+        // The device's timer task sleeps on the clock; advance only once it does (TestClock.checkSuspension
+        // throws while a sleep is registered), or an advance to exactly its deadline would leave it asleep.
+        var yields = 0
+        while (try? await clock.checkSuspension()) != nil, yields < 100_000 {
+            await Task.yield()
+            yields += 1
+        }
+        #expect(yields < 100_000, "the device's timer never went to sleep on the clock")
         await clock.advance(by: .seconds(10))
         var received: [ProtectedDataEvent] = []
         for await event in events {
@@ -98,7 +106,7 @@ struct MonitorTests {
     }
 }
 
-@Suite("Store key look-up")
+@Suite("Store key look-up", .timeLimit(.minutes(3)))
 struct StoreKeyLookupTests {
     @Test("absent until created, available while the class key is held, locked after the grace period; never absent again")
     func threeWayLookup() async throws {

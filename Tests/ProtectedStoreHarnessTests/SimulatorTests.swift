@@ -6,7 +6,7 @@ import Testing
 @testable import ProtectedStoreHarness
 
 @MainActor
-@Suite("Simulator")
+@Suite("Simulator", .timeLimit(.minutes(3)))
 struct SimulatorTests {
     @Test("the same seed gives the same run, step for step")
     func deterministic() async throws {

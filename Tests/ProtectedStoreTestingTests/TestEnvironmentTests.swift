@@ -4,7 +4,7 @@ import Testing
 
 /// What an app developer's tests look like with ProtectedStoreTesting.
 @MainActor
-@Suite("ProtectedStoreTesting")
+@Suite("ProtectedStoreTesting", .timeLimit(.minutes(3)))
 struct TestEnvironmentTests {
     @Test("a save submitted during a background launch before first unlock runs after the unlock")
     func queuedSaveRunsAfterUnlock() async throws {

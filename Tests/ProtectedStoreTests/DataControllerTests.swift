@@ -7,7 +7,7 @@ import Testing
 @testable import ProtectedStore
 
 @MainActor
-@Suite("Data controller: launch and deferred setup")
+@Suite("Data controller: launch and deferred setup", .timeLimit(.minutes(3)))
 struct DataControllerTests {
     @Test("the seed's scenario: a background launch before first unlock waits silently, queues UI work, and the unlock runs it in order")
     func backgroundLaunchBeforeFirstUnlock() async throws {

@@ -181,7 +181,7 @@ struct LockedInboxTests {
 }
 
 @MainActor
-@Suite("Locked inbox through the data controller")
+@Suite("Locked inbox through the data controller", .timeLimit(.minutes(3)))
 struct InboxControllerTests {
     @Test("a write while locked is present after the unlock, merged by the deferred setup")
     func writeWhileLockedThenUnlock() async throws {
