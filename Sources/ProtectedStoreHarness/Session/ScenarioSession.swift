@@ -97,13 +97,11 @@ public final class ScenarioSession {
             try await perform(command)
             await settle()
             lastError = operationError
-        } catch let error as any CodedError {
-            await settle()
-            lastError = error
-            output("error: \(error)")
         } catch {
-            lastError = StoreError(error)
-            output("error: \(error)")
+            await settle()
+            let coded = (error as? any CodedError) ?? StoreError(error)
+            lastError = coded
+            output("error: \(coded)")
         }
         return nil
     }

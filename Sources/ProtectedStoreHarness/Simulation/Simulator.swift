@@ -60,7 +60,7 @@ public enum Simulator {
         var trace: [String] = []
         var journalSeen = 0
         var seenClassKeys: [SecureBytes] = []
-        lastComparedStore = nil
+        var lastComparedStore: StoreView?
         while let command = next(model) {
             commands.append(command)
             let expectedError = model.apply(command)
@@ -80,7 +80,8 @@ public enum Simulator {
                 "\(commands.count): \(command.scriptLine) → device \(session.deviceStateWord), store \(controller?.phase.name ?? "not-running"), "
                     + "queued \(controller?.queuedOperationCount ?? 0), error \(session.lastError?.codeName ?? "none")")
             if let failure = await check(
-                session: session, model: model, expectedError: expectedError, seenClassKeys: seenClassKeys, seed: seed)
+                session: session, model: model, expectedError: expectedError, seenClassKeys: seenClassKeys, seed: seed,
+                lastComparedStore: &lastComparedStore)
             {
                 let violation = Violation(
                     step: commands.count, invariant: failure.invariant, message: failure.message, expectation: failure.expectation)
@@ -96,8 +97,6 @@ public enum Simulator {
         let journalCount: Int
     }
 
-    private static var lastComparedStore: StoreView?
-
     private struct Failure {
         let invariant: String
         let message: String
@@ -105,7 +104,8 @@ public enum Simulator {
     }
 
     private static func check(
-        session: ScenarioSession, model: SimulationModel, expectedError: String?, seenClassKeys: [SecureBytes], seed: UInt64
+        session: ScenarioSession, model: SimulationModel, expectedError: String?, seenClassKeys: [SecureBytes], seed: UInt64,
+        lastComparedStore: inout StoreView?
     ) async -> Failure? {
         let gotError = session.lastError?.codeName
         if gotError != expectedError {
