@@ -67,12 +67,25 @@ public final class Database {
         try self.init(path: path, keying: .passphrase(passphrase), configuration: configuration)
     }
 
+    /// Opens (or creates) an **unencrypted** SQLite database: the baseline the encrypted store is measured
+    /// against in `Benchmarks/`, and nothing else.
+    ///
+    /// Behind the `Baseline` SPI so an app cannot reach it by accident: the store never calls it, and
+    /// `import EncryptedSQLite` alone does not show it. The page size is set with `PRAGMA page_size` (the
+    /// plaintext counterpart of `cipher_page_size`); every other setting is the encrypted store's.
+    @_spi(Baseline)
+    public convenience init(unencryptedPath path: String, configuration: Configuration = Configuration()) throws {
+        try self.init(path: path, keying: .none, configuration: configuration)
+    }
+
     /// How the connection is keyed.
     private enum Keying {
         /// A raw 32-byte key, passed as `x'…'`: no key derivation.
         case raw(SecureBytes)
         /// A passphrase SQLCipher derives the key from.
         case passphrase(SecureBytes)
+        /// No key: plain SQLite, for the benchmarks' baseline only.
+        case none
     }
 
     private init(path: String, keying: Keying, configuration: Configuration) throws {
@@ -100,8 +113,12 @@ public final class Database {
         sqlite3_busy_timeout(connection, Int32(configuration.busyTimeoutMilliseconds))
         do {
             try checkSQLCipher()
-            try applyKey(keying)
-            try execute("PRAGMA cipher_page_size = \(configuration.pageSize)")
+            if case .none = keying {
+                try execute("PRAGMA page_size = \(configuration.pageSize)")
+            } else {
+                try applyKey(keying)
+                try execute("PRAGMA cipher_page_size = \(configuration.pageSize)")
+            }
             // The first read validates the key: SQLCipher decrypts and authenticates page 1 here.
             try execute("SELECT count(*) FROM sqlite_master")
             // Temporary tables and indices stay in memory, never in a file outside the store.
@@ -277,6 +294,7 @@ public final class Database {
             switch keying {
             case .raw(let rawKey): try Self.withRawKeyLiteral(rawKey, key)
             case .passphrase(let passphrase): try passphrase.withUnsafeBytes(key)
+            case .none: SQLITE_OK
             }
         guard code == SQLITE_OK else {
             throw SQLiteError(resultCode: code, message: String(cString: sqlite3_errmsg(connection)), path: path)

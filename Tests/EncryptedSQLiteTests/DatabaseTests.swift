@@ -3,7 +3,7 @@ import Foundation
 import SecureKeys
 import Testing
 
-@testable import EncryptedSQLite
+@_spi(Baseline) @testable import EncryptedSQLite
 
 @Suite("Encrypted database")
 struct DatabaseTests {
@@ -71,7 +71,7 @@ struct DatabaseTests {
 
     @Test("a file that is not a database fails with wrong-key (SQLCipher cannot tell the two apart)")
     func notADatabase() throws {
-        FileManager.default.createFile(atPath: path, contents: Data(repeating: 0x41, count: 8192))
+        _ = FileManager.default.createFile(atPath: path, contents: Data(repeating: 0x41, count: 8192))
         #expect(code { _ = try Database(path: path, key: key) } == .wrongKey)
         #expect(fileBytes(path) == [UInt8](repeating: 0x41, count: 8192))
     }
@@ -113,6 +113,22 @@ struct DatabaseTests {
         try database.checkpoint()
         database.close()
         try assertNoPlaintext()
+    }
+
+    @Test("the unencrypted baseline is plain SQLite: its header and values are on disk, with the store's page size")
+    func unencryptedBaselineIsPlaintext() throws {
+        let plainPath = directory.file("baseline.sqlite")
+        let database = try Database(unencryptedPath: plainPath)
+        try database.execute("CREATE TABLE notes(body TEXT)")
+        try database.execute("INSERT INTO notes(body) VALUES (?)", [.text("MARKER-plain-5d1c")])
+        try database.checkpoint()
+        #expect(try database.scalar("PRAGMA page_size") == .integer(4096))
+        database.close()
+        let contents = fileBytes(plainPath)
+        #expect(contents.starts(with: Array("SQLite format 3".utf8)))
+        #expect(contents.contains(Array("MARKER-plain-5d1c".utf8)))
+        // A key does not open it: SQLCipher reads the plaintext header as a page that fails to decrypt.
+        #expect(code { _ = try Database(path: plainPath, key: key) } == .wrongKey)
     }
 
     @Test("a new store and its WAL are readable by their owner only (0600)")
@@ -190,7 +206,7 @@ struct DatabaseTests {
         var bytes = fileBytes(path)
         #expect(bytes.count > 3 * 4096)
         bytes[2 * 4096 + 100] ^= 0x04
-        FileManager.default.createFile(atPath: path, contents: Data(bytes))
+        _ = FileManager.default.createFile(atPath: path, contents: Data(bytes))
         let database = try Database(path: path, key: key)
         #expect(code { _ = try database.integrityCheck() } == .corrupt)
         #expect(fileBytes(path) == bytes)

@@ -136,7 +136,7 @@ struct DataControllerTests {
         fixture.ran.removeAll()
         var bytes = fileBytes(fixture.storePath)
         bytes[100] ^= 0xff  // page 1: fails its HMAC
-        FileManager.default.createFile(atPath: fixture.storePath, contents: Data(bytes))
+        _ = FileManager.default.createFile(atPath: fixture.storePath, contents: Data(bytes))
 
         fixture.controller = fixture.makeController()
         let queued = try fixture.ui("early")
@@ -158,7 +158,7 @@ struct DataControllerTests {
     @Test("a store file without its key file is reported, never given a new key")
     func storeWithoutKeyFile() async throws {
         let fixture = try ControllerFixture()
-        FileManager.default.createFile(atPath: fixture.storePath, contents: Data("someone's data".utf8))
+        _ = FileManager.default.createFile(atPath: fixture.storePath, contents: Data("someone's data".utf8))
         await fixture.launch()
         #expect(fixture.presented.map(\.codeName) == ["store-exists-without-key"])
         #expect(!FileManager.default.fileExists(atPath: fixture.storePath + ".key"))

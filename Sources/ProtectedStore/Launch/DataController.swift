@@ -1,4 +1,4 @@
-public import Clocks
+internal import Clocks
 public import ProtectedData
 public import SecureKeys
 
