@@ -17,6 +17,7 @@ let package = Package(
         .library(name: "ProtectedData", targets: ["ProtectedData"]),
         .library(name: "ProtectedStore", targets: ["ProtectedStore"]),
         .library(name: "ProtectedStoreTesting", targets: ["ProtectedStoreTesting"]),
+        .library(name: "ProtectedStoreHarness", targets: ["ProtectedStoreHarness"]),
         .executable(name: "protected-store", targets: ["protected-store"]),
     ],
     dependencies: [

@@ -8,40 +8,49 @@ let package = Package(
     platforms: [.macOS(.v15)],
     dependencies: [
         .package(name: "ProtectedStore", path: ".."),
-        .package(url: "https://github.com/ordo-one/package-benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
+        .package(url: "https://github.com/ordo-one/benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
     ],
     targets: [
+        // Row 2's table and workloads, shared by the wall-clock benchmarks and the instruction counter.
+        .target(
+            name: "StoreWorkloads",
+            dependencies: [
+                .product(name: "EncryptedSQLite", package: "ProtectedStore"),
+                .product(name: "SecureKeys", package: "ProtectedStore"),
+            ]
+        ),
+        .executableTarget(name: "store-workload", dependencies: ["StoreWorkloads"]),
         .executableTarget(
             name: "StoreBenchmarks",
             dependencies: [
-                .product(name: "Benchmark", package: "package-benchmark"),
-                .product(name: "EncryptedSQLite", package: "ProtectedStore"),
+                .product(name: "Benchmark", package: "benchmark"),
+                "StoreWorkloads",
                 .product(name: "SecureKeys", package: "ProtectedStore"),
             ],
             path: "Benchmarks/StoreBenchmarks",
-            plugins: [.plugin(name: "BenchmarkPlugin", package: "package-benchmark")]
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
         .executableTarget(
             name: "LaunchBenchmarks",
             dependencies: [
-                .product(name: "Benchmark", package: "package-benchmark"),
+                .product(name: "Benchmark", package: "benchmark"),
                 .product(name: "ProtectedStore", package: "ProtectedStore"),
                 .product(name: "EncryptedSQLite", package: "ProtectedStore"),
                 .product(name: "SecureKeys", package: "ProtectedStore"),
             ],
             path: "Benchmarks/LaunchBenchmarks",
-            plugins: [.plugin(name: "BenchmarkPlugin", package: "package-benchmark")]
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
         .executableTarget(
             name: "InboxBenchmarks",
             dependencies: [
-                .product(name: "Benchmark", package: "package-benchmark"),
+                .product(name: "Benchmark", package: "benchmark"),
                 .product(name: "ProtectedStore", package: "ProtectedStore"),
                 .product(name: "EncryptedSQLite", package: "ProtectedStore"),
                 .product(name: "SecureKeys", package: "ProtectedStore"),
             ],
             path: "Benchmarks/InboxBenchmarks",
-            plugins: [.plugin(name: "BenchmarkPlugin", package: "package-benchmark")]
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
     ]
 )

@@ -1,4 +1,4 @@
-public import Clocks
+internal import Clocks
 import Foundation
 public import SecureKeys
 

@@ -62,5 +62,10 @@ struct SimulatorTests {
         }
         let odd = ScenarioCommand.put(key: "a key", value: "quote \" and # hash")
         #expect(try ScenarioParser.parse(odd.scriptLine) == odd)
+        // Found by the FuzzScenarioLanguage fuzz target: a word that starts with a combining mark fused with
+        // the space before it when the line was read by characters.
+        let parsed = try #require(try ScenarioParser.parse("\u{0B}put\u{0B}\u{0309}\u{11}\u{0B}7"))
+        #expect(parsed == .put(key: "\u{0309}\u{11}", value: "7"))
+        #expect(try ScenarioParser.parse(parsed.scriptLine) == parsed)
     }
 }

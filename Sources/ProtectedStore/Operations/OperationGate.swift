@@ -1,4 +1,4 @@
-public import Clocks
+internal import Clocks
 
 /// A UI-facing operation: runs on the main actor with the attached store.
 public typealias StoreOperation = @MainActor (StoreCoordinator) async throws -> Void

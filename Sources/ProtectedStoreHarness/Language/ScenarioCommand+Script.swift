@@ -54,7 +54,10 @@ extension Expectation {
 
 /// A word as the tokenizer reads it back: bare when it can be, quoted otherwise.
 func quoted(_ word: String) -> String {
-    let plain = !word.isEmpty && word.allSatisfy { !$0.isWhitespace && $0 != "\"" && $0 != "#" && $0 != "\\" }
+    // Scalar by scalar, as ScenarioParser.tokenize reads it.
+    let plain = !word.isEmpty && word.unicodeScalars.allSatisfy {
+        !$0.properties.isWhitespace && $0 != "\"" && $0 != "#" && $0 != "\\"
+    }
     if plain { return word }
     return "\"" + word.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
 }

@@ -1,0 +1,71 @@
+import EncryptedSQLite
+import Foundation
+import StoreWorkloads
+
+// One row-2 workload, once, for instruction counting: the wall-clock benchmarks on a shared 2-core machine
+// move by ±20 %, while `valgrind --tool=callgrind` counts the same instructions every run. Only the
+// functions named `measure…` are counted (`--toggle-collect='*measure*'`); set-up is not.
+//
+//   store-workload WORKLOAD KEYING [--page-size N] [--cache-kib N]
+//   WORKLOAD: insert | scan-cold | scan-warm | point-reads     KEYING: raw-key | unencrypted
+
+@inline(never) func measureInsert(_ database: Database) throws { try Workload.insertAll(database) }
+@inline(never) func measureScan(_ database: Database) throws -> Int { try Workload.scan(database) }
+@inline(never) func measurePointReads(_ database: Database) throws -> Int { try Workload.pointRead(database) }
+
+struct UsageError: Error, CustomStringConvertible {
+    let description: String
+}
+
+func run(_ arguments: [String]) throws {
+    guard arguments.count >= 2 else {
+        throw UsageError(description: "usage: store-workload insert|scan-cold|scan-warm|point-reads raw-key|unencrypted [--page-size N] [--cache-kib N]")
+    }
+    let keying: Keying
+    switch arguments[1] {
+    case "raw-key": keying = .rawKey
+    case "unencrypted": keying = .unencrypted
+    default: throw UsageError(description: "unknown keying '\(arguments[1])': expected raw-key or unencrypted")
+    }
+    var configuration = Database.Configuration()
+    var options = arguments.dropFirst(2).makeIterator()
+    while let option = options.next() {
+        guard let value = options.next().flatMap(Int.init) else {
+            throw UsageError(description: "\(option) needs a whole number")
+        }
+        switch option {
+        case "--page-size": configuration.pageSize = value
+        case "--cache-kib": configuration.cacheSizeKiB = value
+        default: throw UsageError(description: "unknown option '\(option)'")
+        }
+    }
+    switch arguments[0] {
+    case "insert":
+        let directory = try Workload.directory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let database = try keying.open(directory + "/store.sqlite", configuration)
+        try Workload.createTable(database)
+        try measureInsert(database)
+    case "scan-cold", "scan-warm", "point-reads":
+        let path = try Workload.populated(keying, configuration)
+        defer { try? FileManager.default.removeItem(atPath: (path as NSString).deletingLastPathComponent) }
+        let database = try keying.open(path, configuration)
+        switch arguments[0] {
+        case "scan-cold": _ = try measureScan(database)
+        case "scan-warm":
+            _ = try Workload.scan(database)
+            _ = try measureScan(database)
+        default:
+            _ = try Workload.scan(database)
+            _ = try measurePointReads(database)
+        }
+    default: throw UsageError(description: "unknown workload '\(arguments[0])'")
+    }
+}
+
+do {
+    try run(Array(CommandLine.arguments.dropFirst()))
+} catch {
+    FileHandle.standardError.write(Data("store-workload: \(error)\n".utf8))
+    exit(2)
+}
