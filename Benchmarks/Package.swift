@@ -20,6 +20,8 @@ let package = Package(
             ]
         ),
         .executableTarget(name: "store-workload", dependencies: ["StoreWorkloads"]),
+        // glibc's heap counter, for the bytes each queued operation holds.
+        .target(name: "CHeapUsage"),
         .executableTarget(
             name: "StoreBenchmarks",
             dependencies: [
@@ -33,6 +35,7 @@ let package = Package(
         .executableTarget(
             name: "LaunchBenchmarks",
             dependencies: [
+                "CHeapUsage",
                 .product(name: "Benchmark", package: "benchmark"),
                 .product(name: "ProtectedStore", package: "ProtectedStore"),
                 .product(name: "EncryptedSQLite", package: "ProtectedStore"),

@@ -18,7 +18,7 @@ count() {
         | sed -n 's/.*Collected : \([0-9]*\).*/\1/p'
 }
 
-echo "| workload ($*) | encrypted (Ir) | unencrypted (Ir) | ratio |"
+echo "| workload (${*:-store defaults}) | encrypted (Ir) | unencrypted (Ir) | ratio |"
 echo "|---|---:|---:|---:|"
 for workload in insert scan-cold scan-warm point-reads; do
     encrypted=$(count "$workload" raw-key "$@")

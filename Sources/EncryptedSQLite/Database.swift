@@ -133,10 +133,25 @@ public final class Database {
                 try execute("PRAGMA journal_mode = WAL")
                 try execute("PRAGMA synchronous = FULL")
             }
+        } catch let error as SQLiteError where error.code == .unavailable && Self.isOnReadOnlyFileSystem(path) {
+            // SQLite says only "unable to open database file": in WAL mode it must create and write the -shm
+            // and -wal files beside the store, which a read-only file system refuses. Say that.
+            close()
+            throw SQLiteError(
+                code: .readOnly,
+                message: "the store's folder is on a read-only file system; the store must write its journal beside it",
+                path: path, extendedResultCode: error.extendedResultCode)
         } catch {
             close()
             throw error
         }
+    }
+
+    /// Whether the file system holding `path`'s folder is mounted read-only.
+    private static func isOnReadOnlyFileSystem(_ path: String) -> Bool {
+        let folder = path.lastIndex(of: "/").map { String(path[..<$0]) } ?? "."
+        var info = statvfs()
+        return statvfs(folder.isEmpty ? "/" : folder, &info) == 0 && info.f_flag & UInt(ST_RDONLY) != 0
     }
 
     deinit {
@@ -178,7 +193,8 @@ public final class Database {
         defer { sqlite3_free(errorMessage) }
         guard code == SQLITE_OK else {
             let message = errorMessage.map { String(cString: $0) } ?? String(cString: sqlite3_errmsg(connection))
-            throw SQLiteError(resultCode: code, message: message, sql: sql, path: path)
+            throw SQLiteError(
+                resultCode: code, message: message, sql: sql, path: path, systemErrno: sqlite3_system_errno(connection))
         }
     }
 
@@ -251,7 +267,9 @@ public final class Database {
             sqlite3_rekey_v2(connection, "main", literal.baseAddress, Int32(literal.count))
         }
         guard code == SQLITE_OK else {
-            throw SQLiteError(resultCode: code, message: String(cString: sqlite3_errmsg(connection)), path: path)
+            throw SQLiteError(
+                resultCode: code, message: String(cString: sqlite3_errmsg(connection)), path: path,
+                systemErrno: sqlite3_system_errno(connection))
         }
         if wal { try execute("PRAGMA journal_mode = WAL") }
     }

@@ -90,7 +90,16 @@ public struct SQLiteError: Error, Sendable {
         self.extendedResultCode = extendedResultCode
     }
 
-    init(resultCode: Int32, message: String, sql: String? = nil, path: String? = nil) {
+    init(resultCode: Int32, message: String, sql: String? = nil, path: String? = nil, systemErrno: Int32 = 0) {
+        if resultCode & 0xff == Self.sqliteIOError && Self.noSpaceErrnos.contains(systemErrno) {
+            // SQLite reports SQLITE_FULL only for ENOSPC met as a short write; a write refused outright
+            // (ENOSPC, EFBIG past RLIMIT_FSIZE, EDQUOT) comes back as SQLITE_IOERR_WRITE. Either way the
+            // disk is full for this store, and that is what the user needs to read.
+            self.init(
+                code: .diskFull, message: "no space to write the store (\(message), \(String(cString: strerror(systemErrno))))",
+                sql: sql, path: path, extendedResultCode: resultCode)
+            return
+        }
         if resultCode == Self.sqliteError && message == Self.bareErrorMessage {
             // SQLCipher 3.4.1 reports a page that fails its HMAC as a bare SQLITE_ERROR carrying SQLite's
             // default text (the codec sets the pager's error without a message); an SQL error always has its own
@@ -104,6 +113,9 @@ public struct SQLiteError: Error, Sendable {
     }
 
     static let sqliteError: Int32 = 1
+    static let sqliteIOError: Int32 = 10
+    /// The errors of a write that found no room: no space on the device, past the file-size limit, over quota.
+    static let noSpaceErrnos: Set<Int32> = [ENOSPC, EFBIG, EDQUOT]
     /// `sqlite3_errstr(SQLITE_ERROR)` in SQLite 3.15.2, which SQLCipher 3.4.1 is built on.
     static let bareErrorMessage = "SQL logic error or missing database"
 }

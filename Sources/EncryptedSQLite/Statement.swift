@@ -72,7 +72,8 @@ public final class Statement {
             // sqlite3_reset returns the same error and leaves the statement reusable.
             sqlite3_reset(handle)
             throw SQLiteError(
-                resultCode: code, message: String(cString: sqlite3_errmsg(databaseHandle)), sql: sql, path: path)
+                resultCode: code, message: String(cString: sqlite3_errmsg(databaseHandle)), sql: sql, path: path,
+                systemErrno: sqlite3_system_errno(databaseHandle))
         }
     }
 

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Glibc
 
 /// `protected-store`: simulates a device and an app's launch around an encrypted store.
 @main
@@ -8,4 +9,11 @@ struct ProtectedStoreCommand: AsyncParsableCommand {
         abstract: "An encrypted SQLite store that survives launches while the device is locked.",
         subcommands: [Demo.self, Shell.self, Run.self, Simulate.self]
     )
+
+    static func main() async {
+        // A write past the file-size limit (`ulimit -f`) would end the process with SIGXFSZ; ignored, the
+        // write fails with EFBIG instead, which the store reports as disk-full and the command prints.
+        signal(SIGXFSZ, SIG_IGN)
+        await main(nil)
+    }
 }

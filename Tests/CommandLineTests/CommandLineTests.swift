@@ -20,10 +20,20 @@ struct ProtectedStoreBinary {
         let error: String
     }
 
-    static func run(_ arguments: [String], input: String? = nil, in directory: String? = nil) throws -> Result {
+    /// Runs the binary with `arguments`; with `executable`, runs that program (found on PATH) with
+    /// `argumentsBefore`, which must end with the binary's path, then `arguments` (`prlimit … -- BINARY …`).
+    static func run(
+        _ arguments: [String], input: String? = nil, in directory: String? = nil, executable: String? = nil,
+        argumentsBefore: [String] = []
+    ) throws -> Result {
         let process = Process()
-        process.executableURL = url
-        process.arguments = arguments
+        if let executable {
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            process.arguments = [executable] + argumentsBefore + arguments
+        } else {
+            process.executableURL = url
+            process.arguments = arguments
+        }
         if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
         let stdout = Pipe()
         let stderr = Pipe()
@@ -32,14 +42,29 @@ struct ProtectedStoreBinary {
         process.standardError = stderr
         process.standardInput = stdin
         try process.run()
-        if let input { stdin.fileHandleForWriting.write(Data(input.utf8)) }
-        try stdin.fileHandleForWriting.close()
+        // Feed stdin and drain stderr on their own queues: a child that writes more than a pipe holds while
+        // it is still being fed (or to stderr while stdout is read) would otherwise deadlock with the test.
+        // A child that exits before reading all its input must not end the test with SIGPIPE.
+        signal(SIGPIPE, SIG_IGN)
+        let group = DispatchGroup()
+        DispatchQueue.global().async(group: group) {
+            if let input { try? stdin.fileHandleForWriting.write(contentsOf: Data(input.utf8)) }
+            try? stdin.fileHandleForWriting.close()
+        }
+        let errorOutput = ErrorOutput()
+        DispatchQueue.global().async(group: group) { errorOutput.data = stderr.fileHandleForReading.readDataToEndOfFile() }
         let output = stdout.fileHandleForReading.readDataToEndOfFile()
-        let error = stderr.fileHandleForReading.readDataToEndOfFile()
+        group.wait()
+        let error = errorOutput.data
         process.waitUntilExit()
         return Result(
             status: process.terminationStatus, output: String(decoding: output, as: UTF8.self),
             error: String(decoding: error, as: UTF8.self))
+    }
+
+    /// What the stderr reader read; @unchecked Sendable: written on its queue, read after `group.wait()`.
+    final class ErrorOutput: @unchecked Sendable {
+        var data = Data()
     }
 
     static var scenarios: [String] {

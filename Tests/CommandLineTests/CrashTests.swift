@@ -4,6 +4,9 @@ import Testing
 
 @Suite("Crashes: SIGKILL of a real process", .timeLimit(.minutes(3)))
 struct CrashTests {
+    /// Kills per test: 24 in CI; `PROTECTEDSTORE_CRASH_ITERATIONS=300 swift test --filter CrashTests` for the
+    /// long run the README reports.
+    static let iterations = ProcessInfo.processInfo.environment["PROTECTEDSTORE_CRASH_ITERATIONS"].flatMap(Int.init) ?? 24
     /// What a child process printed so far, collected as it arrives.
     final class OutputCollector: @unchecked Sendable {
         // @unchecked Sendable: `data` is only touched under `lock`.
@@ -24,8 +27,8 @@ struct CrashTests {
     }
 
     /// Starts the shell on `stateDirectory`, feeds it `lines`, and once it has printed `marker` (it is busy
-    /// acknowledging writes) kills it with SIGKILL after a further `delay`. Returns what it printed.
-    func runAndKill(_ lines: [String], stateDirectory: String, once marker: String, after delay: Duration) throws -> String {
+    /// acknowledging writes; `nil`: at once) kills it with SIGKILL after a further `delay`. Returns what it printed.
+    func runAndKill(_ lines: [String], stateDirectory: String, once marker: String?, after delay: Duration) throws -> String {
         let process = Process()
         process.executableURL = ProtectedStoreBinary.url
         process.arguments = ["shell", "--fast-kdf", "--state-dir", stateDirectory]
@@ -41,7 +44,7 @@ struct CrashTests {
         // A slow build (a sanitizer, a loaded machine) starts late: wait until writing is under way, so the
         // kill lands among the writes and not before the first one. Give up waiting after 20 s.
         let waited = ContinuousClock.now
-        while !collected.text.contains(marker) && process.isRunning && ContinuousClock.now - waited < .seconds(20) {
+        while let marker, !collected.text.contains(marker) && process.isRunning && ContinuousClock.now - waited < .seconds(20) {
             usleep(2_000)
         }
         let (seconds, attoseconds) = delay.components
@@ -64,10 +67,12 @@ struct CrashTests {
     }
 
     /// Restarts, unlocks, launches, and checks every acknowledged write (and `extra` expectations).
-    func expectAcknowledged(_ acknowledged: [String: String], in state: String, also extra: [String]) throws {
+    func expectAcknowledged(
+        _ acknowledged: [String: String], in state: String, passcode: String = "1", also extra: [String]
+    ) throws {
         let check = try ProtectedStoreBinary.run(
             ["shell", "--fast-kdf", "--state-dir", state],
-            input: (["device unlock --passcode 1", "app launch", "expect store ready"] + extra
+            input: (["device unlock --passcode \(passcode)", "app launch", "expect store ready"] + extra
                 + acknowledged.keys.sorted().map { "expect value \($0) \(acknowledged[$0]!)" }).joined(separator: "\n") + "\n")
         #expect(check.status == 0, "\(check.output.split(separator: "\n").filter { $0.contains("FAILED") }.prefix(5))")
         #expect(!check.output.contains("FAILED"))
@@ -79,7 +84,7 @@ struct CrashTests {
         let state = try setUpDevice(in: directory)
         var generator = SystemRandomNumberGenerator()
         var acknowledged: [String: String] = [:]
-        let iterations = 24
+        let iterations = Self.iterations
         for iteration in 0..<iterations {
             // Half the runs unlock and launch first, so merges run while records are appended and killed.
             var lines = iteration % 2 == 0 ? [] : ["device unlock --passcode 1", "app launch"]
@@ -102,7 +107,7 @@ struct CrashTests {
         let state = try setUpDevice(in: directory)
         var generator = SystemRandomNumberGenerator()
         var acknowledged: [String: String] = [:]
-        let iterations = 24
+        let iterations = Self.iterations
         for iteration in 0..<iterations {
             // Each put is followed by a get of the same key: operations run in order, so the get's output
             // ("key = value") acknowledges that the put committed.
@@ -119,5 +124,58 @@ struct CrashTests {
         }
         #expect(acknowledged.count > iterations, "the kills left some acknowledged writes to check")
         try expectAcknowledged(acknowledged, in: state, also: ["expect integrity ok"])
+    }
+
+    @Test("SIGKILL during passcode changes: the device then unlocks with the last acknowledged passcode (or the one being set), and the store opens with its data")
+    func killDuringPasscodeChange() throws {
+        let directory = TemporaryDirectory()
+        let state = try setUpDevice(in: directory)
+        let before = try ProtectedStoreBinary.run(
+            ["shell", "--fast-kdf", "--state-dir", state], input: "device unlock --passcode 1\napp launch\nput kept yes\n")
+        #expect(before.status == 0)
+        var generator = SystemRandomNumberGenerator()
+        var current = "1"
+        for _ in 0..<Self.iterations {
+            // Alternate between two passcodes; `status` after each change acknowledges it (commands run in order).
+            var passcodes = [current]
+            var lines = ["device unlock --passcode \(current)"]
+            for _ in 0..<40 {
+                let next = passcodes.last == "1" ? "2" : "1"
+                lines += ["device change-passcode --old \(passcodes.last!) --new \(next)", "status"]
+                passcodes.append(next)
+            }
+            let printed = try runAndKill(
+                lines, stateDirectory: state, once: "time ", after: .milliseconds(Int.random(in: 0...60, using: &generator)))
+            let acknowledged = printed.split(separator: "\n").filter { $0.hasPrefix("time ") }.count
+            // The change after the last acknowledged one may or may not have landed; no other passcode may work.
+            let candidates = [passcodes[acknowledged]] + (acknowledged + 1 < passcodes.count ? [passcodes[acknowledged + 1]] : [])
+            let unlocked = try candidates.first { passcode in
+                let check = try ProtectedStoreBinary.run(
+                    ["shell", "--fast-kdf", "--state-dir", state], input: "device unlock --passcode \(passcode)\nexpect device unlocked\n")
+                return check.status == 0
+            }
+            #expect(unlocked != nil, "neither \(candidates) unlocks after \(acknowledged) acknowledged changes")
+            current = unlocked ?? current
+        }
+        try expectAcknowledged(["kept": "yes"], in: state, passcode: current, also: ["expect integrity ok"])
+    }
+
+    @Test("SIGKILL during store creation: the next launch opens or creates the store; never a store without its key")
+    func killDuringStoreCreation() throws {
+        var generator = SystemRandomNumberGenerator()
+        var created = 0
+        for _ in 0..<Self.iterations {
+            let directory = TemporaryDirectory()
+            let state = directory.file("state")
+            let setUp = try ProtectedStoreBinary.run(["shell", "--fast-kdf", "--state-dir", state], input: "device setup --passcode 1\n")
+            #expect(setUp.status == 0)
+            let printed = try runAndKill(
+                ["device unlock --passcode 1", "app launch --protection complete", "put created yes", "get created"],
+                stateDirectory: state, once: nil, after: .milliseconds(Int.random(in: 0...80, using: &generator)))
+            let acknowledged = printed.contains("created = yes")
+            if acknowledged { created += 1 }
+            try expectAcknowledged(acknowledged ? ["created": "yes"] : [:], in: state, also: ["expect integrity ok"])
+        }
+        #expect(created < Self.iterations, "some kills landed before the first write was acknowledged")
     }
 }

@@ -140,7 +140,7 @@ struct StoreKeyLookupTests {
     func neverCreatesOverExistingData() throws {
         let fixture = try DeviceFixture()
         let store = fixture.directory.file("store.sqlite")
-        FileManager.default.createFile(atPath: store, contents: Data("data".utf8))
+        _ = FileManager.default.createFile(atPath: store, contents: Data("data".utf8))
         #expect(errorCode { _ = try fixture.device.createStoreKey(forStoreAt: store, protectionClass: .complete) } == "store-exists-without-key")
         let other = fixture.directory.file("other.sqlite")
         _ = try fixture.device.createStoreKey(forStoreAt: other, protectionClass: .complete)

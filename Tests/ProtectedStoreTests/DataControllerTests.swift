@@ -155,6 +155,25 @@ struct DataControllerTests {
         #expect(fileBytes(fixture.storePath) == bytes)
     }
 
+    @Test("a key file whose store creation was interrupted (marker present) finishes the creation; without the marker the store is lost and nothing is created")
+    func interruptedCreationAndLostStore() async throws {
+        let interrupted = try ControllerFixture()
+        let key = try interrupted.device.createStoreKey(forStoreAt: interrupted.storePath, protectionClass: .complete)
+        key.wipe()
+        _ = FileManager.default.createFile(atPath: interrupted.storePath + ".creating", contents: Data())
+        await interrupted.launch()
+        #expect(interrupted.controller.phase == .ready)
+        #expect(!FileManager.default.fileExists(atPath: interrupted.storePath + ".creating"), "the marker is removed once the store exists")
+
+        let lost = try ControllerFixture()
+        let lostKey = try lost.device.createStoreKey(forStoreAt: lost.storePath, protectionClass: .complete)
+        lostKey.wipe()
+        await lost.launch()
+        #expect(lost.controller.phase.name == "failed")
+        #expect(lost.presented.map(\.codeName) == ["store-unavailable"])
+        #expect(!FileManager.default.fileExists(atPath: lost.storePath), "no empty store in place of a lost one")
+    }
+
     @Test("a store file without its key file is reported, never given a new key")
     func storeWithoutKeyFile() async throws {
         let fixture = try ControllerFixture()

@@ -40,7 +40,7 @@ struct StoreKeyFileTests {
         let directory = TemporaryDirectory()
         let storePath = directory.file("store.sqlite")
         let data = Data("existing user data".utf8)
-        FileManager.default.createFile(atPath: storePath, contents: data)
+        _ = FileManager.default.createFile(atPath: storePath, contents: data)
         #expect(code {
             _ = try StoreKeyFile.create(
                 at: directory.file("store.key"), forStoreAt: storePath, protectionClass: .complete, classKey: classKey)
@@ -48,7 +48,7 @@ struct StoreKeyFileTests {
         #expect(!FileManager.default.fileExists(atPath: directory.file("store.key")))
         #expect(FileManager.default.contents(atPath: storePath) == data)
 
-        FileManager.default.createFile(atPath: directory.file("other.sqlite-wal"), contents: data)
+        _ = FileManager.default.createFile(atPath: directory.file("other.sqlite-wal"), contents: data)
         #expect(code {
             _ = try StoreKeyFile.create(
                 at: directory.file("other.key"), forStoreAt: directory.file("other.sqlite"), protectionClass: .complete,

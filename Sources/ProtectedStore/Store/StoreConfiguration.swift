@@ -26,4 +26,8 @@ public struct StoreConfiguration: Sendable {
         self.prepareSchema = prepareSchema
         self.applyInboxEntry = applyInboxEntry
     }
+
+    /// Present from just before the store's key is created until the store exists with its schema; see
+    /// ``StoreCoordinator/attach(_:keys:)``.
+    var creationMarkerPath: String { path + ".creating" }
 }

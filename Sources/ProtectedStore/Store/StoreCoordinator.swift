@@ -1,6 +1,7 @@
 public import EncryptedSQLite
 public import ProtectedData
 public import SecureKeys
+internal import Glibc
 
 /// An attached store: the open SQLCipher connection and the one serial owner all access goes through.
 ///
@@ -34,6 +35,11 @@ public actor StoreCoordinator {
 
     /// Opens the store with its key, creating the key and the store only when neither exists.
     ///
+    /// Creation is two files, the key file and then the store, so a crash can fall between them. A marker
+    /// (`<store>.creating`) is written before the key and removed once the store exists with its schema:
+    /// a key without a store *and* with the marker is an interrupted creation, finished now; a key without a
+    /// store and without the marker is a lost store, reported and never replaced by a new empty one.
+    ///
     /// Synchronous and blocking (Argon2id is not involved, but file I/O and the first page read are): call it
     /// from a background executor.
     ///
@@ -47,11 +53,13 @@ public actor StoreCoordinator {
         case .available(let key):
             storeKey = key
             keyWasAuthenticated = true
-            // The key exists, so the store must too: never make a new empty store in place of a lost one.
-            databaseConfiguration.createIfMissing = false
+            // The key exists, so the store must too — unless its creation was interrupted after the key was
+            // written. Never make a new empty store in place of a lost one.
+            databaseConfiguration.createIfMissing = SecureFile.exists(configuration.creationMarkerPath)
         case .locked(let protectionClass):
             throw DeviceError.protectedDataUnavailable(protectionClass)
         case .absent:
+            try SecureFile.writeAtomically([], to: configuration.creationMarkerPath, replacing: true)
             storeKey = try keys.createStoreKey(forStoreAt: configuration.path, protectionClass: configuration.protectionClass)
         }
         defer { storeKey.wipe() }
@@ -66,6 +74,12 @@ public actor StoreCoordinator {
                 message: "\(SQLiteError.Code.corrupt.name): the store at \(configuration.path) does not open with its own key: it is damaged or was replaced; it was left as it is")
         }
         try configuration.prepareSchema(database)
+        if SecureFile.exists(configuration.creationMarkerPath) {
+            // The store exists with its schema: creation is complete.
+            unlink(configuration.creationMarkerPath)
+            let directory = configuration.path.lastIndex(of: "/").map { String(configuration.path[..<$0]) } ?? "."
+            try SecureFile.syncDirectory(directory.isEmpty ? "/" : directory)
+        }
         // Writes sealed while the store was locked are applied now, before anything else sees the store.
         let inbox = LockedInbox(storePath: configuration.path)
         let (publicKey, privateKey) = try inbox.openKeyPair(storeKey: storeKey)

@@ -1,0 +1,81 @@
+import TestSupport
+import Foundation
+import Testing
+
+/// The store under a full disk and on a read-only path, each in a real child process (limits and mounts
+/// apply to a whole process, not to a test).
+@Suite("Hostile environments: disk full, read-only state directory", .timeLimit(.minutes(3)))
+struct HostileEnvironmentTests {
+    /// Runs `protected-store shell` on `state` after `prefix` (a program that sets a limit or a mount, then
+    /// execs what follows it), feeding it `lines`.
+    func shell(_ lines: [String], state: String, under prefix: [String] = []) throws -> ProtectedStoreBinary.Result {
+        let arguments = ["shell", "--fast-kdf", "--state-dir", state]
+        let input = lines.joined(separator: "\n") + "\n"
+        guard let program = prefix.first else { return try ProtectedStoreBinary.run(arguments, input: input) }
+        return try ProtectedStoreBinary.run(
+            arguments, input: input, executable: program,
+            argumentsBefore: Array(prefix.dropFirst()) + [ProtectedStoreBinary.url.path])
+    }
+
+    /// A device with a store holding `earlier`, written and acknowledged.
+    func prepare(_ directory: TemporaryDirectory, earlier: [String: String]) throws -> String {
+        let state = directory.file("state")
+        let setUp = try shell(
+            ["device setup --passcode 1", "app launch"] + earlier.keys.sorted().map { "put \($0) \(earlier[$0]!)" }
+                + ["app terminate"],
+            state: state)
+        #expect(setUp.status == 0 && !setUp.output.contains("error"), "\(setUp.output)")
+        return state
+    }
+
+    /// Unlocks and launches without any limit, and checks `values` and the store's integrity.
+    func expectIntact(_ values: [String: String], state: String) throws {
+        let check = try shell(
+            ["device unlock --passcode 1", "app launch", "expect store ready", "expect integrity ok"]
+                + values.keys.sorted().map { "expect value \($0) \(values[$0]!)" },
+            state: state)
+        #expect(check.status == 0, "\(check.output.split(separator: "\n").filter { $0.contains("FAILED") }.prefix(5))")
+    }
+
+    @Test("disk full (RLIMIT_FSIZE) during writes: the write fails with disk-full, the app keeps running, and every earlier and acknowledged write is intact")
+    func diskFullDuringWrites() throws {
+        let directory = TemporaryDirectory()
+        let earlier = Dictionary(uniqueKeysWithValues: (0..<20).map { ("early\($0)", "value\($0)") })
+        let state = try prepare(directory, earlier: earlier)
+        // Room for a little more than the store holds now: the WAL reaches the limit after a few dozen 4 KiB values.
+        let largest = try FileManager.default.contentsOfDirectory(atPath: state)
+            .compactMap { try FileManager.default.attributesOfItem(atPath: state + "/" + $0)[.size] as? Int }.max() ?? 0
+        let big = String(repeating: "b", count: 4000)
+        var lines = ["device unlock --passcode 1", "app launch"]
+        for index in 0..<200 { lines += ["put big\(index) \(big)", "get big\(index)"] }
+        let full = try shell(lines, state: state, under: ["prlimit", "--fsize=\(largest + 256 * 1024)", "--"])
+
+        #expect(full.output.contains("disk-full: no space to write the store"), "\(full.output.suffix(600))")
+        #expect(!full.output.contains("store-damaged"))
+        var acknowledged = earlier
+        for line in full.output.split(separator: "\n") where line.hasPrefix("big") && line.contains(" = ") {
+            acknowledged[String(line.split(separator: " ")[0])] = big
+        }
+        #expect(acknowledged.count > earlier.count, "some writes fitted before the limit")
+        #expect(acknowledged.count < earlier.count + 200, "the limit was reached")
+        try expectIntact(acknowledged, state: state)
+    }
+
+    @Test("a read-only state directory: the device unlocks, the store fails once with read-only (named as such), queued work fails with it, nothing is lost")
+    func readOnlyStateDirectory() throws {
+        let directory = TemporaryDirectory()
+        let state = try prepare(directory, earlier: ["kept": "yes"])
+        let mountReadOnly = "mount --bind \"$0\" \"$0\" && mount -o remount,ro,bind \"$0\" \"$0\" && exec \"$@\""
+        // A private mount namespace (unshare -rm): the read-only mount is seen by the child only.
+        let readOnly = try shell(
+            ["device unlock --passcode 1", "app launch", "status", "get kept", "put new value", "status"],
+            state: state, under: ["unshare", "-rm", "sh", "-c", mountReadOnly, state])
+
+        #expect(readOnly.status == 0, "\(readOnly.error)")
+        #expect(readOnly.output.contains("presented to the user: read-only: the store's folder is on a read-only file system"), "\(readOnly.output)")
+        #expect(readOnly.output.contains("operation put new failed: read-only"))
+        #expect(readOnly.output.contains("device          unlocked"))
+        #expect(!readOnly.output.contains("store-damaged"))
+        try expectIntact(["kept": "yes"], state: state)
+    }
+}

@@ -1,0 +1,60 @@
+import TestSupport
+import Foundation
+import ProtectedData
+import SecureKeys
+import Testing
+
+@testable import ProtectedStore
+
+@Suite("Secrets in memory", .timeLimit(.minutes(3)))
+@MainActor
+struct SecretsInMemoryTests {
+    /// A copy of `bytes` in guarded memory, and where it lies (so the scan does not count the copy itself).
+    func reference(_ bytes: SecureBytes) throws -> (copy: SecureBytes, range: Range<UInt>) {
+        let copy = try bytes.withUnsafeBytes { SecureBytes(copying: $0) }
+        let start = try copy.withUnsafeBytes { UInt(bitPattern: $0.baseAddress) }
+        return (copy, start..<start + UInt(copy.count))
+    }
+
+    /// SQLCipher's form of a raw key, `x'<hex>'`, which it keeps while the store is open.
+    func hexLiteral(_ key: SecureBytes) throws -> SecureBytes {
+        try key.withUnsafeBytes { bytes in
+            SecureBytes(utf8: "x'" + bytes.map { String(format: "%02x", $0) }.joined() + "'")
+        }
+    }
+
+    func occurrences(of secrets: [(copy: SecureBytes, range: Range<UInt>)]) throws -> [Int] {
+        try secrets.map { secret in
+            try secret.copy.withUnsafeBytes { try ProcessMemory.occurrences(of: $0, excluding: secrets.map(\.range)).count }
+        }
+    }
+
+    @Test("after the grace period, no copy of the class-A key or of a class-A store's key (raw or as SQLCipher's literal) is left in the process's memory")
+    func noClassAKeyInMemoryAfterGrace() async throws {
+        let fixture = try ControllerFixture(protectionClass: .complete)
+        await fixture.launch()
+        #expect(fixture.controller.phase == .ready)
+        try await fixture.controller.coordinator?.put("secret-note", "kept under class A")
+
+        let classKey = try reference(try #require(fixture.device.classKey(.complete)))
+        guard case .available(let storeKey) = try fixture.device.lookUpStoreKey(forStoreAt: fixture.storePath) else {
+            Issue.record("the store key is not available while unlocked")
+            return
+        }
+        let rawStoreKey = try reference(storeKey)
+        let literal = try reference(try hexLiteral(storeKey))
+        storeKey.wipe()
+        let secrets = [classKey, rawStoreKey, literal]
+
+        // The scan can fail: while unlocked, the device holds the class key and SQLCipher the store key.
+        let whileOpen = try occurrences(of: secrets)
+        #expect(whileOpen[0] > 0, "the live class-A key is found by the scan")
+        #expect(whileOpen[1] > 0, "SQLCipher's copy of the open store's key is found by the scan")
+
+        await fixture.lock()
+        await fixture.advance(.seconds(10))
+        #expect(fixture.controller.coordinator == nil)
+        #expect(try occurrences(of: secrets) == [0, 0, 0], "class-A key, store key, store key literal")
+        for secret in secrets { secret.copy.wipe() }
+    }
+}
