@@ -2,7 +2,7 @@
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 APT_PACKAGES := libsqlcipher-dev libsodium-dev pkg-config
 
-.PHONY: deps demo test test-sanitizers benchmarks
+.PHONY: deps demo test simulate-long benchmarks benchmarks-build fuzz fuzz-smoke
 
 ## Install the system libraries when missing (Debian/Ubuntu).
 deps:
@@ -13,11 +13,13 @@ demo: deps
 	swift build -c release --product protected-store
 	.build/release/protected-store demo
 
-## Every test; a bounded simulation (200 seeds × 200 steps); the whole suite again under Thread Sanitizer.
+## Every test; a bounded simulation (200 seeds × 200 steps); the whole suite again under Thread Sanitizer
+## and under Address Sanitizer.
 test: deps
 	swift test
 	.build/debug/protected-store simulate --seeds 200 --steps 200
 	swift test --sanitize=thread --scratch-path .build-tsan
+	LSAN_OPTIONS=suppressions=$(CURDIR)/Tests/lsan-suppressions.txt swift test --sanitize=address --scratch-path .build-asan
 
 ## The long simulation the README reports: 10,000 seeds × 200 steps, two processes for two cores.
 simulate-long: deps
@@ -25,6 +27,18 @@ simulate-long: deps
 	time ( .build/release/protected-store simulate --seeds 5000 --start 1 --steps 200 & \
 	       .build/release/protected-store simulate --seeds 5000 --start 5001 --steps 200 & wait )
 
-## Benchmarks (a separate package, so tests never build package-benchmark).
+## Benchmarks (a separate package, so tests never build package-benchmark); see Benchmarks/BENCHMARKS.md.
 benchmarks: deps
 	cd Benchmarks && swift package benchmark
+
+## Compile the benchmarks without running them (CI), so they never rot.
+benchmarks-build: deps
+	cd Benchmarks && swift build
+
+## Every fuzz target for FUZZ_SECONDS each (libFuzzer + AddressSanitizer); fuzz-smoke is CI's short run.
+FUZZ_SECONDS ?= 300
+fuzz: deps
+	Fuzz/run-all.sh $(FUZZ_SECONDS)
+
+fuzz-smoke: deps
+	Fuzz/run-all.sh 15

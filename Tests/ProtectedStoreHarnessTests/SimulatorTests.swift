@@ -67,5 +67,10 @@ struct SimulatorTests {
         let parsed = try #require(try ScenarioParser.parse("\u{0B}put\u{0B}\u{0309}\u{11}\u{0B}7"))
         #expect(parsed == .put(key: "\u{0309}\u{11}", value: "7"))
         #expect(try ScenarioParser.parse(parsed.scriptLine) == parsed)
+        // Also found by it: a backslash followed by a combining mark (one Character) was not escaped, and the
+        // words of `expect error …` were not quoted at all.
+        for command in [ScenarioCommand.put(key: "k\\\u{0737}x", value: "v"), .expect(.error("two words\0"))] {
+            #expect(try ScenarioParser.parse(command.scriptLine) == command, "\(command.scriptLine.debugDescription)")
+        }
     }
 }

@@ -7,6 +7,10 @@ import SecureKeys
 // keybags made with it (see Corpus/README.md); those reach unlock, which must also fail cleanly.
 let deviceKey = SecureBytes.random(count: 32, using: SeededRandom(seed: 2))
 let passcode = SecureBytes(utf8: "1234")
+plantSeeds([
+    try! Keybag.create(passcode: passcode, deviceKey: deviceKey, kdf: .minimal, random: SeededRandom(seed: 20)).keybag.bytes,
+    try! Keybag.create(passcode: SecureBytes(utf8: "other"), deviceKey: deviceKey, kdf: .minimal, random: SeededRandom(seed: 21)).keybag.bytes,
+])
 
 exit(runFuzzer { data, count in
     guard let keybag = try? Keybag(bytes: fuzzInput(data, count), deviceKey: deviceKey) else { return 0 }

@@ -35,16 +35,16 @@ extension Expectation {
     var scriptText: String {
         switch self {
         case .protectedData(let available): "protected-data \(available ? "available" : "unavailable")"
-        case .store(let state): "store \(state)"
+        case .store(let state): "store \(quoted(state))"
         case .coordinator(let assigned): "coordinator \(assigned ? "assigned" : "nil")"
         case .interaction(let enabled): "interaction \(enabled ? "enabled" : "disabled")"
         case .queued(let count): "queued \(count)"
         case .ran(let names): (["ran"] + names.map(quoted)).joined(separator: " ")
         case .value(let key, let value): "value \(quoted(key)) \(quoted(value))"
         case .missing(let key): "missing \(quoted(key))"
-        case .error(let code): "error \(code)"
-        case .presentedError(let code): "presented-error \(code)"
-        case .device(let state): "device \(state)"
+        case .error(let code): "error \(quoted(code))"
+        case .presentedError(let code): "presented-error \(quoted(code))"
+        case .device(let state): "device \(quoted(state))"
         case .inbox(let count): "inbox \(count)"
         case .noPlaintext: "no-plaintext"
         case .integrityOK: "integrity ok"
@@ -59,7 +59,14 @@ func quoted(_ word: String) -> String {
         !$0.properties.isWhitespace && $0 != "\"" && $0 != "#" && $0 != "\\"
     }
     if plain { return word }
-    return "\"" + word.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
+    // Escaped scalar by scalar too: a backslash followed by a combining mark is one Character, which a
+    // Character-level replace would miss (found by the FuzzScenarioLanguage fuzz target).
+    var escaped = String.UnicodeScalarView()
+    for scalar in word.unicodeScalars {
+        if scalar == "\\" || scalar == "\"" { escaped.append("\\") }
+        escaped.append(scalar)
+    }
+    return "\"" + String(escaped) + "\""
 }
 
 extension Duration {
