@@ -74,7 +74,9 @@ struct CrashTests {
             ["shell", "--fast-kdf", "--state-dir", state],
             input: (["device unlock --passcode \(passcode)", "app launch", "expect store ready"] + extra
                 + acknowledged.keys.sorted().map { "expect value \($0) \(acknowledged[$0]!)" }).joined(separator: "\n") + "\n")
-        #expect(check.status == 0, "\(check.output.split(separator: "\n").filter { $0.contains("FAILED") }.prefix(5))")
+        #expect(
+            check.status == 0,
+            "\(check.output.split(separator: "\n").filter { $0.contains("FAILED") }.prefix(5)) \(check.error.suffix(1500))")
         #expect(!check.output.contains("FAILED"))
     }
 
