@@ -42,19 +42,25 @@ struct ProtectedStoreBinary {
         process.standardError = stderr
         process.standardInput = stdin
         try process.run()
-        // Feed stdin and drain stderr on their own queues: a child that writes more than a pipe holds while
+        // Feed stdin and drain stderr on threads of their own (the global queue's few workers can all be
+        // blocked by other tests): a child that writes more than a pipe holds while
         // it is still being fed (or to stderr while stdout is read) would otherwise deadlock with the test.
         // A child that exits before reading all its input must not end the test with SIGPIPE.
         signal(SIGPIPE, SIG_IGN)
-        let group = DispatchGroup()
-        DispatchQueue.global().async(group: group) {
+        let done = DispatchSemaphore(value: 0)
+        Thread {
             if let input { try? stdin.fileHandleForWriting.write(contentsOf: Data(input.utf8)) }
             try? stdin.fileHandleForWriting.close()
-        }
+            done.signal()
+        }.start()
         let errorOutput = ErrorOutput()
-        DispatchQueue.global().async(group: group) { errorOutput.data = stderr.fileHandleForReading.readDataToEndOfFile() }
+        Thread {
+            errorOutput.data = stderr.fileHandleForReading.readDataToEndOfFile()
+            done.signal()
+        }.start()
         let output = stdout.fileHandleForReading.readDataToEndOfFile()
-        group.wait()
+        done.wait()
+        done.wait()
         let error = errorOutput.data
         process.waitUntilExit()
         return Result(
@@ -62,7 +68,7 @@ struct ProtectedStoreBinary {
             error: String(decoding: error, as: UTF8.self))
     }
 
-    /// What the stderr reader read; @unchecked Sendable: written on its queue, read after `group.wait()`.
+    /// What the stderr reader read; @unchecked Sendable: written on its thread, read after it signalled.
     final class ErrorOutput: @unchecked Sendable {
         var data = Data()
     }

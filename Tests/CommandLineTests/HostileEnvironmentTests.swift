@@ -50,7 +50,9 @@ struct HostileEnvironmentTests {
         for index in 0..<200 { lines += ["put big\(index) \(big)", "get big\(index)"] }
         let full = try shell(lines, state: state, under: ["prlimit", "--fsize=\(largest + 256 * 1024)", "--"])
 
-        #expect(full.output.contains("disk-full: no space to write the store"), "\(full.output.suffix(600))")
+        #expect(
+            full.output.contains("disk-full: no space to write the store"),
+            "status \(full.status), output: \(full.output.suffix(600)), errors: \(full.error.suffix(600))")
         #expect(!full.output.contains("store-damaged"))
         var acknowledged = earlier
         for line in full.output.split(separator: "\n") where line.hasPrefix("big") && line.contains(" = ") {
