@@ -149,9 +149,8 @@ public final class Database {
 
     /// Whether the file system holding `path`'s folder is mounted read-only.
     private static func isOnReadOnlyFileSystem(_ path: String) -> Bool {
-        let folder = path.lastIndex(of: "/").map { String(path[..<$0]) } ?? "."
         var info = statvfs()
-        return statvfs(folder.isEmpty ? "/" : folder, &info) == 0 && info.f_flag & UInt(ST_RDONLY) != 0
+        return statvfs(SecureFile.folder(containing: path), &info) == 0 && info.f_flag & UInt(ST_RDONLY) != 0
     }
 
     deinit {

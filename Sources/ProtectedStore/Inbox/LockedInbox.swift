@@ -85,7 +85,7 @@ public struct LockedInbox: Sendable {
         try lock(descriptor)
         try SecureFile.writeAll(records, to: descriptor, path: inboxPath)
         guard fsync(descriptor) == 0 else { throw SecureKeysError.io("cannot fsync", path: inboxPath, errno: errno) }
-        if isNew { try SecureFile.syncDirectory((storePath as NSString).deletingLastPathComponent) }
+        if isNew { try SecureFile.syncDirectory(SecureFile.folder(containing: storePath)) }
         if Self.crashPoint == .duringAppend { throw SimulatedCrash(point: .duringAppend) }
         return entries
     }

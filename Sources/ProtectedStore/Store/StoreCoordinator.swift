@@ -77,8 +77,7 @@ public actor StoreCoordinator {
         if SecureFile.exists(configuration.creationMarkerPath) {
             // The store exists with its schema: creation is complete.
             unlink(configuration.creationMarkerPath)
-            let directory = configuration.path.lastIndex(of: "/").map { String(configuration.path[..<$0]) } ?? "."
-            try SecureFile.syncDirectory(directory.isEmpty ? "/" : directory)
+            try SecureFile.syncDirectory(SecureFile.folder(containing: configuration.path))
         }
         // Writes sealed while the store was locked are applied now, before anything else sees the store.
         let inbox = LockedInbox(storePath: configuration.path)

@@ -47,7 +47,7 @@ public enum SecureFile {
             }
             return
         }
-        let parent = (path as NSString).deletingLastPathComponent
+        let parent = folder(containing: path)
         if !parent.isEmpty, parent != path, lstat(parent, &info) != 0 {
             try createDirectory(at: parent)
         }
@@ -124,7 +124,7 @@ public enum SecureFile {
     /// - Throws: ``SecureKeysError/Code/alreadyExists`` when `path` exists and `replacing` is false;
     ///   ``SecureKeysError/Code/io`` for any failure, after which the previous file (if any) is intact.
     public static func writeAtomically(_ bytes: [UInt8], to path: String, replacing: Bool) throws {
-        let directory = (path as NSString).deletingLastPathComponent
+        let directory = folder(containing: path)
         let temporary = path + ".tmp-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, fileMode)
         guard descriptor >= 0 else { throw SecureKeysError.io("cannot create", path: temporary, errno: errno) }
@@ -169,6 +169,12 @@ public enum SecureFile {
             guard count > 0 else { throw SecureKeysError.io("cannot write", path: path, errno: errno) }
             done += count
         }
+    }
+
+    /// The folder that holds `path` (`.` for a bare file name).
+    public static func folder(containing path: String) -> String {
+        let folder = (path as NSString).deletingLastPathComponent
+        return folder.isEmpty ? "." : folder
     }
 
     /// `fsync`s a directory so that a rename or a new entry in it survives a crash.
