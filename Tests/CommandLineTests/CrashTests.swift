@@ -80,52 +80,55 @@ struct CrashTests {
         #expect(!check.output.contains("FAILED"))
     }
 
-    @Test("SIGKILL during inbox appends and merges: every acknowledged write is in the store after restart and unlock")
-    func killDuringInboxAppendAndMerge() throws {
+    /// Kills a shell on one device `iterations` times, each at a random moment (0–100 ms) after it printed
+    /// `marker`, feeding it `lines(iteration)`, and collects the writes it acknowledged: `acknowledgement` reads
+    /// a printed line as (key, value), or `nil` for any other line. Then checks them all after a restart.
+    func expectAcknowledgedWritesSurviveKills(
+        once marker: String, also extra: [String], lines: (Int) -> [String],
+        acknowledgement: (Substring) -> (key: String, value: String)?
+    ) throws {
         let directory = TemporaryDirectory()
         let state = try setUpDevice(in: directory)
         var generator = SystemRandomNumberGenerator()
         var acknowledged: [String: String] = [:]
-        let iterations = Self.iterations
-        for iteration in 0..<iterations {
-            // Half the runs unlock and launch first, so merges run while records are appended and killed.
-            var lines = iteration % 2 == 0 ? [] : ["device unlock --passcode 1", "app launch"]
-            lines += (0..<400).map { "inbox put k\(iteration)-\($0) v\(iteration)-\($0)" }
+        for iteration in 0..<Self.iterations {
             let printed = try runAndKill(
-                lines, stateDirectory: state, once: "inbox: sealed record",
+                lines(iteration), stateDirectory: state, once: marker,
                 after: .milliseconds(Int.random(in: 0...100, using: &generator)))
-            for line in printed.split(separator: "\n") where line.hasPrefix("inbox: sealed record ") {
-                let key = String(line.split(separator: " ").last!)
-                acknowledged[key] = "v" + key.dropFirst()
+            for line in printed.split(separator: "\n") {
+                if let (key, value) = acknowledgement(line) { acknowledged[key] = value }
             }
         }
-        #expect(acknowledged.count > iterations, "the kills left some acknowledged writes to check")
-        try expectAcknowledged(acknowledged, in: state, also: ["expect inbox 0", "expect integrity ok"])
+        #expect(acknowledged.count > Self.iterations, "the kills left some acknowledged writes to check")
+        try expectAcknowledged(acknowledged, in: state, also: extra)
+    }
+
+    @Test("SIGKILL during inbox appends and merges: every acknowledged write is in the store after restart and unlock")
+    func killDuringInboxAppendAndMerge() throws {
+        try expectAcknowledgedWritesSurviveKills(once: "inbox: sealed record", also: ["expect inbox 0", "expect integrity ok"]) {
+            iteration in
+            // Half the runs unlock and launch first, so merges run while records are appended and killed.
+            (iteration % 2 == 0 ? [] : ["device unlock --passcode 1", "app launch"])
+                + (0..<400).map { "inbox put k\(iteration)-\($0) v\(iteration)-\($0)" }
+        } acknowledgement: { line in
+            guard line.hasPrefix("inbox: sealed record ") else { return nil }
+            let key = String(line.split(separator: " ").last!)
+            return (key, "v" + key.dropFirst())
+        }
     }
 
     @Test("SIGKILL during ordinary writes: every acknowledged write is present after restart, and the store passes integrity_check")
     func killDuringWrites() throws {
-        let directory = TemporaryDirectory()
-        let state = try setUpDevice(in: directory)
-        var generator = SystemRandomNumberGenerator()
-        var acknowledged: [String: String] = [:]
-        let iterations = Self.iterations
-        for iteration in 0..<iterations {
-            // Each put is followed by a get of the same key: operations run in order, so the get's output
-            // ("key = value") acknowledges that the put committed.
-            var lines = ["device unlock --passcode 1", "app launch"]
-            for index in 0..<300 {
-                lines += ["put w\(iteration)-\(index) x\(iteration)-\(index)", "get w\(iteration)-\(index)"]
-            }
-            let printed = try runAndKill(
-                lines, stateDirectory: state, once: " = x", after: .milliseconds(Int.random(in: 0...100, using: &generator)))
-            for line in printed.split(separator: "\n") where line.hasPrefix("w") && line.contains(" = ") {
-                let parts = line.split(separator: " ")
-                acknowledged[String(parts[0])] = String(parts[2])
-            }
+        // Each put is followed by a get of the same key: operations run in order, so the get's output
+        // ("key = value") acknowledges that the put committed.
+        try expectAcknowledgedWritesSurviveKills(once: " = x", also: ["expect integrity ok"]) { iteration in
+            ["device unlock --passcode 1", "app launch"]
+                + (0..<300).flatMap { ["put w\(iteration)-\($0) x\(iteration)-\($0)", "get w\(iteration)-\($0)"] }
+        } acknowledgement: { line in
+            guard line.hasPrefix("w"), line.contains(" = ") else { return nil }
+            let parts = line.split(separator: " ")
+            return (String(parts[0]), String(parts[2]))
         }
-        #expect(acknowledged.count > iterations, "the kills left some acknowledged writes to check")
-        try expectAcknowledged(acknowledged, in: state, also: ["expect integrity ok"])
     }
 
     @Test("SIGKILL during passcode changes: the device then unlocks with the last acknowledged passcode (or the one being set), and the store opens with its data")

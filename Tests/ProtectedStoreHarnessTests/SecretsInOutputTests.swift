@@ -16,7 +16,7 @@ struct SecretsInOutputTests {
     /// The ways a 32-byte key could be written into text.
     func spellings(of key: SecureBytes) throws -> [String] {
         try key.withUnsafeBytes { bytes in
-            let hex = bytes.map { String(format: "%02x", $0) }.joined()
+            let hex = Array(bytes).hex
             return [hex, hex.uppercased(), Data(bytes).base64EncodedString(), String(decoding: bytes, as: UTF8.self)]
         }
     }
