@@ -1,4 +1,3 @@
-public import Clocks
 import Foundation
 import Glibc
 public import ProtectedStore
@@ -20,7 +19,7 @@ public final class ScenarioSession {
     /// The state directory: the device and the store.
     public let stateDirectory: String
     /// The virtual clock, at 0 when the session starts.
-    public let clock = TestClock<Duration>()
+    public let clock = ManualClock()
     /// Argon2id cost for devices this session sets up.
     public let kdf: PasscodeKDF
     /// Where the session writes what commands print (values read, errors, status).
@@ -54,7 +53,7 @@ public final class ScenarioSession {
 
     /// Size and modification time of each file at its last plaintext scan.
     private var scannedFiles: [String: [Int]] = [:]
-    private let started: TestClock<Duration>.Instant
+    private let started: ManualClock.Instant
     /// Apps that crashed or died in a reboot: never cleaned up, as a killed process is not.
     private var abandoned: [DataController] = []
     private var operationError: StoreError?
@@ -138,7 +137,7 @@ public final class ScenarioSession {
         case .deviceChangePasscode(let old, let new):
             try requireDevice().changePasscode(from: SecureBytes(utf8: old), to: SecureBytes(utf8: new))
         case .clockAdvance(let duration):
-            await clock.advance(by: duration)
+            clock.advance(by: duration)
             device?.refresh()
             controller?.clockDidAdvance()
         case .appLaunch(let options, let protection, let attachDelay):
