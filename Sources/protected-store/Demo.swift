@@ -2,6 +2,7 @@ import ArgumentParser
 import Clocks
 import Foundation
 import ProtectedStore
+import ProtectedStoreHarness
 import SecureKeys
 
 extension ProtectedStoreCommand {
@@ -158,11 +159,7 @@ final class DemoScript {
 
         print("\nFiles in the state directory (none holds a stored value or SQLite's plaintext header):")
         let markers = ["Rue de Rivoli", "café at", "48.8606", "SQLite format 3"]
-        let files = FileManager.default.enumerator(atPath: directory)?.allObjects.compactMap { $0 as? String } ?? []
-        for name in files.sorted() {
-            var isDirectory: ObjCBool = false
-            guard FileManager.default.fileExists(atPath: directory + "/" + name, isDirectory: &isDirectory), !isDirectory.boolValue
-            else { continue }
+        for name in RegularFile.all(under: directory).map(\.name) {
             let bytes = FileManager.default.contents(atPath: directory + "/" + name) ?? Data()
             let found = markers.filter { bytes.range(of: Data($0.utf8)) != nil }
             let note = name.hasPrefix("hardware/") ? "the simulated secure element's device key" : (found.isEmpty ? "no plaintext" : "PLAINTEXT: \(found)")

@@ -308,15 +308,11 @@ public final class ScenarioSession {
     public func plaintextFindings(of needles: some Collection<String>, onlyChanged: Bool = false) -> [String] {
         let patterns = needles.map { Array($0.utf8) } + [Array("SQLite format 3".utf8)]
         var findings: [String] = []
-        let files = FileManager.default.enumerator(atPath: stateDirectory)?.allObjects.compactMap { $0 as? String } ?? []
-        for name in files.sorted() where !name.hasPrefix("hardware") {
-            let path = stateDirectory + "/" + name
-            var info = stat()
-            guard lstat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { continue }
-            let signature = [Int(info.st_size), info.st_mtim.tv_sec, info.st_mtim.tv_nsec]
-            if onlyChanged && scannedFiles[name] == signature { continue }
-            scannedFiles[name] = signature
-            guard let contents = FileManager.default.contents(atPath: path) else { continue }
+        for file in RegularFile.all(under: stateDirectory) where !file.name.hasPrefix("hardware/") {
+            let name = file.name
+            if onlyChanged && scannedFiles[name] == file.signature { continue }
+            scannedFiles[name] = file.signature
+            guard let contents = FileManager.default.contents(atPath: stateDirectory + "/" + name) else { continue }
             let found = contents.withUnsafeBytes { haystack in
                 patterns.first { pattern in
                     Self.contains(haystack, pattern)
