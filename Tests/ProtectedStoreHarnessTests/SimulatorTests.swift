@@ -54,6 +54,27 @@ struct SimulatorTests {
         #expect(await script.run(in: clean) == nil, "without the bug the script holds")
     }
 
+    @Test("the plaintext check finds a value or SQLite's header in any file but hardware/, and rescans only changed files")
+    func plaintextCheck() throws {
+        let directory = TemporaryDirectory()
+        let state = directory.file("state")
+        let session = try ScenarioSession(stateDirectory: state, kdf: .minimal, output: { _ in })
+        let needles = ["val-7-"]
+        #expect(session.plaintextFindings(of: needles, onlyChanged: true).isEmpty)
+        // Past the first read's 64 KiB, so the buffer grows; the value at the very end.
+        try (Data(repeating: 0xA5, count: 200_000) + Data("val-7-12".utf8)).write(to: URL(fileURLWithPath: state + "/leak.log"))
+        #expect(session.plaintextFindings(of: needles, onlyChanged: true) == ["plaintext 'val-7-' in leak.log"])
+        #expect(session.plaintextFindings(of: needles, onlyChanged: true).isEmpty, "unchanged since the last scan")
+        #expect(session.plaintextFindings(of: needles) == ["plaintext 'val-7-' in leak.log"], "a full scan reads it again")
+        try Data(repeating: 0xA5, count: 10).write(to: URL(fileURLWithPath: state + "/leak.log"))
+        #expect(session.plaintextFindings(of: needles, onlyChanged: true).isEmpty, "rewritten without the value")
+        try FileManager.default.createDirectory(atPath: state + "/device", withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: state + "/hardware", withIntermediateDirectories: true)
+        try Data("SQLite format 3\0".utf8).write(to: URL(fileURLWithPath: state + "/device/copy"))
+        try Data("val-7-1".utf8).write(to: URL(fileURLWithPath: state + "/hardware/uid.key"))
+        #expect(session.plaintextFindings(of: needles, onlyChanged: true) == ["plaintext 'SQLite format 3' in device/copy"])
+    }
+
     @Test("every command renders as a script line that parses back to it")
     func scriptLinesRoundTrip() async throws {
         let run = try await Simulator.run(seed: 9, steps: 200)

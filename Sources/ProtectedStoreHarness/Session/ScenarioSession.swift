@@ -53,6 +53,8 @@ public final class ScenarioSession {
 
     /// Size and modification time of each file at its last plaintext scan.
     private var scannedFiles: [String: [Int]] = [:]
+    /// What the plaintext scan reads files into: kept from scan to scan, as the simulator scans after every step.
+    private var scanBuffer: [UInt8] = []
     private let started: ManualClock.Instant
     /// Apps that crashed or died in a reboot: never cleaned up, as a killed process is not.
     private var abandoned: [DataController] = []
@@ -312,15 +314,31 @@ public final class ScenarioSession {
             let name = file.name
             if onlyChanged && scannedFiles[name] == file.signature { continue }
             scannedFiles[name] = file.signature
-            guard let contents = FileManager.default.contents(atPath: stateDirectory + "/" + name) else { continue }
-            let found = contents.withUnsafeBytes { haystack in
+            let found = withContents(of: stateDirectory + "/" + name) { haystack in
                 patterns.first { pattern in
                     Self.contains(haystack, pattern)
                 }
             }
-            if let found { findings.append("plaintext '\(String(decoding: found, as: UTF8.self))' in \(name)") }
+            if let found = found ?? nil { findings.append("plaintext '\(String(decoding: found, as: UTF8.self))' in \(name)") }
         }
         return findings
+    }
+
+    /// Calls `body` with the contents of the file at `path`, read into ``scanBuffer``; `nil` if it cannot be read.
+    private func withContents<Result>(of path: String, _ body: (UnsafeRawBufferPointer) -> Result) -> Result? {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return nil }
+        defer { close(descriptor) }
+        var length = 0
+        while true {
+            if length == scanBuffer.count { scanBuffer += repeatElement(0, count: max(1 << 16, scanBuffer.count)) }
+            let count = scanBuffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress! + length, $0.count - length) }
+            if count < 0 && errno == EINTR { continue }
+            if count < 0 { return nil }
+            if count == 0 { break }
+            length += count
+        }
+        return scanBuffer.withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0.prefix(length))) }
     }
 
     /// Whether `needle` occurs in `haystack`: `memchr` to the next candidate first byte, `memcmp` to confirm.
