@@ -11,7 +11,7 @@ public struct ExpectationFailure: Error, Sendable, Hashable, CustomStringConvert
 }
 
 /// Runs the command language against a real device and a real store (SQLCipher files, libsodium keys) in one
-/// state directory, with a test clock: what the shell, scenario scripts and the simulator drive.
+/// state directory, with a manual clock: what the shell, scenario scripts and the simulator drive.
 ///
 /// After every command, the work the app started runs until it is idle, so the next line sees its effect.
 @MainActor
