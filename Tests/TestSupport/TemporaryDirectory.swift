@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 
 /// A fresh directory under the system's temporary folder, removed when the value goes away.
 public final class TemporaryDirectory {

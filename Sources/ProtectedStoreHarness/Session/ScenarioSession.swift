@@ -331,7 +331,7 @@ public final class ScenarioSession {
         defer { close(descriptor) }
         var length = 0
         while true {
-            if length == scanBuffer.count { scanBuffer += repeatElement(0, count: max(1 << 16, scanBuffer.count)) }
+            if length == scanBuffer.count { scanBuffer.append(contentsOf: [UInt8](repeating: 0, count: max(1 << 16, scanBuffer.count))) }
             let count = scanBuffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress! + length, $0.count - length) }
             if count < 0 && errno == EINTR { continue }
             if count < 0 { return nil }
