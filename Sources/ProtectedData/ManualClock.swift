@@ -2,9 +2,9 @@ import SecureKeys
 
 /// A clock that moves only when told to, at once: ``advance(by:)`` is synchronous.
 ///
-/// For simulations that drive time themselves (the scenario session, the demo, the simulator): a device and a
-/// controller built with `schedulesTimers: false` never sleep on it, they look at ``now`` when told the clock
-/// moved. swift-clocks' `TestClock` does the same job for code that sleeps, but every advance yields to the
+/// For simulations that drive time themselves (the scenario session, which the shell, scenario scripts and
+/// the simulator run on): a device and a controller built with `schedulesTimers: false` never sleep on it,
+/// they look at ``now`` when told the clock moved. swift-clocks' `TestClock` does the same job for code that sleeps, but every advance yields to the
 /// scheduler dozens of times (detached tasks, each a thread hand-off) so that sleepers can run — in the
 /// simulator that was most of a step's cost, and none of it was needed.
 ///

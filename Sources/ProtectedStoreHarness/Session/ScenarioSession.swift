@@ -318,8 +318,8 @@ public final class ScenarioSession {
                 patterns.first { pattern in
                     Self.contains(haystack, pattern)
                 }
-            }
-            if let found = found ?? nil { findings.append("plaintext '\(String(decoding: found, as: UTF8.self))' in \(name)") }
+            } ?? nil
+            if let found { findings.append("plaintext '\(String(decoding: found, as: UTF8.self))' in \(name)") }
         }
         return findings
     }
