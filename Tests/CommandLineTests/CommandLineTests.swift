@@ -73,6 +73,30 @@ struct ProtectedStoreBinary {
         var data = Data()
     }
 
+    /// Runs `protected-store shell` on `state` fed `lines`; with `prefix`, under that program (one that sets a
+    /// limit or a mount, then execs what follows it: `prlimit … --`).
+    static func shell(_ lines: [String], state: String, under prefix: [String] = []) throws -> Result {
+        let arguments = ["shell", "--fast-kdf", "--state-dir", state]
+        let input = lines.joined(separator: "\n") + "\n"
+        guard let program = prefix.first else { return try run(arguments, input: input) }
+        return try run(arguments, input: input, executable: program, argumentsBefore: Array(prefix.dropFirst()) + [url.path])
+    }
+
+    /// Restarts on `state`, unlocks with `passcode`, launches, and expects the store ready, then `extra`, then
+    /// each of `values` (the writes that were acknowledged).
+    static func expectStoreHolds(
+        _ values: [String: String], state: String, passcode: String = "1", also extra: [String] = []
+    ) throws {
+        let check = try shell(
+            ["device unlock --passcode \(passcode)", "app launch", "expect store ready"] + extra
+                + values.keys.sorted().map { "expect value \($0) \(values[$0]!)" },
+            state: state)
+        #expect(
+            check.status == 0,
+            "\(check.output.split(separator: "\n").filter { $0.contains("FAILED") }.prefix(5)) \(check.error.suffix(1500))")
+        #expect(!check.output.contains("FAILED"))
+    }
+
     static var scenarios: [String] {
         ((try? FileManager.default.contentsOfDirectory(atPath: scenariosFolder.path)) ?? [])
             .filter { $0.hasSuffix(".scenario") }.sorted()

@@ -60,24 +60,9 @@ struct CrashTests {
     /// Sets up a device with a store in a new state directory.
     func setUpDevice(in directory: TemporaryDirectory) throws -> String {
         let state = directory.file("state")
-        let setUp = try ProtectedStoreBinary.run(
-            ["shell", "--fast-kdf", "--state-dir", state], input: "device setup --passcode 1\napp launch\napp terminate\n")
+        let setUp = try ProtectedStoreBinary.shell(["device setup --passcode 1", "app launch", "app terminate"], state: state)
         #expect(setUp.status == 0)
         return state
-    }
-
-    /// Restarts, unlocks, launches, and checks every acknowledged write (and `extra` expectations).
-    func expectAcknowledged(
-        _ acknowledged: [String: String], in state: String, passcode: String = "1", also extra: [String]
-    ) throws {
-        let check = try ProtectedStoreBinary.run(
-            ["shell", "--fast-kdf", "--state-dir", state],
-            input: (["device unlock --passcode \(passcode)", "app launch", "expect store ready"] + extra
-                + acknowledged.keys.sorted().map { "expect value \($0) \(acknowledged[$0]!)" }).joined(separator: "\n") + "\n")
-        #expect(
-            check.status == 0,
-            "\(check.output.split(separator: "\n").filter { $0.contains("FAILED") }.prefix(5)) \(check.error.suffix(1500))")
-        #expect(!check.output.contains("FAILED"))
     }
 
     /// Kills a shell on one device `iterations` times, each at a random moment (0–100 ms) after it printed
@@ -100,7 +85,7 @@ struct CrashTests {
             }
         }
         #expect(acknowledged.count > Self.iterations, "the kills left some acknowledged writes to check")
-        try expectAcknowledged(acknowledged, in: state, also: extra)
+        try ProtectedStoreBinary.expectStoreHolds(acknowledged, state: state, also: extra)
     }
 
     @Test("SIGKILL during inbox appends and merges: every acknowledged write is in the store after restart and unlock")
@@ -135,8 +120,7 @@ struct CrashTests {
     func killDuringPasscodeChange() throws {
         let directory = TemporaryDirectory()
         let state = try setUpDevice(in: directory)
-        let before = try ProtectedStoreBinary.run(
-            ["shell", "--fast-kdf", "--state-dir", state], input: "device unlock --passcode 1\napp launch\nput kept yes\n")
+        let before = try ProtectedStoreBinary.shell(["device unlock --passcode 1", "app launch", "put kept yes"], state: state)
         #expect(before.status == 0)
         var generator = SystemRandomNumberGenerator()
         var current = "1"
@@ -155,14 +139,13 @@ struct CrashTests {
             // The change after the last acknowledged one may or may not have landed; no other passcode may work.
             let candidates = [passcodes[acknowledged]] + (acknowledged + 1 < passcodes.count ? [passcodes[acknowledged + 1]] : [])
             let unlocked = try candidates.first { passcode in
-                let check = try ProtectedStoreBinary.run(
-                    ["shell", "--fast-kdf", "--state-dir", state], input: "device unlock --passcode \(passcode)\nexpect device unlocked\n")
+                let check = try ProtectedStoreBinary.shell(["device unlock --passcode \(passcode)", "expect device unlocked"], state: state)
                 return check.status == 0
             }
             #expect(unlocked != nil, "neither \(candidates) unlocks after \(acknowledged) acknowledged changes")
             current = unlocked ?? current
         }
-        try expectAcknowledged(["kept": "yes"], in: state, passcode: current, also: ["expect integrity ok"])
+        try ProtectedStoreBinary.expectStoreHolds(["kept": "yes"], state: state, passcode: current, also: ["expect integrity ok"])
     }
 
     @Test("SIGKILL during store creation: the next launch opens or creates the store; never a store without its key")
@@ -172,14 +155,14 @@ struct CrashTests {
         for _ in 0..<Self.iterations {
             let directory = TemporaryDirectory()
             let state = directory.file("state")
-            let setUp = try ProtectedStoreBinary.run(["shell", "--fast-kdf", "--state-dir", state], input: "device setup --passcode 1\n")
+            let setUp = try ProtectedStoreBinary.shell(["device setup --passcode 1"], state: state)
             #expect(setUp.status == 0)
             let printed = try runAndKill(
                 ["device unlock --passcode 1", "app launch --protection complete", "put created yes", "get created"],
                 stateDirectory: state, once: nil, after: .milliseconds(Int.random(in: 0...80, using: &generator)))
             let acknowledged = printed.contains("created = yes")
             if acknowledged { created += 1 }
-            try expectAcknowledged(acknowledged ? ["created": "yes"] : [:], in: state, also: ["expect integrity ok"])
+            try ProtectedStoreBinary.expectStoreHolds(acknowledged ? ["created": "yes"] : [:], state: state, also: ["expect integrity ok"])
         }
         #expect(created < Self.iterations, "some kills landed before the first write was acknowledged")
     }

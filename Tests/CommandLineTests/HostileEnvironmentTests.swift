@@ -9,35 +9,15 @@ struct HostileEnvironmentTests {
     /// Whether this build runs under Thread Sanitizer (its runtime is in the binary, as is the child's).
     static let underThreadSanitizer = dlsym(dlopen(nil, RTLD_NOW), "__tsan_init") != nil
 
-    /// Runs `protected-store shell` on `state` after `prefix` (a program that sets a limit or a mount, then
-    /// execs what follows it), feeding it `lines`.
-    func shell(_ lines: [String], state: String, under prefix: [String] = []) throws -> ProtectedStoreBinary.Result {
-        let arguments = ["shell", "--fast-kdf", "--state-dir", state]
-        let input = lines.joined(separator: "\n") + "\n"
-        guard let program = prefix.first else { return try ProtectedStoreBinary.run(arguments, input: input) }
-        return try ProtectedStoreBinary.run(
-            arguments, input: input, executable: program,
-            argumentsBefore: Array(prefix.dropFirst()) + [ProtectedStoreBinary.url.path])
-    }
-
     /// A device with a store holding `earlier`, written and acknowledged.
     func prepare(_ directory: TemporaryDirectory, earlier: [String: String]) throws -> String {
         let state = directory.file("state")
-        let setUp = try shell(
+        let setUp = try ProtectedStoreBinary.shell(
             ["device setup --passcode 1", "app launch"] + earlier.keys.sorted().map { "put \($0) \(earlier[$0]!)" }
                 + ["app terminate"],
             state: state)
         #expect(setUp.status == 0 && !setUp.output.contains("error"), "\(setUp.output)")
         return state
-    }
-
-    /// Unlocks and launches without any limit, and checks `values` and the store's integrity.
-    func expectIntact(_ values: [String: String], state: String) throws {
-        let check = try shell(
-            ["device unlock --passcode 1", "app launch", "expect store ready", "expect integrity ok"]
-                + values.keys.sorted().map { "expect value \($0) \(values[$0]!)" },
-            state: state)
-        #expect(check.status == 0, "\(check.output.split(separator: "\n").filter { $0.contains("FAILED") }.prefix(5))")
     }
 
     @Test(
@@ -55,7 +35,7 @@ struct HostileEnvironmentTests {
         let big = String(repeating: "b", count: 4000)
         var lines = ["device unlock --passcode 1", "app launch"]
         for index in 0..<200 { lines += ["put big\(index) \(big)", "get big\(index)"] }
-        let full = try shell(lines, state: state, under: ["prlimit", "--fsize=\(largest + 256 * 1024)", "--"])
+        let full = try ProtectedStoreBinary.shell(lines, state: state, under: ["prlimit", "--fsize=\(largest + 256 * 1024)", "--"])
 
         #expect(
             full.output.contains("disk-full: no space to write the store"),
@@ -67,7 +47,7 @@ struct HostileEnvironmentTests {
         }
         #expect(acknowledged.count > earlier.count, "some writes fitted before the limit")
         #expect(acknowledged.count < earlier.count + 200, "the limit was reached")
-        try expectIntact(acknowledged, state: state)
+        try ProtectedStoreBinary.expectStoreHolds(acknowledged, state: state, also: ["expect integrity ok"])
     }
 
     @Test("a read-only state directory: the device unlocks, the store fails once with read-only (named as such), queued work fails with it, nothing is lost")
@@ -76,7 +56,7 @@ struct HostileEnvironmentTests {
         let state = try prepare(directory, earlier: ["kept": "yes"])
         let mountReadOnly = "mount --bind \"$0\" \"$0\" && mount -o remount,ro,bind \"$0\" \"$0\" && exec \"$@\""
         // A private mount namespace (unshare -rm): the read-only mount is seen by the child only.
-        let readOnly = try shell(
+        let readOnly = try ProtectedStoreBinary.shell(
             ["device unlock --passcode 1", "app launch", "status", "get kept", "put new value", "status"],
             state: state, under: ["unshare", "-rm", "sh", "-c", mountReadOnly, state])
 
@@ -85,6 +65,6 @@ struct HostileEnvironmentTests {
         #expect(readOnly.output.contains("operation put new failed: read-only"))
         #expect(readOnly.output.contains("device          unlocked"))
         #expect(!readOnly.output.contains("store-damaged"))
-        try expectIntact(["kept": "yes"], state: state)
+        try ProtectedStoreBinary.expectStoreHolds(["kept": "yes"], state: state, also: ["expect integrity ok"])
     }
 }
