@@ -91,6 +91,11 @@ public final class Database {
         case passphrase(SecureBytes)
         /// No key: plain SQLite, for the benchmarks' baseline only.
         case none
+
+        /// SQLCipher's page-size pragma for an encrypted database, SQLite's own for the baseline.
+        var pageSizePragma: String {
+            if case .none = self { "page_size" } else { "cipher_page_size" }
+        }
     }
 
     private init(path: String, keying: Keying, configuration: Configuration) throws {
@@ -118,12 +123,8 @@ public final class Database {
         sqlite3_busy_timeout(connection, Int32(configuration.busyTimeoutMilliseconds))
         do {
             try checkSQLCipher()
-            if case .none = keying {
-                try execute("PRAGMA page_size = \(configuration.pageSize)")
-            } else {
-                try applyKey(keying)
-                try execute("PRAGMA cipher_page_size = \(configuration.pageSize)")
-            }
+            try applyKey(keying)
+            try execute("PRAGMA \(keying.pageSizePragma) = \(configuration.pageSize)")
             // The first read validates the key: SQLCipher decrypts and authenticates page 1 here.
             try execute("SELECT count(*) FROM sqlite_master")
             // Temporary tables and indices stay in memory, never in a file outside the store.
@@ -316,7 +317,7 @@ public final class Database {
             switch keying {
             case .raw(let rawKey): try Self.withRawKeyLiteral(rawKey, key)
             case .passphrase(let passphrase): try passphrase.withUnsafeBytes(key)
-            case .none: SQLITE_OK
+            case .none: SQLITE_OK  // nothing to key
             }
         guard code == SQLITE_OK else {
             throw SQLiteError(resultCode: code, message: String(cString: sqlite3_errmsg(connection)), path: path)

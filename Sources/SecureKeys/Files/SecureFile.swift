@@ -48,7 +48,7 @@ public enum SecureFile {
             return
         }
         let parent = folder(containing: path)
-        if !parent.isEmpty, parent != path, lstat(parent, &info) != 0 {
+        if parent != path, lstat(parent, &info) != 0 {
             try createDirectory(at: parent)
         }
         guard mkdir(path, directoryMode) == 0 || errno == EEXIST else {
