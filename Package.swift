@@ -42,7 +42,7 @@ let package = Package(
         .target(name: "EncryptedSQLite", dependencies: ["CSQLCipher", "SecureKeys"], swiftSettings: strictSettings),
         .target(
             name: "ProtectedData",
-            dependencies: ["SecureKeys", .product(name: "Clocks", package: "swift-clocks")],
+            dependencies: ["SecureKeys"],
             swiftSettings: strictSettings
         ),
 
@@ -51,7 +51,6 @@ let package = Package(
             dependencies: [
                 "SecureKeys", "EncryptedSQLite", "ProtectedData", "ProtectedStore", "ProtectedStoreHarness",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Clocks", package: "swift-clocks"),
             ],
             swiftSettings: strictSettings
         ),
@@ -59,7 +58,7 @@ let package = Package(
         .target(
             name: "ProtectedStore",
             dependencies: [
-                "SecureKeys", "EncryptedSQLite", "ProtectedData", .product(name: "Clocks", package: "swift-clocks"),
+                "SecureKeys", "EncryptedSQLite", "ProtectedData",
             ],
             swiftSettings: strictSettings
         ),
@@ -67,7 +66,7 @@ let package = Package(
         .target(
             name: "ProtectedStoreHarness",
             dependencies: [
-                "ProtectedStore", "ProtectedData", "SecureKeys", .product(name: "Clocks", package: "swift-clocks"),
+                "ProtectedStore", "ProtectedData", "SecureKeys",
             ],
             swiftSettings: strictSettings
         ),
@@ -75,7 +74,7 @@ let package = Package(
         .target(
             name: "ProtectedStoreTesting",
             dependencies: [
-                "ProtectedStore", "ProtectedData", "SecureKeys", .product(name: "Clocks", package: "swift-clocks"),
+                "ProtectedStore", "ProtectedData", "SecureKeys",
             ],
             swiftSettings: strictSettings
         ),
@@ -90,7 +89,6 @@ let package = Package(
             name: "ProtectedStoreTests",
             dependencies: [
                 "ProtectedStore", "ProtectedData", "EncryptedSQLite", "SecureKeys", "TestSupport",
-                .product(name: "Clocks", package: "swift-clocks"),
             ],
             swiftSettings: strictSettings
         ),

@@ -121,6 +121,9 @@ public final class Database {
         // Before the first read: another connection (a closing one checkpointing, an extension writing) may
         // hold a lock for a moment, and the validation read must wait for it rather than fail with `busy`.
         sqlite3_busy_timeout(connection, Int32(configuration.busyTimeoutMilliseconds))
+        // Extended result codes tell a foreign-key failure from a unique one, a failed fsync from a failed
+        // write; ``SQLiteError/extendedResultCode`` carries them, ``SQLiteError/code`` still groups them.
+        sqlite3_extended_result_codes(connection, 1)
         do {
             try checkSQLCipher()
             try applyKey(keying)

@@ -79,7 +79,9 @@ public struct SQLiteError: Error, Sendable {
     public var sql: String?
     /// The database file.
     public var path: String?
-    /// SQLite's extended result code, for diagnostics.
+    /// SQLite's extended result code (extended codes are on for every connection): `SQLITE_CONSTRAINT_FOREIGNKEY`
+    /// (787) and `SQLITE_CONSTRAINT_UNIQUE` (2067) are both ``Code/constraint``, `SQLITE_IOERR_FSYNC` (1034)
+    /// and `SQLITE_IOERR_WRITE` (778) both I/O errors. Zero for errors this module raises itself.
     public let extendedResultCode: Int32
 
     init(code: Code, message: String, sql: String? = nil, path: String? = nil, extendedResultCode: Int32 = 0) {
@@ -121,17 +123,18 @@ public struct SQLiteError: Error, Sendable {
 }
 
 extension SQLiteError: CustomStringConvertible, LocalizedError {
-    public var description: String {
-        var text = "\(code.name): \(message)"
+    /// The message with the file and the statement, without the code word.
+    public var detail: String {
+        var text = message
         if let path { text += " (\(path))" }
         if let sql { text += " in `\(sql)`" }
         return text
     }
 
+    /// `code: message (path) in `sql``.
+    public var description: String { "\(code.name): \(detail)" }
+
     /// swift-argument-parser prints this for errors a command throws.
     public var errorDescription: String? { description }
 }
 
-extension SQLiteError: CodedError {
-    public var codeName: String { code.name }
-}

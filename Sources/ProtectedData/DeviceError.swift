@@ -2,7 +2,7 @@ public import Foundation
 public import SecureKeys
 
 /// An error from the simulated device, with the project's kebab-case codes.
-public struct DeviceError: CodedError, LocalizedError {
+public struct DeviceError: Error, Sendable, CustomStringConvertible, LocalizedError {
     /// What kind of failure. Extensible: compare with the static members.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         public let name: String
@@ -39,7 +39,6 @@ public struct DeviceError: CodedError, LocalizedError {
         self.failedAttempts = failedAttempts
     }
 
-    public var codeName: String { code.name }
     public var description: String { "\(code.name): \(message)" }
     public var errorDescription: String? { description }
 

@@ -1,4 +1,3 @@
-internal import Clocks
 import Foundation
 public import SecureKeys
 
@@ -7,9 +6,9 @@ public import SecureKeys
 /// the wrong-passcode delays — persisted in a state directory, so a new instance on the same directory is a
 /// reboot.
 ///
-/// Time comes from an injected clock (a `TestClock` in tests and scripts). Deadlines are applied whenever
-/// the device is asked anything, and by ``refresh()``; with ``Configuration/schedulesTimers`` a task also
-/// sleeps on the clock until the next deadline, as a real device would.
+/// Time comes from an injected clock: `ContinuousClock` by default, a ``ManualClock`` in tests and scripts.
+/// The end of a grace period is a timer on that clock — on a manual clock it fires inside the `advance` that
+/// passes it — and every query also applies deadlines that have passed, so the answer is never stale.
 public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     /// How a device is set up.
     public struct Configuration: Sendable {
@@ -57,15 +56,14 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
         var deviceKey: SecureBytes?
         var heldKeys: [ProtectionClass: SecureBytes] = [:]
         var isLocked = true
-        var graceDeadline: AnyClock<Duration>.Instant?
-        var lastFailure: AnyClock<Duration>.Instant?
+        var graceDeadline: Timekeeper.Instant?
+        var lastFailure: Timekeeper.Instant?
     }
 
     /// The state directory.
     public let directory: String
     private let layout: DeviceLayout
-    private let clock: AnyClock<Duration>
-    private let schedulesTimers: Bool
+    private let clock: Timekeeper
     private let random: any RandomSource
     private let state: LockedState<State>
     private let hub = EventHub<ProtectedDataEvent>()
@@ -79,7 +77,7 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     ///   replaced), ``SecureKeysError`` for file-system failures.
     public static func setUp(
         in directory: String, passcode: SecureBytes, configuration: Configuration = Configuration(),
-        clock: any Clock<Duration> = ContinuousClock(), schedulesTimers: Bool = true,
+        clock: any Clock<Duration> = ContinuousClock(),
         random: any RandomSource = SystemRandom()
     ) throws -> SimulatedDevice {
         let layout = DeviceLayout(root: directory)
@@ -100,7 +98,7 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
         var state = State(persisted: persisted, keybag: keybag, deviceKey: deviceKey)
         for protectionClass in ProtectionClass.allCases { state.heldKeys[protectionClass] = keys[protectionClass] }
         state.isLocked = false
-        return SimulatedDevice(layout: layout, state: state, clock: clock, schedulesTimers: schedulesTimers, random: random)
+        return SimulatedDevice(layout: layout, state: state, clock: Timekeeper(clock), random: random)
     }
 
     /// Boots the device kept in `directory`: a reboot. Before the first unlock only class
@@ -109,7 +107,7 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     /// - Throws: ``DeviceError/Code/noDevice`` when nothing was set up there; ``SecureKeysError`` with
     ///   `key-file-damaged` for a damaged keybag (left as it is).
     public convenience init(
-        bootingFrom directory: String, clock: any Clock<Duration> = ContinuousClock(), schedulesTimers: Bool = true,
+        bootingFrom directory: String, clock: any Clock<Duration> = ContinuousClock(),
         random: any RandomSource = SystemRandom()
     ) throws {
         let layout = DeviceLayout(root: directory)
@@ -122,22 +120,21 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
             state.keybag = keybag
             state.heldKeys[.none] = try keybag.unwrapNoneClassKey(deviceKey: deviceKey)
         }
-        let anyClock = AnyClock(clock)
+        let timekeeper = Timekeeper(clock)
         // A restart must not shorten a passcode delay: it starts again in full from boot.
         if state.persisted.attemptPolicy.delay(afterFailures: state.persisted.failedPasscodeAttempts) > .zero {
-            state.lastFailure = anyClock.now
+            state.lastFailure = timekeeper.now
         }
-        self.init(layout: layout, state: state, clock: anyClock, schedulesTimers: schedulesTimers, random: random)
+        self.init(layout: layout, state: state, clock: timekeeper, random: random)
     }
 
     private init(
-        layout: DeviceLayout, state: State, clock: any Clock<Duration>, schedulesTimers: Bool, random: any RandomSource
+        layout: DeviceLayout, state: State, clock: Timekeeper, random: any RandomSource
     ) {
         self.random = random
         self.directory = layout.root
         self.layout = layout
-        self.clock = (clock as? AnyClock<Duration>) ?? AnyClock(clock)
-        self.schedulesTimers = schedulesTimers
+        self.clock = clock
         self.state = LockedState(state)
     }
 
@@ -150,7 +147,7 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
             if state.persisted.wiped { return .wiped }
             if !state.isLocked { return .unlocked }
             if state.heldKeys[.completeUntilFirstUserAuthentication] == nil { return .beforeFirstUnlock }
-            if let deadline = state.graceDeadline { return .lockedInGracePeriod(remaining: clock.now.duration(to: deadline)) }
+            if let deadline = state.graceDeadline { return .lockedInGracePeriod(remaining: deadline - clock.now) }
             return .locked
         }
     }
@@ -239,27 +236,22 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     /// period ends. Locking a locked device changes nothing.
     public func lock() {
         refresh()
-        let deadline = state.withLock { state -> AnyClock<Duration>.Instant? in
+        let deadline = state.withLock { state -> Timekeeper.Instant? in
             guard !state.persisted.wiped, !state.isLocked else { return nil }
             state.isLocked = true
-            let deadline = clock.now.advanced(by: state.persisted.gracePeriod)
+            let deadline = clock.now + state.persisted.gracePeriod
             state.graceDeadline = deadline
             hub.enqueue(.willBecomeUnavailable)
             return deadline
         }
         hub.deliverPending()
-        refresh()  // a zero grace period ends at once
-        if let deadline, schedulesTimers {
-            Task { [weak self, clock] in
-                try? await clock.sleep(until: deadline)
-                self?.refresh()
-            }
-        }
+        // The grace period ends on the clock (a zero one at once): the keys are wiped then, with no one asking.
+        if let deadline { clock.schedule(at: deadline) { [weak self] in self?.refresh() } }
     }
 
     /// Applies what the clock says has happened since the last look: ends a grace period (wiping class A
-    /// keys and the class B private key). Idempotent; every query calls it.
-    public func refresh() {
+    /// keys and the class B private key). Idempotent; the grace timer and every query call it.
+    func refresh() {
         state.withLock { state in
             guard state.isLocked, let deadline = state.graceDeadline, clock.now >= deadline else { return }
             for protectionClass in [ProtectionClass.complete, .completeUnlessOpen] {
@@ -273,7 +265,7 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
 
     /// Turns the device off, as before a reboot: every key in memory is zeroed now — class keys, the device
     /// key — whoever still holds a reference to one, and the device answers "nothing available" from then on.
-    /// Boot again with ``init(bootingFrom:clock:schedulesTimers:random:)``.
+    /// Boot again with ``init(bootingFrom:clock:random:)``.
     public func powerOff() {
         state.withLock { state in
             for key in state.heldKeys.values { key.wipe() }
@@ -309,12 +301,12 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
 
     // MARK: Store keys
 
-    /// The key file of the store at `storePath` (`<storePath>.key`), looked up three ways.
+    /// The key file of the store at `storePath` (``StoreFiles/key``), looked up three ways.
     ///
     /// - Throws: ``SecureKeysError`` when the key file is damaged or from another device: never a reason to
     ///   make a new key.
     public func lookUpStoreKey(forStoreAt storePath: String) throws -> StoreKeyLookup {
-        let keyPath = Self.keyPath(forStoreAt: storePath)
+        let keyPath = StoreFiles(database: storePath).key
         guard SecureFile.exists(keyPath) else { return .absent }
         let file = try StoreKeyFile.load(from: keyPath)
         guard let classKey = classKey(file.protectionClass) else { return .locked(file.protectionClass) }
@@ -333,19 +325,16 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     public func createStoreKey(forStoreAt storePath: String, protectionClass: ProtectionClass) throws -> SecureBytes {
         guard let classKey = classKey(protectionClass) else { throw DeviceError.protectedDataUnavailable(protectionClass) }
         return try StoreKeyFile.create(
-            at: Self.keyPath(forStoreAt: storePath), forStoreAt: storePath, protectionClass: protectionClass,
+            at: StoreFiles(database: storePath).key, forStoreAt: storePath, protectionClass: protectionClass,
             classKey: classKey, random: random)
     }
-
-    /// Where the key file of the store at `storePath` lives.
-    public static func keyPath(forStoreAt storePath: String) -> String { storePath + ".key" }
 
     // MARK: Passcode attempts
 
     private func remainingDelay(in state: State) -> Duration? {
         let delay = state.persisted.attemptPolicy.delay(afterFailures: state.persisted.failedPasscodeAttempts)
         guard delay > .zero, let lastFailure = state.lastFailure else { return nil }
-        let remaining = clock.now.duration(to: lastFailure.advanced(by: delay))
+        let remaining = lastFailure + delay - clock.now
         return remaining > .zero ? remaining : nil
     }
 

@@ -1,3 +1,16 @@
-// What an app names through `import ProtectedStore` alone: the protection classes and the device model.
+// What an app names through `import ProtectedStore` alone: the SQL layer its closures use, the protection
+// classes, the inbox's entries, and the protocols a source of keys implements. The simulated device is not
+// among them: tests import `ProtectedStoreTesting` (or `ProtectedData`) for it.
+@_exported public import EncryptedSQLite
 @_exported public import enum SecureKeys.ProtectionClass
-@_exported public import ProtectedData
+@_exported public import struct SecureKeys.StoreFiles
+@_exported public import struct SecureKeys.InboxEntry
+@_exported public import enum SecureKeys.InboxRecord
+@_exported public import class SecureKeys.SecureBytes
+@_exported public import protocol ProtectedData.KeyAvailabilityMonitor
+@_exported public import protocol ProtectedData.StoreKeyProvider
+@_exported public import enum ProtectedData.StoreKeyLookup
+@_exported public import enum ProtectedData.ProtectedDataEvent
+@_exported public import struct ProtectedData.ProtectedDataAvailability
+@_exported public import class ProtectedData.EventSubscription
+@_exported public import class ProtectedData.ManualClock

@@ -1,13 +1,15 @@
-public import Clocks
 import Foundation
-public import ProtectedStore
+@_exported public import ProtectedData
+@_exported public import ProtectedStore
 public import SecureKeys
 
-/// A device, a test clock and data controllers on a temporary directory, for an app's own tests — the role
+/// A device, a manual clock and data controllers on a temporary directory, for an app's own tests — the role
 /// `NIOEmbedded` plays for swift-nio: nothing sleeps, nothing races, every helper returns once the app is
 /// idle.
 ///
 /// ```swift
+/// import ProtectedStoreTesting
+///
 /// @Test @MainActor func queuedSaveRunsAfterUnlock() async throws {
 ///     let environment = try ProtectedStoreTestEnvironment()
 ///     try await environment.reboot()                               // before first unlock
@@ -18,26 +20,33 @@ public import SecureKeys
 ///     #expect(controller.phase == .ready && controller.queuedOperationCount == 0)
 /// }
 /// ```
+///
+/// `import ProtectedStoreTesting` brings `ProtectedStore` and the simulated device (`ProtectedData`) with it.
 @MainActor
 public final class ProtectedStoreTestEnvironment {
-    /// The virtual clock every part shares.
-    public let clock = TestClock<Duration>()
+    /// The virtual clock every part shares: ``advance(by:)`` moves it and runs what became due.
+    public let clock = ManualClock()
     /// The state directory (removed when the environment goes away).
     public let stateDirectory: String
     /// The passcode the device was set up with.
     public let passcode: String
     /// The device; a new instance after ``reboot()``.
     public private(set) var device: SimulatedDevice
-    /// Controllers made by ``makeController(protectionClass:storeName:queueCapacity:)`` that are still alive.
+    /// Controllers made by ``makeController(_:queueCapacity:)`` that are still alive.
     private var controllers: [DataController] = []
 
     /// Sets up an unlocked device with Argon2id at its minimal cost (a test passcode is no secret).
+    ///
+    /// - Parameters:
+    ///   - passcode: the device's passcode.
+    ///   - gracePeriod: how long class A and B keys stay after a lock.
+    /// - Throws: when the temporary state directory cannot be written.
     public init(passcode: String = "1234", gracePeriod: Duration = .seconds(10)) throws {
         self.passcode = passcode
         stateDirectory = NSTemporaryDirectory() + "protected-store-testing-\(UUID().uuidString)"
         device = try SimulatedDevice.setUp(
             in: stateDirectory, passcode: SecureBytes(utf8: passcode),
-            configuration: .init(gracePeriod: gracePeriod, kdf: .minimal), clock: clock, schedulesTimers: false)
+            configuration: .init(gracePeriod: gracePeriod, kdf: .minimal), clock: clock)
     }
 
     deinit {
@@ -45,26 +54,39 @@ public final class ProtectedStoreTestEnvironment {
     }
 
     /// A store path inside the state directory.
+    ///
+    /// - Parameter name: the database file's name.
     public func storePath(_ name: String = "app.sqlite") -> String { stateDirectory + "/" + name }
 
-    /// A controller for a store in the state directory, on this environment's device and clock.
-    public func makeController(
-        protectionClass: ProtectionClass = .complete, storeName: String = "app.sqlite", queueCapacity: Int = 100_000
-    ) -> DataController {
-        var configuration = DataController.Configuration(
-            store: StoreConfiguration(path: storePath(storeName), protectionClass: protectionClass),
-            queueCapacity: queueCapacity)
-        configuration.schedulesTimers = false  // advance(by:) tells the controller the clock moved
-        let controller = DataController(configuration: configuration, keys: device, clock: clock)
+    /// A store configuration for a store in the state directory — change its schema or inbox handling before
+    /// passing it to ``makeController(_:queueCapacity:)``.
+    ///
+    /// - Parameters:
+    ///   - name: the database file's name.
+    ///   - protectionClass: when the store can be read.
+    public func storeConfiguration(_ name: String = "app.sqlite", protectionClass: ProtectionClass = .complete) -> StoreConfiguration {
+        StoreConfiguration(path: storePath(name), protectionClass: protectionClass)
+    }
+
+    /// A controller for `store`, on this environment's device and clock.
+    ///
+    /// - Parameters:
+    ///   - store: the store (``storeConfiguration(_:protectionClass:)`` by default).
+    ///   - queueCapacity: how many operations may wait.
+    public func makeController(_ store: StoreConfiguration? = nil, queueCapacity: Int = 100_000) -> DataController {
+        let controller = DataController(
+            configuration: .init(store: store ?? storeConfiguration(), queueCapacity: queueCapacity), keys: device, clock: clock)
         controllers.append(controller)
         return controller
     }
 
     /// Makes a controller, launches it, and waits until the attach finished.
-    public func launch(
-        _ options: LaunchOptions = LaunchOptions(), protectionClass: ProtectionClass = .complete, storeName: String = "app.sqlite"
-    ) async -> DataController {
-        let controller = makeController(protectionClass: protectionClass, storeName: storeName)
+    ///
+    /// - Parameters:
+    ///   - options: why the app launched.
+    ///   - store: the store (``storeConfiguration(_:protectionClass:)`` by default).
+    public func launch(_ options: LaunchOptions = LaunchOptions(), store: StoreConfiguration? = nil) async -> DataController {
+        let controller = makeController(store)
         controller.launch(options)
         await settle()
         return controller
@@ -82,21 +104,25 @@ public final class ProtectedStoreTestEnvironment {
     }
 
     /// Unlocks with the passcode and settles: deferred setups run, queues drain.
+    ///
+    /// - Throws: what the device's unlock throws (a passcode delay, for instance).
     public func unlock() async throws {
         try device.unlock(passcode: SecureBytes(utf8: passcode))
         await settle()
     }
 
-    /// Moves the clock, applies the device's deadlines and the controllers' (attach delays, operation
-    /// deadlines), and settles.
+    /// Moves the clock — which runs what became due: the end of the grace period, operation deadlines,
+    /// delayed attaches — and settles.
+    ///
+    /// - Parameter duration: how far.
     public func advance(by duration: Duration) async {
-        await clock.advance(by: duration)
-        device.refresh()
-        for controller in controllers { controller.clockDidAdvance() }
+        clock.advance(by: duration)
         await settle()
     }
 
     /// Kills the app's process: the controller stops where it stands, with no clean-up.
+    ///
+    /// - Parameter controller: the app's controller.
     public func crash(_ controller: DataController) {
         controller.abandon()
         controllers.removeAll { $0 === controller }
@@ -104,10 +130,12 @@ public final class ProtectedStoreTestEnvironment {
 
     /// Reboots the device: every app dies, every key in memory is zeroed, and the new device is before its
     /// first unlock.
+    ///
+    /// - Throws: what booting the device throws.
     public func reboot() async throws {
         for controller in controllers { controller.abandon() }
         controllers.removeAll()
         device.powerOff()
-        device = try SimulatedDevice(bootingFrom: stateDirectory, clock: clock, schedulesTimers: false)
+        device = try SimulatedDevice(bootingFrom: stateDirectory, clock: clock)
     }
 }

@@ -1,6 +1,6 @@
 import ArgumentParser
-import Clocks
 import Foundation
+import ProtectedData
 import ProtectedStore
 import ProtectedStoreHarness
 import SecureKeys
@@ -25,8 +25,8 @@ extension ProtectedStoreCommand {
 @MainActor
 final class DemoScript {
     let directory: String
-    let clock = TestClock<Duration>()
-    let started: TestClock<Duration>.Instant
+    let clock = ManualClock()
+    let started: ManualClock.Instant
     let timeline = Timeline()
     var device: SimulatedDevice!
     var controller: DataController?
@@ -51,20 +51,23 @@ final class DemoScript {
     func makeController() -> DataController {
         let controller = DataController(
             configuration: .init(store: StoreConfiguration(path: storePath, protectionClass: .complete)), keys: device, clock: clock)
-        controller.onPresentError = { [unowned self] error in pendingNotes.append("error presented to the user: \(error)") }
-        controller.onInboxMerged = { [unowned self] report in
-            pendingNotes.append("locked inbox: \(report.merged) sealed record\(report.merged == 1 ? "" : "s") merged into the store, in one transaction")
-        }
-        controller.onOperationFinished = { [unowned self] ticket in
-            pendingNotes.append("operation #\(ticket.id) \(ticket.name): \(ticket.outcome.map(String.init(describing:)) ?? "?")")
+        controller.observe { [unowned self] event in
+            switch event {
+            case .errorPresented(let error):
+                pendingNotes.append("error presented to the user: \(error)")
+            case .inboxMerged(let report):
+                pendingNotes.append("locked inbox: \(report.merged) sealed record\(report.merged == 1 ? "" : "s") merged into the store, in one transaction")
+            case .operationFinished(let ticket):
+                pendingNotes.append("operation #\(ticket.id) \(ticket.name): \(ticket.outcome.map(String.init(describing:)) ?? "?")")
+            case .phaseChanged:
+                break
+            }
         }
         return controller
     }
 
     func advance(_ duration: Duration) async {
-        await clock.advance(by: duration)
-        device.refresh()
-        controller?.clockDidAdvance()
+        clock.advance(by: duration)
         await controller?.waitUntilIdle()
     }
 
@@ -80,7 +83,7 @@ final class DemoScript {
 
         device = try SimulatedDevice.setUp(
             in: directory, passcode: SecureBytes(utf8: "123456"), configuration: .init(gracePeriod: .seconds(10)),
-            clock: clock, schedulesTimers: false)
+            clock: clock)
         record("device setup (passcode, 10 s grace period)")
 
         controller = makeController()
@@ -94,7 +97,7 @@ final class DemoScript {
         controller = nil
         record("app terminate")
 
-        device = try SimulatedDevice(bootingFrom: directory, clock: clock, schedulesTimers: false)
+        device = try SimulatedDevice(bootingFrom: directory, clock: clock)
         record("device reboot")
         await advance(.seconds(5))
         record("5 s later")

@@ -1,3 +1,4 @@
+import ProtectedData
 import ProtectedStore
 
 /// Prints what happens, one line per step, in aligned columns: the virtual time, what happened, and the

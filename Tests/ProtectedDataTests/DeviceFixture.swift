@@ -1,15 +1,14 @@
 import TestSupport
-import Clocks
 import Foundation
 import SecureKeys
 
 
 @testable import ProtectedData
 
-/// A device on a temporary directory with a test clock and the minimal Argon2id cost.
+/// A device on a temporary directory with a manual clock and the minimal Argon2id cost.
 final class DeviceFixture: @unchecked Sendable {
     let directory = TemporaryDirectory()
-    let clock = TestClock<Duration>()
+    let clock = ManualClock()
     let passcode = "1234"
     var device: SimulatedDevice
 
@@ -18,21 +17,21 @@ final class DeviceFixture: @unchecked Sendable {
             in: directory.path, passcode: SecureBytes(utf8: "1234"),
             configuration: .init(
                 gracePeriod: gracePeriod, attemptPolicy: .init(wipeAfterFailures: wipeAfterFailures), kdf: .minimal),
-            clock: clock, schedulesTimers: false)
+            clock: clock)
     }
 
     /// A new device instance on the same directory: a reboot.
     func reboot() throws {
-        device = try SimulatedDevice(bootingFrom: directory.path, clock: clock, schedulesTimers: false)
+        device = try SimulatedDevice(bootingFrom: directory.path, clock: clock)
     }
 
     func unlock(_ passcode: String? = nil) throws {
         try device.unlock(passcode: SecureBytes(utf8: passcode ?? self.passcode))
     }
 
+    /// Moves the clock; the device's grace timer fires inside the advance.
     func advance(_ duration: Duration) async {
-        await clock.advance(by: duration)
-        device.refresh()
+        clock.advance(by: duration)
     }
 
     var available: Set<ProtectionClass> { device.availability.availableClasses }
@@ -49,8 +48,10 @@ func errorCode(_ body: () throws -> Void) -> String? {
     do {
         try body()
         return nil
-    } catch let error as any CodedError {
-        return error.codeName
+    } catch let error as DeviceError {
+        return error.code.name
+    } catch let error as SecureKeysError {
+        return error.code.name
     } catch {
         return "unexpected: \(error)"
     }

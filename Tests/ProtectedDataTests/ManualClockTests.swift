@@ -1,5 +1,8 @@
-import ProtectedData
+import SecureKeys
 import Testing
+import TestSupport
+
+@testable import ProtectedData
 
 @Suite("Manual clock", .timeLimit(.minutes(3)))
 struct ManualClockTests {
@@ -58,6 +61,46 @@ struct ManualClockTests {
         }
         await #expect(throws: CancellationError.self) { try await sleeper.value }
         #expect(clock.pendingSleepers == 0)
+    }
+
+    @Test("a timer runs inside the advance that reaches it, in deadline order, with the clock at its deadline")
+    func timersRunInsideAdvance() {
+        let clock = ManualClock()
+        let ran = LockedState<[String]>([])
+        let timekeeper = Timekeeper(clock)
+        timekeeper.schedule(at: .seconds(5)) { ran.withLock { $0.append("b at \(clock.now.offset)") } }
+        timekeeper.schedule(at: .seconds(2)) { ran.withLock { $0.append("a at \(clock.now.offset)") } }
+        timekeeper.schedule(at: .seconds(2)) {
+            ran.withLock { $0.append("a2 at \(clock.now.offset)") }
+            // Scheduled from inside the advance, and due within it: runs in the same advance.
+            timekeeper.schedule(at: .seconds(3)) { ran.withLock { $0.append("nested at \(clock.now.offset)") } }
+        }
+        let cancelled = timekeeper.schedule(at: .seconds(1)) { ran.withLock { $0.append("cancelled") } }
+        cancelled.cancel()
+        clock.advance(by: .seconds(4))
+        #expect(ran.withLock { $0 } == ["a at 2.0 seconds", "a2 at 2.0 seconds", "nested at 3.0 seconds"])
+        #expect(clock.now.offset == .seconds(4))
+        clock.advance(by: .seconds(1))
+        #expect(ran.withLock { $0 }.last == "b at 5.0 seconds")
+        #expect(clock.pendingSleepers == 0)
+    }
+
+    @Test("advancing past the grace period wipes the class-A key and tells subscribers, with no other call")
+    func gracePeriodEndsOnAdvance() throws {
+        let directory = TemporaryDirectory()
+        let clock = ManualClock()
+        let device = try SimulatedDevice.setUp(
+            in: directory.path, passcode: SecureBytes(utf8: "1"), configuration: .init(gracePeriod: .seconds(10), kdf: .minimal),
+            clock: clock)
+        let received = LockedState<[ProtectedDataEvent]>([])
+        let subscription = device.subscribe { event in received.withLock { $0.append(event) } }.subscription
+        device.lock()
+        clock.advance(by: .seconds(9))
+        #expect(received.withLock { $0 } == [.willBecomeUnavailable])
+        clock.advance(by: .seconds(1))
+        #expect(received.withLock { $0 } == [.willBecomeUnavailable, .didBecomeUnavailable])
+        #expect(device.classKey(.complete) == nil)
+        subscription.cancel()
     }
 
     private func waitForSleepers(on clock: ManualClock, count: Int) async throws {

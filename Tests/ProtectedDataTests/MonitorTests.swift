@@ -144,7 +144,7 @@ struct StoreKeyLookupTests {
         #expect(errorCode { _ = try fixture.device.createStoreKey(forStoreAt: store, protectionClass: .complete) } == "store-exists-without-key")
         let other = fixture.directory.file("other.sqlite")
         _ = try fixture.device.createStoreKey(forStoreAt: other, protectionClass: .complete)
-        let keyPath = SimulatedDevice.keyPath(forStoreAt: other)
+        let keyPath = StoreFiles(database: other).key
         var bytes = try SecureFile.read(keyPath)
         bytes[40] ^= 1
         try SecureFile.writeAtomically(bytes, to: keyPath, replacing: true)

@@ -1,16 +1,15 @@
 import TestSupport
-import Clocks
 import Foundation
 import ProtectedData
 import SecureKeys
 
 @testable import ProtectedStore
 
-/// A device and a data controller on a temporary directory, sharing one test clock.
+/// A device and a data controller on a temporary directory, sharing one manual clock.
 @MainActor
 final class ControllerFixture {
     let directory = TemporaryDirectory()
-    let clock = TestClock<Duration>()
+    let clock = ManualClock()
     var device: SimulatedDevice
     var controller: DataController
     var protectionClass: ProtectionClass
@@ -28,27 +27,27 @@ final class ControllerFixture {
         self.queueCapacity = queueCapacity
         self.attachDelay = attachDelay
         device = try SimulatedDevice.setUp(
-            in: directory.path, passcode: SecureBytes(utf8: "1234"), configuration: .init(kdf: .minimal), clock: clock,
-            schedulesTimers: false)
+            in: directory.path, passcode: SecureBytes(utf8: "1234"), configuration: .init(kdf: .minimal), clock: clock)
         controller = DataController(
             configuration: .init(store: .init(path: directory.file("app.sqlite"))), keys: device, clock: clock)
         controller = makeController()
     }
 
     func makeController() -> DataController {
-        let controller = DataController(
-            configuration: .init(
-                store: .init(path: storePath, protectionClass: protectionClass), queueCapacity: queueCapacity,
-                attachDelay: attachDelay),
-            keys: device, clock: clock)
-        controller.onPresentError = { [unowned self] in presented.append($0) }
+        var configuration = DataController.Configuration(
+            store: .init(path: storePath, protectionClass: protectionClass), queueCapacity: queueCapacity)
+        configuration.attachDelay = attachDelay
+        let controller = DataController(configuration: configuration, keys: device, clock: clock)
+        controller.observe { [unowned self] event in
+            if case .errorPresented(let error) = event { presented.append(error) }
+        }
         return controller
     }
 
     /// The app's process ends and the device reboots: a new device instance and a new controller.
     func rebootDevice() throws {
         controller.terminate()
-        device = try SimulatedDevice(bootingFrom: directory.path, clock: clock, schedulesTimers: false)
+        device = try SimulatedDevice(bootingFrom: directory.path, clock: clock)
         controller = makeController()
     }
 
@@ -68,9 +67,7 @@ final class ControllerFixture {
     }
 
     func advance(_ duration: Duration) async {
-        await clock.advance(by: duration)
-        device.refresh()
-        controller.clockDidAdvance()
+        clock.advance(by: duration)
         await controller.waitUntilIdle()
     }
 
@@ -96,4 +93,14 @@ final class ControllerFixture {
 
 func fileBytes(_ path: String) -> [UInt8] {
     FileManager.default.contents(atPath: path).map(Array.init) ?? []
+}
+
+extension OperationOutcome {
+    /// The outcome as a word tests compare: `completed`, `cancelled`, `expired`, `failed(store-damaged)`.
+    var word: String {
+        switch self {
+        case .failed(let error as StoreError): "failed(\(error.code))"
+        default: description
+        }
+    }
 }

@@ -11,7 +11,7 @@ final class InboxFixture {
     let directory = TemporaryDirectory()
     let storeKey = SecureBytes.random(count: 32)
     var storePath: String { directory.file("app.sqlite") }
-    var inbox: LockedInbox { LockedInbox(storePath: storePath) }
+    var inbox: LockedInbox { LockedInbox(files: StoreFiles(database: storePath)) }
     let database: Database
     let publicKey: [UInt8]
     let privateKey: SecureBytes
@@ -19,7 +19,7 @@ final class InboxFixture {
     init() throws {
         database = try Database(path: directory.file("app.sqlite"), key: storeKey)
         try StoreCoordinator.prepareKeyValueSchema(database)
-        (publicKey, privateKey) = try LockedInbox(storePath: directory.file("app.sqlite")).openKeyPair(storeKey: storeKey)
+        (publicKey, privateKey) = try LockedInbox(files: StoreFiles(database: directory.file("app.sqlite"))).openKeyPair(storeKey: storeKey)
     }
 
     func merge(counting applied: inout [String]) throws -> InboxMergeReport {
@@ -163,12 +163,10 @@ struct LockedInboxTests {
     @Test("appending before the store ever attached fails with inbox-unavailable")
     func noInboxBeforeFirstAttach() throws {
         let directory = TemporaryDirectory()
-        #expect(throws: StoreError.self) { try LockedInbox(storePath: directory.file("x.sqlite")).append(.delete(key: "k")) }
-        do {
-            try LockedInbox(storePath: directory.file("x.sqlite")).append(.delete(key: "k"))
-        } catch let error as StoreError {
-            #expect(error.codeName == "inbox-unavailable")
+        let error = #expect(throws: StoreError.self) {
+            try LockedInbox(files: StoreFiles(database: directory.file("x.sqlite"))).append(.delete(key: "k"))
         }
+        #expect(error?.code == .inboxUnavailable)
     }
 
     @Test("the inbox private key does not unwrap with another store's key")
@@ -190,7 +188,9 @@ struct InboxControllerTests {
         try fixture.rebootDevice()
         await fixture.launch(LaunchOptions(reason: .location))
         var reports: [InboxMergeReport] = []
-        fixture.controller.onInboxMerged = { reports.append($0) }
+        fixture.controller.observe { event in
+            if case .inboxMerged(let report) = event { reports.append(report) }
+        }
         try fixture.controller.appendToInbox(.put(key: "location", value: "48.85,2.35"))
         #expect(try fixture.controller.inbox.pendingCount() == 1)
         try await fixture.unlock()

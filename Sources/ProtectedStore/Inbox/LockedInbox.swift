@@ -1,15 +1,23 @@
 public import EncryptedSQLite
-import Foundation
-import Glibc
 public import SecureKeys
+#if canImport(Glibc)
+internal import Glibc
+#elseif canImport(Darwin)
+internal import Darwin
+#endif
 
 /// What a merge did: records applied, records skipped because an earlier merge applied them (a crash
 /// between the commit and the truncation), and problems found (a torn last record, altered records).
 public struct InboxMergeReport: Sendable, Hashable {
+    /// Records applied to the store by this merge.
     public var merged = 0
+    /// Records found again that an earlier merge had applied (a crash between its commit and the truncation):
+    /// skipped, never applied twice.
     public var alreadyApplied = 0
+    /// What was wrong in the inbox file: a torn last record, altered or foreign records. Reported, never applied.
     public var problems: [InboxRecord.Problem] = []
 
+    /// An empty report.
     public init() {}
 }
 
@@ -22,7 +30,7 @@ public struct InboxMergeReport: Sendable, Hashable {
 /// `flock`, so a record appended during a merge is never truncated away.
 public struct LockedInbox: Sendable {
     /// Where a crash can be simulated, for crash-consistency tests.
-    public enum CrashPoint: Sendable, Hashable {
+    package enum CrashPoint: Sendable, Hashable {
         /// Half of the record is written and synced, then the process dies: a torn last record.
         case duringAppend
         /// The merge transaction committed, and the process dies before the inbox is truncated.
@@ -30,29 +38,35 @@ public struct LockedInbox: Sendable {
     }
 
     /// A crash simulated at a ``CrashPoint``; nothing is cleaned up, as in a real crash.
-    public struct SimulatedCrash: Error, Sendable, Equatable {
-        public let point: CrashPoint
+    package struct SimulatedCrash: Error, Sendable, Equatable {
+        package let point: CrashPoint
     }
 
     /// Set (for the current task only) to stop appends or merges where a crash would.
-    @TaskLocal public static var crashPoint: CrashPoint?
+    @TaskLocal package static var crashPoint: CrashPoint?
 
-    /// The store the inbox belongs to.
-    public let storePath: String
+    /// The files of the store the inbox belongs to.
+    public let files: StoreFiles
     /// The append-only file of sealed records.
-    public var inboxPath: String { storePath + ".inbox" }
+    var inboxPath: String { files.inbox }
     /// The inbox key file: public key in the clear, private key wrapped by the store key.
-    public var keyPath: String { storePath + ".inbox-key" }
+    var keyPath: String { files.inboxKey }
 
-    public init(storePath: String) { self.storePath = storePath }
+    /// The inbox of the store whose files are `files` — from the app, or from another process such as an
+    /// extension that has no store open.
+    ///
+    /// - Parameter files: the store's files (``StoreConfiguration/files``).
+    public init(files: StoreFiles) { self.files = files }
 
     // MARK: Appending (works while locked)
 
     /// Seals `change` and appends it, durably, before returning.
     ///
+    /// - Parameter change: the write.
     /// - Returns: the entry, with its unique identifier.
-    /// - Throws: `inbox-unavailable` when the store has no inbox key yet (it is made at the store's first
-    ///   attach); `key-file-damaged`; `io-error`.
+    /// - Throws: a ``StoreError``: ``StoreError/Code/inboxUnavailable`` when the store has no inbox key yet
+    ///   (it is made at the store's first attach), ``StoreError/Code/keyFileDamaged``,
+    ///   ``StoreError/Code/ioError``.
     @discardableResult
     public func append(_ change: InboxEntry.Change) throws -> InboxEntry {
         try append(contentsOf: [change])[0]
@@ -63,16 +77,23 @@ public struct LockedInbox: Sendable {
     /// One `fsync` costs about as much as sealing three records (on the project's machine: 203 µs against
     /// 64 µs), so a burst of writes — location updates collected while locked — goes much faster as a batch.
     ///
+    /// - Parameter changes: the writes, in order.
     /// - Returns: the entries, in order, with their unique identifiers.
     /// - Throws: as ``append(_:)``; after a failure, any record of the batch may or may not have been written
     ///   (a partial last record is a torn tail, ignored by the merge).
     @discardableResult
     public func append(contentsOf changes: [InboxEntry.Change]) throws -> [InboxEntry] {
-        guard SecureFile.exists(keyPath) else {
-            throw StoreError(
-                codeName: "inbox-unavailable",
-                message: "the store has no inbox yet: its inbox key is made when the store first attaches")
+        do {
+            return try appendRecords(changes)
+        } catch let crash as SimulatedCrash {
+            throw crash
+        } catch {
+            throw StoreError(wrapping: error)
         }
+    }
+
+    private func appendRecords(_ changes: [InboxEntry.Change]) throws -> [InboxEntry] {
+        guard SecureFile.exists(keyPath) else { throw StoreError.inboxUnavailable() }
         let keyFile = try InboxKeyFile.load(from: keyPath)
         let entries = changes.map { InboxEntry($0) }
         var records: [UInt8] = []
@@ -85,21 +106,27 @@ public struct LockedInbox: Sendable {
         try lock(descriptor)
         try SecureFile.writeAll(records, to: descriptor, path: inboxPath)
         guard fsync(descriptor) == 0 else { throw SecureKeysError.io("cannot fsync", path: inboxPath, errno: errno) }
-        if isNew { try SecureFile.syncDirectory(SecureFile.folder(containing: storePath)) }
+        if isNew { try SecureFile.syncDirectory(SecureFile.folder(containing: files.database)) }
         if Self.crashPoint == .duringAppend { throw SimulatedCrash(point: .duringAppend) }
         return entries
     }
 
     /// How many records wait to be merged (complete, intact records; no key needed).
+    ///
+    /// - Throws: a ``StoreError`` with ``StoreError/Code/ioError`` when the inbox cannot be read.
     public func pendingCount() throws -> Int {
         guard SecureFile.exists(inboxPath) else { return 0 }
-        return InboxRecord.scan(try SecureFile.read(inboxPath, maximumSize: Int.max)).frames.count
+        do {
+            return InboxRecord.scan(try SecureFile.read(inboxPath, maximumSize: Int.max)).frames.count
+        } catch {
+            throw StoreError(wrapping: error)
+        }
     }
 
     // MARK: Merging (needs the store key)
 
     /// The inbox key pair, made (and its file written) the first time a store attaches.
-    public func openKeyPair(storeKey: SecureBytes) throws -> (publicKey: [UInt8], privateKey: SecureBytes) {
+    package func openKeyPair(storeKey: SecureBytes) throws -> (publicKey: [UInt8], privateKey: SecureBytes) {
         if SecureFile.exists(keyPath) {
             let file = try InboxKeyFile.load(from: keyPath)
             return (file.publicKey, try file.unwrapPrivateKey(storeKey: storeKey, path: keyPath))
@@ -115,7 +142,7 @@ public struct LockedInbox: Sendable {
     /// - Parameter apply: writes one entry into the store.
     /// - Returns: what was merged, skipped and rejected. A rejected record is reported, never applied, and
     ///   never blocks the others.
-    public func merge(
+    package func merge(
         into database: Database, publicKey: [UInt8], privateKey: SecureBytes,
         apply: (Database, InboxEntry) throws -> Void
     ) throws -> InboxMergeReport {

@@ -1,4 +1,3 @@
-internal import Clocks
 public import ProtectedData
 public import SecureKeys
 
@@ -7,88 +6,170 @@ public import SecureKeys
 /// Two-phase launch, as Apple's Core Data start-up guide describes it:
 /// 1. ``launch(_:)`` returns at once — whatever the store's size and whether its key is available — so the
 ///    app can finish launching and show a "launching" state.
-/// 2. The store attaches on a background executor (``StoreCoordinator/attach(_:keys:)``); the result is
-///    delivered on the main actor, where ``coordinator`` is assigned — only if the attach succeeded.
+/// 2. The store attaches on a background executor; the result is delivered on the main actor, where the
+///    ``coordinator`` becomes available — only if the attach succeeded.
 ///
 /// When the store's key is not available (the device is locked, or has not been unlocked since boot),
-/// nothing is shown to the user: UI-facing operations queue (``submit(_:deadline:_:)``), interaction stays
-/// disabled, and the *protected data did become available* event runs the deferred setup — attach, assign
-/// the coordinator, enable interaction, then run the queue in order, each operation exactly once.
+/// nothing is shown to the user: UI-facing operations queue (``perform(_:deadline:_:)``,
+/// ``submit(_:deadline:_:)``), interaction stays disabled, and the *protected data did become available*
+/// event runs the deferred setup — attach, enable interaction, then run the queue in order, each operation
+/// exactly once.
 ///
-/// The decisions are made by ``LaunchMachine``, a pure state machine; this class interprets its effects.
+/// The decisions are made by a pure state machine that holds the attached coordinator in its ready state, so
+/// there is one source of truth: ``phase`` and ``coordinator`` cannot disagree. Follow them with ``phases()``,
+/// ``events()`` or ``observe(_:)``.
 @MainActor
 public final class DataController {
     /// How the controller runs.
     public struct Configuration: Sendable {
         /// The store to attach.
         public var store: StoreConfiguration
-        /// How many operations may wait for protected data; more are refused with `queue-full`.
+        /// How many operations may wait for protected data; more are refused with ``StoreError/Code/queueFull``.
         public var queueCapacity: Int
         /// Simulation only: how much (clock) time passes before an attach starts, to observe phase 1 and
-        /// phase 2 of the launch apart. Nothing is read or merged before then, so an app that dies during the
-        /// delay did no work. Zero in an app.
-        public var attachDelay: Duration
+        /// phase 2 of the launch apart. Nothing is read or merged before then.
+        package var attachDelay: Duration = .zero
+        /// Simulation only: a bug planted on purpose, so tests can show the simulator catches it.
+        package var plantedFault: PlantedFault?
 
-        /// A bug planted on purpose, so tests can show the simulator catches it. Never set in an app.
-        public var plantedFault: PlantedFault?
-        /// Whether a task sleeps on the clock to start a delayed attach. Off where the owner of a test clock
-        /// calls ``DataController/clockDidAdvance()`` itself, so nothing runs between its steps.
-        public var schedulesTimers = true
-
-        public init(store: StoreConfiguration, queueCapacity: Int = 100_000, attachDelay: Duration = .zero) {
+        /// A configuration for `store`.
+        ///
+        /// - Parameters:
+        ///   - store: the store to attach.
+        ///   - queueCapacity: how many operations may wait for protected data (at least 1).
+        public init(store: StoreConfiguration, queueCapacity: Int = 100_000) {
             self.store = store
             self.queueCapacity = queueCapacity
-            self.attachDelay = attachDelay
         }
     }
 
     /// Bugs the simulator's own tests plant, to prove its invariants catch them.
-    public enum PlantedFault: String, Sendable, CaseIterable {
+    package enum PlantedFault: String, Sendable, CaseIterable {
         /// The seed's bug in another guise: the coordinator is kept after its store closed, so app code
         /// holds a coordinator with no usable store behind it.
         case keepCoordinatorAfterClose = "keep-coordinator-after-close"
     }
 
-    /// The device (or OS) the controller learns key availability and store keys from.
+    /// Where the store stack is.
+    public enum Phase: Sendable, Equatable, CustomStringConvertible {
+        /// The app has not launched yet.
+        case notLaunched
+        /// The store is being attached.
+        case launching
+        /// The store's key is not available; operations queue until the device unlocks.
+        case waitingForProtectedData
+        /// The store is attached: ``DataController/coordinator`` is set and operations run.
+        case ready
+        /// Attaching failed while protected data was available; the error was presented.
+        case failed(StoreError)
+        /// The app terminated.
+        case terminated
+
+        /// The word used in scripts and by the command-line tool: `not-launched`, `launching`, `waiting`,
+        /// `ready`, `failed`, `terminated`.
+        public var name: String {
+            switch self {
+            case .notLaunched: "not-launched"
+            case .launching: "launching"
+            case .waitingForProtectedData: "waiting"
+            case .ready: "ready"
+            case .failed: "failed"
+            case .terminated: "terminated"
+            }
+        }
+
+        /// The ``name``, with the error's code for a failure.
+        public var description: String {
+            if case .failed(let error) = self { "failed (\(error.code))" } else { name }
+        }
+
+        /// Two phases are equal when they are the same case; two failures when their errors have the same code.
+        public static func == (lhs: Phase, rhs: Phase) -> Bool {
+            switch (lhs, rhs) {
+            case (.failed(let left), .failed(let right)): left.code == right.code
+            default: lhs.name == rhs.name
+            }
+        }
+    }
+
+    /// Something the controller did, for observers (``observe(_:)``, ``events()``).
+    public enum Event: Sendable {
+        /// The phase changed.
+        case phaseChanged(Phase)
+        /// A merge of the locked inbox applied or found records.
+        case inboxMerged(InboxMergeReport)
+        /// An error was presented to the user (protected data was available and the store still failed).
+        case errorPresented(StoreError)
+        /// A queued operation ended: ran, failed, was cancelled or expired.
+        case operationFinished(OperationTicket)
+    }
+
+    /// A registration made by ``observe(_:)``.
+    @MainActor
+    public final class Observation {
+        private var stop: (() -> Void)?
+
+        init(stop: @escaping () -> Void) { self.stop = stop }
+
+        /// Stops the observer from being called. Cancelling twice is harmless.
+        public func cancel() {
+            stop?()
+            stop = nil
+        }
+    }
+
+    /// The device (or operating system) the controller learns key availability and store keys from.
     public typealias KeySource = KeyAvailabilityMonitor & StoreKeyProvider
 
     /// The configuration.
     public let configuration: Configuration
-    /// The attached store's coordinator: `nil` until an attach succeeded, and again after the store closed.
-    public private(set) var coordinator: StoreCoordinator?
-    /// Called once when an error is presented to the user.
-    public var onPresentError: (@MainActor (StoreError) -> Void)?
-    /// Called after each merge of the locked inbox that applied or found anything.
-    public var onInboxMerged: (@MainActor (InboxMergeReport) -> Void)?
-    /// Called with each operation as it ends (ran, failed, cancelled, expired), in order.
-    public var onOperationFinished: (@MainActor (OperationTicket) -> Void)? {
-        didSet { gate.onFinish = onOperationFinished }
-    }
 
-    private var machine: LaunchMachine
+    private typealias Machine = LaunchMachine<StoreCoordinator>
+    private var machine: Machine
     private let keys: any KeySource
-    private let clock: AnyClock<Duration>
+    private let clock: Timekeeper
     private let gate: OperationGate
     private let work = WorkTracker()
     private var subscription: EventSubscription?
     private var isDraining = false
-    private var delayedAttachStart: AnyClock<Duration>.Instant?
-    private var attachGeneration = 0
-    private var isAbandoned = false
+    private var deadlineTimer: (deadline: Timekeeper.Instant, work: ScheduledWork)?
+    private var observers: [Int: (handler: @MainActor (Event) -> Void, finish: () -> Void)] = [:]
+    private var lastObserverID = 0
+    /// Only with ``PlantedFault/keepCoordinatorAfterClose``: the closed store's coordinator, wrongly kept.
+    private var plantedStaleCoordinator: StoreCoordinator?
 
     /// Phase 1: creates the controller. Cheap: no file is touched and no key is asked for.
+    ///
+    /// - Parameters:
+    ///   - configuration: the store and the queue's capacity.
+    ///   - keys: where key availability and store keys come from (the simulated device in this package).
+    ///   - clock: the clock operation deadlines are measured on: `ContinuousClock` in an app, a
+    ///     ``ManualClock`` in tests, where advancing it expires what became due.
     public init(configuration: Configuration, keys: any KeySource, clock: any Clock<Duration> = ContinuousClock()) {
         self.configuration = configuration
         self.keys = keys
-        self.clock = (clock as? AnyClock<Duration>) ?? AnyClock(clock)
-        self.machine = LaunchMachine(protectionClass: configuration.store.protectionClass)
+        self.clock = Timekeeper(clock)
+        self.machine = Machine(protectionClass: configuration.store.protectionClass)
         self.gate = OperationGate(capacity: configuration.queueCapacity)
+        gate.onFinish = { [weak self] ticket in self?.emit(.operationFinished(ticket)) }
     }
 
     // MARK: State
 
     /// Where the stack is: launching, waiting for protected data, ready, failed.
-    public var phase: LaunchMachine.Phase { machine.phase }
+    public var phase: Phase {
+        switch machine.state {
+        case .notLaunched: .notLaunched
+        case .launching: .launching
+        case .waitingForProtectedData: .waitingForProtectedData
+        case .ready: .ready
+        case .failed(let error): .failed(error)
+        case .terminated, .abandoned: .terminated
+        }
+    }
+
+    /// The attached store's coordinator: set exactly while ``phase`` is ``Phase/ready``.
+    public var coordinator: StoreCoordinator? { machine.store ?? plantedStaleCoordinator }
     /// Whether the UI takes interaction: only once the setup completed.
     public var isInteractionEnabled: Bool { machine.isInteractionEnabled }
     /// The error shown to the user, if any: only for a failure while protected data was available.
@@ -100,14 +181,67 @@ public final class DataController {
     /// Why the app launched.
     public var launchOptions: LaunchOptions? { machine.launchOptions }
 
+    // MARK: Observing
+
+    /// Calls `handler` on the main actor with every later event, in order, until the returned observation
+    /// is cancelled or the controller terminates. Any number of observers may follow one controller.
+    ///
+    /// - Returns: the observation; keep it to cancel it.
+    @discardableResult
+    public func observe(_ handler: @escaping @MainActor (Event) -> Void) -> Observation {
+        addObserver(handler, finish: {})
+    }
+
+    /// Every later event as an asynchronous sequence; it ends when the controller terminates or the consuming
+    /// task is cancelled.
+    public func events() -> AsyncStream<Event> {
+        let (stream, continuation) = AsyncStream.makeStream(of: Event.self, bufferingPolicy: .unbounded)
+        connect(continuation) { event in continuation.yield(event) }
+        return stream
+    }
+
+    /// The current phase, then every change of phase, as an asynchronous sequence; it ends after
+    /// ``Phase/terminated`` or when the consuming task is cancelled.
+    public func phases() -> AsyncStream<Phase> {
+        let (stream, continuation) = AsyncStream.makeStream(of: Phase.self, bufferingPolicy: .unbounded)
+        continuation.yield(phase)
+        connect(continuation) { event in
+            if case .phaseChanged(let phase) = event { continuation.yield(phase) }
+        }
+        return stream
+    }
+
+    private func connect<Element>(_ continuation: AsyncStream<Element>.Continuation, _ handler: @escaping @MainActor (Event) -> Void) {
+        if case .terminated = phase { return continuation.finish() }
+        let observation = addObserver(handler, finish: { continuation.finish() })
+        continuation.onTermination = { _ in Task { @MainActor in observation.cancel() } }
+    }
+
+    private func addObserver(_ handler: @escaping @MainActor (Event) -> Void, finish: @escaping () -> Void) -> Observation {
+        lastObserverID += 1
+        let id = lastObserverID
+        observers[id] = (handler, finish)
+        return Observation { [weak self] in self?.observers[id] = nil }
+    }
+
+    private func emit(_ event: Event) {
+        for id in observers.keys.sorted() { observers[id]?.handler(event) }
+    }
+
+    private func finishObservers() {
+        let finishing = observers.values
+        observers.removeAll()
+        for observer in finishing { observer.finish() }
+    }
+
     // MARK: Launch
 
     /// Starts the launch and returns at once; the store attaches in the background.
     ///
     /// Subscribes to the key-availability events first, atomically with reading the current state, so an
-    /// unlock that happens while the attach runs is never missed.
+    /// unlock that happens while the attach runs is never missed. Launching twice does nothing.
     public func launch(_ options: LaunchOptions = LaunchOptions()) {
-        guard machine.phase == .notLaunched else { return }
+        guard case .notLaunched = machine.state else { return }
         let (stream, continuation) = AsyncStream.makeStream(of: ProtectedDataEvent.self, bufferingPolicy: .unbounded)
         let work = self.work
         subscription = keys.subscribe { event in
@@ -124,35 +258,28 @@ public final class DataController {
         apply(.launch(options))
     }
 
-    /// The app is terminating: close the store, cancel what waits.
+    /// The app is terminating: close the store, cancel what waits, end the event sequences.
     public func terminate() {
         apply(.terminate)
         subscription?.cancel()
         subscription = nil
+        finishObservers()
     }
 
     /// Simulation only: the app's process is killed. Nothing is cleaned up — the store is neither
     /// checkpointed nor closed, queued operations never end — and the controller reacts to nothing again.
-    public func abandon() {
-        isAbandoned = true
+    package func abandon() {
+        apply(.abandon)
         subscription?.cancel()
         subscription = nil
+        deadlineTimer?.work.cancel()
+        observers.removeAll()
     }
 
     /// Returns once every event, attach, drain and close the controller started has finished (an attach
-    /// delayed by ``Configuration/attachDelay`` waits for the clock and does not count until it starts).
-    public func waitUntilIdle() async {
+    /// delayed by the simulation's attach delay does not count until its time comes).
+    package func waitUntilIdle() async {
         await work.waitUntilIdle()
-    }
-
-    /// Tells the controller its clock moved (a test clock): starts an attach whose delay has passed and
-    /// expires operations whose deadline has passed.
-    public func clockDidAdvance() {
-        gate.expireOverdue(now: clock.now)
-        if let start = delayedAttachStart, clock.now >= start {
-            delayedAttachStart = nil
-            if !isAbandoned && machine.phase == .launching { beginAttach() }
-        }
     }
 
     // MARK: Operations
@@ -165,28 +292,49 @@ public final class DataController {
     ///   - deadline: how long it may wait; past it, the operation ends as ``OperationOutcome/expired``.
     ///   - body: the operation.
     /// - Returns: its ticket, to cancel it or await its outcome.
-    /// - Throws: `queue-full` when the queue is at its capacity: the operation was not queued.
+    /// - Throws: ``StoreError/Code/queueFull`` when the queue is at its capacity: the operation was not queued.
     @discardableResult
     public func submit(_ name: String, deadline: Duration? = nil, _ body: @escaping StoreOperation) throws -> OperationTicket {
-        let ticket = try gate.enqueue(name: name, deadline: deadline.map { clock.now.advanced(by: $0) }, body: body)
+        let due = deadline.map { clock.now + $0 }
+        let ticket = try gate.enqueue(name: name, deadline: due, body: body)
+        if let due { scheduleExpiry(at: due) }
         apply(.operationSubmitted)
         return ticket
     }
 
     /// Runs `body` now if the store is ready, or when it becomes ready, and returns its result.
     ///
-    /// - Throws: what `body` throws; `queue-full`; the attach error if the store failed; `cancelled`,
-    ///   `deadline-exceeded`.
+    /// Cancelling the calling task while the operation waits removes it from the queue: it never runs, and
+    /// this throws `CancellationError`. Once it has started, it runs to its end.
+    ///
+    /// - Parameters:
+    ///   - name: a name for logs and tests.
+    ///   - deadline: how long it may wait for protected data.
+    ///   - body: the operation, on the main actor, with the attached store.
+    /// - Returns: what `body` returned.
+    /// - Throws: exactly what `body` threw, unchanged; `CancellationError` when the task was cancelled before
+    ///   it ran; a ``StoreError`` with ``StoreError/Code/queueFull``, ``StoreError/Code/deadlineExceeded``,
+    ///   ``StoreError/Code/cancelled`` (the app terminated or ``cancel(_:)`` was called), or the attach's
+    ///   error when the store failed.
     public func perform<Result: Sendable>(
         _ name: String, deadline: Duration? = nil, _ body: @escaping @MainActor (StoreCoordinator) async throws -> Result
     ) async throws -> Result {
+        try Task.checkCancellation()
         var result: Result?
         let ticket = try submit(name, deadline: deadline) { coordinator in result = try await body(coordinator) }
-        switch await ticket.result() {
-        case .completed: return result!
+        let outcome = await withTaskCancellationHandler {
+            await ticket.result()
+        } onCancel: {
+            ticket.requestCancellation()
+            Task { @MainActor [weak self] in self?.cancel(ticket) }
+        }
+        switch outcome {
+        case .completed:
+            guard let result else { preconditionFailure("operation \(ticket.id) completed without a result") }
+            return result
         case .failed(let error): throw error
-        case .cancelled: throw StoreError.cancelled
-        case .expired: throw StoreError.deadlineExceeded
+        case .cancelled: throw ticket.isCancellationRequested ? CancellationError() : StoreError.cancelled()
+        case .expired: throw StoreError.deadlineExceeded()
         }
     }
 
@@ -198,26 +346,56 @@ public final class DataController {
         gate.cancel(ticket)
     }
 
+    private func scheduleExpiry(at deadline: Timekeeper.Instant) {
+        if let current = deadlineTimer, current.deadline <= deadline { return }
+        deadlineTimer?.work.cancel()
+        let work = self.work
+        deadlineTimer = (
+            deadline,
+            clock.schedule(at: deadline) { [weak self] in
+                work.begin()
+                Task { @MainActor in
+                    self?.expireOverdue()
+                    work.end()
+                }
+            }
+        )
+    }
+
+    private func expireOverdue() {
+        deadlineTimer = nil
+        if case .abandoned = machine.state { return }
+        gate.expireOverdue(now: clock.now)
+        if let next = gate.earliestDeadline { scheduleExpiry(at: next) }
+    }
+
     // MARK: Locked inbox
 
-    /// The store's locked inbox.
-    public var inbox: LockedInbox { LockedInbox(storePath: configuration.store.path) }
+    /// The store's locked inbox: where writes go while the store cannot be opened.
+    public var inbox: LockedInbox { LockedInbox(files: configuration.store.files) }
 
     /// Writes `change` even while the store cannot be opened: sealed to the store's inbox public key and
     /// appended durably before this returns. When the store is attached it is merged at once; otherwise at
     /// the next attach (the deferred setup).
     ///
-    /// - Throws: `inbox-unavailable` before the store first attached; `io-error`.
+    /// - Parameter change: the write.
+    /// - Returns: the entry, with its identifier.
+    /// - Throws: ``StoreError/Code/inboxUnavailable`` before the store first attached;
+    ///   ``StoreError/Code/ioError``.
     @discardableResult
     public func appendToInbox(_ change: InboxEntry.Change) throws -> InboxEntry {
         try appendToInbox(contentsOf: [change])[0]
     }
 
     /// Writes several changes to the locked inbox with one `fsync` (see ``appendToInbox(_:)``).
+    ///
+    /// - Parameter changes: the writes, in order.
+    /// - Returns: the entries, in order.
+    /// - Throws: as ``appendToInbox(_:)``.
     @discardableResult
     public func appendToInbox(contentsOf changes: [InboxEntry.Change]) throws -> [InboxEntry] {
         let entries = try inbox.append(contentsOf: changes)
-        if machine.phase == .ready, let coordinator {
+        if let coordinator = machine.store {
             work.begin()
             Task { [weak self, work] in
                 if let report = try? await coordinator.mergeInbox() { self?.reportInbox(report) }
@@ -228,7 +406,8 @@ public final class DataController {
     }
 
     private func reportInbox(_ report: InboxMergeReport) {
-        if report.merged > 0 || report.alreadyApplied > 0 || !report.problems.isEmpty { onInboxMerged?(report) }
+        if case .abandoned = machine.state { return }
+        if report.merged > 0 || report.alreadyApplied > 0 || !report.problems.isEmpty { emit(.inboxMerged(report)) }
     }
 
     // MARK: Interpreting the state machine
@@ -241,102 +420,68 @@ public final class DataController {
         }
     }
 
-    private func apply(_ event: LaunchEvent) {
-        guard !isAbandoned else { return }
-        for effect in machine.handle(event) { perform(effect) }
+    private func apply(_ event: LaunchEvent<StoreCoordinator>) {
+        let before = phase
+        let effects = machine.handle(event)
+        if phase != before { emit(.phaseChanged(phase)) }
+        for effect in effects { perform(effect) }
     }
 
-    private func perform(_ effect: LaunchEffect) {
+    private func perform(_ effect: LaunchEffect<StoreCoordinator>) {
         switch effect {
-        case .attachStore: startAttach()
-        case .closeStore: closeStore()
+        case .attachStore(let attempt): startAttach(attempt)
+        case .closeStore(let store): close(store)
         case .drainQueue: startDrain()
         case .failQueue(let error): gate.finishAll(.failed(error))
         case .cancelQueue: gate.finishAll(.cancelled)
-        case .presentError(let error): onPresentError?(error)
-        case .enableInteraction, .disableInteraction: break  // the machine holds the flag; UI reads it
+        case .presentError(let error): emit(.errorPresented(error))
+        case .enableInteraction, .disableInteraction: break  // the machine holds the flag; the UI reads it
         }
     }
 
-    private enum AttachResult: Sendable {
-        case attached(StoreCoordinator)
-        case failed(AttachFailure)
-    }
-
-    private func startAttach() {
-        guard configuration.attachDelay > .zero else { return beginAttach() }
-        let start = clock.now.advanced(by: configuration.attachDelay)
-        delayedAttachStart = start
-        guard configuration.schedulesTimers else { return }
-        let clock = self.clock
-        Task { [weak self] in
-            try? await clock.sleep(until: start)
-            self?.clockDidAdvance()
+    private func startAttach(_ attempt: Int) {
+        guard configuration.attachDelay > .zero else { return beginAttach(attempt) }
+        let work = self.work
+        clock.schedule(at: clock.now + configuration.attachDelay) { [weak self] in
+            work.begin()
+            Task { @MainActor in
+                self?.beginAttach(attempt)
+                work.end()
+            }
         }
     }
 
-    private func beginAttach() {
-        attachGeneration += 1
-        let generation = attachGeneration
+    private func beginAttach(_ attempt: Int) {
+        // A delayed attach whose launch was abandoned, terminated or superseded meanwhile does not start.
+        guard machine.pendingAttempt == attempt else { return }
         let store = configuration.store
         let keys = self.keys
         work.begin()
-        Task.detached(priority: .userInitiated) { [weak self] in
-            let result = Self.attach(store, keys: keys)
-            await self?.attachFinished(result, generation: generation)
-            self?.work.end()
-        }
-    }
-
-    /// Runs on a background executor: opens the store, and classifies a failure the way the seed does —
-    /// protected data unavailable means wait quietly; anything else while it is available is presented.
-    private nonisolated static func attach(_ store: StoreConfiguration, keys: any KeySource) -> AttachResult {
-        do {
-            return .attached(try StoreCoordinator.attach(store, keys: keys))
-        } catch {
-            if !keys.isProtectedDataAvailable(for: store.protectionClass) {
-                return .failed(.protectedDataUnavailable)
+        Task.detached(priority: .userInitiated) { [weak self, work] in
+            let event: LaunchEvent<StoreCoordinator>
+            do {
+                event = .attachSucceeded(try StoreCoordinator.attach(store, keys: keys), attempt: attempt)
+            } catch {
+                // The key source says why, in the error itself: "unavailable" (a locked key, or no class key
+                // to make one with) means wait for the event; anything else is a real failure.
+                let failure = StoreError(wrapping: error)
+                let unavailable = failure.code == .protectedDataUnavailable
+                event = .attachFailed(unavailable ? .protectedDataUnavailable : .error(failure), attempt: attempt)
             }
-            return .failed(.error(StoreError(error)))
+            await self?.attachFinished(event)
+            work.end()
         }
     }
 
-    private func attachFinished(_ result: AttachResult, generation: Int) {
-        guard !isAbandoned else { return }
+    private func attachFinished(_ event: LaunchEvent<StoreCoordinator>) {
         // The attach merged the locked inbox into the store whether or not the store is kept: say so.
-        if case .attached(let attached) = result { reportInbox(attached.inboxReportAtAttach) }
-        guard generation == attachGeneration else {
-            if case .attached(let stale) = result { close(stale) }
-            return
-        }
-        deliver(result)
-    }
-
-    private func deliver(_ result: AttachResult) {
-        guard !isAbandoned else { return }
-        switch result {
-        case .attached(let attached):
-            let effects = machine.handle(.attachSucceeded)
-            // Assigned only now, after a successful attach, and only if the machine kept the store.
-            if machine.phase == .ready {
-                coordinator = attached
-            } else {
-                close(attached)
-            }
-            for effect in effects { perform(effect) }
-        case .failed(let failure):
-            apply(.attachFailed(failure))
-        }
-    }
-
-    private func closeStore() {
-        guard let closing = coordinator else { return }
-        if configuration.plantedFault != .keepCoordinatorAfterClose { coordinator = nil }
-        close(closing)
+        if case .attachSucceeded(let attached, _) = event { reportInbox(attached.inboxReportAtAttach) }
+        apply(event)
     }
 
     /// Closes a coordinator off the main actor; ``waitUntilIdle()`` waits for it.
     private func close(_ closing: StoreCoordinator) {
+        if configuration.plantedFault == .keepCoordinatorAfterClose { plantedStaleCoordinator = closing }
         work.begin()
         let work = self.work
         Task.detached {
@@ -349,22 +494,22 @@ public final class DataController {
         guard !isDraining else { return }
         isDraining = true
         work.begin()
-        Task { [weak self] in
+        Task { [weak self, work] in
             await self?.drain()
             self?.isDraining = false
-            self?.work.end()
+            work.end()
         }
     }
 
     /// Runs waiting operations in order while the store is ready. An operation taken from the queue ends
     /// exactly once: if the store closes while it runs, it fails; it is never put back.
     private func drain() async {
-        while machine.phase == .ready, !isAbandoned, let coordinator, let entry = gate.next(now: clock.now) {
+        while let coordinator = machine.store, let entry = gate.next(now: clock.now) {
             do {
                 try await entry.body(coordinator)
                 gate.finish(entry.ticket, .completed)
             } catch {
-                gate.finish(entry.ticket, .failed(StoreError(error)))
+                gate.finish(entry.ticket, .failed(error))
             }
         }
     }

@@ -1,7 +1,5 @@
-public import SecureKeys
-
 /// Something that happens to the app's store stack.
-public enum LaunchEvent: Sendable, Hashable {
+package enum LaunchEvent<Store: Sendable>: Sendable {
     /// The app launched.
     case launch(LaunchOptions)
     /// The device locked: keys of class A will be wiped when the grace period ends.
@@ -10,18 +8,20 @@ public enum LaunchEvent: Sendable, Hashable {
     case protectedDataDidBecomeUnavailable
     /// The device unlocked.
     case protectedDataDidBecomeAvailable
-    /// The store attached: its key was available and it opened.
-    case attachSucceeded
-    /// The store did not attach.
-    case attachFailed(AttachFailure)
+    /// The attach started by ``LaunchEffect/attachStore(attempt:)`` with this `attempt` opened `store`.
+    case attachSucceeded(Store, attempt: Int)
+    /// The attach with this `attempt` did not open the store.
+    case attachFailed(AttachFailure, attempt: Int)
     /// A UI-facing operation was queued.
     case operationSubmitted
     /// The app is terminating.
     case terminate
+    /// The app's process was killed: nothing is cleaned up and nothing happens any more.
+    case abandon
 }
 
 /// Why an attach failed, as far as the launch logic cares.
-public enum AttachFailure: Sendable, Hashable {
+package enum AttachFailure: Sendable {
     /// The store's key is not available now (locked, before the first unlock): wait for the event, show nothing.
     case protectedDataUnavailable
     /// Protected data was available and the store still did not attach: show the error, once.
@@ -29,17 +29,16 @@ public enum AttachFailure: Sendable, Hashable {
 }
 
 /// What the shell must do in answer to an event.
-public enum LaunchEffect: Sendable, Hashable {
-    /// Attach the store on a background executor and report ``LaunchEvent/attachSucceeded`` or
-    /// ``LaunchEvent/attachFailed(_:)``.
-    case attachStore
-    /// Close the store after its in-flight work and forget the coordinator.
-    case closeStore
+package enum LaunchEffect<Store: Sendable>: Sendable {
+    /// Attach the store on a background executor and report the result with this `attempt` number.
+    case attachStore(attempt: Int)
+    /// Close this store after its in-flight work.
+    case closeStore(Store)
     /// Run queued operations, in order, on the main actor.
     case drainQueue
     /// Report every queued operation as failed with this error.
     case failQueue(StoreError)
-    /// Report every queued operation as cancelled.
+    /// Report every queued operation as cancelled (the app terminated).
     case cancelQueue
     /// Stop taking user interaction (`beginIgnoringInteractionEvents`).
     case disableInteraction
@@ -51,112 +50,121 @@ public enum LaunchEffect: Sendable, Hashable {
 
 /// The launch and protected-data logic as a pure state machine: (state, event) → (state, effects).
 ///
-/// No I/O, no clock, no concurrency: the app's shell (``DataController``) interprets the effects with actors
-/// and a background executor; the test harness interprets the same effects synchronously. The rules:
+/// No I/O, no clock, no concurrency: ``DataController`` interprets the effects with a background executor for
+/// the attach and the main actor for everything else. The store lives *in* the state: ``State/ready(_:)`` is
+/// the only place it is kept, so "the coordinator is assigned only after a successful attach, and forgotten
+/// when it closes" is not a rule the shell must remember but the only thing the type allows. The rules:
 ///
-/// - The coordinator exists only in ``Phase/ready``: it is assigned after a successful attach, never before.
 /// - An attach that fails because protected data is unavailable waits for *did become available*, silently.
 /// - An attach that fails while protected data is available is presented once and is not retried in a loop.
 /// - A class-A store closes at *will become unavailable* (and, if it attached during the grace period, at
 ///   *did become unavailable*); class B, C and D stores stay open.
-public struct LaunchMachine: Sendable, Hashable {
-    /// Where the store stack is.
-    public enum Phase: Sendable, Hashable {
-        /// The app has not launched yet.
-        case notLaunched
-        /// The store is being attached.
-        case launching
-        /// The store's key is not available; operations queue until the device unlocks.
-        case waitingForProtectedData
-        /// The store is attached; operations run.
-        case ready
-        /// Attaching failed while protected data was available; the error was presented.
-        case failed(StoreError)
-        /// The app terminated.
-        case terminated
+/// - A result of an attach the machine no longer waits for (the app terminated, or a newer attempt started)
+///   closes the store it opened and changes nothing else.
+package struct LaunchMachine<Store: Sendable>: Sendable {
+    /// An attach under way.
+    package struct Attach: Sendable, Hashable {
+        /// Its number: results of other attempts are stale.
+        package var attempt: Int
+        /// An unlock arrived while it ran: if it reports "unavailable", it read the state before the unlock,
+        /// so attach again instead of waiting for an event that has already passed.
+        package var becameAvailable = false
+        /// A lock arrived while a class-A store was being attached: close it as soon as it attaches.
+        package var locked = false
+    }
 
-        /// The word used in scripts: `launching`, `waiting`, `ready`, `failed`, `terminated`.
-        public var name: String {
-            switch self {
-            case .notLaunched: "not-launched"
-            case .launching: "launching"
-            case .waitingForProtectedData: "waiting"
-            case .ready: "ready"
-            case .failed: "failed"
-            case .terminated: "terminated"
-            }
-        }
+    /// Where the store stack is.
+    package enum State: Sendable {
+        case notLaunched
+        case launching(Attach)
+        case waitingForProtectedData
+        case ready(Store)
+        case failed(StoreError)
+        case terminated
+        case abandoned
     }
 
     /// The store's protection class: it decides what a lock does to an open store.
-    public let protectionClass: ProtectionClass
+    package let protectionClass: ProtectionClass
     /// Where the stack is.
-    public private(set) var phase: Phase = .notLaunched
+    package private(set) var state: State = .notLaunched
     /// Whether the UI takes interaction: only once setup completed.
-    public private(set) var isInteractionEnabled = true
+    package private(set) var isInteractionEnabled = true
     /// The error shown to the user, if any.
-    public private(set) var presentedError: StoreError?
+    package private(set) var presentedError: StoreError?
     /// Why the app launched.
-    public private(set) var launchOptions: LaunchOptions?
+    package private(set) var launchOptions: LaunchOptions?
+    private var attempts = 0
 
-    /// An unlock arrived while an attach was running: if that attach reports "unavailable", it read the state
-    /// before the unlock, so attach again instead of waiting for an event that has already passed.
-    private var becameAvailableDuringAttach = false
-    /// A lock arrived while a class-A store was being attached: close it as soon as it attaches.
-    private var lockedDuringAttach = false
-
-    public init(protectionClass: ProtectionClass) {
+    package init(protectionClass: ProtectionClass) {
         self.protectionClass = protectionClass
+    }
+
+    /// The store, while the stack is ready.
+    package var store: Store? {
+        if case .ready(let store) = state { store } else { nil }
+    }
+
+    /// The attach the machine waits for, if any.
+    package var pendingAttempt: Int? {
+        if case .launching(let attach) = state { attach.attempt } else { nil }
     }
 
     /// Whether a lock closes this store: class A only (class B stays usable once open, C until reboot).
     private var closesAtLock: Bool { protectionClass == .complete }
 
-    /// Applies `event` and returns what the shell must do, in order.
-    public mutating func handle(_ event: LaunchEvent) -> [LaunchEffect] {
-        switch event {
-        case .launch(let options):
-            guard phase == .notLaunched else { return [] }
-            launchOptions = options
-            phase = .launching
-            isInteractionEnabled = false
-            return [.disableInteraction, .attachStore]
+    private mutating func startAttach() -> LaunchEffect<Store> {
+        attempts += 1
+        state = .launching(Attach(attempt: attempts))
+        return .attachStore(attempt: attempts)
+    }
 
-        case .attachSucceeded:
-            guard phase == .launching else { return [.closeStore] }  // terminated meanwhile
-            if lockedDuringAttach {
-                lockedDuringAttach = false
-                phase = .waitingForProtectedData
-                return [.closeStore]
+    /// Applies `event` and returns what the shell must do, in order.
+    package mutating func handle(_ event: LaunchEvent<Store>) -> [LaunchEffect<Store>] {
+        if case .abandoned = state {
+            return []
+        }
+        switch event {
+        case .abandon:
+            state = .abandoned
+            return []
+
+        case .launch(let options):
+            guard case .notLaunched = state else { return [] }
+            launchOptions = options
+            isInteractionEnabled = false
+            return [.disableInteraction, startAttach()]
+
+        case .attachSucceeded(let store, let attempt):
+            guard case .launching(let attach) = state, attach.attempt == attempt else { return [.closeStore(store)] }
+            if attach.locked {
+                state = .waitingForProtectedData
+                return [.closeStore(store)]
             }
-            phase = .ready
+            state = .ready(store)
             isInteractionEnabled = true
             return [.enableInteraction, .drainQueue]
 
-        case .attachFailed(.protectedDataUnavailable):
-            guard phase == .launching else { return [] }
-            if becameAvailableDuringAttach {
-                becameAvailableDuringAttach = false
-                return [.attachStore]
-            }
-            phase = .waitingForProtectedData
+        case .attachFailed(.protectedDataUnavailable, let attempt):
+            guard case .launching(let attach) = state, attach.attempt == attempt else { return [] }
+            if attach.becameAvailable { return [startAttach()] }
+            state = .waitingForProtectedData
             return []
 
-        case .attachFailed(.error(let error)):
-            guard phase == .launching else { return [] }
-            phase = .failed(error)
+        case .attachFailed(.error(let error), let attempt):
+            guard case .launching(let attach) = state, attach.attempt == attempt else { return [] }
+            state = .failed(error)
             presentedError = error
             return [.presentError(error), .failQueue(error)]
 
         case .protectedDataDidBecomeAvailable:
-            switch phase {
+            switch state {
             case .waitingForProtectedData:
-                phase = .launching
-                lockedDuringAttach = false
-                return [.attachStore]
-            case .launching:
-                becameAvailableDuringAttach = true
-                lockedDuringAttach = false
+                return [startAttach()]
+            case .launching(var attach):
+                attach.becameAvailable = true
+                attach.locked = false
+                state = .launching(attach)
                 return []
             default:
                 return []
@@ -166,21 +174,22 @@ public struct LaunchMachine: Sendable, Hashable {
             // A class-A store closes at the lock; one that attached during the grace period (after the lock's
             // event) closes when its keys are wiped. Class B, C and D stores stay open.
             guard closesAtLock else { return [] }
-            switch phase {
-            case .ready:
-                phase = .waitingForProtectedData
+            switch state {
+            case .ready(let store):
+                state = .waitingForProtectedData
                 isInteractionEnabled = false
-                return [.disableInteraction, .closeStore]
-            case .launching:
-                lockedDuringAttach = true
-                becameAvailableDuringAttach = false
+                return [.disableInteraction, .closeStore(store)]
+            case .launching(var attach):
+                attach.locked = true
+                attach.becameAvailable = false
+                state = .launching(attach)
                 return []
             default:
                 return []
             }
 
         case .operationSubmitted:
-            switch phase {
+            switch state {
             case .ready: return [.drainQueue]
             case .failed(let error): return [.failQueue(error)]
             case .terminated: return [.cancelQueue]
@@ -188,10 +197,45 @@ public struct LaunchMachine: Sendable, Hashable {
             }
 
         case .terminate:
-            guard phase != .terminated else { return [] }
-            phase = .terminated
+            let open = store
+            switch state {
+            case .terminated: return []
+            default: break
+            }
+            state = .terminated
             isInteractionEnabled = false
-            return [.closeStore, .cancelQueue]
+            return (open.map { [.closeStore($0)] } ?? []) + [.cancelQueue]
+        }
+    }
+}
+
+extension LaunchEffect: CustomStringConvertible {
+    /// The effect as a word, the store and the error by what they are: how tests and traces compare effects.
+    package var description: String {
+        switch self {
+        case .attachStore(let attempt): "attachStore(\(attempt))"
+        case .closeStore(let store): "closeStore(\(store))"
+        case .drainQueue: "drainQueue"
+        case .failQueue(let error): "failQueue(\(error.code))"
+        case .cancelQueue: "cancelQueue"
+        case .disableInteraction: "disableInteraction"
+        case .enableInteraction: "enableInteraction"
+        case .presentError(let error): "presentError(\(error.code))"
+        }
+    }
+}
+
+extension LaunchMachine.State: CustomStringConvertible {
+    /// The state as a word (`launching(1)`, `ready(store)`, `failed(store-damaged)`).
+    package var description: String {
+        switch self {
+        case .notLaunched: "notLaunched"
+        case .launching(let attach): "launching(\(attach.attempt))"
+        case .waitingForProtectedData: "waiting"
+        case .ready(let store): "ready(\(store))"
+        case .failed(let error): "failed(\(error.code))"
+        case .terminated: "terminated"
+        case .abandoned: "abandoned"
         }
     }
 }

@@ -1,4 +1,4 @@
-internal import Clocks
+internal import ProtectedData
 
 /// A UI-facing operation: runs on the main actor with the attached store.
 public typealias StoreOperation = @MainActor (StoreCoordinator) async throws -> Void
@@ -7,11 +7,12 @@ public typealias StoreOperation = @MainActor (StoreCoordinator) async throws -> 
 ///
 /// Bounded: a full queue refuses a new operation with `queue-full` instead of dropping anything. Each
 /// operation leaves exactly once, in submission order: run, failed, cancelled or expired — never silently.
+/// Deadlines are instants on the controller's clock (time since it was made).
 @MainActor
 final class OperationGate {
     struct Entry {
         let ticket: OperationTicket
-        let deadline: AnyClock<Duration>.Instant?
+        let deadline: Timekeeper.Instant?
         let body: StoreOperation
     }
 
@@ -34,10 +35,15 @@ final class OperationGate {
     /// Names of the waiting operations, in order.
     var names: [String] { entries[head...].compactMap { $0?.ticket.name } }
 
+    /// The earliest deadline of a waiting operation.
+    var earliestDeadline: Timekeeper.Instant? {
+        entries[head...].lazy.compactMap { $0?.deadline }.min()
+    }
+
     /// Queues an operation.
     ///
     /// - Throws: `queue-full` when ``capacity`` operations already wait; nothing is queued then.
-    func enqueue(name: String, deadline: AnyClock<Duration>.Instant?, body: @escaping StoreOperation) throws -> OperationTicket {
+    func enqueue(name: String, deadline: Timekeeper.Instant?, body: @escaping StoreOperation) throws -> OperationTicket {
         guard waiting < capacity else { throw StoreError.queueFull(capacity: capacity) }
         lastID += 1
         let ticket = OperationTicket(id: lastID, name: name)
@@ -46,14 +52,19 @@ final class OperationGate {
         return ticket
     }
 
-    /// Takes the next operation to run, expiring any whose deadline passed on the way.
-    func next(now: AnyClock<Duration>.Instant) -> Entry? {
+    /// Takes the next operation to run, ending on the way any whose deadline passed (expired) or whose task
+    /// was cancelled.
+    func next(now: Timekeeper.Instant) -> Entry? {
         while head < entries.count {
             let entry = entries[head]
             entries[head] = nil
             head += 1
             guard let entry else { continue }
             waiting -= 1
+            if entry.ticket.isCancellationRequested {
+                finish(entry.ticket, .cancelled)
+                continue
+            }
             if let deadline = entry.deadline, now >= deadline {
                 finish(entry.ticket, .expired)
                 continue
@@ -84,7 +95,7 @@ final class OperationGate {
     }
 
     /// Expires every waiting operation whose deadline has passed.
-    func expireOverdue(now: AnyClock<Duration>.Instant) {
+    func expireOverdue(now: Timekeeper.Instant) {
         for index in entries.indices[head...] {
             guard let entry = entries[index], let deadline = entry.deadline, now >= deadline else { continue }
             entries[index] = nil

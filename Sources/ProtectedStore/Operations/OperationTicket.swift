@@ -1,13 +1,27 @@
+internal import SecureKeys
+
 /// How a queued operation ended. Every submitted operation ends in exactly one of these.
-public enum OperationOutcome: Sendable, Hashable {
+public enum OperationOutcome: Sendable, CustomStringConvertible {
     /// It ran and returned.
     case completed
-    /// It ran and threw, or could never run (the store failed to attach): the error.
-    case failed(StoreError)
-    /// It was cancelled (or the app terminated) before it ran.
+    /// It ran and threw — the error is the one its body threw, unchanged — or it could never run: the store
+    /// failed to attach (a ``StoreError``).
+    case failed(any Error)
+    /// It was cancelled (its task was cancelled, ``DataController/cancel(_:)`` was called, or the app
+    /// terminated) before it ran.
     case cancelled
     /// Its deadline passed before protected data became available.
     case expired
+
+    /// `completed`, `failed(…)`, `cancelled` or `expired`.
+    public var description: String {
+        switch self {
+        case .completed: "completed"
+        case .failed(let error): "failed(\(error))"
+        case .cancelled: "cancelled"
+        case .expired: "expired"
+        }
+    }
 }
 
 /// A receipt for a submitted operation: its name, and its outcome once it has one.
@@ -20,6 +34,9 @@ public final class OperationTicket {
     /// How it ended, or `nil` while it waits or runs.
     public private(set) var outcome: OperationOutcome?
     private var waiters: [CheckedContinuation<OperationOutcome, Never>] = []
+    /// Set from any thread when the task waiting for this operation is cancelled; the queue checks it before
+    /// it runs the operation, so a cancelled operation never runs even if its removal has not happened yet.
+    private nonisolated let cancellationRequested = LockedState(false)
 
     init(id: UInt64, name: String) {
         self.id = id
@@ -31,6 +48,14 @@ public final class OperationTicket {
         if let outcome { return outcome }
         return await withCheckedContinuation { waiters.append($0) }
     }
+
+    /// Marks the operation as not to be run; safe from any thread (a task-cancellation handler).
+    nonisolated func requestCancellation() {
+        cancellationRequested.withLock { $0 = true }
+    }
+
+    /// Whether ``requestCancellation()`` was called.
+    var isCancellationRequested: Bool { cancellationRequested.withLock { $0 } }
 
     /// Records the outcome; each ticket ends exactly once.
     func finish(_ outcome: OperationOutcome) {

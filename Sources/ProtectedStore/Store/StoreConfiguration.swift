@@ -3,7 +3,7 @@ public import SecureKeys
 
 /// Which store to attach and how.
 public struct StoreConfiguration: Sendable {
-    /// The store's database file; its key file is `<path>.key`.
+    /// The store's database file; the files beside it are named by ``files``.
     public var path: String
     /// When the store can be read (``ProtectionClass/complete`` by default, like iOS's default for app files).
     public var protectionClass: ProtectionClass
@@ -14,6 +14,14 @@ public struct StoreConfiguration: Sendable {
     /// Writes one locked-inbox entry into the store, inside the merge transaction.
     public var applyInboxEntry: @Sendable (Database, InboxEntry) throws -> Void
 
+    /// A store at `path`.
+    ///
+    /// - Parameters:
+    ///   - path: the database file.
+    ///   - protectionClass: when the store can be read; a store keeps the class it was created with.
+    ///   - database: the SQLCipher connection settings.
+    ///   - prepareSchema: creates or migrates the schema after the store opens, inside the attach.
+    ///   - applyInboxEntry: writes one locked-inbox entry into the store, inside the merge transaction.
     public init(
         path: String, protectionClass: ProtectionClass = .complete,
         database: Database.Configuration = Database.Configuration(),
@@ -27,7 +35,6 @@ public struct StoreConfiguration: Sendable {
         self.applyInboxEntry = applyInboxEntry
     }
 
-    /// Present from just before the store's key is created until the store exists with its schema; see
-    /// ``StoreCoordinator/attach(_:keys:)``.
-    var creationMarkerPath: String { path + ".creating" }
+    /// Every file of the store: the database, its journal, its key file, its locked inbox.
+    public var files: StoreFiles { StoreFiles(database: path) }
 }

@@ -1,21 +1,26 @@
 public import EncryptedSQLite
-public import ProtectedData
-public import SecureKeys
+internal import ProtectedData
+internal import SecureKeys
+#if canImport(Glibc)
 internal import Glibc
+#elseif canImport(Darwin)
+internal import Darwin
+#endif
 
 /// An attached store: the open SQLCipher connection and the one serial owner all access goes through.
 ///
-/// A coordinator only exists for a store that attached successfully — ``attach(_:keys:)`` either returns one
-/// whose store is open, or throws. ``DataController`` assigns its `coordinator` from that return value only,
-/// so there is never a coordinator without a store behind it (the bug the Core Data write-up describes: a
-/// cached coordinator whose `addPersistentStore` had failed).
+/// A coordinator only exists for a store that attached successfully — the attach either returns one whose
+/// store is open, or throws — and ``DataController`` holds it only in its ready phase, so there is never a
+/// coordinator without a store behind it (the bug the Core Data write-up describes: a cached coordinator whose
+/// `addPersistentStore` had failed). After a class-A lock closes it, its calls throw
+/// ``StoreError/Code/protectedDataUnavailable``.
 ///
 /// An actor: its work runs on the global concurrent executor, off the main thread.
 public actor StoreCoordinator {
     /// The store's configuration.
     public nonisolated let configuration: StoreConfiguration
     /// What the merge of the locked inbox did when the store attached.
-    public nonisolated let inboxReportAtAttach: InboxMergeReport
+    package nonisolated let inboxReportAtAttach: InboxMergeReport
     private var database: Database?
     private let inbox: LockedInbox
     private let inboxPublicKey: [UInt8]
@@ -27,7 +32,7 @@ public actor StoreCoordinator {
     ) {
         self.database = database
         self.configuration = configuration
-        self.inbox = LockedInbox(storePath: configuration.path)
+        self.inbox = LockedInbox(files: configuration.files)
         self.inboxPublicKey = inboxPublicKey
         self.inboxPrivateKey = inboxPrivateKey
         self.inboxReportAtAttach = inboxReport
@@ -43,9 +48,11 @@ public actor StoreCoordinator {
     /// Synchronous and blocking (Argon2id is not involved, but file I/O and the first page read are): call it
     /// from a background executor.
     ///
-    /// - Throws: ``DeviceError/Code/protectedDataUnavailable`` when the key is locked; `store-exists-without-key`
-    ///   when a store file has no key file; `wrong-key`, `store-damaged`, `store-unavailable` from the open.
-    public static func attach(_ configuration: StoreConfiguration, keys: any StoreKeyProvider) throws -> StoreCoordinator {
+    /// - Throws: ``StoreError`` with ``StoreError/Code/protectedDataUnavailable`` when the key is locked — and
+    ///   only then; the lower layers' errors as they come (`store-exists-without-key` when a store file has no
+    ///   key file; `wrong-key`, `store-unavailable` from the open), or ``StoreError/Code/storeDamaged``.
+    package static func attach(_ configuration: StoreConfiguration, keys: any StoreKeyProvider) throws -> StoreCoordinator {
+        let files = configuration.files
         let storeKey: SecureBytes
         var databaseConfiguration = configuration.database
         var keyWasAuthenticated = false
@@ -55,11 +62,11 @@ public actor StoreCoordinator {
             keyWasAuthenticated = true
             // The key exists, so the store must too — unless its creation was interrupted after the key was
             // written. Never make a new empty store in place of a lost one.
-            databaseConfiguration.createIfMissing = SecureFile.exists(configuration.creationMarkerPath)
+            databaseConfiguration.createIfMissing = SecureFile.exists(files.creationMarker)
         case .locked(let protectionClass):
-            throw DeviceError.protectedDataUnavailable(protectionClass)
+            throw StoreError.protectedDataUnavailable(protectionClass)
         case .absent:
-            try SecureFile.writeAtomically([], to: configuration.creationMarkerPath, replacing: true)
+            try SecureFile.writeAtomically([], to: files.creationMarker, replacing: true)
             storeKey = try keys.createStoreKey(forStoreAt: configuration.path, protectionClass: configuration.protectionClass)
         }
         defer { storeKey.wipe() }
@@ -69,18 +76,16 @@ public actor StoreCoordinator {
         } catch let error as SQLiteError where error.code == .wrongKey && keyWasAuthenticated {
             // The key came out of its key file authenticated, so it is the right key: the store file is what
             // is wrong (page 1 fails its HMAC, or another file was put in its place). Left as it is.
-            throw StoreError(
-                codeName: SQLiteError.Code.corrupt.name,
-                message: "\(SQLiteError.Code.corrupt.name): the store at \(configuration.path) does not open with its own key: it is damaged or was replaced; it was left as it is")
+            throw StoreError.storeDamaged(path: configuration.path, cause: error)
         }
         try configuration.prepareSchema(database)
-        if SecureFile.exists(configuration.creationMarkerPath) {
+        if SecureFile.exists(files.creationMarker) {
             // The store exists with its schema: creation is complete.
-            unlink(configuration.creationMarkerPath)
+            unlink(files.creationMarker)
             try SecureFile.syncDirectory(SecureFile.folder(containing: configuration.path))
         }
         // Writes sealed while the store was locked are applied now, before anything else sees the store.
-        let inbox = LockedInbox(storePath: configuration.path)
+        let inbox = LockedInbox(files: files)
         let (publicKey, privateKey) = try inbox.openKeyPair(storeKey: storeKey)
         let report: InboxMergeReport
         do {
@@ -107,12 +112,19 @@ public actor StoreCoordinator {
 
     /// Runs `body` with the connection, for reads.
     ///
-    /// - Throws: `protected-data-unavailable` after ``close()``, or what `body` throws.
+    /// - Parameter body: reads from the store; the connection must not escape it.
+    /// - Returns: what `body` returned.
+    /// - Throws: ``StoreError/Code/protectedDataUnavailable`` after the store closed, or what `body` throws.
     public func read<Result: Sendable>(_ body: @Sendable (Database) throws -> Result) throws -> Result {
         try body(try openDatabase())
     }
 
-    /// Runs `body` in an immediate transaction: committed when it returns, rolled back when it throws.
+    /// Runs `body` in an immediate transaction: committed — durably — when it returns, rolled back when it throws.
+    ///
+    /// - Parameter body: writes to the store; the connection must not escape it.
+    /// - Returns: what `body` returned.
+    /// - Throws: ``StoreError/Code/protectedDataUnavailable`` after the store closed, what `body` throws, or
+    ///   the commit's `SQLiteError`.
     public func write<Result: Sendable>(_ body: @Sendable (Database) throws -> Result) throws -> Result {
         let database = try openDatabase()
         return try database.transaction { try body(database) }
@@ -120,7 +132,7 @@ public actor StoreCoordinator {
 
     /// Closes the store after the work already queued on this actor: in-flight transactions finish first.
     /// The inbox private key is wiped with it.
-    public func close() {
+    package func close() {
         database?.close()
         database = nil
         inboxPrivateKey?.wipe()
@@ -128,9 +140,12 @@ public actor StoreCoordinator {
     }
 
     /// Merges what arrived in the locked inbox since the store attached.
+    ///
+    /// - Returns: what the merge applied and found.
+    /// - Throws: ``StoreError/Code/protectedDataUnavailable`` after the store closed; a failure to write the store.
     public func mergeInbox() throws -> InboxMergeReport {
         let database = try openDatabase()
-        guard let inboxPrivateKey else { throw StoreError.storeClosed }
+        guard let inboxPrivateKey else { throw StoreError.storeClosed() }
         return try inbox.merge(
             into: database, publicKey: inboxPublicKey, privateKey: inboxPrivateKey, apply: configuration.applyInboxEntry)
     }
@@ -148,29 +163,50 @@ public actor StoreCoordinator {
     // MARK: Key-value conveniences
 
     /// Stores `value` under `key`, replacing what was there; durable when this returns.
+    ///
+    /// - Throws: a ``StoreError``; a failure of SQLite is its ``StoreError/cause``.
     public func put(_ key: String, _ value: String) throws {
-        try write { try $0.execute("INSERT OR REPLACE INTO entries(key, value) VALUES (?, ?)", [.text(key), .text(value)]) }
+        try wrappingErrors {
+            try write { try $0.execute("INSERT OR REPLACE INTO entries(key, value) VALUES (?, ?)", [.text(key), .text(value)]) }
+        }
     }
 
     /// The value stored under `key`, or `nil`.
+    ///
+    /// - Throws: a ``StoreError``; a failure of SQLite is its ``StoreError/cause``.
     public func value(forKey key: String) throws -> String? {
-        try read { try $0.scalar("SELECT value FROM entries WHERE key = ?", [.text(key)])?.string }
+        try wrappingErrors { try read { try $0.scalar("SELECT value FROM entries WHERE key = ?", [.text(key)])?.string } }
     }
 
     /// Removes `key`; removing a missing key is not an error.
+    ///
+    /// - Throws: a ``StoreError``; a failure of SQLite is its ``StoreError/cause``.
     public func removeValue(forKey key: String) throws {
-        try write { try $0.execute("DELETE FROM entries WHERE key = ?", [.text(key)]) }
+        try wrappingErrors { try write { try $0.execute("DELETE FROM entries WHERE key = ?", [.text(key)]) } }
     }
 
     /// Every key and value, ordered by key.
+    ///
+    /// - Throws: a ``StoreError``; a failure of SQLite is its ``StoreError/cause``.
     public func allEntries() throws -> [(key: String, value: String)] {
-        try read { database in
-            try database.rows("SELECT key, value FROM entries ORDER BY key").map { ($0[0].string ?? "", $0[1].string ?? "") }
+        try wrappingErrors {
+            try read { database in
+                try database.rows("SELECT key, value FROM entries ORDER BY key").map { ($0[0].string ?? "", $0[1].string ?? "") }
+            }
+        }
+    }
+
+    /// Runs one of the coordinator's own operations, reporting a lower layer's failure as a ``StoreError``.
+    private func wrappingErrors<Result>(_ body: () throws -> Result) throws -> Result {
+        do {
+            return try body()
+        } catch {
+            throw StoreError(wrapping: error)
         }
     }
 
     private func openDatabase() throws -> Database {
-        guard let database else { throw StoreError.storeClosed }
+        guard let database else { throw StoreError.storeClosed() }
         return database
     }
 }

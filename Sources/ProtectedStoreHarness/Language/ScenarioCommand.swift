@@ -1,4 +1,5 @@
 public import ProtectedStore
+import ProtectedData
 
 /// One line of the command language that `protected-store shell` and scenario scripts share.
 public enum ScenarioCommand: Sendable, Hashable {

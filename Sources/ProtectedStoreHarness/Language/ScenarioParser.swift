@@ -1,4 +1,5 @@
 import ProtectedStore
+import ProtectedData
 
 /// A line the parser could not read: what is wrong with it, in words.
 public struct ScenarioParseError: Error, Sendable, Hashable, CustomStringConvertible {

@@ -1,5 +1,10 @@
 import Foundation
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+public import ProtectedData
 public import ProtectedStore
 public import SecureKeys
 
@@ -32,7 +37,7 @@ public final class ScenarioSession {
     /// Names of `ui` operations that ran, in the order they ran, across launches.
     public private(set) var ran: [String] = []
     /// The error of the last command that failed, `nil` after a command that succeeded.
-    public private(set) var lastError: (any CodedError)?
+    public private(set) var lastError: StoreError?
 
     /// What the store acknowledged, in the order it happened: the oracle's input.
     public enum JournalEntry: Sendable, Hashable {
@@ -49,7 +54,7 @@ public final class ScenarioSession {
     /// Every value written (puts and inbox puts): what must never be found in a file in the clear.
     public private(set) var writtenValues: Set<String> = []
     /// A bug to plant in every app this session launches (the simulator's self-test).
-    public var plantedFault: DataController.PlantedFault?
+    package var plantedFault: DataController.PlantedFault?
 
     /// Size and modification time of each file at its last plaintext scan.
     private var scannedFiles: [String: [Int]] = [:]
@@ -62,6 +67,8 @@ public final class ScenarioSession {
 
     /// The store every app in this session uses.
     public var storePath: String { stateDirectory + "/app.sqlite" }
+    /// Its files: key file, inbox, journal.
+    public var storeFiles: StoreFiles { StoreFiles(database: storePath) }
 
     /// Opens a session on `stateDirectory`. A device already kept there is booted: starting again on the
     /// same directory is a reboot.
@@ -74,7 +81,7 @@ public final class ScenarioSession {
         started = clock.now
         try SecureFile.createDirectory(at: stateDirectory)
         if SecureFile.exists(stateDirectory + "/device/state.json") {
-            device = try SimulatedDevice(bootingFrom: stateDirectory, clock: clock, schedulesTimers: false)
+            device = try SimulatedDevice(bootingFrom: stateDirectory, clock: clock)
         }
     }
 
@@ -100,7 +107,7 @@ public final class ScenarioSession {
             lastError = operationError
         } catch {
             await settle()
-            let coded = (error as? any CodedError) ?? StoreError(error)
+            let coded = StoreError(wrapping: error)
             lastError = coded
             output("error: \(coded)")
         }
@@ -117,7 +124,7 @@ public final class ScenarioSession {
     }
 
     private func requireApp() throws -> DataController {
-        guard let controller else { throw StoreError(codeName: "app-not-running", message: "no app is running; run `app launch` first") }
+        guard let controller else { throw StoreError(code: .init("app-not-running"), message: "no app is running; run `app launch` first") }
         return controller
     }
 
@@ -127,11 +134,11 @@ public final class ScenarioSession {
             device = try SimulatedDevice.setUp(
                 in: stateDirectory, passcode: SecureBytes(utf8: passcode ?? ""),
                 configuration: .init(gracePeriod: grace, attemptPolicy: .init(wipeAfterFailures: wipeAfter), kdf: kdf),
-                clock: clock, schedulesTimers: false)
+                clock: clock)
         case .deviceReboot:
             try requireDevice().powerOff()
             abandonApp()
-            device = try SimulatedDevice(bootingFrom: stateDirectory, clock: clock, schedulesTimers: false)
+            device = try SimulatedDevice(bootingFrom: stateDirectory, clock: clock)
         case .deviceLock:
             try requireDevice().lock()
         case .deviceUnlock(let passcode):
@@ -140,8 +147,6 @@ public final class ScenarioSession {
             try requireDevice().changePasscode(from: SecureBytes(utf8: old), to: SecureBytes(utf8: new))
         case .clockAdvance(let duration):
             clock.advance(by: duration)
-            device?.refresh()
-            controller?.clockDidAdvance()
         case .appLaunch(let options, let protection, let attachDelay):
             try launch(options, protection: protection, attachDelay: attachDelay)
         case .appTerminate:
@@ -179,7 +184,7 @@ public final class ScenarioSession {
             // With the app running it merges at once when the store is attached; with no app (a notification
             // extension, say) the record waits for the next attach.
             let entry = try controller?.appendToInbox(.put(key: key, value: value))
-                ?? LockedInbox(storePath: storePath).append(.put(key: key, value: value))
+                ?? LockedInbox(files: storeFiles).append(.put(key: key, value: value))
             output("inbox: sealed record \(entry.id.prefix(4).map { String(format: "%02x", $0) }.joined()) for \(key)")
         case .status:
             for line in statusLines() { output(line) }
@@ -190,32 +195,37 @@ public final class ScenarioSession {
 
     private func launch(_ options: LaunchOptions, protection: ProtectionClass?, attachDelay: Duration) throws {
         let device = try requireDevice()
-        if controller != nil { throw StoreError(codeName: "app-running", message: "the app is already running; `app terminate` or `app crash` first") }
+        if controller != nil { throw StoreError(code: .init("app-running"), message: "the app is already running; `app terminate` or `app crash` first") }
         // A store keeps the class it was created with; its key file records it.
         var protectionClass = protection ?? .complete
-        let keyPath = SimulatedDevice.keyPath(forStoreAt: storePath)
+        let keyPath = storeFiles.key
         if SecureFile.exists(keyPath), let recorded = try? StoreKeyFile.load(from: keyPath).protectionClass {
             if let protection, protection != recorded {
                 output("note: the store was created with class \(recorded.name); --protection \(protection.name) is ignored")
             }
             protectionClass = recorded
         }
-        var configuration = DataController.Configuration(
-            store: StoreConfiguration(path: storePath, protectionClass: protectionClass), attachDelay: attachDelay)
+        var configuration = DataController.Configuration(store: StoreConfiguration(path: storePath, protectionClass: protectionClass))
+        configuration.attachDelay = attachDelay
         configuration.plantedFault = plantedFault
-        configuration.schedulesTimers = false  // this session drives the clock itself
         let controller = DataController(configuration: configuration, keys: device, clock: clock)
-        controller.onPresentError = { [weak self] error in self?.output("presented to the user: \(error)") }
-        controller.onInboxMerged = { [weak self] report in
-            self?.journal.append(.inboxMerged(report.merged))
-            self?.output("inbox: merged \(report.merged) record\(report.merged == 1 ? "" : "s")"
-                + (report.alreadyApplied > 0 ? ", \(report.alreadyApplied) already applied" : ""))
-            for problem in report.problems { self?.output("inbox: \(problem)") }
-        }
-        controller.onOperationFinished = { [weak self] ticket in
-            guard let self, case .failed(let error) = ticket.outcome else { return }
-            operationError = error
-            output("operation \(ticket.name) failed: \(error)")
+        controller.observe { [weak self] event in
+            guard let self else { return }
+            switch event {
+            case .errorPresented(let error):
+                output("presented to the user: \(error)")
+            case .inboxMerged(let report):
+                journal.append(.inboxMerged(report.merged))
+                output("inbox: merged \(report.merged) record\(report.merged == 1 ? "" : "s")"
+                    + (report.alreadyApplied > 0 ? ", \(report.alreadyApplied) already applied" : ""))
+                for problem in report.problems { output("inbox: \(problem)") }
+            case .operationFinished(let ticket):
+                guard case .failed(let error) = ticket.outcome else { return }
+                operationError = StoreError(wrapping: error)
+                output("operation \(ticket.name) failed: \(StoreError(wrapping: error))")
+            case .phaseChanged:
+                break
+            }
         }
         self.controller = controller
         controller.launch(options)
@@ -234,7 +244,7 @@ public final class ScenarioSession {
 
     private var protectionClass: ProtectionClass {
         controller?.configuration.store.protectionClass
-            ?? (try? StoreKeyFile.load(from: SimulatedDevice.keyPath(forStoreAt: storePath)).protectionClass) ?? .complete
+            ?? (try? StoreKeyFile.load(from: storeFiles.key).protectionClass) ?? .complete
     }
 
     /// The device's state as the word `expect device` uses.
@@ -273,9 +283,9 @@ public final class ScenarioSession {
         case .missing(let key):
             return compare("missing \(key)", (await readValue(key)) == "missing" ? "missing \(key)" : "value \(key) \(await readValue(key))")
         case .error(let code):
-            return compare("error \(code)", "error \(lastError?.codeName ?? "none")")
+            return compare("error \(code)", "error \(lastError?.code.name ?? "none")")
         case .presentedError(let code):
-            return compare("presented-error \(code)", "presented-error \(controller?.presentedError?.codeName ?? "none")")
+            return compare("presented-error \(code)", "presented-error \(controller?.presentedError?.code.name ?? "none")")
         case .device(let state):
             return compare("device \(state)", "device \(deviceStateWord)")
         case .integrityOK:
@@ -292,7 +302,7 @@ public final class ScenarioSession {
         case .noPlaintext:
             return compare("no plaintext in the state directory", plaintextFindings().first ?? "no plaintext in the state directory")
         case .inbox(let count):
-            let got = (try? LockedInbox(storePath: storePath).pendingCount()).map(String.init) ?? "unreadable"
+            let got = (try? LockedInbox(files: storeFiles).pendingCount()).map(String.init) ?? "unreadable"
             return compare("inbox \(count)", "inbox \(got)")
         }
     }
@@ -385,7 +395,7 @@ public final class ScenarioSession {
             lines.append("coordinator     \(controller.coordinator == nil ? "nil" : "assigned")")
             lines.append("interaction     \(controller.isInteractionEnabled ? "enabled" : "disabled")")
             lines.append("queued          \(controller.queuedOperationCount)\(controller.queuedOperationCount > 0 ? " (\(controller.queuedOperationNames.prefix(5).joined(separator: ", ")))" : "")")
-            lines.append("presented error \(controller.presentedError?.codeName ?? "none")")
+            lines.append("presented error \(controller.presentedError?.code.name ?? "none")")
             if let pending = try? controller.inbox.pendingCount(), pending > 0 { lines.append("inbox           \(pending) sealed record(s) waiting") }
         } else {
             lines.append("app             not running")

@@ -1,11 +1,12 @@
 public import ProtectedStore
+import ProtectedData
 
 /// Shrinks a failing command sequence while it still breaks the same invariant, and writes it as a script
 /// that `protected-store run` fails on.
 @MainActor
 public enum Shrinker {
     /// The smallest sequence found (removing chunks, then single commands, while the violation stays).
-    public static func minimize(
+    package static func minimize(
         _ run: SimulationRun, seed: UInt64, plantedFault: DataController.PlantedFault? = nil
     ) async throws -> (commands: [ScenarioCommand], violation: Violation) {
         guard var violation = run.violation else { return (run.commands, Violation(step: 0, invariant: "", message: "", expectation: nil)) }

@@ -1,4 +1,5 @@
 import ProtectedStore
+import ProtectedData
 
 /// The oracle: what the device and the store must look like after each command, kept independently of
 /// the code under test — from the rules in DESIGN.md, not by replaying the implementation.

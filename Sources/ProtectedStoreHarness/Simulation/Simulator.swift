@@ -1,5 +1,6 @@
 import Foundation
 public import ProtectedStore
+import ProtectedData
 import SecureKeys
 
 /// An invariant that did not hold, the step after which it was found, and — when the command language can
@@ -30,7 +31,7 @@ public enum Simulator {
     static let gracePeriod: Duration = .seconds(10)
 
     /// Simulates `steps` commands drawn from `seed`. The same seed gives the same commands and trace.
-    public static func run(seed: UInt64, steps: Int, plantedFault: DataController.PlantedFault? = nil) async throws -> SimulationRun {
+    package static func run(seed: UInt64, steps: Int, plantedFault: DataController.PlantedFault? = nil) async throws -> SimulationRun {
         var generator = CommandGenerator(seed: seed)
         var remaining = steps
         return try await simulate(seed: seed, plantedFault: plantedFault) { model in
@@ -41,7 +42,7 @@ public enum Simulator {
     }
 
     /// Runs exactly `commands`, with the same checks.
-    public static func replay(
+    package static func replay(
         _ commands: [ScenarioCommand], seed: UInt64, plantedFault: DataController.PlantedFault? = nil
     ) async throws -> SimulationRun {
         var iterator = commands.makeIterator()
@@ -67,7 +68,7 @@ public enum Simulator {
             await session.execute(command)
             model.absorb(session.journal[journalSeen...])
             journalSeen = session.journal.count
-            model.storeAttachedOnce = SecureFile.exists(LockedInbox(storePath: session.storePath).keyPath)
+            model.storeAttachedOnce = SecureFile.exists(session.storeFiles.inboxKey)
             if let device = session.device {
                 for protectionClass in [ProtectionClass.complete, .completeUnlessOpen] {
                     if let key = device.classKey(protectionClass), !seenClassKeys.contains(where: { $0 === key }) {
@@ -78,7 +79,7 @@ public enum Simulator {
             let controller = session.controller
             trace.append(
                 "\(commands.count): \(command.scriptLine) → device \(session.deviceStateWord), store \(controller?.phase.name ?? "not-running"), "
-                    + "queued \(controller?.queuedOperationCount ?? 0), error \(session.lastError?.codeName ?? "none")")
+                    + "queued \(controller?.queuedOperationCount ?? 0), error \(session.lastError?.code.name ?? "none")")
             if let failure = await check(
                 session: session, model: model, expectedError: expectedError, seenClassKeys: seenClassKeys, seed: seed,
                 lastComparedStore: &lastComparedStore)
@@ -107,7 +108,7 @@ public enum Simulator {
         session: ScenarioSession, model: SimulationModel, expectedError: String?, seenClassKeys: [SecureBytes], seed: UInt64,
         lastComparedStore: inout StoreView?
     ) async -> Failure? {
-        let gotError = session.lastError?.codeName
+        let gotError = session.lastError?.code.name
         if gotError != expectedError {
             return Failure(
                 invariant: "oracle: command outcome",

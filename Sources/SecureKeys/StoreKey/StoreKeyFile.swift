@@ -104,7 +104,8 @@ public struct StoreKeyFile: Sendable {
         random: any RandomSource = SystemRandom()
     ) throws -> SecureBytes {
         if SecureFile.exists(keyPath) { throw SecureKeysError.alreadyExists(path: keyPath) }
-        for existing in [storePath, storePath + "-wal"] where SecureFile.exists(existing) {
+        let files = StoreFiles(database: storePath)
+        for existing in [files.database, files.writeAheadLog] where SecureFile.exists(existing) {
             throw SecureKeysError.storeExistsWithoutKey(storePath: existing)
         }
         let (file, storeKey) = try make(protectionClass: protectionClass, classKey: classKey, random: random)

@@ -1,0 +1,253 @@
+public import Foundation
+internal import EncryptedSQLite
+internal import ProtectedData
+internal import SecureKeys
+
+/// The error an app sees from ProtectedStore: what kind of failure (``code``), a sentence for a person
+/// (``message``), what caused it (``cause``: the SQLite, key-file or device error underneath, with its own
+/// details) and where it was raised (``location``) — the shape of swift-nio's `FileSystemError`.
+///
+/// Switch on ``code``; its ``Code/name`` is the short kebab-case word the command-line tool prints
+/// (`store-damaged`, `queue-full`, …). Errors an app's own closure throws are never wrapped in this type:
+/// ``DataController/perform(_:deadline:_:)`` rethrows them unchanged.
+///
+/// Messages never contain key material or passcodes.
+public struct StoreError: Error, Sendable {
+    /// What kind of failure this is. Extensible: compare with the static members, show ``name``.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        /// The short kebab-case word users see.
+        public let name: String
+
+        /// A code of the harness or the command-line tool (`app-not-running`), or one a lower layer named.
+        package init(_ name: String) { self.name = name }
+
+        /// The word itself.
+        public var description: String { name }
+
+        // MARK: Launch and operations
+
+        /// The operation queue is at its capacity; the operation was not queued.
+        public static let queueFull = Code("queue-full")
+        /// The operation was cancelled before it ran.
+        public static let cancelled = Code("cancelled")
+        /// The operation's deadline passed while it waited for protected data.
+        public static let deadlineExceeded = Code("deadline-exceeded")
+        /// The app terminated before the operation ran.
+        public static let terminated = Code("terminated")
+        /// The store's protection class is not available now (the device is locked or has not been unlocked
+        /// since boot), or the store was closed because it became unavailable.
+        public static let protectedDataUnavailable = Code("protected-data-unavailable")
+        /// The store has no locked inbox yet: its inbox key is made when the store first attaches.
+        public static let inboxUnavailable = Code("inbox-unavailable")
+        /// A failure with no more specific code; see ``StoreError/cause``.
+        public static let storeError = Code("store-error")
+
+        // MARK: The store file (SQLCipher)
+
+        /// The key does not decrypt the file, or the file is not a database.
+        public static let wrongKey = Code("wrong-key")
+        /// The store file cannot be opened, read or written.
+        public static let storeUnavailable = Code("store-unavailable")
+        /// A page failed its authentication or the database is inconsistent; the file was left as it is.
+        public static let storeDamaged = Code("store-damaged")
+        /// A constraint was violated (a unique key, a foreign key, `NOT NULL`, a check).
+        public static let constraint = Code("constraint")
+        /// No space is left to write the store.
+        public static let diskFull = Code("disk-full")
+        /// The store or its folder cannot be written.
+        public static let readOnly = Code("read-only")
+        /// Another connection held a lock for longer than the busy timeout.
+        public static let busy = Code("busy")
+        /// The linked SQLite library is not SQLCipher.
+        public static let notSQLCipher = Code("not-sqlcipher")
+        /// SQLite was used wrongly (a bug in the caller).
+        public static let misuse = Code("misuse")
+        /// The connection was closed.
+        public static let closed = Code("closed")
+        /// Any other SQLite failure; the cause holds SQLite's extended result code.
+        public static let sqliteError = Code("sqlite-error")
+
+        // MARK: Keys and key files
+
+        /// A key file is truncated, altered or not a key file; nothing was changed on disk.
+        public static let keyFileDamaged = Code("key-file-damaged")
+        /// A key file from a newer or unknown format version.
+        public static let unsupportedKeyFormat = Code("unsupported-key-format")
+        /// A key file or keybag belongs to another device.
+        public static let wrongDevice = Code("wrong-device")
+        /// A key was used after it was wiped from memory.
+        public static let keyWiped = Code("key-wiped")
+        /// A store file exists without its key file; no new key is made over existing data.
+        public static let storeExistsWithoutKey = Code("store-exists-without-key")
+        /// A file that is never overwritten already exists.
+        public static let alreadyExists = Code("already-exists")
+        /// A key file or folder is accessible to other users.
+        public static let insecurePermissions = Code("insecure-permissions")
+        /// A parameter is outside what a format or libsodium accepts.
+        public static let invalidArgument = Code("invalid-argument")
+        /// The file system refused a read or a write.
+        public static let ioError = Code("io-error")
+        /// Memory for a key could not be allocated.
+        public static let outOfMemory = Code("out-of-memory")
+
+        // MARK: The device
+
+        /// No device is set up in the state directory.
+        public static let noDevice = Code("no-device")
+        /// A device is already set up there; it is never replaced.
+        public static let deviceExists = Code("device-exists")
+        /// The passcode was wrong.
+        public static let wrongPasscode = Code("wrong-passcode")
+        /// A passcode was tried during the delay after wrong passcodes.
+        public static let passcodeDelay = Code("passcode-delay")
+        /// The device erased its keys after too many wrong passcodes.
+        public static let deviceWiped = Code("device-wiped")
+        /// The device's state file is damaged; it was left as it is.
+        public static let deviceStateDamaged = Code("device-state-damaged")
+
+        /// Every code this version defines, in the order above.
+        public static let all: [Code] = [
+            .queueFull, .cancelled, .deadlineExceeded, .terminated, .protectedDataUnavailable, .inboxUnavailable,
+            .storeError, .wrongKey, .storeUnavailable, .storeDamaged, .constraint, .diskFull, .readOnly, .busy,
+            .notSQLCipher, .misuse, .closed, .sqliteError, .keyFileDamaged, .unsupportedKeyFormat, .wrongDevice,
+            .keyWiped, .storeExistsWithoutKey, .alreadyExists, .insecurePermissions, .invalidArgument, .ioError,
+            .outOfMemory, .noDevice, .deviceExists, .wrongPasscode, .passcodeDelay, .deviceWiped, .deviceStateDamaged,
+        ]
+    }
+
+    /// Where an error was raised: for a bug report, never for control flow.
+    public struct Location: Sendable, Hashable, CustomStringConvertible {
+        /// The function that raised it.
+        public var function: String
+        /// The source file (`Module/File.swift`).
+        public var file: String
+        /// The line.
+        public var line: Int
+
+        /// A location in the source.
+        public init(function: String, file: String, line: Int) {
+            self.function = function
+            self.file = file
+            self.line = line
+        }
+
+        /// `file:line (function)`.
+        public var description: String { "\(file):\(line) (\(function))" }
+    }
+
+    /// What kind of failure.
+    public var code: Code
+    /// A sentence for a person, without any secret.
+    public var message: String
+    /// The error underneath: a `SQLiteError` (with SQLite's extended result code), a `SecureKeysError`, a
+    /// `DeviceError`, or an error the app's own code threw during the attach; `nil` when this is the origin.
+    public var cause: (any Error)?
+    /// Where it was raised.
+    public var location: Location
+
+    /// An error with a code, a message, and optionally its cause.
+    ///
+    /// - Parameters:
+    ///   - code: what kind of failure.
+    ///   - message: a sentence for a person; never a secret.
+    ///   - cause: the error underneath, if any.
+    public init(
+        code: Code, message: String, cause: (any Error)? = nil,
+        function: String = #function, file: String = #fileID, line: Int = #line
+    ) {
+        self.code = code
+        self.message = message
+        self.cause = cause
+        self.location = Location(function: function, file: file, line: line)
+    }
+
+    /// Wraps an error from a lower layer, keeping it as the ``cause``: a `SQLiteError`, `SecureKeysError` or
+    /// `DeviceError` keeps its code word and message; `CancellationError` becomes ``Code/cancelled``; a
+    /// `StoreError` is returned as it is; anything else becomes ``Code/storeError`` with the error as its cause.
+    public init(wrapping error: any Error, function: String = #function, file: String = #fileID, line: Int = #line) {
+        switch error {
+        case let error as StoreError:
+            self = error
+        case let error as SQLiteError:
+            self.init(code: Code(error.code.name), message: error.detail, cause: error, function: function, file: file, line: line)
+        case let error as SecureKeysError:
+            self.init(code: Code(error.code.name), message: error.message, cause: error, function: function, file: file, line: line)
+        case let error as DeviceError:
+            self.init(code: Code(error.code.name), message: error.message, cause: error, function: function, file: file, line: line)
+        case is CancellationError:
+            self.init(code: .cancelled, message: "the operation was cancelled", cause: error, function: function, file: file, line: line)
+        default:
+            self.init(code: .storeError, message: String(describing: error), cause: error, function: function, file: file, line: line)
+        }
+    }
+}
+
+extension StoreError: CustomStringConvertible, LocalizedError {
+    /// `code: message`, as the command-line tool prints it.
+    public var description: String { "\(code.name): \(message)" }
+    /// The same text; swift-argument-parser prints this for errors a command throws.
+    public var errorDescription: String? { description }
+}
+
+// MARK: Named errors
+
+extension StoreError {
+    /// The operation queue is at its capacity; the operation was not queued.
+    public static func queueFull(capacity: Int, function: String = #function, file: String = #fileID, line: Int = #line) -> Self {
+        Self(
+            code: .queueFull, message: "the operation queue is full (\(capacity) operations waiting for protected data)",
+            function: function, file: file, line: line)
+    }
+
+    /// The operation was cancelled before it ran.
+    public static func cancelled(function: String = #function, file: String = #fileID, line: Int = #line) -> Self {
+        Self(code: .cancelled, message: "the operation was cancelled before it ran", function: function, file: file, line: line)
+    }
+
+    /// The operation's deadline passed before it could run.
+    public static func deadlineExceeded(function: String = #function, file: String = #fileID, line: Int = #line) -> Self {
+        Self(
+            code: .deadlineExceeded, message: "the operation's deadline passed while it waited for protected data",
+            function: function, file: file, line: line)
+    }
+
+    /// The app terminated before the operation ran.
+    public static func terminated(function: String = #function, file: String = #fileID, line: Int = #line) -> Self {
+        Self(code: .terminated, message: "the app terminated before the operation ran", function: function, file: file, line: line)
+    }
+
+    /// The store was closed because protected data became unavailable (a class-A store at the lock).
+    public static func storeClosed(function: String = #function, file: String = #fileID, line: Int = #line) -> Self {
+        Self(
+            code: .protectedDataUnavailable, message: "the store was closed because protected data became unavailable",
+            function: function, file: file, line: line)
+    }
+
+    /// The store's protection class is not available now.
+    public static func protectedDataUnavailable(
+        _ protectionClass: ProtectionClass, cause: (any Error)? = nil,
+        function: String = #function, file: String = #fileID, line: Int = #line
+    ) -> Self {
+        Self(
+            code: .protectedDataUnavailable,
+            message: "protected data of class \(protectionClass.name) is unavailable (the device is locked or has not been unlocked since boot)",
+            cause: cause, function: function, file: file, line: line)
+    }
+
+    /// The store has no locked inbox yet.
+    public static func inboxUnavailable(function: String = #function, file: String = #fileID, line: Int = #line) -> Self {
+        Self(
+            code: .inboxUnavailable, message: "the store has no inbox yet: its inbox key is made when the store first attaches",
+            function: function, file: file, line: line)
+    }
+
+    /// The store file does not open with its own (authenticated) key: it is damaged or was replaced.
+    public static func storeDamaged(
+        path: String, cause: (any Error)?, function: String = #function, file: String = #fileID, line: Int = #line
+    ) -> Self {
+        Self(
+            code: .storeDamaged,
+            message: "the store at \(path) does not open with its own key: it is damaged or was replaced; it was left as it is",
+            cause: cause, function: function, file: file, line: line)
+    }
+}

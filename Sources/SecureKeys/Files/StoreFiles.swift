@@ -1,0 +1,30 @@
+/// Every file that belongs to one store, named in one place.
+///
+/// A store is more than its database: SQLite's write-ahead log and shared-memory index beside it, the key
+/// file that holds its wrapped store key, the locked inbox of writes sealed while it could not be opened, the
+/// inbox's key file, and a marker that exists only while the store is being created. Back up, move or delete
+/// them together; never one without the others (a store without its key file cannot be read, ever).
+public struct StoreFiles: Sendable, Hashable {
+    /// The database file.
+    public let database: String
+
+    /// The files of the store whose database is at `database`.
+    public init(database: String) { self.database = database }
+
+    /// SQLite's write-ahead log (`<store>-wal`).
+    public var writeAheadLog: String { database + "-wal" }
+    /// SQLite's shared-memory index of the log (`<store>-shm`).
+    public var sharedMemory: String { database + "-shm" }
+    /// The store key, wrapped by its protection class's key (`<store>.key`; keys/README.md).
+    public var key: String { database + ".key" }
+    /// Writes sealed while the store could not be opened (`<store>.inbox`).
+    public var inbox: String { database + ".inbox" }
+    /// The inbox key pair: the public key in the clear, the private key wrapped by the store key (`<store>.inbox-key`).
+    public var inboxKey: String { database + ".inbox-key" }
+    /// Present from just before the store's key is created until the store exists with its schema
+    /// (`<store>.creating`): a key without a store is an interrupted creation only while it exists.
+    public var creationMarker: String { database + ".creating" }
+
+    /// Every file, the database first.
+    public var all: [String] { [database, writeAheadLog, sharedMemory, key, inbox, inboxKey, creationMarker] }
+}
