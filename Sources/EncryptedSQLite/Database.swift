@@ -33,6 +33,7 @@ public final class Database {
         /// How long to wait for another connection's lock, in milliseconds.
         public var busyTimeoutMilliseconds: Int = 5000
 
+        /// The store's defaults.
         public init() {}
     }
 
@@ -225,8 +226,11 @@ public final class Database {
 
     /// How a transaction takes its lock.
     public enum TransactionKind: String, Sendable {
+        /// Takes no lock until the first read or write (`BEGIN DEFERRED`).
         case deferred = "DEFERRED"
+        /// Takes the write lock at once (`BEGIN IMMEDIATE`): what the store's writes use, so they never fail half-way with `busy`.
         case immediate = "IMMEDIATE"
+        /// Takes the exclusive lock at once (`BEGIN EXCLUSIVE`).
         case exclusive = "EXCLUSIVE"
     }
 

@@ -1,9 +1,14 @@
 /// A value stored in or read from a column.
 public enum DatabaseValue: Sendable, Hashable {
+    /// SQL `NULL`.
     case null
+    /// A 64-bit integer.
     case integer(Int64)
+    /// A double-precision floating-point number.
     case real(Double)
+    /// UTF-8 text.
     case text(String)
+    /// Bytes.
     case blob([UInt8])
 
     /// The integer, or `nil` for any other kind.
@@ -40,9 +45,13 @@ public enum DatabaseValue: Sendable, Hashable {
 extension DatabaseValue: ExpressibleByIntegerLiteral, ExpressibleByStringLiteral, ExpressibleByFloatLiteral,
     ExpressibleByNilLiteral
 {
+    /// ``integer(_:)`` from an integer literal.
     public init(integerLiteral value: Int64) { self = .integer(value) }
+    /// ``text(_:)`` from a string literal.
     public init(stringLiteral value: String) { self = .text(value) }
+    /// ``real(_:)`` from a floating-point literal.
     public init(floatLiteral value: Double) { self = .real(value) }
+    /// ``null`` from `nil`.
     public init(nilLiteral: ()) { self = .null }
 }
 

@@ -28,6 +28,7 @@ public struct SQLiteError: Error, Sendable {
 
         /// The short kebab-case word users see.
         public var name: String { base.rawValue }
+        /// The ``name``.
         public var description: String { name }
 
         /// The key does not decrypt the file, or the file is not a database (`SQLITE_NOTADB`). SQLCipher

@@ -5,8 +5,10 @@ public import SecureKeys
 public struct DeviceError: Error, Sendable, CustomStringConvertible, LocalizedError {
     /// What kind of failure. Extensible: compare with the static members.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
+        /// The short kebab-case word users see.
         public let name: String
         private init(_ name: String) { self.name = name }
+        /// The ``name``.
         public var description: String { name }
 
         /// No device was set up in the state directory.
@@ -25,13 +27,22 @@ public struct DeviceError: Error, Sendable, CustomStringConvertible, LocalizedEr
         public static let stateDamaged = Code("device-state-damaged")
     }
 
+    /// What kind of failure.
     public var code: Code
+    /// A sentence for a person, without any secret.
     public var message: String
     /// For ``Code/passcodeDelay``: how long until the next attempt is allowed.
     public var retryAfter: Duration?
     /// For ``Code/wrongPasscode``: consecutive failures so far.
     public var failedAttempts: Int?
 
+    /// An error of the device.
+    ///
+    /// - Parameters:
+    ///   - code: what kind of failure.
+    ///   - message: a sentence for a person.
+    ///   - retryAfter: for a passcode delay, how long until the next attempt.
+    ///   - failedAttempts: consecutive wrong passcodes so far.
     public init(code: Code, message: String, retryAfter: Duration? = nil, failedAttempts: Int? = nil) {
         self.code = code
         self.message = message
@@ -39,7 +50,9 @@ public struct DeviceError: Error, Sendable, CustomStringConvertible, LocalizedEr
         self.failedAttempts = failedAttempts
     }
 
+    /// `code: message`.
     public var description: String { "\(code.name): \(message)" }
+    /// The same text; swift-argument-parser prints this for errors a command throws.
     public var errorDescription: String? { description }
 
     static func noDevice(at directory: String) -> Self {
@@ -67,6 +80,7 @@ public struct DeviceError: Error, Sendable, CustomStringConvertible, LocalizedEr
         Self(code: .deviceWiped, message: "the device erased its keys after too many wrong passcodes; its data cannot be read")
     }
 
+    /// The keys of `protectionClass` are not held now (locked, or before the first unlock).
     public static func protectedDataUnavailable(_ protectionClass: ProtectionClass) -> Self {
         Self(
             code: .protectedDataUnavailable,

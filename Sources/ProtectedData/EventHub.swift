@@ -8,8 +8,8 @@ import SecureKeys
 /// number, each subscriber the number it started after. The owner publishes and subscribes under its own
 /// state lock, so the availability it reads while subscribing and the events the subscriber then gets
 /// never disagree.
-public final class EventHub<Event: Sendable>: Sendable {
-    public typealias Handler = @Sendable (Event) -> Void
+package final class EventHub<Event: Sendable>: Sendable {
+    package typealias Handler = @Sendable (Event) -> Void
 
     private struct Subscriber {
         let startsAfter: UInt64
@@ -26,10 +26,10 @@ public final class EventHub<Event: Sendable>: Sendable {
 
     private let state = LockedState(State())
 
-    public init() {}
+    package init() {}
 
     /// Adds a subscriber that will get every event published from now on.
-    public func subscribe(_ handler: @escaping Handler) -> EventSubscription {
+    package func subscribe(_ handler: @escaping Handler) -> EventSubscription {
         let id = state.withLock { state -> UInt64 in
             state.nextSubscriberID += 1
             state.subscribers[state.nextSubscriberID] = Subscriber(startsAfter: state.lastSequence, handler: handler)
@@ -41,7 +41,7 @@ public final class EventHub<Event: Sendable>: Sendable {
     }
 
     /// Queues `event`. Call ``deliverPending()`` once the owner's own lock is released.
-    public func enqueue(_ event: Event) {
+    package func enqueue(_ event: Event) {
         state.withLock { state in
             state.lastSequence += 1
             state.pending.append((state.lastSequence, event))
@@ -50,7 +50,7 @@ public final class EventHub<Event: Sendable>: Sendable {
 
     /// Delivers queued events in order, unless a delivery is already running further up this call stack or
     /// on another thread (that one will deliver them, in order).
-    public func deliverPending() {
+    package func deliverPending() {
         guard state.withLock({ state -> Bool in
             if state.delivering { return false }
             state.delivering = true

@@ -5,6 +5,9 @@ public struct PasscodeAttemptPolicy: Sendable, Hashable, Codable {
     /// After this many consecutive failures the device wipes its keys, or never when `nil`.
     public var wipeAfterFailures: Int?
 
+    /// A policy.
+    ///
+    /// - Parameter wipeAfterFailures: erase the device after this many consecutive failures, or never when `nil`.
     public init(wipeAfterFailures: Int? = nil) { self.wipeAfterFailures = wipeAfterFailures }
 
     /// The wait imposed after `failures` consecutive wrong passcodes.

@@ -11,6 +11,7 @@ public enum ProtectedDataEvent: Sendable, Hashable, CustomStringConvertible {
     /// The device was unlocked: every class is available.
     case didBecomeAvailable
 
+    /// The event in words, as UIKit's notification names say it.
     public var description: String {
         switch self {
         case .willBecomeUnavailable: "protected data will become unavailable"
@@ -25,11 +26,13 @@ public struct ProtectedDataAvailability: Sendable, Hashable, CustomStringConvert
     /// The classes whose keys are held now.
     public let availableClasses: Set<ProtectionClass>
 
+    /// The availability of exactly `availableClasses`.
     public init(availableClasses: Set<ProtectionClass>) { self.availableClasses = availableClasses }
 
     /// Whether `protectionClass` can be read now.
     public func isAvailable(_ protectionClass: ProtectionClass) -> Bool { availableClasses.contains(protectionClass) }
 
+    /// The available classes by name, comma-separated.
     public var description: String {
         ProtectionClass.allCases.filter(availableClasses.contains).map(\.name).joined(separator: ", ")
     }

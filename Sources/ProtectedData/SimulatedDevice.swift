@@ -19,6 +19,12 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
         /// The Argon2id cost of the passcode.
         public var kdf: PasscodeKDF = .default
 
+        /// A configuration.
+        ///
+        /// - Parameters:
+        ///   - gracePeriod: how long class A and B keys stay after a lock.
+        ///   - attemptPolicy: delays after wrong passcodes, and the optional wipe.
+        ///   - kdf: the Argon2id cost of the passcode.
         public init(gracePeriod: Duration = .seconds(10), attemptPolicy: PasscodeAttemptPolicy = .init(), kdf: PasscodeKDF = .default) {
             self.gracePeriod = gracePeriod
             self.attemptPolicy = attemptPolicy
@@ -39,6 +45,7 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
         /// Erased after too many wrong passcodes.
         case wiped
 
+        /// The state in words (`locked (grace 4s left)`).
         public var description: String {
             switch self {
             case .beforeFirstUnlock: "before first unlock"

@@ -14,6 +14,7 @@ public enum StoreKeyLookup: Sendable {
 }
 
 extension StoreKeyLookup: CustomStringConvertible {
+    /// `available`, `locked (CLASS)` or `absent`; never the key.
     public var description: String {
         switch self {
         case .available: "available"

@@ -25,6 +25,7 @@ public struct SecureKeysError: Error, Sendable {
 
         /// The short kebab-case word users see (`wrong-passcode`, `key-file-damaged`, …).
         public var name: String { base.rawValue }
+        /// The ``name``.
         public var description: String { name }
 
         /// The passcode did not unwrap the class keys.
@@ -62,6 +63,13 @@ public struct SecureKeysError: Error, Sendable {
     /// Where the error was raised, for debugging.
     public var location: String
 
+    /// An error of the key layer.
+    ///
+    /// - Parameters:
+    ///   - code: what kind of failure.
+    ///   - message: a sentence for a person; never a secret.
+    ///   - path: the file concerned.
+    ///   - systemErrno: the system error number of an I/O failure.
     public init(
         code: Code, message: String, path: String? = nil, systemErrno: Int32? = nil,
         file: StaticString = #fileID, line: UInt = #line
@@ -75,22 +83,26 @@ public struct SecureKeysError: Error, Sendable {
 }
 
 extension SecureKeysError {
+    /// The passcode did not unwrap the class keys.
     public static func wrongPasscode(file: StaticString = #fileID, line: UInt = #line) -> Self {
         Self(code: .wrongPasscode, message: "wrong passcode", file: file, line: line)
     }
 
+    /// A key file is truncated, altered or not a key file; `what` says how.
     public static func damaged(
         _ what: String, path: String? = nil, file: StaticString = #fileID, line: UInt = #line
     ) -> Self {
         Self(code: .damaged, message: "damaged key file: \(what); it was left as it is", path: path, file: file, line: line)
     }
 
+    /// A key file of a newer or unknown format version.
     public static func unsupportedFormat(
         _ what: String, path: String? = nil, file: StaticString = #fileID, line: UInt = #line
     ) -> Self {
         Self(code: .unsupportedFormat, message: "unsupported key file format: \(what)", path: path, file: file, line: line)
     }
 
+    /// A keybag that does not verify with this device's key.
     public static func wrongDevice(path: String? = nil, file: StaticString = #fileID, line: UInt = #line) -> Self {
         Self(
             code: .wrongDevice,
@@ -98,10 +110,12 @@ extension SecureKeysError {
             path: path, file: file, line: line)
     }
 
+    /// A secret used after it was wiped.
     public static func keyWiped(file: StaticString = #fileID, line: UInt = #line) -> Self {
         Self(code: .keyWiped, message: "the key was wiped from memory and can no longer be used", file: file, line: line)
     }
 
+    /// A store file exists at `storePath` without its key file.
     public static func storeExistsWithoutKey(
         storePath: String, file: StaticString = #fileID, line: UInt = #line
     ) -> Self {
@@ -111,10 +125,12 @@ extension SecureKeysError {
             path: storePath, file: file, line: line)
     }
 
+    /// `path` exists and is never overwritten.
     public static func alreadyExists(path: String, file: StaticString = #fileID, line: UInt = #line) -> Self {
         Self(code: .alreadyExists, message: "\(path) already exists and is never overwritten", path: path, file: file, line: line)
     }
 
+    /// `path` is accessible to other users (its `mode`).
     public static func insecurePermissions(
         path: String, mode: UInt32, file: StaticString = #fileID, line: UInt = #line
     ) -> Self {
@@ -124,10 +140,12 @@ extension SecureKeysError {
             path: path, file: file, line: line)
     }
 
+    /// A parameter outside what a format or libsodium accepts.
     public static func invalidArgument(_ what: String, file: StaticString = #fileID, line: UInt = #line) -> Self {
         Self(code: .invalidArgument, message: what, file: file, line: line)
     }
 
+    /// The file system refused `operation` on `path` with `errno`.
     public static func io(
         _ operation: String, path: String, errno: Int32, file: StaticString = #fileID, line: UInt = #line
     ) -> Self {
@@ -136,12 +154,14 @@ extension SecureKeysError {
             path: path, systemErrno: errno, file: file, line: line)
     }
 
+    /// libsodium could not allocate memory.
     public static func outOfMemory(_ what: String, file: StaticString = #fileID, line: UInt = #line) -> Self {
         Self(code: .outOfMemory, message: what, file: file, line: line)
     }
 }
 
 extension SecureKeysError: CustomStringConvertible, LocalizedError {
+    /// `code: message`.
     public var description: String { "\(code.name): \(message)" }
     /// swift-argument-parser prints this for errors a command throws.
     public var errorDescription: String? { description }

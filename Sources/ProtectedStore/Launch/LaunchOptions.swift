@@ -17,6 +17,11 @@ public struct LaunchOptions: Sendable, Hashable {
     /// Whether the app was launched into the background, with no UI on screen.
     public var inBackground: Bool
 
+    /// Options for a launch.
+    ///
+    /// - Parameters:
+    ///   - reason: why the app was launched.
+    ///   - inBackground: whether it was launched with no UI; by default, for every reason but `user`.
     public init(reason: Reason = .user, inBackground: Bool? = nil) {
         self.reason = reason
         self.inBackground = inBackground ?? (reason != .user)

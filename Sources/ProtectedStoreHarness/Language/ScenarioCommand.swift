@@ -5,21 +5,35 @@ import ProtectedData
 public enum ScenarioCommand: Sendable, Hashable {
     /// `passcode` is `nil` in the shell when it is to be read from the terminal with echo off.
     case deviceSetup(passcode: String?, grace: Duration, wipeAfter: Int?)
+    /// `device reboot`: power off (every key in memory zeroed, the app killed) and boot before the first unlock.
     case deviceReboot
+    /// `device lock`: lock now; the grace period starts.
     case deviceLock
     /// `passcode` is `nil` in the shell when it is to be read from the terminal with echo off.
     case deviceUnlock(passcode: String?)
+    /// `device change-passcode OLD NEW`.
     case deviceChangePasscode(old: String, new: String)
+    /// `clock advance DURATION`: move the virtual clock; timers that become due fire.
     case clockAdvance(Duration)
+    /// `app launch [--background] [--reason R] [--protection P] [--attach-delay D]`.
     case appLaunch(LaunchOptions, protection: ProtectionClass?, attachDelay: Duration)
+    /// `app terminate`: the app exits cleanly (store closed, waiting work cancelled).
     case appTerminate
+    /// `app crash`: the app's process is killed; nothing is cleaned up.
     case appCrash
+    /// `ui NAME`: a UI-facing operation that records its name when it runs.
     case ui(String)
+    /// `put KEY VALUE`: a UI-facing write.
     case put(key: String, value: String)
+    /// `get KEY`: a UI-facing read that prints the value.
     case get(key: String)
+    /// `delete KEY`: a UI-facing removal.
     case delete(key: String)
+    /// `inbox put KEY VALUE`: a write sealed into the locked inbox, which works while the store is locked.
     case inboxPut(key: String, value: String)
+    /// `status`: print the device, the app and the store.
     case status
+    /// `expect …`: check a fact; a script fails when it does not hold.
     case expect(Expectation)
 
     /// Whether the line hides a secret and must not be echoed or logged as typed.
@@ -33,18 +47,31 @@ public enum ScenarioCommand: Sendable, Hashable {
 
 /// What an `expect` line checks.
 public enum Expectation: Sendable, Hashable {
+    /// `expect protected-data available|unavailable` for the store's class.
     case protectedData(available: Bool)
+    /// `expect store PHASE` (`launching`, `waiting`, `ready`, `failed`, `terminated`, `not-running`).
     case store(String)
+    /// `expect coordinator assigned|nil`.
     case coordinator(assigned: Bool)
+    /// `expect interaction enabled|disabled`.
     case interaction(enabled: Bool)
+    /// `expect queued N`: operations waiting.
     case queued(Int)
+    /// `expect ran [A B …]`: `ui` operations that ran, in order.
     case ran([String])
+    /// `expect value KEY = VALUE`, read from the attached store.
     case value(key: String, value: String)
+    /// `expect missing KEY`.
     case missing(key: String)
+    /// `expect error CODE`: the previous command's error code, or `none`.
     case error(String)
+    /// `expect presented-error CODE|none`.
     case presentedError(String)
+    /// `expect device STATE` (`unlocked`, `locked`, `grace-period`, `before-first-unlock`, `wiped`).
     case device(String)
+    /// `expect inbox N`: sealed records waiting to be merged.
     case inbox(Int)
+    /// `expect no-plaintext`: no file in the state directory holds a written value or SQLite's header.
     case noPlaintext
     /// `PRAGMA integrity_check` of the attached store answers `ok` (every page read, so every HMAC checked).
     case integrityOK

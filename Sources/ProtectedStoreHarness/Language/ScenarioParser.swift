@@ -3,7 +3,9 @@ import ProtectedData
 
 /// A line the parser could not read: what is wrong with it, in words.
 public struct ScenarioParseError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// What is wrong with the line.
     public let message: String
+    /// The ``message``.
     public var description: String { message }
 }
 

@@ -1,18 +1,18 @@
 import Glibc
 
 /// A regular file in a folder tree, with what tells whether it changed since it was last looked at.
-public struct RegularFile: Sendable, Hashable {
+package struct RegularFile: Sendable, Hashable {
     /// The path relative to the folder listed, `/`-separated.
-    public let name: String
-    public let size: Int
+    package let name: String
+    package let size: Int
     /// Size and modification time (seconds, nanoseconds): equal signatures mean an unchanged file.
-    public let signature: [Int]
+    package let signature: [Int]
 
     /// Every regular file under `folder` (symbolic links are not followed), sorted by name.
     ///
     /// Straight `readdir`/`lstat`: the simulator lists its state directory after every step, and
     /// `FileManager`'s enumerator spent more time normalizing paths than the step spent on its work.
-    public static func all(under folder: String) -> [RegularFile] {
+    package static func all(under folder: String) -> [RegularFile] {
         var files: [RegularFile] = []
         collect(under: folder, prefix: "", into: &files)
         return files.sorted { $0.name < $1.name }

@@ -10,9 +10,13 @@ public struct ScenarioScript: Sendable {
 
     /// A line that could not be parsed, named by file and line.
     public struct ParseFailure: Error, CustomStringConvertible {
+        /// The script's name.
         public let name: String
+        /// The line number, from 1.
         public let line: Int
+        /// What is wrong with the line.
         public let message: String
+        /// `FILE:LINE: message`.
         public var description: String { "\(name):\(line): \(message)" }
     }
 

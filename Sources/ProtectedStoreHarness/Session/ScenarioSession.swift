@@ -10,8 +10,11 @@ public import SecureKeys
 
 /// An `expect` that did not hold: what the line wanted and what was there.
 public struct ExpectationFailure: Error, Sendable, Hashable, CustomStringConvertible {
+    /// What the `expect` line wanted.
     public let expected: String
+    /// What was there.
     public let got: String
+    /// `expected …, got …`.
     public var description: String { "expected \(expected), got \(got)" }
 }
 

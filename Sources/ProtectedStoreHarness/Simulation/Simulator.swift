@@ -10,16 +10,22 @@ public struct Violation: Error, Sendable, CustomStringConvertible {
     public let step: Int
     /// Which rule: DESIGN.md's invariants 1–6, or the oracle's model of the device and its errors.
     public let invariant: String
+    /// What was wrong, in words.
     public let message: String
+    /// The `expect` line that fails the same way in a script, when the language can say it.
     public let expectation: Expectation?
 
+    /// `step N: invariant: message`.
     public var description: String { "step \(step): \(invariant): \(message)" }
 }
 
 /// One simulated run: the commands, a line of trace per command, and the first violation if any.
 public struct SimulationRun: Sendable {
+    /// The commands that ran.
     public let commands: [ScenarioCommand]
+    /// One line per command: the command and the state after it.
     public let trace: [String]
+    /// The first invariant that did not hold, or `nil`.
     public let violation: Violation?
 }
 

@@ -7,9 +7,9 @@ import Glibc
 /// An atomic write follows the POSIX recipe: write a temporary file in the same directory, `fsync` it,
 /// `rename` it over the target, then `fsync` the directory so the rename itself is durable. A crash at any
 /// point leaves either the old file or the new one, never a mix.
-public enum SecureFile {
+package enum SecureFile {
     /// The steps of ``writeAtomically(_:to:replacing:)``, in order, where a simulated crash can stop it.
-    public enum WriteStep: String, Sendable, CaseIterable {
+    package enum WriteStep: String, Sendable, CaseIterable {
         case createdTemporary = "created-temporary"
         case wroteTemporary = "wrote-temporary"
         case syncedTemporary = "synced-temporary"
@@ -19,13 +19,13 @@ public enum SecureFile {
 
     /// A crash simulated at a ``WriteStep``: the write stops there and, as in a real crash, nothing is
     /// cleaned up. For crash-consistency tests only.
-    public struct SimulatedCrash: Error, Sendable, Equatable {
-        public let step: WriteStep
-        public init(step: WriteStep) { self.step = step }
+    package struct SimulatedCrash: Error, Sendable, Equatable {
+        package let step: WriteStep
+        package init(step: WriteStep) { self.step = step }
     }
 
     /// Set (for the current task only) to make the next atomic writes stop at that step, as a crash would.
-    @TaskLocal public static var crashPoint: WriteStep?
+    @TaskLocal package static var crashPoint: WriteStep?
 
     private static func crashIfRequested(at step: WriteStep) throws {
         if crashPoint == step { throw SimulatedCrash(step: step) }
@@ -39,7 +39,7 @@ public enum SecureFile {
     /// Creates `path` (and its parents) with mode 0700 when missing; an existing directory is left as it is.
     ///
     /// - Throws: ``SecureKeysError/Code/io`` when it cannot be created or is not a directory.
-    public static func createDirectory(at path: String) throws {
+    package static func createDirectory(at path: String) throws {
         var info = stat()
         if lstat(path, &info) == 0 {
             guard (info.st_mode & S_IFMT) == S_IFDIR else {
@@ -57,7 +57,7 @@ public enum SecureFile {
     }
 
     /// Whether anything (a file, a directory, a link) exists at `path`.
-    public static func exists(_ path: String) -> Bool {
+    package static func exists(_ path: String) -> Bool {
         var info = stat()
         return lstat(path, &info) == 0
     }
@@ -69,7 +69,7 @@ public enum SecureFile {
     ///
     /// - Throws: ``SecureKeysError/Code/io`` (missing, unreadable, not a regular file) or
     ///   ``SecureKeysError/Code/insecurePermissions``.
-    public static func read(_ path: String, maximumSize: Int = 1 << 20) throws -> [UInt8] {
+    package static func read(_ path: String, maximumSize: Int = 1 << 20) throws -> [UInt8] {
         let descriptor = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
         guard descriptor >= 0 else {
             let code = errno
@@ -103,7 +103,7 @@ public enum SecureFile {
     /// Reads a file that holds a raw secret straight into guarded memory, zeroing the temporary copy.
     ///
     /// - Throws: as ``read(_:maximumSize:)``.
-    public static func readSecret(_ path: String) throws -> SecureBytes {
+    package static func readSecret(_ path: String) throws -> SecureBytes {
         var bytes = try read(path, maximumSize: 4096)
         defer { secureZero(&bytes) }
         return bytes.withUnsafeBytes { SecureBytes(copying: $0) }
@@ -111,7 +111,7 @@ public enum SecureFile {
 
     /// Writes a raw secret to a new file (mode 0600, never replacing one). Only for the simulated device's
     /// hardware key, which stands for a key a real device keeps in its secure element.
-    public static func writeSecret(_ secret: SecureBytes, to path: String) throws {
+    package static func writeSecret(_ secret: SecureBytes, to path: String) throws {
         var bytes = try secret.withUnsafeBytes { Array($0) }
         defer { secureZero(&bytes) }
         try writeAtomically(bytes, to: path, replacing: false)
@@ -123,7 +123,7 @@ public enum SecureFile {
     ///   and are never overwritten; a keybag whose passcode changes is replaced with `true`.
     /// - Throws: ``SecureKeysError/Code/alreadyExists`` when `path` exists and `replacing` is false;
     ///   ``SecureKeysError/Code/io`` for any failure, after which the previous file (if any) is intact.
-    public static func writeAtomically(_ bytes: [UInt8], to path: String, replacing: Bool) throws {
+    package static func writeAtomically(_ bytes: [UInt8], to path: String, replacing: Bool) throws {
         let directory = folder(containing: path)
         let temporary = path + ".tmp-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, fileMode)
@@ -161,7 +161,7 @@ public enum SecureFile {
     /// Writes every byte of `bytes` to an open file, retrying short and interrupted writes.
     ///
     /// - Throws: ``SecureKeysError/Code/io`` naming `path`.
-    public static func writeAll(_ bytes: [UInt8], to descriptor: Int32, path: String) throws {
+    package static func writeAll(_ bytes: [UInt8], to descriptor: Int32, path: String) throws {
         var done = 0
         while done < bytes.count {
             let count = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress! + done, $0.count - done) }
@@ -172,13 +172,13 @@ public enum SecureFile {
     }
 
     /// The folder that holds `path` (`.` for a bare file name).
-    public static func folder(containing path: String) -> String {
+    package static func folder(containing path: String) -> String {
         let folder = (path as NSString).deletingLastPathComponent
         return folder.isEmpty ? "." : folder
     }
 
     /// `fsync`s a directory so that a rename or a new entry in it survives a crash.
-    public static func syncDirectory(_ path: String) throws {
+    package static func syncDirectory(_ path: String) throws {
         let descriptor = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard descriptor >= 0 else { throw SecureKeysError.io("cannot open directory", path: path, errno: errno) }
         defer { close(descriptor) }

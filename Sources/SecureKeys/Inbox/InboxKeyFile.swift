@@ -2,7 +2,9 @@
 /// can be sealed while the device is locked, and the private key wrapped by a key derived from the store
 /// key, so it opens exactly when the store itself can be opened.
 public struct InboxKeyFile: Sendable {
+    /// The format version this code writes (keys/README.md).
     public static let formatVersion: UInt8 = 1
+    /// The four bytes an inbox key file starts with.
     public static let magic: [UInt8] = Array("PSIK".utf8)
     static let headerLength = 8 + SealedBox.publicKeyLength
     static let wrappedKeyLength = KeyWrap.wrappedLength(secretLength: SealedBox.privateKeyLength)

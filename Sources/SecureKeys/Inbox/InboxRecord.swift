@@ -2,14 +2,22 @@
 public struct InboxEntry: Sendable, Hashable {
     /// What the write does.
     public enum Change: Sendable, Hashable {
+        /// Store `value` under `key`, replacing what was there.
         case put(key: String, value: String)
+        /// Remove `key`.
         case delete(key: String)
     }
 
     /// A unique identifier, recorded in the store when the entry is applied, so it is never applied twice.
     public let id: [UInt8]
+    /// What the write does.
     public let change: Change
 
+    /// An entry with a known identifier (as read back from a record).
+    ///
+    /// - Parameters:
+    ///   - id: the entry's 16-byte identifier.
+    ///   - change: what it does.
     public init(id: [UInt8], change: Change) {
         self.id = id
         self.change = change
@@ -24,8 +32,11 @@ public struct InboxEntry: Sendable, Hashable {
 /// The inbox file's record format (v1, keys/README.md): each record is framed as
 /// `"PSIR" ‖ u32 length ‖ crypto_box_seal(payload) ‖ BLAKE2b-128 checksum`, appended in arrival order.
 public enum InboxRecord {
+    /// The four bytes each record starts with (`PSIR`).
     public static let magic: [UInt8] = Array("PSIR".utf8)
+    /// The payload version this code writes.
     public static let payloadVersion: UInt8 = 1
+    /// The length of an entry's identifier, in bytes.
     public static let idLength = 16
     static let headerLength = 8
     static let checksumLength = 16
@@ -34,7 +45,9 @@ public enum InboxRecord {
 
     /// A record found in an inbox file: where it starts and its sealed bytes.
     public struct Frame: Sendable, Hashable {
+        /// Where the record starts in the file.
         public let offset: Int
+        /// The sealed payload (`crypto_box_seal` output).
         public let sealed: [UInt8]
     }
 
@@ -46,6 +59,7 @@ public enum InboxRecord {
         /// payload. Skipped; the records after it are still read.
         case rejected(offset: Int, reason: String)
 
+        /// The problem in words, with the record's offset.
         public var description: String {
             switch self {
             case .tornTail(let offset, let length): "torn record at byte \(offset) (\(length) bytes, an interrupted append): ignored"

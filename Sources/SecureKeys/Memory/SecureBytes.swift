@@ -137,6 +137,7 @@ public final class SecureBytes: @unchecked Sendable {
 extension SecureBytes: CustomStringConvertible, CustomDebugStringConvertible {
     /// Never the bytes: only how many there are.
     public var description: String { "SecureBytes(\(count) bytes, redacted)" }
+    /// Redacted, like ``description``: only the length.
     public var debugDescription: String { description }
 }
 

@@ -26,6 +26,11 @@ public struct PasscodeKDF: Sendable, Hashable {
     /// The largest memory limit a keybag may ask for; a larger value in a file is treated as damage.
     public static let maximumMemLimit: UInt64 = 1 << 30
 
+    /// An Argon2id cost.
+    ///
+    /// - Parameters:
+    ///   - opsLimit: the number of passes (libsodium's `opslimit`).
+    ///   - memLimit: the memory used, in bytes (libsodium's `memlimit`).
     public init(opsLimit: UInt64, memLimit: UInt64) {
         self.opsLimit = opsLimit
         self.memLimit = memLimit

@@ -21,6 +21,7 @@ extension RandomSource {
 
 /// The operating system's generator, through `randombytes_buf`.
 public struct SystemRandom: RandomSource {
+    /// The generator; libsodium is initialised first.
     public init() { Sodium.ensureInitialised() }
 
     public func fill(_ buffer: UnsafeMutableRawBufferPointer) {
