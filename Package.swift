@@ -1,11 +1,13 @@
-// swift-tools-version: 6.1
+// swift-tools-version: 6.2
 import PackageDescription
 
 /// Settings every Swift target shares: Swift 6 language mode is the tools-version default; these make
-/// existential and Sendable use explicit, as swift-log does.
+/// existential use, imports and Sendable explicit, as swift-log does: every public type says whether it is
+/// `Sendable` (the `ExplicitSendable` diagnostic group).
 let strictSettings: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny"),
     .enableUpcomingFeature("InternalImportsByDefault"),
+    .treatWarning("ExplicitSendable", as: .warning),
 ]
 
 let package = Package(

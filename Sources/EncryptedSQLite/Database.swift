@@ -1,5 +1,9 @@
 internal import CSQLCipher
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 public import SecureKeys
 
 /// A connection to an encrypted SQLite database (SQLCipher).

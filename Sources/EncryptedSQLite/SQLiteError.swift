@@ -1,5 +1,5 @@
 public import Foundation
-public import SecureKeys
+import SecureKeys
 
 /// An error from the encrypted store: what kind, in words a person can act on, and where.
 ///

@@ -1,6 +1,6 @@
 import Foundation
 @_exported public import ProtectedData
-@_exported public import ProtectedStore
+@_exported @_spi(Testing) public import ProtectedStore
 public import SecureKeys
 
 /// A device, a manual clock and data controllers on a temporary directory, for an app's own tests — the role

@@ -1,7 +1,7 @@
 import ArgumentParser
 import Foundation
 import ProtectedData
-import ProtectedStore
+@_spi(Testing) import ProtectedStore
 import ProtectedStoreHarness
 import SecureKeys
 

@@ -1,5 +1,9 @@
 import ArgumentParser
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// `protected-store`: simulates a device and an app's launch around an encrypted store.
 @main

@@ -1,5 +1,5 @@
 import ProtectedData
-import ProtectedStore
+@_spi(Testing) import ProtectedStore
 
 /// Prints what happens, one line per step, in aligned columns: the virtual time, what happened, and the
 /// state of protected data, the store, the coordinator, interaction and the queue right after it.

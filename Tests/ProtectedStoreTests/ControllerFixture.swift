@@ -3,7 +3,7 @@ import Foundation
 import ProtectedData
 import SecureKeys
 
-@testable import ProtectedStore
+@_spi(Testing) @testable import ProtectedStore
 
 /// A device and a data controller on a temporary directory, sharing one manual clock.
 @MainActor

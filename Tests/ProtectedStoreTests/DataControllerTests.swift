@@ -3,7 +3,7 @@ import ProtectedData
 import SecureKeys
 import Testing
 
-@testable import ProtectedStore
+@_spi(Testing) @testable import ProtectedStore
 
 @MainActor
 @Suite("Data controller: launch and deferred setup", .timeLimit(.minutes(3)))

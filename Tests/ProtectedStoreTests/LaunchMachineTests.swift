@@ -1,6 +1,6 @@
 import Testing
 
-@testable import ProtectedStore
+@_spi(Testing) @testable import ProtectedStore
 
 /// The machine with a string for a store, so effects read as words: `closeStore(s1)`.
 private typealias Machine = LaunchMachine<String>

@@ -4,7 +4,7 @@ import Foundation
 import SecureKeys
 import Testing
 
-@testable import ProtectedStore
+@_spi(Testing) @testable import ProtectedStore
 
 /// A store with its inbox, opened directly (no controller), to drive appends and merges step by step.
 final class InboxFixture {

@@ -3,7 +3,7 @@ import ProtectedData
 import SecureKeys
 import Testing
 
-@testable import ProtectedStore
+@_spi(Testing) @testable import ProtectedStore
 
 /// An app's own error, as an app would define it.
 private struct NoteTooLong: Error, Equatable {

@@ -4,7 +4,7 @@ import ProtectedData
 import SecureKeys
 import Testing
 
-@testable import ProtectedStore
+@_spi(Testing) @testable import ProtectedStore
 
 @Suite("Secrets in memory", .timeLimit(.minutes(3)))
 @MainActor

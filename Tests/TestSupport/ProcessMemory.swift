@@ -1,7 +1,7 @@
 import Foundation
 
 /// Searches this process's own memory, for tests that a secret is gone from it.
-public enum ProcessMemory {
+public enum ProcessMemory: Sendable {
     /// Every address in a readable and writable mapping of this process (heap, stacks, anonymous maps,
     /// libraries' data: wherever a copy of a secret could be left; mappings of 4 GiB or more, which only a
     /// sanitizer's shadow memory is, are skipped) where `needle` occurs, apart from the

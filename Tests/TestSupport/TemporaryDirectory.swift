@@ -1,7 +1,7 @@
 import Foundation
 
 /// A fresh directory under the system's temporary folder, removed when the value goes away.
-public final class TemporaryDirectory {
+public final class TemporaryDirectory: Sendable {
     public let path: String
 
     public init() {

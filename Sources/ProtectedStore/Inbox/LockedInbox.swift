@@ -126,7 +126,14 @@ public struct LockedInbox: Sendable {
     // MARK: Merging (needs the store key)
 
     /// The inbox key pair, made (and its file written) the first time a store attaches.
-    package func openKeyPair(storeKey: SecureBytes) throws -> (publicKey: [UInt8], privateKey: SecureBytes) {
+    ///
+    /// For the store's attach, and for tests and benchmarks that drive an inbox without a controller.
+    ///
+    /// - Parameter storeKey: the store's key, which wraps the inbox private key.
+    /// - Returns: the public key and the private key (in guarded memory; wipe it when done).
+    /// - Throws: a `SecureKeysError` when the inbox key file is damaged or cannot be written.
+    @_spi(Testing)
+    public func openKeyPair(storeKey: SecureBytes) throws -> (publicKey: [UInt8], privateKey: SecureBytes) {
         if SecureFile.exists(keyPath) {
             let file = try InboxKeyFile.load(from: keyPath)
             return (file.publicKey, try file.unwrapPrivateKey(storeKey: storeKey, path: keyPath))
@@ -142,7 +149,8 @@ public struct LockedInbox: Sendable {
     /// - Parameter apply: writes one entry into the store.
     /// - Returns: what was merged, skipped and rejected. A rejected record is reported, never applied, and
     ///   never blocks the others.
-    package func merge(
+    @_spi(Testing)
+    public func merge(
         into database: Database, publicKey: [UInt8], privateKey: SecureBytes,
         apply: (Database, InboxEntry) throws -> Void
     ) throws -> InboxMergeReport {

@@ -278,7 +278,11 @@ public final class DataController {
 
     /// Returns once every event, attach, drain and close the controller started has finished (an attach
     /// delayed by the simulation's attach delay does not count until its time comes).
-    package func waitUntilIdle() async {
+    ///
+    /// For tests and benchmarks, which must know that everything the last step started has ended; an app
+    /// follows ``phases()`` or ``events()`` instead.
+    @_spi(Testing)
+    public func waitUntilIdle() async {
         await work.waitUntilIdle()
     }
 

@@ -1,5 +1,5 @@
 /// Durations as scripts write them: `500ms`, `10s`, `5m`, `1h` (a whole number and a unit).
-public enum DurationText {
+public enum DurationText: Sendable {
     /// Parses `text`, or returns `nil` when it is not a duration.
     public static func parse(_ text: String) -> Duration? {
         let units: [(String, Int64)] = [("ms", 1), ("s", 1000), ("m", 60_000), ("h", 3_600_000)]

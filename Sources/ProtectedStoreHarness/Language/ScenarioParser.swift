@@ -10,7 +10,7 @@ public struct ScenarioParseError: Error, Sendable, Hashable, CustomStringConvert
 }
 
 /// Reads the command language: one command per line, `#` starts a comment, double quotes group words.
-public enum ScenarioParser {
+public enum ScenarioParser: Sendable {
     /// The store states `expect store` accepts.
     public static let storeStates = ["launching", "waiting", "ready", "failed", "terminated", "not-running"]
     /// The device states `expect device` accepts.

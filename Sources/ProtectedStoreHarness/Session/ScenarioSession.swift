@@ -5,7 +5,7 @@ import Glibc
 import Darwin
 #endif
 public import ProtectedData
-public import ProtectedStore
+@_spi(Testing) public import ProtectedStore
 public import SecureKeys
 
 /// An `expect` that did not hold: what the line wanted and what was there.

@@ -1,4 +1,4 @@
-public import ProtectedStore
+package import ProtectedStore
 import ProtectedData
 
 /// Shrinks a failing command sequence while it still breaks the same invariant, and writes it as a script

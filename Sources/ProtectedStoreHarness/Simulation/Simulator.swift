@@ -1,5 +1,5 @@
 import Foundation
-public import ProtectedStore
+package import ProtectedStore
 import ProtectedData
 import SecureKeys
 

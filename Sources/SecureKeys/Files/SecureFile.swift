@@ -1,6 +1,10 @@
 import Foundation
 
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// Key files on disk: private permissions, atomic replacement, and reads that refuse what is not a plain file.
 ///

@@ -31,7 +31,7 @@ public struct InboxEntry: Sendable, Hashable {
 
 /// The inbox file's record format (v1, keys/README.md): each record is framed as
 /// `"PSIR" ‖ u32 length ‖ crypto_box_seal(payload) ‖ BLAKE2b-128 checksum`, appended in arrival order.
-public enum InboxRecord {
+public enum InboxRecord: Sendable {
     /// The four bytes each record starts with (`PSIR`).
     public static let magic: [UInt8] = Array("PSIR".utf8)
     /// The payload version this code writes.

@@ -2,7 +2,7 @@ internal import CSodium
 
 /// Derives one key from another with keyed BLAKE2b-256 (`crypto_generichash`) and a label that says what
 /// the result is for, so no key is ever used for two purposes.
-public enum KeyDerivation {
+public enum KeyDerivation: Sendable {
     /// The length of every derived key.
     public static let keyLength = 32
 

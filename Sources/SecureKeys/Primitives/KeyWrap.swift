@@ -5,7 +5,7 @@ internal import CSodium
 /// The file header goes in as associated data, so a wrapped key cannot be moved to another header (another
 /// class, another format version) without failing authentication. The 24-byte nonce is random: XChaCha20's
 /// extended nonce makes random nonces safe (libsodium docs, "XChaCha20-Poly1305 construction").
-public enum KeyWrap {
+public enum KeyWrap: Sendable {
     /// `crypto_aead_xchacha20poly1305_ietf_NPUBBYTES`.
     public static let nonceLength = 24
     /// `crypto_aead_xchacha20poly1305_ietf_ABYTES`.

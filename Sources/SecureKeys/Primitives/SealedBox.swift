@@ -5,7 +5,7 @@ internal import CSodium
 ///
 /// This is what lets data be written while the device is locked: the public half of a class-B style key pair
 /// is always available, the private half only while unlocked.
-public enum SealedBox {
+public enum SealedBox: Sendable {
     /// `crypto_box_PUBLICKEYBYTES`.
     public static let publicKeyLength = 32
     /// `crypto_box_SECRETKEYBYTES`.
