@@ -1,0 +1,62 @@
+import Foundation
+import SecureKeys
+import TestSupport
+import Testing
+
+@_spi(Testing) @testable import ProtectedStore
+
+@Suite("StoreError")
+struct StoreErrorTests {
+    @Test("the README's error table lists every code StoreError defines")
+    func readmeListsEveryCode() throws {
+        let readme = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("README.md")
+        let text = try String(contentsOf: readme, encoding: .utf8)
+        guard let table = text.components(separatedBy: "## Errors").dropFirst().first?.components(separatedBy: "\n## ").first else {
+            Issue.record("README.md has no Errors section")
+            return
+        }
+        let listed = Set(table.split(separator: "\n").filter { $0.hasPrefix("| `") }.flatMap { row in
+            row.split(separator: "|").first.map { cell in
+                cell.split(separator: "`").enumerated().filter { $0.offset % 2 == 1 }.map { String($0.element) }
+            } ?? []
+        })
+        let missing = StoreError.Code.all.map(\.name).filter { !listed.contains($0) }
+        #expect(missing.isEmpty, "codes missing from README.md's error table: \(missing)")
+        #expect(Set(StoreError.Code.all.map(\.name)).count == StoreError.Code.all.count, "a code is defined twice")
+    }
+
+    @Test("a foreign-key failure and a unique one are both constraint, told apart by the cause's extended result code")
+    func extendedResultCodes() throws {
+        let directory = TemporaryDirectory()
+        let database = try Database(path: directory.file("fk.sqlite"), key: SecureBytes.random(count: 32))
+        try database.execute("PRAGMA foreign_keys = ON")
+        try database.execute("CREATE TABLE parent(id INTEGER PRIMARY KEY); CREATE TABLE child(parent INTEGER REFERENCES parent(id))")
+        try database.execute("INSERT INTO parent(id) VALUES (1)")
+        func failure(_ sql: String) -> StoreError? {
+            do {
+                try database.execute(sql, [])
+                return nil
+            } catch {
+                return StoreError(wrapping: error)
+            }
+        }
+        let foreignKey = try #require(failure("INSERT INTO child(parent) VALUES (42)"))
+        let unique = try #require(failure("INSERT INTO parent(id) VALUES (1)"))
+        #expect(foreignKey.code == .constraint && unique.code == .constraint)
+        #expect((foreignKey.cause as? SQLiteError)?.extendedResultCode == 787)  // SQLITE_CONSTRAINT_FOREIGNKEY
+        #expect((unique.cause as? SQLiteError)?.extendedResultCode == 1555)  // SQLITE_CONSTRAINT_PRIMARYKEY
+    }
+
+    @Test("wrapping keeps a lower layer's code word and message, and the error itself as the cause")
+    func wrappingKeepsTheCause() {
+        let keys = SecureKeysError.damaged("truncated", path: "/tmp/x.key")
+        let wrapped = StoreError(wrapping: keys)
+        #expect(wrapped.code == .keyFileDamaged)
+        #expect(wrapped.message == keys.message)
+        #expect((wrapped.cause as? SecureKeysError)?.path == "/tmp/x.key")
+        #expect(StoreError(wrapping: wrapped).location == wrapped.location, "a StoreError is not wrapped twice")
+        #expect(StoreError(wrapping: CancellationError()).code == .cancelled)
+        #expect("\(StoreError.queueFull(capacity: 3))" == "queue-full: the operation queue is full (3 operations waiting for protected data)")
+    }
+}
