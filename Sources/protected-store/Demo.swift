@@ -1,7 +1,6 @@
 import ArgumentParser
 import Foundation
 import ProtectedData
-@_spi(Testing) import ProtectedStore
 import ProtectedStoreHarness
 import SecureKeys
 
@@ -21,57 +20,37 @@ extension ProtectedStoreCommand {
     }
 }
 
-/// The walkthrough itself: a device with a test clock (virtual time, no sleeping), a store, a controller.
+/// The walkthrough itself: the same scenario session the shell, scripts and the simulator drive — a real device
+/// and store with a manual clock (virtual time, no sleeping) — one command-language line per step, with a
+/// timeline row after each and what the session printed as notes under it.
 @MainActor
 final class DemoScript {
     let directory: String
-    let clock = ManualClock()
-    let started: ManualClock.Instant
+    let session: ScenarioSession
     let timeline = Timeline()
-    var device: SimulatedDevice!
-    var controller: DataController?
-    var storePath: String { directory + "/app.sqlite" }
-
-    init(directory: String) {
-        self.directory = directory
-        started = clock.now
-    }
-
-    var now: Duration { started.duration(to: clock.now) }
-
-    /// What callbacks reported while the last action settled, printed under that action's row.
+    /// What the session printed while the last step ran, shown under that step's row.
     var pendingNotes: [String] = []
 
-    func record(_ event: String) {
-        timeline.record(now, event, device: device, controller: controller)
-        for note in pendingNotes { timeline.note(note) }
+    init(directory: String) throws {
+        self.directory = directory
+        session = try ScenarioSession(stateDirectory: directory)
+        session.output = { [unowned self] line in pendingNotes.append(line) }
+    }
+
+    /// Runs one line of the command language, then prints the timeline row and the notes.
+    func step(_ line: String, _ event: String, notes: [String] = []) async throws {
+        guard let command = try ScenarioParser.parse(line) else { return }
+        if let failure = await session.execute(command) {
+            throw ValidationError("the demo's step `\(line)` did not hold: \(failure)")
+        }
+        record(event, notes: notes)
+    }
+
+    func record(_ event: String, notes: [String] = []) {
+        timeline.record(session.now, event, device: session.device, controller: session.controller)
+        for note in notes + pendingNotes { timeline.note(note) }
         pendingNotes.removeAll()
     }
-
-    func makeController() -> DataController {
-        let controller = DataController(
-            configuration: .init(store: StoreConfiguration(path: storePath, protectionClass: .complete)), keys: device, clock: clock)
-        controller.observe { [unowned self] event in
-            switch event {
-            case .errorPresented(let error):
-                pendingNotes.append("error presented to the user: \(error)")
-            case .inboxMerged(let report):
-                pendingNotes.append("locked inbox: \(report.merged) sealed record\(report.merged == 1 ? "" : "s") merged into the store, in one transaction")
-            case .operationFinished(let ticket):
-                pendingNotes.append("operation #\(ticket.id) \(ticket.name): \(ticket.outcome.map(String.init(describing:)) ?? "?")")
-            case .phaseChanged:
-                break
-            }
-        }
-        return controller
-    }
-
-    func advance(_ duration: Duration) async {
-        clock.advance(by: duration)
-        await controller?.waitUntilIdle()
-    }
-
-    func settle() async { await controller?.waitUntilIdle() }
 
     func run() async throws {
         print("""
@@ -81,84 +60,43 @@ final class DemoScript {
             """)
         timeline.header()
 
-        device = try SimulatedDevice.setUp(
-            in: directory, passcode: SecureBytes(utf8: "123456"), configuration: .init(gracePeriod: .seconds(10)),
-            clock: clock)
-        record("device setup (passcode, 10 s grace period)")
-
-        controller = makeController()
-        controller!.launch(LaunchOptions(reason: .user))
-        await settle()
-        record("app launch (user): store created and attached")
-        try controller!.submit("save home") { try await $0.put("home", "Rue de Rivoli") }
-        await settle()
-        controller!.terminate()
-        await settle()
-        controller = nil
-        record("app terminate")
-
-        device = try SimulatedDevice(bootingFrom: directory, clock: clock)
-        record("device reboot")
-        await advance(.seconds(5))
-        record("5 s later")
-
-        controller = makeController()
-        controller!.launch(LaunchOptions(reason: .location))
-        record("app launch --background --reason location")
-        timeline.note("phase 1 returned at once; the store attaches on a background executor")
-        await settle()
-        record("attach finished: the store key is locked")
-        timeline.note("no error shown: protected data is unavailable, so the controller waits for the unlock event")
-
-        try controller!.submit("show-map") { _ in }
-        try controller!.submit("save visit") { try await $0.put("visit", "café at 48.86,2.35") }
-        try controller!.submit("refresh-list") { _ in }
-        await settle()
-        record("3 UI operations submitted: queued, not run")
-
-        try controller!.appendToInbox(.put(key: "last-location", value: "48.8606,2.3376"))
-        record("location update while locked → locked inbox")
-        timeline.note("sealed to the store's inbox public key and fsynced: \(try controller!.inbox.pendingCount()) record waiting; only the store's key can open it")
-
-        await advance(.seconds(30))
-        do {
-            try device.unlock(passcode: SecureBytes(utf8: "000000"))
-        } catch {
-            pendingNotes.append("\(error)")
-            record("device unlock with a wrong passcode")
-        }
-        try device.unlock(passcode: SecureBytes(utf8: "123456"))
-        await settle()
-        pendingNotes.insert("deferred setup: attach, assign the coordinator, enable interaction, drain the queue in order", at: 0)
-        record("device unlock → protected data did become available")
-
-        let visit = try await controller!.perform("read visit") { try await $0.value(forKey: "visit") }
-        let home = try await controller!.perform("read home") { try await $0.value(forKey: "home") }
-        let location = try await controller!.perform("read last-location") { try await $0.value(forKey: "last-location") }
-        record("read back through the coordinator")
-        timeline.note("visit = \(visit ?? "nil"), home = \(home ?? "nil"), last-location = \(location ?? "nil")")
-
-        device.lock()
-        await settle()
-        record("device lock → will become unavailable")
-        timeline.note("the class-A store closes before its keys go; new UI work queues again")
-        try controller!.submit("badge-update") { _ in }
-        await settle()
-        record("UI operation while locked: queued")
-
-        await advance(.milliseconds(9999))
-        record("9.999 s into the grace period")
-        await advance(.milliseconds(1))
-        record("grace period over → did become unavailable")
-        timeline.note("class A keys and the class B private key are zeroed; class C stays until reboot")
-
-        try device.unlock(passcode: SecureBytes(utf8: "123456"))
-        await settle()
-        record("device unlock → queue drained")
-
-        controller!.terminate()
-        await settle()
-        record("app terminate")
+        try await step("device setup --passcode 123456 --grace 10s", "device setup (passcode, 10 s grace period)")
+        try await step("app launch", "app launch (user): store created and attached")
+        try await step("put home \"Rue de Rivoli\"", "save home")
+        try await step("app terminate", "app terminate")
+        try await step("device reboot", "device reboot")
+        try await step("clock advance 5s", "5 s later")
+        try await step(
+            "app launch --background --reason location", "app launch --background --reason location",
+            notes: [
+                "phase 1 returned at once; the attach ran on a background executor and found the store key locked",
+                "no error shown: protected data is unavailable, so the controller waits for the unlock event",
+            ])
+        try await step("ui show-map", "UI operation show-map: queued, not run")
+        try await step("put visit \"café at 48.86,2.35\"", "UI write save visit: queued")
+        try await step("ui refresh-list", "UI operation refresh-list: queued")
+        try await step(
+            "inbox put last-location 48.8606,2.3376", "location update while locked → locked inbox",
+            notes: ["sealed to the store's inbox public key and fsynced; only the store's key can open it"])
+        try await step("clock advance 30s", "30 s later")
+        try await step("device unlock --passcode 000000", "device unlock with a wrong passcode")
+        try await step(
+            "device unlock --passcode 123456", "device unlock → protected data did become available",
+            notes: ["deferred setup: attach (merging the inbox), assign the coordinator, enable interaction, drain the queue in order"])
+        try await step("expect ran show-map refresh-list", "the queued UI operations ran, in order")
+        try await step("get visit", "read visit through the coordinator")
+        try await step("get home", "read home")
+        try await step("get last-location", "read last-location (written while locked)")
+        try await step(
+            "device lock", "device lock → will become unavailable",
+            notes: ["the class-A store closes before its keys go; new UI work queues again"])
+        try await step("ui badge-update", "UI operation while locked: queued")
+        try await step("clock advance 9999ms", "9.999 s into the grace period")
+        try await step(
+            "clock advance 1ms", "grace period over → did become unavailable",
+            notes: ["class A keys and the class B private key are zeroed; class C stays until reboot"])
+        try await step("device unlock --passcode 123456", "device unlock → queue drained")
+        try await step("app terminate", "app terminate")
 
         print("\nFiles in the state directory (none holds a stored value or SQLite's plaintext header):")
         let markers = ["Rue de Rivoli", "café at", "48.8606", "SQLite format 3"]

@@ -1,5 +1,5 @@
 import ProtectedData
-@_spi(Testing) import ProtectedStore
+import ProtectedStore
 
 /// Prints what happens, one line per step, in aligned columns: the virtual time, what happened, and the
 /// state of protected data, the store, the coordinator, interaction and the queue right after it.
@@ -12,12 +12,12 @@ struct Timeline {
         print(row(columns.map { String(repeating: "─", count: $0.1) }))
     }
 
-    func record(_ time: Duration, _ event: String, device: SimulatedDevice, controller: DataController?) {
+    func record(_ time: Duration, _ event: String, device: SimulatedDevice?, controller: DataController?) {
         let store = controller?.phase.name ?? "—"
         let coordinator = controller.map { $0.coordinator == nil ? "nil" : "assigned" } ?? "—"
         let interaction = controller.map { $0.isInteractionEnabled ? "enabled" : "disabled" } ?? "—"
         let queued = controller.map { String($0.queuedOperationCount) } ?? "—"
-        print(row([time.clockText, event, device.lockState.description, store, coordinator, interaction, queued]))
+        print(row([time.clockText, event, device?.lockState.description ?? "—", store, coordinator, interaction, queued]))
     }
 
     func note(_ text: String) {
