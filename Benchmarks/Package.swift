@@ -38,6 +38,7 @@ let package = Package(
                 "CHeapUsage",
                 .product(name: "Benchmark", package: "benchmark"),
                 .product(name: "ProtectedStore", package: "ProtectedStore"),
+                .product(name: "ProtectedData", package: "ProtectedStore"),
                 .product(name: "EncryptedSQLite", package: "ProtectedStore"),
                 .product(name: "SecureKeys", package: "ProtectedStore"),
             ],

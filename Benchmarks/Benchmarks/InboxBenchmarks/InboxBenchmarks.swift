@@ -1,7 +1,7 @@
 import Benchmark
 import EncryptedSQLite
 import Foundation
-import ProtectedStore
+@_spi(Testing) import ProtectedStore
 import SecureKeys
 
 /// A fresh store with its inbox key, in a new temporary directory.
@@ -14,10 +14,11 @@ struct InboxStore {
     let privateKey: SecureBytes
 
     init() throws {
-        try SecureFile.createDirectory(at: directory)
+        try FileManager.default.createDirectory(
+            atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         database = try Database(path: directory + "/app.sqlite", key: storeKey)
         try StoreCoordinator.prepareKeyValueSchema(database)
-        inbox = LockedInbox(storePath: directory + "/app.sqlite")
+        inbox = LockedInbox(files: StoreFiles(database: directory + "/app.sqlite"))
         (publicKey, privateKey) = try inbox.openKeyPair(storeKey: storeKey)
     }
 

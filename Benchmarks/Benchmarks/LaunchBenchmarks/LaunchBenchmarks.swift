@@ -2,7 +2,8 @@ import Benchmark
 import CHeapUsage
 import EncryptedSQLite
 import Foundation
-import ProtectedStore
+import ProtectedData
+@_spi(Testing) import ProtectedStore
 import SecureKeys
 
 /// One device with stores of several sizes, built once and kept under the temporary directory (a 1 GB store
@@ -16,14 +17,14 @@ enum Fixture {
     /// Sets up the device and the stores when missing. Argon2id uses the minimal cost so that the
     /// unlock benchmark measures everything but Argon2id (measured on its own below).
     static func prepare() throws {
-        if !SecureFile.exists(root + "/device/state.json") {
+        if !FileManager.default.fileExists(atPath: root + "/device/state.json") {
             try? FileManager.default.removeItem(atPath: root)
             _ = try SimulatedDevice.setUp(
                 in: root, passcode: SecureBytes(utf8: passcode), configuration: .init(kdf: .minimal))
         }
         let device = try SimulatedDevice(bootingFrom: root)
         try device.unlock(passcode: SecureBytes(utf8: passcode))
-        for (name, bytes) in [("1mb", 1 << 20), ("100k-rows", -100_000), ("100mb", 100 << 20), ("1gb", 1 << 30)] where !SecureFile.exists(storePath(name)) {
+        for (name, bytes) in [("1mb", 1 << 20), ("100k-rows", -100_000), ("100mb", 100 << 20), ("1gb", 1 << 30)] where !FileManager.default.fileExists(atPath: storePath(name)) {
             let key = try device.createStoreKey(forStoreAt: storePath(name), protectionClass: .complete)
             let database = try Database(path: storePath(name), key: key)
             try StoreCoordinator.prepareKeyValueSchema(database)

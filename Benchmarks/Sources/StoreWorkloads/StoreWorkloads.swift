@@ -36,7 +36,8 @@ public enum Workload {
 
     public static func directory() throws -> String {
         let directory = NSTemporaryDirectory() + "/protectedstore-bench-\(UUID().uuidString)"
-        try SecureFile.createDirectory(at: directory)
+        try FileManager.default.createDirectory(
+            atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         return directory
     }
 
