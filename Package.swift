@@ -106,7 +106,7 @@ let package = Package(
         ),
         .testTarget(
             name: "CommandLineTests",
-            dependencies: ["protected-store", "TestSupport"],
+            dependencies: ["protected-store", "TestSupport", "ProtectedStore", "ProtectedData", "SecureKeys"],
             swiftSettings: strictSettings
         ),
         .testTarget(

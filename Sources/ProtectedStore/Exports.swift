@@ -4,7 +4,6 @@
 @_exported public import EncryptedSQLite
 @_exported public import enum SecureKeys.ProtectionClass
 @_exported public import struct SecureKeys.StoreFiles
-@_exported public import struct SecureKeys.InboxEntry
 @_exported public import enum SecureKeys.InboxRecord
 @_exported public import class SecureKeys.SecureBytes
 @_exported public import protocol ProtectedData.KeyAvailabilityMonitor

@@ -19,6 +19,8 @@ final class ControllerFixture {
     var ran: [String] = []
     /// Every error presented to the user.
     var presented: [StoreError] = []
+    /// How the store applies inbox records (the app version's handlers).
+    var inboxHandlers = InboxHandlers.keyValue
 
     var storePath: String { directory.file("app.sqlite") }
 
@@ -35,7 +37,7 @@ final class ControllerFixture {
 
     func makeController() -> DataController {
         var configuration = DataController.Configuration(
-            store: .init(path: storePath, protectionClass: protectionClass), queueCapacity: queueCapacity)
+            store: .init(path: storePath, protectionClass: protectionClass, inboxHandlers: inboxHandlers), queueCapacity: queueCapacity)
         configuration.attachDelay = attachDelay
         let controller = DataController(configuration: configuration, keys: device, clock: clock)
         controller.observe { [unowned self] event in

@@ -183,7 +183,7 @@ struct ObservationTests {
             Issue.record("expected an inbox merge first")
             return
         }
-        #expect(report.merged == 1)
+        #expect(report.merged.count == 1)
         fixture.controller.terminate()
         guard case .phaseChanged(.terminated) = await events.next() else {
             Issue.record("expected the terminated phase")

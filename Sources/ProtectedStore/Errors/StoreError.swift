@@ -39,6 +39,14 @@ public struct StoreError: Error, Sendable {
         public static let protectedDataUnavailable = Code("protected-data-unavailable")
         /// The store has no locked inbox yet: its inbox key is made when the store first attaches.
         public static let inboxUnavailable = Code("inbox-unavailable")
+        /// An inbox append whose record would be larger than the limit; nothing was written.
+        public static let inboxRecordTooLarge = Code("inbox-record-too-large")
+        /// An inbox record of a kind no handler of this app applies; it is kept in quarantine.
+        public static let inboxUnknownKind = Code("inbox-unknown-kind")
+        /// An inbox record written with a newer schema version than this app reads; kept in quarantine.
+        public static let inboxNewerSchema = Code("inbox-newer-schema")
+        /// An inbox record that opened but does not decode; kept in quarantine.
+        public static let inboxRecordMalformed = Code("inbox-record-malformed")
         /// A failure with no more specific code; see ``StoreError/cause``.
         public static let storeError = Code("store-error")
 
@@ -108,7 +116,7 @@ public struct StoreError: Error, Sendable {
         /// Every code this version defines, in the order above.
         public static let all: [Code] = [
             .queueFull, .cancelled, .deadlineExceeded, .terminated, .protectedDataUnavailable, .inboxUnavailable,
-            .storeError, .wrongKey, .storeUnavailable, .storeDamaged, .constraint, .diskFull, .readOnly, .busy,
+            .inboxRecordTooLarge, .inboxUnknownKind, .inboxNewerSchema, .inboxRecordMalformed, .storeError, .wrongKey, .storeUnavailable, .storeDamaged, .constraint, .diskFull, .readOnly, .busy,
             .notSQLCipher, .misuse, .closed, .sqliteError, .keyFileDamaged, .unsupportedKeyFormat, .wrongDevice,
             .keyWiped, .storeExistsWithoutKey, .alreadyExists, .insecurePermissions, .invalidArgument, .ioError,
             .outOfMemory, .noDevice, .deviceExists, .wrongPasscode, .passcodeDelay, .deviceWiped, .deviceStateDamaged,
@@ -249,5 +257,45 @@ extension StoreError {
             code: .storeDamaged,
             message: "the store at \(path) does not open with its own key: it is damaged or was replaced; it was left as it is",
             cause: cause, function: function, file: file, line: line)
+    }
+
+    /// An inbox record would hold more than ``SecureKeys/InboxRecord/maximumPayloadLength`` bytes.
+    public static func inboxRecordTooLarge(
+        payloadLength: Int, function: String = #function, file: String = #fileID, line: Int = #line
+    ) -> Self {
+        Self(
+            code: .inboxRecordTooLarge,
+            message: "an inbox record holds at most \(InboxRecord.maximumPayloadLength) bytes (4 MiB) of value, key and kind together; this one would be \(payloadLength) bytes. Nothing was written",
+            function: function, file: file, line: line)
+    }
+
+    /// No handler of this app applies records of `kind`.
+    public static func inboxUnknownKind(
+        _ kind: String, id: InboxEntry.ID, function: String = #function, file: String = #fileID, line: Int = #line
+    ) -> Self {
+        Self(
+            code: .inboxUnknownKind, message: "inbox record \(id) is of kind `\(kind)`, which this app does not apply",
+            function: function, file: file, line: line)
+    }
+
+    /// A record written with a newer schema version than this app reads.
+    public static func inboxNewerSchema(
+        kind: String, version: Int, known: Int, id: InboxEntry.ID,
+        function: String = #function, file: String = #fileID, line: Int = #line
+    ) -> Self {
+        Self(
+            code: .inboxNewerSchema,
+            message: "inbox record \(id) of kind `\(kind)` has schema version \(version); this app reads up to \(known)",
+            function: function, file: file, line: line)
+    }
+
+    /// A record that opened but does not decode.
+    public static func inboxRecordMalformed(
+        id: InboxEntry.ID, _ what: String, cause: (any Error)? = nil,
+        function: String = #function, file: String = #fileID, line: Int = #line
+    ) -> Self {
+        Self(
+            code: .inboxRecordMalformed, message: "inbox record \(id) is malformed: \(what)", cause: cause,
+            function: function, file: file, line: line)
     }
 }

@@ -1,29 +1,21 @@
 public import EncryptedSQLite
 public import SecureKeys
+internal import Foundation
 #if canImport(Glibc)
 internal import Glibc
 #elseif canImport(Darwin)
 internal import Darwin
 #endif
 
-/// What a merge did: records applied, records skipped because an earlier merge applied them (a crash
-/// between the commit and the truncation), and problems found (a torn last record, altered records).
-public struct InboxMergeReport: Sendable, Hashable {
-    /// Records applied to the store by this merge.
-    public var merged = 0
-    /// Records found again that an earlier merge had applied (a crash between its commit and the truncation):
-    /// skipped, never applied twice.
-    public var alreadyApplied = 0
-    /// What was wrong in the inbox file: a torn last record, altered or foreign records. Reported, never applied.
-    public var problems: [InboxRecord.Problem] = []
-
-    /// An empty report.
-    public init() {}
-}
-
 /// Writes that arrive while the store cannot be opened — the device is locked, or has not been unlocked
 /// since boot — sealed to the store's inbox public key and appended to `<store>.inbox`; merged into the store,
-/// exactly once each and in arrival order, the next time it attaches.
+/// exactly once each and in arrival order, when it attaches and whenever it is attached (the data controller
+/// merges appends from its own process at once and polls for other processes' appends).
+///
+/// Each record is applied in a savepoint of its own: one that cannot be applied (a kind this app version
+/// does not know, a constraint, the app's own error) moves to the store's quarantine, still sealed, and the
+/// merge goes on. Only a failure of the store itself (disk full, I/O, damage) fails the merge — and then the
+/// inbox is left as it was.
 ///
 /// The sender cannot read back what it sealed: only the inbox private key opens a record, and it is wrapped
 /// by the store key. Every append is `fsync`ed before it returns; appends and merges exclude each other with
@@ -60,15 +52,15 @@ public struct LockedInbox: Sendable {
 
     // MARK: Appending (works while locked)
 
-    /// Seals `change` and appends it, durably, before returning.
+    /// Seals a built-in key-value change and appends it, durably, before returning.
     ///
     /// - Parameter change: the write.
-    /// - Returns: the entry, with its unique identifier.
+    /// - Returns: the record's identifier.
     /// - Throws: a ``StoreError``: ``StoreError/Code/inboxUnavailable`` when the store has no inbox key yet
-    ///   (it is made at the store's first attach), ``StoreError/Code/keyFileDamaged``,
-    ///   ``StoreError/Code/ioError``.
+    ///   (it is made at the store's first attach), ``StoreError/Code/inboxRecordTooLarge`` (nothing written),
+    ///   ``StoreError/Code/keyFileDamaged``, ``StoreError/Code/ioError``.
     @discardableResult
-    public func append(_ change: InboxEntry.Change) throws -> InboxEntry {
+    public func append(_ change: InboxEntry.Change) throws -> InboxEntry.ID {
         try append(contentsOf: [change])[0]
     }
 
@@ -78,13 +70,66 @@ public struct LockedInbox: Sendable {
     /// 64 µs), so a burst of writes — location updates collected while locked — goes much faster as a batch.
     ///
     /// - Parameter changes: the writes, in order.
-    /// - Returns: the entries, in order, with their unique identifiers.
-    /// - Throws: as ``append(_:)``; after a failure, any record of the batch may or may not have been written
-    ///   (a partial last record is a torn tail, ignored by the merge).
+    /// - Returns: the records' identifiers, in order.
+    /// - Throws: as ``append(_:)``. Every record is sealed and checked before anything is written; after a
+    ///   failure of the write itself, any record of the batch may or may not have been written (a partial
+    ///   last record is a torn tail, which the merge ignores).
     @discardableResult
-    public func append(contentsOf changes: [InboxEntry.Change]) throws -> [InboxEntry] {
+    public func append(contentsOf changes: [InboxEntry.Change]) throws -> [InboxEntry.ID] {
+        try appendPayloads(changes.count) { index, id in try InboxEntry.payload(for: changes[index], id: id) }
+    }
+
+    /// Seals an app's own change and appends it, durably, before returning.
+    ///
+    /// - Parameter change: the change; its ``InboxChange/kind`` and ``InboxChange/schemaVersion`` travel with it.
+    /// - Returns: the record's identifier.
+    /// - Throws: as ``append(_:)``; ``StoreError/Code/invalidArgument`` for a kind that is empty, longer than
+    ///   255 bytes, or `put`/`delete`.
+    @discardableResult
+    public func append<Change: InboxChange>(_ change: Change) throws -> InboxEntry.ID {
+        try append(contentsOf: [change])[0]
+    }
+
+    /// Seals an app's own changes and appends them in order with one `fsync`.
+    ///
+    /// - Parameter changes: the changes, in order.
+    /// - Returns: the records' identifiers, in order.
+    /// - Throws: as ``append(_:)-(Change)``.
+    @discardableResult
+    public func append<Change: InboxChange>(contentsOf changes: [Change]) throws -> [InboxEntry.ID] {
+        try appendPayloads(changes.count) { index, id in try InboxEntry.payload(for: changes[index], id: id) }
+    }
+
+    /// Seals a record of `kind` whose body is the JSON object `{"key": …, "value": …}`: for the command-line
+    /// tool's `inbox put --kind`, which writes records an app of another version would apply.
+    package func append(kind: String, key: String, value: String, schemaVersion: Int = 1) throws -> InboxEntry.ID {
+        if kind == InboxEntry.putKind { return try append(.put(key: key, value: value)) }
+        return try appendPayloads(1) { _, id in
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = .sortedKeys
+            let body = try encoder.encode(["key": key, "value": value])
+            return try InboxEntry.payload(id: id, kind: kind, schemaVersion: schemaVersion, body: Array(body))
+        }[0]
+    }
+
+    /// Makes `count` payloads (each with a fresh identifier), seals them all, then appends them with one `fsync`.
+    private func appendPayloads(
+        _ count: Int, _ payload: (_ index: Int, _ id: InboxEntry.ID) throws -> SecureBytes
+    ) throws -> [InboxEntry.ID] {
         do {
-            return try appendRecords(changes)
+            guard SecureFile.exists(keyPath) else { throw StoreError.inboxUnavailable() }
+            let keyFile = try InboxKeyFile.load(from: keyPath)
+            var ids: [InboxEntry.ID] = []
+            var records: [UInt8] = []
+            for index in 0..<count {
+                let id = InboxEntry.ID.random()
+                let plaintext = try payload(index, id)
+                defer { plaintext.wipe() }
+                records += try InboxRecord.seal(plaintext, to: keyFile.publicKey)
+                ids.append(id)
+            }
+            try write(records)
+            return ids
         } catch let crash as SimulatedCrash {
             throw crash
         } catch {
@@ -92,12 +137,9 @@ public struct LockedInbox: Sendable {
         }
     }
 
-    private func appendRecords(_ changes: [InboxEntry.Change]) throws -> [InboxEntry] {
-        guard SecureFile.exists(keyPath) else { throw StoreError.inboxUnavailable() }
-        let keyFile = try InboxKeyFile.load(from: keyPath)
-        let entries = changes.map { InboxEntry($0) }
-        var records: [UInt8] = []
-        for entry in entries { records += try InboxRecord.seal(entry, to: keyFile.publicKey) }
+    /// Appends sealed records and `fsync`s them (and the folder, when the inbox is new).
+    private func write(_ sealedRecords: [UInt8]) throws {
+        var records = sealedRecords
         if Self.crashPoint == .duringAppend { records = Array(records.prefix(records.count / 2)) }
         let isNew = !SecureFile.exists(inboxPath)
         let descriptor = open(inboxPath, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
@@ -108,7 +150,12 @@ public struct LockedInbox: Sendable {
         guard fsync(descriptor) == 0 else { throw SecureKeysError.io("cannot fsync", path: inboxPath, errno: errno) }
         if isNew { try SecureFile.syncDirectory(SecureFile.folder(containing: files.database)) }
         if Self.crashPoint == .duringAppend { throw SimulatedCrash(point: .duringAppend) }
-        return entries
+    }
+
+    /// Whether the inbox file holds anything: one `stat`, no read, no key — what the controller's poll asks.
+    var hasPendingRecords: Bool {
+        var info = stat()
+        return lstat(inboxPath, &info) == 0 && info.st_size > 0
     }
 
     /// How many records wait to be merged (complete, intact records; no key needed).
@@ -143,16 +190,22 @@ public struct LockedInbox: Sendable {
         return (file.publicKey, privateKey)
     }
 
-    /// Applies every pending record to `database` in one transaction, in arrival order, each at most once
-    /// (its identifier is recorded in `inbox_applied`), then truncates the inbox — only after the commit.
+    /// Applies every pending record to `database` in one transaction, in arrival order, each in a savepoint
+    /// of its own and at most once (its identifier is recorded in `inbox_applied`); a record that cannot be
+    /// applied moves to the quarantine. Then truncates the inbox — only after the commit — and forgets the
+    /// recorded identifiers, which no record in the file names any more.
     ///
-    /// - Parameter apply: writes one entry into the store.
-    /// - Returns: what was merged, skipped and rejected. A rejected record is reported, never applied, and
-    ///   never blocks the others.
+    /// - Parameters:
+    ///   - database: the store, open.
+    ///   - publicKey: the inbox public key.
+    ///   - privateKey: the inbox private key.
+    ///   - handlers: how each kind of record is applied.
+    /// - Returns: what was merged, quarantined, skipped and found wrong.
+    /// - Throws: a failure of the store itself (disk full, I/O, damage): nothing was applied and the inbox
+    ///   is left as it was.
     @_spi(Testing)
     public func merge(
-        into database: Database, publicKey: [UInt8], privateKey: SecureBytes,
-        apply: (Database, InboxEntry) throws -> Void
+        into database: Database, publicKey: [UInt8], privateKey: SecureBytes, handlers: InboxHandlers
     ) throws -> InboxMergeReport {
         var report = InboxMergeReport()
         guard SecureFile.exists(inboxPath) else { return report }
@@ -164,31 +217,76 @@ public struct LockedInbox: Sendable {
         guard !bytes.isEmpty else { return report }
         let (frames, problems) = InboxRecord.scan(bytes)
         report.problems = problems
-        var entries: [InboxEntry] = []
-        for frame in frames {
-            do {
-                entries.append(try InboxRecord.open(frame, publicKey: publicKey, privateKey: privateKey))
-            } catch let error as SecureKeysError {
-                report.problems.append(.rejected(offset: frame.offset, reason: error.message))
-            }
-        }
+        let ledger = InboxLedger(database: database)
         try database.transaction {
-            try database.execute("CREATE TABLE IF NOT EXISTS inbox_applied(id BLOB PRIMARY KEY NOT NULL)")
-            for entry in entries {
-                if try database.scalar("SELECT 1 FROM inbox_applied WHERE id = ?", [.blob(entry.id)]) != nil {
+            try ledger.prepare()
+            for frame in frames {
+                let opened = Self.openRecord(frame.sealed, publicKey: publicKey, privateKey: privateKey)
+                if try ledger.isHandled(opened.id) {
                     report.alreadyApplied += 1
                     continue
                 }
-                try apply(database, entry)
-                try database.execute("INSERT INTO inbox_applied(id) VALUES (?)", [.blob(entry.id)])
-                report.merged += 1
+                try ledger.markHandled(opened.id)
+                if let failure = try Self.apply(opened, with: handlers, ledger: ledger) {
+                    report.quarantined.append(failure)
+                } else {
+                    report.merged.append(opened.id)
+                }
             }
         }
         if Self.crashPoint == .afterCommit { throw SimulatedCrash(point: .afterCommit) }
         guard ftruncate(descriptor, 0) == 0, fsync(descriptor) == 0 else {
             throw SecureKeysError.io("cannot truncate", path: inboxPath, errno: errno)
         }
+        // Nothing in the file names a handled record now. Should this fail, or a crash come first, the ids stay
+        // until the next merge's: at most one merge's records are ever kept.
+        try? ledger.forgetHandled()
         return report
+    }
+
+    /// A record as far as it could be opened: an entry, or the reason it cannot be read.
+    enum Opened {
+        case entry(InboxEntry, sealed: [UInt8])
+        case unreadable(InboxEntry.ID, sealed: [UInt8], reason: String)
+
+        var id: InboxEntry.ID {
+            switch self {
+            case .entry(let entry, _): entry.id
+            case .unreadable(let id, _, _): id
+            }
+        }
+    }
+
+    /// Opens a sealed record; one that does not open or decode is named by a checksum of its sealed bytes.
+    static func openRecord(_ sealed: [UInt8], publicKey: [UInt8], privateKey: SecureBytes) -> Opened {
+        let checksumID = InboxEntry.ID(bytes: KeyDerivation.checksum(of: sealed[...], length: InboxEntry.idLength))
+        let payload: SecureBytes
+        do {
+            payload = try InboxRecord.open(InboxRecord.Frame(offset: 0, sealed: sealed), publicKey: publicKey, privateKey: privateKey)
+        } catch {
+            return .unreadable(checksumID, sealed: sealed, reason: "it does not open with this store's inbox key")
+        }
+        defer { payload.wipe() }
+        guard let entry = InboxEntry.decode(payload: payload) else {
+            return .unreadable(checksumID, sealed: sealed, reason: "it holds no valid payload")
+        }
+        return .entry(entry, sealed: sealed)
+    }
+
+    /// Applies an opened record in its own savepoint, or quarantines it.
+    ///
+    /// - Returns: `nil` when it was applied; its quarantine entry otherwise.
+    /// - Throws: a failure of the store itself.
+    static func apply(_ opened: Opened, with handlers: InboxHandlers, ledger: InboxLedger) throws -> QuarantinedInboxRecord? {
+        switch opened {
+        case .unreadable(let id, let sealed, let reason):
+            return try ledger.quarantine(id, kind: nil, schemaVersion: nil, sealed: sealed, reason: reason)
+        case .entry(let entry, let sealed):
+            defer { entry.body.wipe() }
+            guard let failure = try ledger.applyInSavepoint(entry, handlers: handlers) else { return nil }
+            return try ledger.quarantine(
+                entry.id, kind: entry.kind, schemaVersion: entry.schemaVersion, sealed: sealed, reason: "\(failure)")
+        }
     }
 
     // MARK: Files

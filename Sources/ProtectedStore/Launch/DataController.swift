@@ -26,6 +26,10 @@ public final class DataController {
         public var store: StoreConfiguration
         /// How many operations may wait for protected data; more are refused with ``StoreError/Code/queueFull``.
         public var queueCapacity: Int
+        /// While the store is attached, how often the controller looks for records another process (an
+        /// extension) appended to the locked inbox, and merges them; `nil` to merge only at attach and after
+        /// this process's own appends. A look is one `stat` of the inbox file.
+        public var inboxPollInterval: Duration? = .seconds(1)
         /// Simulation only: how much (clock) time passes before an attach starts, to observe phase 1 and
         /// phase 2 of the launch apart. Nothing is read or merged before then.
         package var attachDelay: Duration = .zero
@@ -133,6 +137,7 @@ public final class DataController {
     private var subscription: EventSubscription?
     private var isDraining = false
     private var deadlineTimer: (deadline: Timekeeper.Instant, work: ScheduledWork)?
+    private var inboxPoll: ScheduledWork?
     private var observers: [Int: (handler: @MainActor (Event) -> Void, finish: () -> Void)] = [:]
     private var lastObserverID = 0
     /// Only with ``PlantedFault/keepCoordinatorAfterClose``: the closed store's coordinator, wrongly kept.
@@ -273,6 +278,7 @@ public final class DataController {
         subscription?.cancel()
         subscription = nil
         deadlineTimer?.work.cancel()
+        stopInboxPoll()
         observers.removeAll()
     }
 
@@ -383,35 +389,102 @@ public final class DataController {
     /// the next attach (the deferred setup).
     ///
     /// - Parameter change: the write.
-    /// - Returns: the entry, with its identifier.
-    /// - Throws: ``StoreError/Code/inboxUnavailable`` before the store first attached;
-    ///   ``StoreError/Code/ioError``.
+    /// - Returns: the record's identifier, which the merge report names.
+    /// - Throws: a ``StoreError``: ``StoreError/Code/inboxUnavailable`` before the store first attached,
+    ///   ``StoreError/Code/inboxRecordTooLarge`` (nothing written), ``StoreError/Code/ioError``.
     @discardableResult
-    public func appendToInbox(_ change: InboxEntry.Change) throws -> InboxEntry {
+    public func appendToInbox(_ change: InboxEntry.Change) throws -> InboxEntry.ID {
         try appendToInbox(contentsOf: [change])[0]
     }
 
-    /// Writes several changes to the locked inbox with one `fsync` (see ``appendToInbox(_:)``).
+    /// Writes several changes to the locked inbox with one `fsync` (see ``appendToInbox(_:)-(InboxEntry.Change)``).
     ///
     /// - Parameter changes: the writes, in order.
-    /// - Returns: the entries, in order.
-    /// - Throws: as ``appendToInbox(_:)``.
+    /// - Returns: the records' identifiers, in order.
+    /// - Throws: as ``appendToInbox(_:)-(InboxEntry.Change)``.
     @discardableResult
-    public func appendToInbox(contentsOf changes: [InboxEntry.Change]) throws -> [InboxEntry] {
-        let entries = try inbox.append(contentsOf: changes)
-        if let coordinator = machine.store {
+    public func appendToInbox(contentsOf changes: [InboxEntry.Change]) throws -> [InboxEntry.ID] {
+        let ids = try inbox.append(contentsOf: changes)
+        mergeInboxIfReady()
+        return ids
+    }
+
+    /// Writes the app's own change to the locked inbox (see ``appendToInbox(_:)-(InboxEntry.Change)``); the
+    /// store's ``StoreConfiguration/inboxHandlers`` apply it when it is merged.
+    ///
+    /// - Parameter change: the change.
+    /// - Returns: the record's identifier.
+    /// - Throws: as ``appendToInbox(_:)-(InboxEntry.Change)``; ``StoreError/Code/invalidArgument`` for a
+    ///   kind that is empty, longer than 255 bytes, or `put`/`delete`.
+    @discardableResult
+    public func appendToInbox<Change: InboxChange>(_ change: Change) throws -> InboxEntry.ID {
+        let id = try inbox.append(change)
+        mergeInboxIfReady()
+        return id
+    }
+
+    /// Writes a record of `kind` whose body is `{"key": …, "value": …}`: the command-line tool's way to write a
+    /// change its own app does not know (`inbox put --kind`).
+    package func appendToInbox(kind: String, key: String, value: String) throws -> InboxEntry.ID {
+        let id = try inbox.append(kind: kind, key: key, value: value)
+        mergeInboxIfReady()
+        return id
+    }
+
+    /// Tries to apply the quarantined inbox records again (all of them, or those named), and reports the
+    /// outcome to observers like any merge.
+    ///
+    /// - Parameter ids: the records to retry; all of them when `nil`.
+    /// - Returns: which were merged and which stay quarantined.
+    /// - Throws: as ``perform(_:deadline:_:)``: the retry waits for the store like any operation.
+    @discardableResult
+    public func retryQuarantinedInboxRecords(_ ids: [InboxEntry.ID]? = nil) async throws -> InboxMergeReport {
+        let report = try await perform("retry quarantined inbox records") { try await $0.retryQuarantinedInboxRecords(ids) }
+        reportInbox(report)
+        return report
+    }
+
+    /// Merges what the inbox holds at once when the store is attached (records from this process); the poll
+    /// picks up other processes' appends.
+    private func mergeInboxIfReady() {
+        guard let coordinator = machine.store else { return }
+        work.begin()
+        Task { [weak self, work] in
+            // A failure here (the disk is full) leaves the records in the inbox for the next merge.
+            if let report = try? await coordinator.mergeInbox() { self?.reportInbox(report) }
+            work.end()
+        }
+    }
+
+    /// While the store is attached, looks at the inbox every ``Configuration/inboxPollInterval`` and merges
+    /// what another process (an extension) appended.
+    private func scheduleInboxPoll() {
+        guard let interval = configuration.inboxPollInterval, inboxPoll == nil, machine.store != nil else { return }
+        let work = self.work
+        inboxPoll = clock.schedule(at: clock.now + interval) { [weak self] in
             work.begin()
-            Task { [weak self, work] in
-                if let report = try? await coordinator.mergeInbox() { self?.reportInbox(report) }
+            Task { @MainActor in
+                self?.pollInbox()
                 work.end()
             }
         }
-        return entries
+    }
+
+    private func pollInbox() {
+        inboxPoll = nil
+        guard machine.store != nil else { return }
+        if inbox.hasPendingRecords { mergeInboxIfReady() }
+        scheduleInboxPoll()
+    }
+
+    private func stopInboxPoll() {
+        inboxPoll?.cancel()
+        inboxPoll = nil
     }
 
     private func reportInbox(_ report: InboxMergeReport) {
         if case .abandoned = machine.state { return }
-        if report.merged > 0 || report.alreadyApplied > 0 || !report.problems.isEmpty { emit(.inboxMerged(report)) }
+        if !report.isEmpty { emit(.inboxMerged(report)) }
     }
 
     // MARK: Interpreting the state machine
@@ -427,7 +500,10 @@ public final class DataController {
     private func apply(_ event: LaunchEvent<StoreCoordinator>) {
         let before = phase
         let effects = machine.handle(event)
-        if phase != before { emit(.phaseChanged(phase)) }
+        if phase != before {
+            if phase == .ready { scheduleInboxPoll() } else { stopInboxPoll() }
+            emit(.phaseChanged(phase))
+        }
         for effect in effects { perform(effect) }
     }
 

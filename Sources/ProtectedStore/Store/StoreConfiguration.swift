@@ -11,8 +11,8 @@ public struct StoreConfiguration: Sendable {
     public var database: Database.Configuration
     /// Creates or migrates the schema right after the store opens, inside the attach.
     public var prepareSchema: @Sendable (Database) throws -> Void
-    /// Writes one locked-inbox entry into the store, inside the merge transaction.
-    public var applyInboxEntry: @Sendable (Database, InboxEntry) throws -> Void
+    /// How the records of the locked inbox are applied, by kind (``InboxHandlers/keyValue`` by default).
+    public var inboxHandlers: InboxHandlers
 
     /// A store at `path`.
     ///
@@ -21,18 +21,18 @@ public struct StoreConfiguration: Sendable {
     ///   - protectionClass: when the store can be read; a store keeps the class it was created with.
     ///   - database: the SQLCipher connection settings.
     ///   - prepareSchema: creates or migrates the schema after the store opens, inside the attach.
-    ///   - applyInboxEntry: writes one locked-inbox entry into the store, inside the merge transaction.
+    ///   - inboxHandlers: how the records of the locked inbox are applied, by kind.
     public init(
         path: String, protectionClass: ProtectionClass = .complete,
         database: Database.Configuration = Database.Configuration(),
         prepareSchema: @escaping @Sendable (Database) throws -> Void = StoreCoordinator.prepareKeyValueSchema,
-        applyInboxEntry: @escaping @Sendable (Database, InboxEntry) throws -> Void = StoreCoordinator.applyKeyValueEntry
+        inboxHandlers: InboxHandlers = .keyValue
     ) {
         self.path = path
         self.protectionClass = protectionClass
         self.database = database
         self.prepareSchema = prepareSchema
-        self.applyInboxEntry = applyInboxEntry
+        self.inboxHandlers = inboxHandlers
     }
 
     /// Every file of the store: the database, its journal, its key file, its locked inbox.

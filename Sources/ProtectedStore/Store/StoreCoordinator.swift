@@ -90,7 +90,7 @@ public actor StoreCoordinator {
         let report: InboxMergeReport
         do {
             report = try inbox.merge(
-                into: database, publicKey: publicKey, privateKey: privateKey, apply: configuration.applyInboxEntry)
+                into: database, publicKey: publicKey, privateKey: privateKey, handlers: configuration.inboxHandlers)
         } catch {
             privateKey.wipe()
             throw error
@@ -141,23 +141,85 @@ public actor StoreCoordinator {
 
     /// Merges what arrived in the locked inbox since the store attached.
     ///
-    /// - Returns: what the merge applied and found.
+    /// - Returns: what the merge applied, quarantined and found.
     /// - Throws: ``StoreError/Code/protectedDataUnavailable`` after the store closed; a failure to write the store.
     public func mergeInbox() throws -> InboxMergeReport {
-        let database = try openDatabase()
-        guard let inboxPrivateKey else { throw StoreError.storeClosed() }
-        return try inbox.merge(
-            into: database, publicKey: inboxPublicKey, privateKey: inboxPrivateKey, apply: configuration.applyInboxEntry)
+        let (database, privateKey) = try openInbox()
+        return try wrappingErrors {
+            try inbox.merge(
+                into: database, publicKey: inboxPublicKey, privateKey: privateKey, handlers: configuration.inboxHandlers)
+        }
     }
 
-    /// The default way an inbox entry is applied: to the key-value table.
-    public static let applyKeyValueEntry: @Sendable (Database, InboxEntry) throws -> Void = { database, entry in
-        switch entry.change {
-        case .put(let key, let value):
-            try database.execute("INSERT OR REPLACE INTO entries(key, value) VALUES (?, ?)", [.text(key), .text(value)])
-        case .delete(let key):
-            try database.execute("DELETE FROM entries WHERE key = ?", [.text(key)])
+    // MARK: Quarantine
+
+    /// The inbox records that could not be applied and are kept, still sealed, in the store — oldest first.
+    ///
+    /// - Throws: ``StoreError/Code/protectedDataUnavailable`` after the store closed.
+    public func quarantinedInboxRecords() throws -> [QuarantinedInboxRecord] {
+        let database = try openDatabase()
+        return try wrappingErrors {
+            let ledger = InboxLedger(database: database)
+            try ledger.prepare()
+            return try ledger.quarantined()
         }
+    }
+
+    /// Tries to apply quarantined records again — after an app update brought a handler for their kind, or a
+    /// migration made them fit — each in its own savepoint: those that apply leave the quarantine, the others
+    /// stay with their new reason and one more attempt counted.
+    ///
+    /// - Parameter ids: the records to retry; all of them when `nil`.
+    /// - Returns: which were merged and which stay quarantined.
+    /// - Throws: ``StoreError/Code/protectedDataUnavailable`` after the store closed; a failure of the store
+    ///   itself (nothing changed then).
+    public func retryQuarantinedInboxRecords(_ ids: [InboxEntry.ID]? = nil) throws -> InboxMergeReport {
+        let (database, privateKey) = try openInbox()
+        return try wrappingErrors {
+            let ledger = InboxLedger(database: database)
+            var report = InboxMergeReport()
+            try database.transaction {
+                try ledger.prepare()
+                for (id, sealed) in try ledger.sealed(ids) {
+                    let opened = LockedInbox.openRecord(sealed, publicKey: inboxPublicKey, privateKey: privateKey)
+                    if let failure = try LockedInbox.apply(opened, with: configuration.inboxHandlers, ledger: ledger) {
+                        report.quarantined.append(failure)
+                    } else {
+                        try ledger.release(id)
+                        report.merged.append(id)
+                    }
+                }
+            }
+            return report
+        }
+    }
+
+    /// Removes quarantined records for good.
+    ///
+    /// - Parameter ids: the records to remove; all of them when `nil`.
+    /// - Returns: how many were removed.
+    /// - Throws: ``StoreError/Code/protectedDataUnavailable`` after the store closed.
+    @discardableResult
+    public func discardQuarantinedInboxRecords(_ ids: [InboxEntry.ID]? = nil) throws -> Int {
+        let database = try openDatabase()
+        return try wrappingErrors {
+            let ledger = InboxLedger(database: database)
+            try ledger.prepare()
+            return try database.transaction { try ledger.discard(ids) }
+        }
+    }
+
+    /// How many merged records' ids the store keeps to recognise a record a crash presented again.
+    package func handledInboxRecordCount() throws -> Int {
+        let ledger = InboxLedger(database: try openDatabase())
+        try ledger.prepare()
+        return try ledger.handledCount()
+    }
+
+    private func openInbox() throws -> (Database, SecureBytes) {
+        let database = try openDatabase()
+        guard let inboxPrivateKey else { throw StoreError.storeClosed() }
+        return (database, inboxPrivateKey)
     }
 
     // MARK: Key-value conveniences

@@ -24,7 +24,12 @@ extension ScenarioCommand {
         case .put(let key, let value): return "put \(quoted(key)) \(quoted(value))"
         case .get(let key): return "get \(quoted(key))"
         case .delete(let key): return "delete \(quoted(key))"
-        case .inboxPut(let key, let value): return "inbox put \(quoted(key)) \(quoted(value))"
+        case .inboxPut(let key, let value, let kind):
+            return "inbox put " + (kind.map { "--kind \(quoted($0)) " } ?? "") + "\(quoted(key)) \(quoted(value))"
+        case .inboxDelete(let key): return "inbox delete \(quoted(key))"
+        case .inboxQuarantine: return "inbox quarantine"
+        case .inboxRetry: return "inbox retry"
+        case .inboxDiscard(let which): return "inbox discard \(which.map(quoted) ?? "all")"
         case .status: return "status"
         case .expect(let expectation): return "expect " + expectation.scriptText
         }
@@ -46,6 +51,7 @@ extension Expectation {
         case .presentedError(let code): "presented-error \(quoted(code))"
         case .device(let state): "device \(quoted(state))"
         case .inbox(let count): "inbox \(count)"
+        case .quarantined(let count): "quarantined \(count)"
         case .noPlaintext: "no-plaintext"
         case .integrityOK: "integrity ok"
         }

@@ -29,8 +29,16 @@ public enum ScenarioCommand: Sendable, Hashable {
     case get(key: String)
     /// `delete KEY`: a UI-facing removal.
     case delete(key: String)
-    /// `inbox put KEY VALUE`: a write sealed into the locked inbox, which works while the store is locked.
-    case inboxPut(key: String, value: String)
+    /// `inbox put [--kind NAME] KEY VALUE`: a write sealed into the locked inbox, which works while the store is locked; a kind other than `put` is an app-defined change this tool's app cannot apply (it is quarantined).
+    case inboxPut(key: String, value: String, kind: String? = nil)
+    /// `inbox delete KEY`: a removal sealed into the locked inbox.
+    case inboxDelete(key: String)
+    /// `inbox quarantine`: list the inbox records the store keeps because they could not be applied.
+    case inboxQuarantine
+    /// `inbox retry`: try to apply every quarantined record again.
+    case inboxRetry
+    /// `inbox discard ID|all`: remove quarantined records for good (`nil`: all of them).
+    case inboxDiscard(String?)
     /// `status`: print the device, the app and the store.
     case status
     /// `expect …`: check a fact; a script fails when it does not hold.
@@ -71,6 +79,8 @@ public enum Expectation: Sendable, Hashable {
     case device(String)
     /// `expect inbox N`: sealed records waiting to be merged.
     case inbox(Int)
+    /// `expect quarantined N`: inbox records kept in the store's quarantine.
+    case quarantined(Int)
     /// `expect no-plaintext`: no file in the state directory holds a written value or SQLite's header.
     case noPlaintext
     /// `PRAGMA integrity_check` of the attached store answers `ok` (every page read, so every HMAC checked).

@@ -113,11 +113,30 @@ public enum ScenarioParser: Sendable {
             try arguments.finish()
             return .delete(key: key)
         case "inbox":
-            let action = try arguments.positional("'put'")
-            guard action == "put" else { throw ScenarioParseError(message: "unknown inbox action '\(action)' (put)") }
-            arguments.command = "inbox put"
-            let key = try arguments.positional("a key")
-            return .inboxPut(key: key, value: try arguments.rest("a value"))
+            let action = try arguments.positional("an inbox action (put, delete, quarantine, retry, discard)")
+            arguments.command = "inbox \(action)"
+            switch action {
+            case "put":
+                let kind = arguments.optionalOption("--kind")
+                let key = try arguments.positional("a key")
+                return .inboxPut(key: key, value: try arguments.rest("a value"), kind: kind)
+            case "delete":
+                let key = try arguments.positional("a key")
+                try arguments.finish()
+                return .inboxDelete(key: key)
+            case "quarantine":
+                try arguments.finish()
+                return .inboxQuarantine
+            case "retry":
+                try arguments.finish()
+                return .inboxRetry
+            case "discard":
+                let which = try arguments.positional("a record id (hex) or 'all'")
+                try arguments.finish()
+                return .inboxDiscard(which == "all" ? nil : which)
+            default:
+                throw ScenarioParseError(message: "unknown inbox action '\(action)' (put, delete, quarantine, retry, discard)")
+            }
         case "status":
             try arguments.finish()
             return .status
@@ -131,7 +150,7 @@ public enum ScenarioParser: Sendable {
 
     private static func parseExpectation(_ arguments: inout Arguments) throws -> Expectation {
         let subject = try arguments.positional(
-            "what to expect: protected-data, store, coordinator, interaction, queued, ran, value, missing, error, presented-error, device, inbox, no-plaintext, integrity")
+            "what to expect: protected-data, store, coordinator, interaction, queued, ran, value, missing, error, presented-error, device, inbox, quarantined, no-plaintext, integrity")
         arguments.command = "expect \(subject)"
         func oneOf(_ choices: [String]) throws -> String {
             let word = try arguments.positional(choices.joined(separator: "|"))
@@ -147,11 +166,15 @@ public enum ScenarioParser: Sendable {
         case "coordinator": return .coordinator(assigned: try oneOf(["assigned", "nil"]) == "assigned")
         case "interaction": return .interaction(enabled: try oneOf(["enabled", "disabled"]) == "enabled")
         case "device": return .device(try oneOf(deviceStates))
-        case "queued", "inbox":
+        case "queued", "inbox", "quarantined":
             let text = try arguments.positional("a number")
             guard let count = Int(text), count >= 0 else { throw ScenarioParseError(message: "expect \(subject): '\(text)' is not a number") }
             try arguments.finish()
-            return subject == "queued" ? .queued(count) : .inbox(count)
+            switch subject {
+            case "queued": return .queued(count)
+            case "inbox": return .inbox(count)
+            default: return .quarantined(count)
+            }
         case "ran":
             return .ran(arguments.remainingWords())
         case "value":
@@ -177,7 +200,7 @@ public enum ScenarioParser: Sendable {
             return .presentedError(code)
         default:
             throw ScenarioParseError(
-                message: "unknown expectation '\(subject)' (protected-data, store, coordinator, interaction, queued, ran, value, missing, error, presented-error, device, inbox, no-plaintext, integrity)")
+                message: "unknown expectation '\(subject)' (protected-data, store, coordinator, interaction, queued, ran, value, missing, error, presented-error, device, inbox, quarantined, no-plaintext, integrity)")
         }
     }
 

@@ -181,14 +181,41 @@ public final class ScenarioSession {
                 try await $0.removeValue(forKey: key)
                 self?.journal.append(.applied(.delete(key: key)))
             }
-        case .inboxPut(let key, let value):
+        case .inboxPut(let key, let value, let kind):
             _ = try requireDevice()
             writtenValues.insert(value)
             // With the app running it merges at once when the store is attached; with no app (a notification
             // extension, say) the record waits for the next attach.
-            let entry = try controller?.appendToInbox(.put(key: key, value: value))
-                ?? LockedInbox(files: storeFiles).append(.put(key: key, value: value))
-            output("inbox: sealed record \(entry.id.prefix(4).map { String(format: "%02x", $0) }.joined()) for \(key)")
+            let id: InboxEntry.ID
+            if let kind, kind != "put" {
+                id = try controller?.appendToInbox(kind: kind, key: key, value: value)
+                    ?? LockedInbox(files: storeFiles).append(kind: kind, key: key, value: value)
+            } else {
+                id = try controller?.appendToInbox(.put(key: key, value: value))
+                    ?? LockedInbox(files: storeFiles).append(.put(key: key, value: value))
+            }
+            output("inbox: sealed record \(id) for \(key)")
+        case .inboxDelete(let key):
+            _ = try requireDevice()
+            let id = try controller?.appendToInbox(.delete(key: key)) ?? LockedInbox(files: storeFiles).append(.delete(key: key))
+            output("inbox: sealed record \(id) deleting \(key)")
+        case .inboxQuarantine:
+            try requireApp().submit("inbox quarantine") { [weak self] coordinator in
+                let records = try await coordinator.quarantinedInboxRecords()
+                self?.output("inbox: \(records.count) record\(records.count == 1 ? "" : "s") in quarantine")
+                for record in records { self?.output("  \(Self.describe(record))") }
+            }
+        case .inboxRetry:
+            try requireApp().submit("inbox retry") { [weak self] coordinator in
+                let report = try await coordinator.retryQuarantinedInboxRecords()
+                self?.record(report, retried: true)
+            }
+        case .inboxDiscard(let which):
+            let ids = try which.map { [try Self.recordID($0)] }
+            try requireApp().submit("inbox discard") { [weak self] coordinator in
+                let removed = try await coordinator.discardQuarantinedInboxRecords(ids)
+                self?.output("inbox: discarded \(removed) quarantined record\(removed == 1 ? "" : "s")")
+            }
         case .status:
             for line in statusLines() { output(line) }
         case .expect:
@@ -218,10 +245,7 @@ public final class ScenarioSession {
             case .errorPresented(let error):
                 output("presented to the user: \(error)")
             case .inboxMerged(let report):
-                journal.append(.inboxMerged(report.merged))
-                output("inbox: merged \(report.merged) record\(report.merged == 1 ? "" : "s")"
-                    + (report.alreadyApplied > 0 ? ", \(report.alreadyApplied) already applied" : ""))
-                for problem in report.problems { output("inbox: \(problem)") }
+                record(report, retried: false)
             case .operationFinished(let ticket):
                 guard case .failed(let error) = ticket.outcome else { return }
                 operationError = StoreError(wrapping: error)
@@ -232,6 +256,32 @@ public final class ScenarioSession {
         }
         self.controller = controller
         controller.launch(options)
+    }
+
+    /// Journals and prints what a merge (or a retry of the quarantine) did.
+    private func record(_ report: InboxMergeReport, retried: Bool) {
+        journal.append(.inboxMerged(report.merged.count))
+        var line = "inbox: merged \(report.merged.count) record\(report.merged.count == 1 ? "" : "s")"
+        if !report.quarantined.isEmpty { line += ", \(report.quarantined.count) \(retried ? "still " : "")quarantined" }
+        if report.alreadyApplied > 0 { line += ", \(report.alreadyApplied) already applied" }
+        output(line)
+        for record in report.quarantined { output("  quarantined \(Self.describe(record))") }
+        for problem in report.problems { output("inbox: \(problem)") }
+    }
+
+    private static func describe(_ record: QuarantinedInboxRecord) -> String {
+        "\(record.id) kind \(record.kind ?? "?") (\(record.attempts) attempt\(record.attempts == 1 ? "" : "s")): \(record.reason)"
+    }
+
+    /// A record id as the tool prints it: 32 hex digits.
+    private static func recordID(_ text: String) throws -> InboxEntry.ID {
+        let digits = Array(text.utf8)
+        guard digits.count == 32, let bytes = Optional(stride(from: 0, to: 32, by: 2).compactMap({ UInt8(String(decoding: digits[$0..<$0 + 2], as: UTF8.self), radix: 16) })),
+            bytes.count == 16
+        else {
+            throw StoreError(code: .invalidArgument, message: "'\(text)' is not a record id (32 hex digits, as `inbox quarantine` lists them) or 'all'")
+        }
+        return InboxEntry.ID(bytes: bytes)
     }
 
     /// The app's process dies without any clean-up: the controller and its store connection are dropped
@@ -307,6 +357,12 @@ public final class ScenarioSession {
         case .inbox(let count):
             let got = (try? LockedInbox(files: storeFiles).pendingCount()).map(String.init) ?? "unreadable"
             return compare("inbox \(count)", "inbox \(got)")
+        case .quarantined(let count):
+            guard let coordinator = controller?.coordinator else {
+                return compare("quarantined \(count)", "quarantined unknown (store \(controller?.phase.name ?? "not-running"), no coordinator)")
+            }
+            let got = (try? await coordinator.quarantinedInboxRecords().count).map(String.init) ?? "unreadable"
+            return compare("quarantined \(count)", "quarantined \(got)")
         }
     }
 

@@ -25,7 +25,7 @@ struct SimulationModel {
     /// Acknowledged contents of the store.
     var contents: [String: String] = [:]
     /// Acknowledged inbox writes not merged yet, oldest first.
-    var pendingInbox: [(key: String, value: String)] = []
+    var pendingInbox: [(key: String, value: String?)] = []
     /// `ui` operations in submission order.
     var submitted: [String] = []
 
@@ -116,11 +116,18 @@ struct SimulationModel {
             return nil
         case .put, .get, .delete:
             return appRunning ? nil : "app-not-running"
-        case .inboxPut(let key, let value):
+        case .inboxPut(let key, let value, _):
             guard deviceSetUp else { return "no-device" }
             guard storeAttachedOnce else { return "inbox-unavailable" }
             pendingInbox.append((key, value))
             return nil
+        case .inboxDelete(let key):
+            guard deviceSetUp else { return "no-device" }
+            guard storeAttachedOnce else { return "inbox-unavailable" }
+            pendingInbox.append((key, nil))
+            return nil
+        case .inboxQuarantine, .inboxRetry, .inboxDiscard:
+            return appRunning ? nil : "app-not-running"
         case .status, .expect:
             return nil
         }

@@ -1,6 +1,6 @@
 /// Reads little-endian fields from an untrusted byte string, failing cleanly instead of trapping.
 package struct ByteReader {
-    private let bytes: [UInt8]
+    private var bytes: [UInt8]
     /// The offset of the next unread byte.
     package private(set) var offset: Int
 
@@ -27,6 +27,22 @@ package struct ByteReader {
 
     package mutating func readUInt64() -> UInt64? { readInteger(UInt64.self) }
 
+    /// A u32 length and that many bytes of valid UTF-8, or `nil`.
+    package mutating func readText() -> String? {
+        guard let length = readUInt32(), let bytes = read(Int(length)) else { return nil }
+        return String(validating: bytes, as: UTF8.self)
+    }
+
+    /// Every byte not read yet.
+    package mutating func readRest() -> [UInt8] {
+        Array(read(remaining) ?? [])
+    }
+
+    /// Zeroes the reader's copy of the bytes (they may be a secret's plaintext).
+    package mutating func wipe() {
+        secureZero(&bytes)
+    }
+
     private mutating func readInteger<T: FixedWidthInteger>(_: T.Type) -> T? {
         guard let slice = read(MemoryLayout<T>.size) else { return nil }
         return slice.reversed().reduce(T(0)) { ($0 << 8) | T($1) }
@@ -49,6 +65,17 @@ package struct ByteWriter {
     package mutating func write(_ value: UInt32) { writeInteger(value) }
 
     package mutating func write(_ value: UInt64) { writeInteger(value) }
+
+    /// A u32 length and the text's UTF-8 bytes.
+    package mutating func writeText(_ text: String) {
+        write(UInt32(text.utf8.count))
+        write(text.utf8)
+    }
+
+    /// Zeroes what was written (it may be a secret's plaintext).
+    package mutating func wipe() {
+        secureZero(&bytes)
+    }
 
     private mutating func writeInteger<T: FixedWidthInteger>(_ value: T) {
         withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }

@@ -1,47 +1,18 @@
-/// One write made while the store could not be opened.
-public struct InboxEntry: Sendable, Hashable {
-    /// What the write does.
-    public enum Change: Sendable, Hashable {
-        /// Store `value` under `key`, replacing what was there.
-        case put(key: String, value: String)
-        /// Remove `key`.
-        case delete(key: String)
-    }
-
-    /// A unique identifier, recorded in the store when the entry is applied, so it is never applied twice.
-    public let id: [UInt8]
-    /// What the write does.
-    public let change: Change
-
-    /// An entry with a known identifier (as read back from a record).
-    ///
-    /// - Parameters:
-    ///   - id: the entry's 16-byte identifier.
-    ///   - change: what it does.
-    public init(id: [UInt8], change: Change) {
-        self.id = id
-        self.change = change
-    }
-
-    /// A new entry with a fresh random identifier.
-    public init(_ change: Change, random: any RandomSource = SystemRandom()) {
-        self.init(id: random.bytes(count: InboxRecord.idLength), change: change)
-    }
-}
-
-/// The inbox file's record format (v1, keys/README.md): each record is framed as
+/// The inbox file's record format (keys/README.md): each record is framed as
 /// `"PSIR" ‖ u32 length ‖ crypto_box_seal(payload) ‖ BLAKE2b-128 checksum`, appended in arrival order.
+///
+/// This layer seals, frames, finds and opens records; what a payload holds (an entry's id, kind, schema
+/// version and body) is the store layer's business (`InboxEntry` in ProtectedStore).
 public enum InboxRecord: Sendable {
     /// The four bytes each record starts with (`PSIR`).
     public static let magic: [UInt8] = Array("PSIR".utf8)
-    /// The payload version this code writes.
-    public static let payloadVersion: UInt8 = 1
-    /// The length of an entry's identifier, in bytes.
-    public static let idLength = 16
     static let headerLength = 8
     static let checksumLength = 16
-    /// The largest sealed payload a record may hold.
-    public static let maximumSealedLength = 1 << 20
+    /// The largest payload a record may hold: 4 MiB (4,194,304 bytes). An append of a larger one is refused
+    /// before anything is written; a merge never meets one.
+    public static let maximumPayloadLength = 4 << 20
+    /// The largest sealed payload a record may hold: the payload limit plus the sealed box's overhead.
+    public static let maximumSealedLength = maximumPayloadLength + SealedBox.overhead
 
     /// A record found in an inbox file: where it starts and its sealed bytes.
     public struct Frame: Sendable, Hashable {
@@ -49,6 +20,12 @@ public enum InboxRecord: Sendable {
         public let offset: Int
         /// The sealed payload (`crypto_box_seal` output).
         public let sealed: [UInt8]
+
+        /// A record at `offset` holding `sealed`.
+        package init(offset: Int, sealed: [UInt8]) {
+            self.offset = offset
+            self.sealed = sealed
+        }
     }
 
     /// Something wrong in an inbox file, reported, never taken for data.
@@ -68,10 +45,18 @@ public enum InboxRecord: Sendable {
         }
     }
 
-    /// Seals `entry` to `publicKey` and frames it, ready to append.
-    public static func seal(_ entry: InboxEntry, to publicKey: [UInt8]) throws -> [UInt8] {
-        let payload = try encode(entry)
-        defer { payload.wipe() }
+    /// Seals `payload` to `publicKey` and frames it, ready to append.
+    ///
+    /// - Parameters:
+    ///   - payload: the plaintext, in guarded memory; at most ``maximumPayloadLength`` bytes.
+    ///   - publicKey: the store's inbox public key.
+    /// - Returns: the framed record.
+    /// - Throws: ``SecureKeysError/Code/invalidArgument`` for a payload over the limit or a bad public key.
+    public static func seal(_ payload: SecureBytes, to publicKey: [UInt8]) throws -> [UInt8] {
+        guard payload.count <= maximumPayloadLength else {
+            throw SecureKeysError.invalidArgument(
+                "an inbox record holds at most \(maximumPayloadLength) bytes of payload; this one is \(payload.count)")
+        }
         let sealed = try payload.withUnsafeBytes { try SealedBox.seal($0, to: publicKey) }
         var record = ByteWriter()
         record.write(magic)
@@ -125,63 +110,17 @@ public enum InboxRecord: Sendable {
 
     /// Opens a record with the inbox key pair.
     ///
-    /// - Throws: ``SecureKeysError/Code/damaged`` when it does not open or holds no valid payload.
-    public static func open(_ frame: Frame, publicKey: [UInt8], privateKey: SecureBytes) throws -> InboxEntry {
+    /// - Parameters:
+    ///   - frame: a record found by ``scan(_:)``.
+    ///   - publicKey: the inbox public key.
+    ///   - privateKey: the inbox private key.
+    /// - Returns: the payload, in guarded memory.
+    /// - Throws: ``SecureKeysError/Code/damaged`` when it does not open with this key pair.
+    public static func open(_ frame: Frame, publicKey: [UInt8], privateKey: SecureBytes) throws -> SecureBytes {
         guard let payload = try SealedBox.open(frame.sealed[...], publicKey: publicKey, privateKey: privateKey) else {
             throw SecureKeysError.damaged("inbox record at byte \(frame.offset) does not open with this store's inbox key")
         }
-        defer { payload.wipe() }
-        guard let entry = try payload.withUnsafeBytes({ decode(Array($0)) }) else {
-            throw SecureKeysError.damaged("inbox record at byte \(frame.offset) holds no valid payload")
-        }
-        return entry
-    }
-
-    // MARK: Payload
-
-    /// version ‖ id(16) ‖ kind ‖ u32 key length ‖ key ‖ [u32 value length ‖ value], built in guarded memory.
-    static func encode(_ entry: InboxEntry) throws -> SecureBytes {
-        precondition(entry.id.count == idLength, "inbox entry ids are \(idLength) bytes")
-        let (kind, key, value): (UInt8, String, String?) =
-            switch entry.change {
-            case .put(let key, let value): (1, key, value)
-            case .delete(let key): (2, key, nil)
-            }
-        let keyBytes = Array(key.utf8)
-        let valueBytes = value.map { Array($0.utf8) }
-        var writer = ByteWriter()
-        writer.write(payloadVersion)
-        writer.write(entry.id)
-        writer.write(kind)
-        writer.write(UInt32(keyBytes.count))
-        writer.write(keyBytes)
-        if let valueBytes {
-            writer.write(UInt32(valueBytes.count))
-            writer.write(valueBytes)
-        }
-        var bytes = writer.bytes
-        defer { secureZero(&bytes) }
-        return bytes.withUnsafeBytes { SecureBytes(copying: $0) }
-    }
-
-    static func decode(_ bytes: [UInt8]) -> InboxEntry? {
-        var reader = ByteReader(bytes)
-        guard reader.readUInt8() == payloadVersion, let id = reader.read(idLength), let kind = reader.readUInt8(),
-            let keyLength = reader.readUInt32(), let keyBytes = reader.read(Int(keyLength)),
-            let key = String(validating: keyBytes, as: UTF8.self)
-        else { return nil }
-        switch kind {
-        case 1:
-            guard let valueLength = reader.readUInt32(), let valueBytes = reader.read(Int(valueLength)),
-                let value = String(validating: valueBytes, as: UTF8.self), reader.remaining == 0
-            else { return nil }
-            return InboxEntry(id: Array(id), change: .put(key: key, value: value))
-        case 2:
-            guard reader.remaining == 0 else { return nil }
-            return InboxEntry(id: Array(id), change: .delete(key: key))
-        default:
-            return nil
-        }
+        return payload
     }
 
     private static func nextMagic(in bytes: [UInt8], after offset: Int) -> Int? {

@@ -1,0 +1,188 @@
+public import SecureKeys
+internal import Foundation
+
+/// One record of the locked inbox, opened: its identifier, its kind and schema version, and its body.
+///
+/// The body stays in guarded memory until it is decoded: ``change`` for the built-in key-value changes,
+/// ``decode(_:)`` for an app's own ``InboxChange``.
+public struct InboxEntry: Sendable {
+    /// A record's identifier: 16 random bytes, recorded in the store when the record is merged, so it is
+    /// never applied twice.
+    public struct ID: Hashable, Sendable, CustomStringConvertible {
+        /// The 16 bytes.
+        public let bytes: [UInt8]
+
+        /// An identifier with these bytes.
+        ///
+        /// - Parameter bytes: 16 bytes.
+        public init(bytes: [UInt8]) { self.bytes = bytes }
+
+        /// A fresh random identifier.
+        static func random(using random: any RandomSource = SystemRandom()) -> ID {
+            ID(bytes: random.bytes(count: InboxEntry.idLength))
+        }
+
+        /// The bytes in lowercase hex: how the tool names a record.
+        public var description: String { bytes.map { String(format: "%02x", $0) }.joined() }
+    }
+
+    /// The built-in key-value changes: what the command-line tool's app and ``StoreCoordinator/put(_:_:)`` use.
+    public enum Change: Sendable, Hashable {
+        /// Store `value` under `key`, replacing what was there.
+        case put(key: String, value: String)
+        /// Remove `key`.
+        case delete(key: String)
+
+        /// The kind a record of this change carries.
+        var kind: String {
+            switch self {
+            case .put: InboxEntry.putKind
+            case .delete: InboxEntry.deleteKind
+            }
+        }
+    }
+
+    /// The record's identifier.
+    public let id: ID
+    /// The change's kind: `put`, `delete`, or an app's ``InboxChange/kind``.
+    public let kind: String
+    /// The schema version the writer encoded the change with.
+    public let schemaVersion: Int
+    let body: SecureBytes
+
+    /// The built-in change, for a record of kind `put` or `delete`; `nil` for an app's own change.
+    ///
+    /// - Throws: a ``StoreError`` with ``StoreError/Code/inboxRecordMalformed`` when the body does not decode.
+    public var change: Change? {
+        get throws {
+            guard kind == Self.putKind || kind == Self.deleteKind else { return nil }
+            return try body.withUnsafeBytes { bytes in
+                var reader = ByteReader(Array(bytes))
+                defer { reader.wipe() }
+                guard let key = reader.readText() else { throw StoreError.inboxRecordMalformed(id: id, "no key") }
+                if kind == Self.deleteKind {
+                    guard reader.remaining == 0 else { throw StoreError.inboxRecordMalformed(id: id, "extra bytes after the key") }
+                    return .delete(key: key)
+                }
+                guard let value = reader.readText(), reader.remaining == 0 else {
+                    throw StoreError.inboxRecordMalformed(id: id, "no value")
+                }
+                return .put(key: key, value: value)
+            }
+        }
+    }
+
+    /// Decodes the record as the app's change `type`.
+    ///
+    /// - Parameter type: the change type whose ``InboxChange/kind`` the record carries.
+    /// - Returns: the change.
+    /// - Throws: a ``StoreError``: ``StoreError/Code/inboxUnknownKind`` when the record is of another kind,
+    ///   ``StoreError/Code/inboxNewerSchema`` when it was written with a newer schema version than `type`'s,
+    ///   ``StoreError/Code/inboxRecordMalformed`` (its cause the `DecodingError`) when it does not decode.
+    public func decode<Change: InboxChange>(_ type: Change.Type) throws -> Change {
+        guard kind == Change.kind else { throw StoreError.inboxUnknownKind(kind, id: id) }
+        guard schemaVersion <= Change.schemaVersion else {
+            throw StoreError.inboxNewerSchema(kind: kind, version: schemaVersion, known: Change.schemaVersion, id: id)
+        }
+        return try body.withUnsafeBytes { bytes in
+            var data = Data(bytes)
+            defer { data.resetBytes(in: 0..<data.count) }
+            do {
+                return try JSONDecoder().decode(Change.self, from: data)
+            } catch {
+                throw StoreError.inboxRecordMalformed(id: id, "its \(kind) body does not decode", cause: error)
+            }
+        }
+    }
+
+    // MARK: Payload format (keys/README.md, "Inbox records")
+
+    /// The payload version this code writes.
+    static let payloadVersion: UInt8 = 2
+    /// The length of an identifier, in bytes.
+    static let idLength = 16
+    static let putKind = "put"
+    static let deleteKind = "delete"
+
+    /// The payload of a built-in change: version 2 ‖ id ‖ kind ‖ schema version 1 ‖ body (key, value).
+    static func payload(for change: Change, id: ID) throws -> SecureBytes {
+        var body = ByteWriter()
+        defer { body.wipe() }
+        switch change {
+        case .put(let key, let value):
+            body.writeText(key)
+            body.writeText(value)
+        case .delete(let key):
+            body.writeText(key)
+        }
+        return try payload(id: id, kind: change.kind, schemaVersion: 1, body: body.bytes)
+    }
+
+    /// The payload of an app's change: its JSON encoding as the body.
+    static func payload<Change: InboxChange>(for change: Change, id: ID) throws -> SecureBytes {
+        let kind = Change.kind
+        guard !kind.isEmpty, kind.utf8.count <= 255, kind != putKind, kind != deleteKind else {
+            throw StoreError(
+                code: .invalidArgument,
+                message: "an inbox change's kind is 1 to 255 bytes of UTF-8 and not `put` or `delete`; got `\(kind)`")
+        }
+        guard Change.schemaVersion >= 0, Change.schemaVersion <= Int(UInt32.max) else {
+            throw StoreError(code: .invalidArgument, message: "an inbox change's schema version is 0 to \(UInt32.max)")
+        }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        var data = try encoder.encode(change)
+        defer { data.resetBytes(in: 0..<data.count) }
+        return try payload(id: id, kind: kind, schemaVersion: Change.schemaVersion, body: Array(data))
+    }
+
+    /// version 2 ‖ id (16) ‖ u8 kind length ‖ kind ‖ u32 schema version ‖ u32 body length ‖ body.
+    static func payload(id: ID, kind: String, schemaVersion: Int, body: [UInt8]) throws -> SecureBytes {
+        var body = body
+        defer { secureZero(&body) }
+        let length = 1 + idLength + 1 + kind.utf8.count + 4 + 4 + body.count
+        guard length <= InboxRecord.maximumPayloadLength else {
+            throw StoreError.inboxRecordTooLarge(payloadLength: length)
+        }
+        var writer = ByteWriter()
+        defer { writer.wipe() }
+        writer.write(payloadVersion)
+        writer.write(id.bytes)
+        writer.write(UInt8(kind.utf8.count))
+        writer.write(Array(kind.utf8))
+        writer.write(UInt32(schemaVersion))
+        writer.write(UInt32(body.count))
+        writer.write(body)
+        return writer.bytes.withUnsafeBytes { SecureBytes(copying: $0) }
+    }
+
+    /// Reads a payload of version 1 (key-value only) or 2.
+    ///
+    /// - Returns: the entry, or `nil` when the bytes are not a valid payload.
+    static func decode(payload: SecureBytes) -> InboxEntry? {
+        try? payload.withUnsafeBytes { bytes -> InboxEntry? in
+            var reader = ByteReader(Array(bytes))
+            defer { reader.wipe() }
+            guard let version = reader.readUInt8(), let idBytes = reader.read(idLength) else { return nil }
+            let id = ID(bytes: Array(idBytes))
+            switch version {
+            case 1:
+                // v1: kind (1 put, 2 delete) ‖ key ‖ [value]: the body of v2's built-in kinds, after the kind byte.
+                guard let kindByte = reader.readUInt8(), kindByte == 1 || kindByte == 2 else { return nil }
+                let rest = reader.readRest()
+                return InboxEntry(
+                    id: id, kind: kindByte == 1 ? putKind : deleteKind, schemaVersion: 1,
+                    body: rest.withUnsafeBytes { SecureBytes(copying: $0) })
+            case 2:
+                guard let kindLength = reader.readUInt8(), let kindBytes = reader.read(Int(kindLength)), kindLength > 0,
+                    let kind = String(validating: kindBytes, as: UTF8.self), let schema = reader.readUInt32(),
+                    let bodyLength = reader.readUInt32(), let body = reader.read(Int(bodyLength)), reader.remaining == 0
+                else { return nil }
+                return InboxEntry(
+                    id: id, kind: kind, schemaVersion: Int(schema), body: body.withUnsafeBytes { SecureBytes(copying: $0) })
+            default:
+                return nil
+            }
+        } ?? nil
+    }
+}

@@ -1,0 +1,124 @@
+internal import EncryptedSQLite
+internal import SecureKeys
+
+/// The store's side of the locked inbox: which records were handled (so a crash between a merge's commit and
+/// the inbox file's truncation never applies one twice), and the quarantine of records that could not be
+/// applied — kept sealed, with why and how often they failed.
+///
+/// Every call runs on the caller's connection, inside the caller's transaction.
+struct InboxLedger {
+    let database: Database
+
+    /// Creates the tables when missing.
+    func prepare() throws {
+        try database.execute("""
+            CREATE TABLE IF NOT EXISTS inbox_applied(id BLOB PRIMARY KEY NOT NULL);
+            CREATE TABLE IF NOT EXISTS inbox_quarantine(
+                id BLOB PRIMARY KEY NOT NULL, kind TEXT, schema_version INTEGER, sealed BLOB NOT NULL,
+                reason TEXT NOT NULL, attempts INTEGER NOT NULL)
+            """)
+    }
+
+    /// Whether a merge already handled (applied or quarantined) the record `id`.
+    func isHandled(_ id: InboxEntry.ID) throws -> Bool {
+        try database.scalar("SELECT 1 FROM inbox_applied WHERE id = ?", [.blob(id.bytes)]) != nil
+    }
+
+    /// Records that the record `id` was handled.
+    func markHandled(_ id: InboxEntry.ID) throws {
+        try database.execute("INSERT OR IGNORE INTO inbox_applied(id) VALUES (?)", [.blob(id.bytes)])
+    }
+
+    /// Forgets every handled id: called once the inbox file no longer holds any record they name.
+    func forgetHandled() throws {
+        try database.execute("DELETE FROM inbox_applied", [])
+    }
+
+    /// How many handled ids are kept.
+    func handledCount() throws -> Int {
+        Int(try database.scalar("SELECT count(*) FROM inbox_applied")?.int64 ?? 0)
+    }
+
+    /// Keeps a record that could not be applied (or counts one more failure of a kept one).
+    func quarantine(
+        _ id: InboxEntry.ID, kind: String?, schemaVersion: Int?, sealed: [UInt8], reason: String
+    ) throws -> QuarantinedInboxRecord {
+        // SQLCipher 3.4.1 is SQLite 3.15: no UPSERT, so update first and insert when nothing was there.
+        try database.execute(
+            "UPDATE inbox_quarantine SET reason = ?, attempts = attempts + 1 WHERE id = ?", [.text(reason), .blob(id.bytes)])
+        if database.changes == 0 {
+            try database.execute(
+                "INSERT INTO inbox_quarantine(id, kind, schema_version, sealed, reason, attempts) VALUES (?, ?, ?, ?, ?, 1)",
+                [.blob(id.bytes), kind.map { .text($0) } ?? .null, schemaVersion.map { .integer(Int64($0)) } ?? .null, .blob(sealed), .text(reason)])
+        }
+        return try quarantined([id]).first
+            ?? QuarantinedInboxRecord(id: id, kind: kind, schemaVersion: schemaVersion, reason: reason, attempts: 1)
+    }
+
+    /// The kept records, oldest first (all of them, or those named).
+    func quarantined(_ ids: [InboxEntry.ID]? = nil) throws -> [QuarantinedInboxRecord] {
+        try rows(ids, columns: "id, kind, schema_version, reason, attempts").map { row in
+            QuarantinedInboxRecord(
+                id: InboxEntry.ID(bytes: row[0].blob ?? []), kind: row[1].string, schemaVersion: row[2].int64.map { Int($0) },
+                reason: row[3].string ?? "", attempts: Int(row[4].int64 ?? 0))
+        }
+    }
+
+    /// The kept records' sealed bytes, oldest first (all of them, or those named).
+    func sealed(_ ids: [InboxEntry.ID]? = nil) throws -> [(id: InboxEntry.ID, sealed: [UInt8])] {
+        try rows(ids, columns: "id, sealed").map { (InboxEntry.ID(bytes: $0[0].blob ?? []), $0[1].blob ?? []) }
+    }
+
+    /// Removes a kept record that has now been applied.
+    func release(_ id: InboxEntry.ID) throws {
+        try database.execute("DELETE FROM inbox_quarantine WHERE id = ?", [.blob(id.bytes)])
+    }
+
+    /// Removes kept records for good (all of them, or those named).
+    ///
+    /// - Returns: how many were removed.
+    func discard(_ ids: [InboxEntry.ID]? = nil) throws -> Int {
+        guard let ids else {
+            try database.execute("DELETE FROM inbox_quarantine", [])
+            return database.changes
+        }
+        var removed = 0
+        for id in ids {
+            try release(id)
+            removed += database.changes
+        }
+        return removed
+    }
+
+    private func rows(_ ids: [InboxEntry.ID]?, columns: String) throws -> [Row] {
+        guard let ids else { return try database.rows("SELECT \(columns) FROM inbox_quarantine ORDER BY rowid") }
+        return try ids.flatMap { try database.rows("SELECT \(columns) FROM inbox_quarantine WHERE id = ?", [.blob($0.bytes)]) }
+    }
+
+    /// Applies `entry` in a savepoint of its own.
+    ///
+    /// - Returns: `nil` when it was applied; the error when it failed and was rolled back — the record's own
+    ///   failure (a constraint, an unknown kind, a decoding error, the app's own error).
+    /// - Throws: a failure that is not the record's (the disk is full, the store is damaged or read-only): the
+    ///   whole merge must fail and leave the inbox as it is.
+    func applyInSavepoint(_ entry: InboxEntry, handlers: InboxHandlers) throws -> (any Error)? {
+        try database.execute("SAVEPOINT inbox_record", [])
+        do {
+            try handlers.apply(entry, to: database)
+            try database.execute("RELEASE inbox_record", [])
+            return nil
+        } catch {
+            if Self.failsTheWholeMerge(error) { throw error }
+            try database.execute("ROLLBACK TO inbox_record", [])
+            try database.execute("RELEASE inbox_record", [])
+            return error
+        }
+    }
+
+    /// Whether `error` says the store itself cannot be written, rather than that one record cannot be applied.
+    static func failsTheWholeMerge(_ error: any Error) -> Bool {
+        let sqliteError = (error as? SQLiteError) ?? ((error as? StoreError)?.cause as? SQLiteError)
+        guard let code = sqliteError?.code else { return false }
+        return [.diskFull, .readOnly, .unavailable, .corrupt, .busy, .closed, .notSQLCipher, .wrongKey].contains(code)
+    }
+}

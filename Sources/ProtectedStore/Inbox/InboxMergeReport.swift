@@ -1,0 +1,48 @@
+public import SecureKeys
+
+/// What a merge of the locked inbox did, record by record.
+public struct InboxMergeReport: Sendable, Hashable {
+    /// Records applied to the store, in the order they were applied.
+    public var merged: [InboxEntry.ID] = []
+    /// Records that could not be applied and were moved to the store's quarantine (or, on a retry, stayed
+    /// there): never lost, listed by ``StoreCoordinator/quarantinedInboxRecords()``.
+    public var quarantined: [QuarantinedInboxRecord] = []
+    /// Records found again that an earlier merge had handled (a crash between its commit and the inbox's
+    /// truncation): skipped, never applied twice.
+    public var alreadyApplied = 0
+    /// What was wrong in the inbox file itself: a torn last record (an append interrupted by a crash, never
+    /// acknowledged), or bytes that are not a record. Reported, never applied.
+    public var problems: [InboxRecord.Problem] = []
+
+    /// An empty report.
+    public init() {}
+
+    /// Whether the merge found anything at all.
+    public var isEmpty: Bool { merged.isEmpty && quarantined.isEmpty && alreadyApplied == 0 && problems.isEmpty }
+}
+
+/// A record of the locked inbox that could not be applied, kept — still sealed — in the store.
+///
+/// Retry it after an app update or a migration (``StoreCoordinator/retryQuarantinedInboxRecords(_:)``), or
+/// discard it (``StoreCoordinator/discardQuarantinedInboxRecords(_:)``); nothing else removes it.
+public struct QuarantinedInboxRecord: Sendable, Hashable {
+    /// The record's identifier (for a record that does not open at all, a checksum of its sealed bytes).
+    public let id: InboxEntry.ID
+    /// Its kind, when it could be read.
+    public let kind: String?
+    /// Its schema version, when it could be read.
+    public let schemaVersion: Int?
+    /// Why it was not applied, the last time it was tried.
+    public let reason: String
+    /// How many times applying it failed.
+    public let attempts: Int
+
+    /// A quarantined record, as read from the store.
+    public init(id: InboxEntry.ID, kind: String?, schemaVersion: Int?, reason: String, attempts: Int) {
+        self.id = id
+        self.kind = kind
+        self.schemaVersion = schemaVersion
+        self.reason = reason
+        self.attempts = attempts
+    }
+}
