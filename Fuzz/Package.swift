@@ -17,6 +17,7 @@ let package = Package(
             dependencies: [
                 "FuzzDriver",
                 .product(name: "SecureKeys", package: "ProtectedStore"),
+                .product(name: "ProtectedStore", package: "ProtectedStore"),
                 .product(name: "ProtectedStoreHarness", package: "ProtectedStore"),
             ])
     }

@@ -114,3 +114,24 @@ struct InboxFormatTests {
         #expect(error?.message.contains("4194304 bytes") == true)
     }
 }
+
+/// A change whose kind is the built-in `put`'s.
+private struct Impostor: InboxChange {
+    static let kind = "put"
+    static let schemaVersion = 1
+}
+
+@Suite("Inbox record kinds")
+struct InboxKindTests {
+    @Test("a kind that is empty, over 255 bytes, or a built-in one for an app's change is refused with invalid-argument")
+    func badKindsAreRefused() throws {
+        let id = InboxEntry.ID(bytes: Array(repeating: 1, count: 16))
+        for kind in ["", String(repeating: "k", count: 256)] {
+            let error = #expect(throws: StoreError.self) { try InboxEntry.payload(id: id, kind: kind, schemaVersion: 1, body: []) }
+            #expect(error?.code == .invalidArgument, "kind of \(kind.utf8.count) bytes")
+        }
+        let impostor = #expect(throws: StoreError.self) { try InboxEntry.payload(for: Impostor(), id: id) }
+        #expect(impostor?.code == .invalidArgument)
+        #expect(try InboxEntry.payload(id: id, kind: String(repeating: "k", count: 255), schemaVersion: 1, body: []).count > 255)
+    }
+}

@@ -105,7 +105,12 @@ public struct InboxEntry: Sendable {
     static let deleteKind = "delete"
 
     /// The payload of a built-in change: version 2 ‖ id ‖ kind ‖ schema version 1 ‖ body (key, value).
-    static func payload(for change: Change, id: ID) throws -> SecureBytes {
+    ///
+    /// For the inbox, and for tests and fuzzers that build records by hand.
+    ///
+    /// - Throws: ``StoreError/Code/inboxRecordTooLarge``.
+    @_spi(Testing)
+    public static func payload(for change: Change, id: ID) throws -> SecureBytes {
         var body = ByteWriter()
         defer { body.wipe() }
         switch change {
@@ -121,13 +126,8 @@ public struct InboxEntry: Sendable {
     /// The payload of an app's change: its JSON encoding as the body.
     static func payload<Change: InboxChange>(for change: Change, id: ID) throws -> SecureBytes {
         let kind = Change.kind
-        guard !kind.isEmpty, kind.utf8.count <= 255, kind != putKind, kind != deleteKind else {
-            throw StoreError(
-                code: .invalidArgument,
-                message: "an inbox change's kind is 1 to 255 bytes of UTF-8 and not `put` or `delete`; got `\(kind)`")
-        }
-        guard Change.schemaVersion >= 0, Change.schemaVersion <= Int(UInt32.max) else {
-            throw StoreError(code: .invalidArgument, message: "an inbox change's schema version is 0 to \(UInt32.max)")
+        guard kind != putKind, kind != deleteKind else {
+            throw StoreError(code: .invalidArgument, message: "an app's inbox change cannot be of kind `\(kind)`: it is the built-in key-value change's")
         }
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
@@ -140,6 +140,13 @@ public struct InboxEntry: Sendable {
     static func payload(id: ID, kind: String, schemaVersion: Int, body: [UInt8]) throws -> SecureBytes {
         var body = body
         defer { secureZero(&body) }
+        guard !kind.isEmpty, kind.utf8.count <= 255 else {
+            throw StoreError(
+                code: .invalidArgument, message: "an inbox change's kind is 1 to 255 bytes of UTF-8; got \(kind.utf8.count) bytes")
+        }
+        guard schemaVersion >= 0, schemaVersion <= Int(UInt32.max) else {
+            throw StoreError(code: .invalidArgument, message: "an inbox change's schema version is 0 to \(UInt32.max); got \(schemaVersion)")
+        }
         let length = 1 + idLength + 1 + kind.utf8.count + 4 + 4 + body.count
         guard length <= InboxRecord.maximumPayloadLength else {
             throw StoreError.inboxRecordTooLarge(payloadLength: length)
@@ -158,8 +165,11 @@ public struct InboxEntry: Sendable {
 
     /// Reads a payload of version 1 (key-value only) or 2.
     ///
+    /// For the inbox, and for tests and fuzzers.
+    ///
     /// - Returns: the entry, or `nil` when the bytes are not a valid payload.
-    static func decode(payload: SecureBytes) -> InboxEntry? {
+    @_spi(Testing)
+    public static func decode(payload: SecureBytes) -> InboxEntry? {
         try? payload.withUnsafeBytes { bytes -> InboxEntry? in
             var reader = ByteReader(Array(bytes))
             defer { reader.wipe() }

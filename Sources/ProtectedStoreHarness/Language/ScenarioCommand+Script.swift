@@ -25,7 +25,7 @@ extension ScenarioCommand {
         case .get(let key): return "get \(quoted(key))"
         case .delete(let key): return "delete \(quoted(key))"
         case .inboxPut(let key, let value, let kind):
-            return "inbox put " + (kind.map { "--kind \(quoted($0)) " } ?? "") + "\(quoted(key)) \(quoted(value))"
+            return "inbox put " + (kind.map { "--kind \(quoted($0)) " } ?? "") + "\(quoted(key)) \(ScenarioValue.words(value))"
         case .inboxDelete(let key): return "inbox delete \(quoted(key))"
         case .inboxQuarantine: return "inbox quarantine"
         case .inboxRetry: return "inbox retry"
@@ -45,7 +45,7 @@ extension Expectation {
         case .interaction(let enabled): "interaction \(enabled ? "enabled" : "disabled")"
         case .queued(let count): "queued \(count)"
         case .ran(let names): (["ran"] + names.map(quoted)).joined(separator: " ")
-        case .value(let key, let value): "value \(quoted(key)) \(quoted(value))"
+        case .value(let key, let value): "value \(quoted(key)) \(ScenarioValue.words(value))"
         case .missing(let key): "missing \(quoted(key))"
         case .error(let code): "error \(quoted(code))"
         case .presentedError(let code): "presented-error \(quoted(code))"

@@ -119,7 +119,7 @@ public enum ScenarioParser: Sendable {
             case "put":
                 let kind = arguments.optionalOption("--kind")
                 let key = try arguments.positional("a key")
-                return .inboxPut(key: key, value: try arguments.rest("a value"), kind: kind)
+                return .inboxPut(key: key, value: try arguments.value(), kind: kind)
             case "delete":
                 let key = try arguments.positional("a key")
                 try arguments.finish()
@@ -179,7 +179,7 @@ public enum ScenarioParser: Sendable {
             return .ran(arguments.remainingWords())
         case "value":
             let key = try arguments.positional("a key")
-            return .value(key: key, value: try arguments.rest("a value"))
+            return .value(key: key, value: try arguments.value())
         case "missing":
             let key = try arguments.positional("a key")
             try arguments.finish()
@@ -267,6 +267,21 @@ struct Arguments {
         return words.joined(separator: " ")
     }
 
+    /// A value: the rest of the line, or `--bytes N` for N bytes of ``ScenarioValue/filled(_:)`` (values too
+    /// long to write out, such as a 1 MiB one).
+    mutating func value() throws -> String {
+        if words.first == "--bytes" {
+            words.removeFirst()
+            let text = try positional("a byte count")
+            guard let count = Int(text), count >= 0, count <= 64 << 20 else {
+                throw ScenarioParseError(message: "\(command): '\(text)' is not a byte count (0 to 67108864)")
+            }
+            try finish()
+            return ScenarioValue.filled(count)
+        }
+        return try rest("a value")
+    }
+
     mutating func remainingWords() -> [String] {
         defer { words.removeAll() }
         return words
@@ -314,5 +329,21 @@ struct Arguments {
         guard let extra = words.first else { return }
         throw ScenarioParseError(
             message: extra.hasPrefix("--") ? "\(command): unknown option \(extra)" : "\(command): unexpected '\(extra)'")
+    }
+}
+
+/// Values the command language can name without writing them out.
+public enum ScenarioValue: Sendable {
+    /// `count` bytes of `0123456789abcdef` repeated: what `--bytes N` stands for.
+    public static func filled(_ count: Int) -> String {
+        let pattern = Array("0123456789abcdef".utf8)
+        return String(decoding: (0..<count).lazy.map { pattern[$0 % pattern.count] }, as: UTF8.self)
+    }
+
+    /// The words that write `value`: `--bytes N` for a long filled value, the value quoted otherwise.
+    static func words(_ value: String) -> String {
+        let count = value.utf8.count
+        if count > 64, value == filled(count) { return "--bytes \(count)" }
+        return quoted(value)
     }
 }

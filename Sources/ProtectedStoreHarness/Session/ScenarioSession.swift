@@ -187,17 +187,25 @@ public final class ScenarioSession {
             // With the app running it merges at once when the store is attached; with no app (a notification
             // extension, say) the record waits for the next attach.
             let id: InboxEntry.ID
-            if let kind, kind != "put" {
-                id = try controller?.appendToInbox(kind: kind, key: key, value: value)
-                    ?? LockedInbox(files: storeFiles).append(kind: kind, key: key, value: value)
-            } else {
-                id = try controller?.appendToInbox(.put(key: key, value: value))
-                    ?? LockedInbox(files: storeFiles).append(.put(key: key, value: value))
+            switch (controller, kind) {
+            case (let controller?, let kind?) where kind != "put":
+                id = try controller.appendToInbox(kind: kind, key: key, value: value)
+            case (let controller?, _):
+                id = try controller.appendToInbox(.put(key: key, value: value))
+            case (nil, let kind?) where kind != "put":
+                id = try LockedInbox(files: storeFiles).append(kind: kind, key: key, value: value)
+            case (nil, _):
+                id = try LockedInbox(files: storeFiles).append(.put(key: key, value: value))
             }
             output("inbox: sealed record \(id) for \(key)")
         case .inboxDelete(let key):
             _ = try requireDevice()
-            let id = try controller?.appendToInbox(.delete(key: key)) ?? LockedInbox(files: storeFiles).append(.delete(key: key))
+            let id: InboxEntry.ID
+            if let controller {
+                id = try controller.appendToInbox(.delete(key: key))
+            } else {
+                id = try LockedInbox(files: storeFiles).append(.delete(key: key))
+            }
             output("inbox: sealed record \(id) deleting \(key)")
         case .inboxQuarantine:
             try requireApp().submit("inbox quarantine") { [weak self] coordinator in
@@ -314,7 +322,9 @@ public final class ScenarioSession {
 
     private func check(_ expectation: Expectation) async -> ExpectationFailure? {
         func compare(_ expected: String, _ got: String) -> ExpectationFailure? {
-            expected == got ? nil : ExpectationFailure(expected: expected, got: got)
+            // A value of a megabyte is shown by its start and its length, not printed whole.
+            func shown(_ text: String) -> String { text.utf8.count <= 200 ? text : "\(text.prefix(80))… (\(text.utf8.count) bytes)" }
+            return expected == got ? nil : ExpectationFailure(expected: shown(expected), got: shown(got))
         }
         switch expectation {
         case .protectedData(let available):
