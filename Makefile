@@ -2,7 +2,7 @@
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 APT_PACKAGES := libsqlcipher-dev libsodium-dev pkg-config
 
-.PHONY: deps demo test simulate-long benchmarks benchmarks-build fuzz fuzz-smoke
+.PHONY: deps demo test api-check simulate-long benchmarks benchmarks-build fuzz fuzz-smoke
 
 ## Install the system libraries when missing (Debian/Ubuntu).
 deps:
@@ -20,6 +20,11 @@ test: deps
 	.build/debug/protected-store simulate --seeds 200 --steps 200
 	swift test --sanitize=thread --scratch-path .build-tsan
 	LSAN_OPTIONS=suppressions=$(CURDIR)/Tests/lsan-suppressions.txt swift test --sanitize=address --scratch-path .build-asan
+
+## The public API of the library modules: every public declaration documented, no test hook public
+## (scripts/public-api.py reads `swift package dump-symbol-graph`; `--list` names what is missing).
+api-check: deps
+	python3 scripts/public-api.py --scratch-path .build --own-docs --check
 
 ## The long simulation the README reports: 10,000 seeds × 200 steps in 8 processes (scripts/simulate-long.sh
 ## says why 8, and why under eatmydata).
