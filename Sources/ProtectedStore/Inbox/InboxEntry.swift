@@ -48,7 +48,18 @@ public struct InboxEntry: Sendable {
     public let kind: String
     /// The schema version the writer encoded the change with.
     public let schemaVersion: Int
-    let body: SecureBytes
+    /// The opened payload, in guarded memory, and where the body lies in it: the body is read in place,
+    /// never copied out until a field of it is decoded.
+    let payload: SecureBytes
+    let bodyRange: Range<Int>
+
+    /// Calls `read` with the body's bytes, in place.
+    private func withBody<Result>(_ read: (UnsafeRawBufferPointer) throws -> Result) throws -> Result {
+        try payload.withUnsafeBytes { try read(UnsafeRawBufferPointer(rebasing: $0[bodyRange])) }
+    }
+
+    /// Zeroes the payload now, rather than when the last copy of the entry goes away.
+    func wipe() { payload.wipe() }
 
     /// The built-in change, for a record of kind `put` or `delete`; `nil` for an app's own change.
     ///
@@ -56,9 +67,8 @@ public struct InboxEntry: Sendable {
     public var change: Change? {
         get throws {
             guard kind == Self.putKind || kind == Self.deleteKind else { return nil }
-            return try body.withUnsafeBytes { bytes in
-                var reader = ByteReader(Array(bytes))
-                defer { reader.wipe() }
+            return try withBody { bytes in
+                var reader = RawReader(bytes)
                 guard let key = reader.readText() else { throw StoreError.inboxRecordMalformed(id: id, "no key") }
                 if kind == Self.deleteKind {
                     guard reader.remaining == 0 else { throw StoreError.inboxRecordMalformed(id: id, "extra bytes after the key") }
@@ -84,7 +94,7 @@ public struct InboxEntry: Sendable {
         guard schemaVersion <= Change.schemaVersion else {
             throw StoreError.inboxNewerSchema(kind: kind, version: schemaVersion, known: Change.schemaVersion, id: id)
         }
-        return try body.withUnsafeBytes { bytes in
+        return try withBody { bytes in
             var data = Data(bytes)
             defer { data.resetBytes(in: 0..<data.count) }
             do {
@@ -171,28 +181,56 @@ public struct InboxEntry: Sendable {
     @_spi(Testing)
     public static func decode(payload: SecureBytes) -> InboxEntry? {
         try? payload.withUnsafeBytes { bytes -> InboxEntry? in
-            var reader = ByteReader(Array(bytes))
-            defer { reader.wipe() }
+            var reader = RawReader(bytes)
             guard let version = reader.readUInt8(), let idBytes = reader.read(idLength) else { return nil }
             let id = ID(bytes: Array(idBytes))
             switch version {
             case 1:
                 // v1: kind (1 put, 2 delete) ‖ key ‖ [value]: the body of v2's built-in kinds, after the kind byte.
                 guard let kindByte = reader.readUInt8(), kindByte == 1 || kindByte == 2 else { return nil }
-                let rest = reader.readRest()
                 return InboxEntry(
-                    id: id, kind: kindByte == 1 ? putKind : deleteKind, schemaVersion: 1,
-                    body: rest.withUnsafeBytes { SecureBytes(copying: $0) })
+                    id: id, kind: kindByte == 1 ? putKind : deleteKind, schemaVersion: 1, payload: payload,
+                    bodyRange: reader.offset..<bytes.count)
             case 2:
-                guard let kindLength = reader.readUInt8(), let kindBytes = reader.read(Int(kindLength)), kindLength > 0,
+                guard let kindLength = reader.readUInt8(), kindLength > 0, let kindBytes = reader.read(Int(kindLength)),
                     let kind = String(validating: kindBytes, as: UTF8.self), let schema = reader.readUInt32(),
-                    let bodyLength = reader.readUInt32(), let body = reader.read(Int(bodyLength)), reader.remaining == 0
+                    let bodyLength = reader.readUInt32(), Int(bodyLength) == reader.remaining
                 else { return nil }
                 return InboxEntry(
-                    id: id, kind: kind, schemaVersion: Int(schema), body: body.withUnsafeBytes { SecureBytes(copying: $0) })
+                    id: id, kind: kind, schemaVersion: Int(schema), payload: payload, bodyRange: reader.offset..<bytes.count)
             default:
                 return nil
             }
         } ?? nil
+    }
+}
+
+/// Reads little-endian fields in place from bytes that may be a secret's plaintext: nothing is copied but
+/// the fields asked for.
+private struct RawReader {
+    let bytes: UnsafeRawBufferPointer
+    private(set) var offset = 0
+
+    init(_ bytes: UnsafeRawBufferPointer) { self.bytes = bytes }
+
+    var remaining: Int { bytes.count - offset }
+
+    mutating func read(_ count: Int) -> UnsafeRawBufferPointer? {
+        guard count >= 0, remaining >= count else { return nil }
+        defer { offset += count }
+        return UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + count])
+    }
+
+    mutating func readUInt8() -> UInt8? { read(1)?.first }
+
+    mutating func readUInt32() -> UInt32? {
+        guard let field = read(4) else { return nil }
+        return field.reversed().reduce(0) { ($0 << 8) | UInt32($1) }
+    }
+
+    /// A u32 length and that many bytes of valid UTF-8.
+    mutating func readText() -> String? {
+        guard let length = readUInt32(), let text = read(Int(length)) else { return nil }
+        return String(validating: text, as: UTF8.self)
     }
 }

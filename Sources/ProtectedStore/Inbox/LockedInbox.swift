@@ -220,9 +220,11 @@ public struct LockedInbox: Sendable {
         let ledger = InboxLedger(database: database)
         try database.transaction {
             try ledger.prepare()
+            // After a completed merge no id is kept: only a crash's replay needs the per-record look-up.
+            let mayHaveHandled = try ledger.handledCount() > 0
             for frame in frames {
                 let opened = Self.openRecord(frame.sealed, publicKey: publicKey, privateKey: privateKey)
-                if try ledger.isHandled(opened.id) {
+                if mayHaveHandled, try ledger.isHandled(opened.id) {
                     report.alreadyApplied += 1
                     continue
                 }
@@ -259,15 +261,17 @@ public struct LockedInbox: Sendable {
 
     /// Opens a sealed record; one that does not open or decode is named by a checksum of its sealed bytes.
     static func openRecord(_ sealed: [UInt8], publicKey: [UInt8], privateKey: SecureBytes) -> Opened {
-        let checksumID = InboxEntry.ID(bytes: KeyDerivation.checksum(of: sealed[...], length: InboxEntry.idLength))
+        var checksumID: InboxEntry.ID {
+            InboxEntry.ID(bytes: KeyDerivation.checksum(of: sealed[...], length: InboxEntry.idLength))
+        }
         let payload: SecureBytes
         do {
             payload = try InboxRecord.open(InboxRecord.Frame(offset: 0, sealed: sealed), publicKey: publicKey, privateKey: privateKey)
         } catch {
             return .unreadable(checksumID, sealed: sealed, reason: "it does not open with this store's inbox key")
         }
-        defer { payload.wipe() }
         guard let entry = InboxEntry.decode(payload: payload) else {
+            payload.wipe()
             return .unreadable(checksumID, sealed: sealed, reason: "it holds no valid payload")
         }
         return .entry(entry, sealed: sealed)
@@ -282,7 +286,7 @@ public struct LockedInbox: Sendable {
         case .unreadable(let id, let sealed, let reason):
             return try ledger.quarantine(id, kind: nil, schemaVersion: nil, sealed: sealed, reason: reason)
         case .entry(let entry, let sealed):
-            defer { entry.body.wipe() }
+            defer { entry.wipe() }
             guard let failure = try ledger.applyInSavepoint(entry, handlers: handlers) else { return nil }
             return try ledger.quarantine(
                 entry.id, kind: entry.kind, schemaVersion: entry.schemaVersion, sealed: sealed, reason: "\(failure)")

@@ -1,6 +1,6 @@
 /// Reads little-endian fields from an untrusted byte string, failing cleanly instead of trapping.
 package struct ByteReader {
-    private var bytes: [UInt8]
+    private let bytes: [UInt8]
     /// The offset of the next unread byte.
     package private(set) var offset: Int
 
@@ -26,22 +26,6 @@ package struct ByteReader {
     package mutating func readUInt32() -> UInt32? { readInteger(UInt32.self) }
 
     package mutating func readUInt64() -> UInt64? { readInteger(UInt64.self) }
-
-    /// A u32 length and that many bytes of valid UTF-8, or `nil`.
-    package mutating func readText() -> String? {
-        guard let length = readUInt32(), let bytes = read(Int(length)) else { return nil }
-        return String(validating: bytes, as: UTF8.self)
-    }
-
-    /// Every byte not read yet.
-    package mutating func readRest() -> [UInt8] {
-        Array(read(remaining) ?? [])
-    }
-
-    /// Zeroes the reader's copy of the bytes (they may be a secret's plaintext).
-    package mutating func wipe() {
-        secureZero(&bytes)
-    }
 
     private mutating func readInteger<T: FixedWidthInteger>(_: T.Type) -> T? {
         guard let slice = read(MemoryLayout<T>.size) else { return nil }
