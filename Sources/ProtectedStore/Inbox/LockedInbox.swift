@@ -222,18 +222,34 @@ public struct LockedInbox: Sendable {
             try ledger.prepare()
             // After a completed merge no id is kept: only a crash's replay needs the per-record look-up.
             let mayHaveHandled = try ledger.handledCount() > 0
-            for frame in frames {
-                let opened = Self.openRecord(frame.sealed, publicKey: publicKey, privateKey: privateKey)
-                if mayHaveHandled, try ledger.isHandled(opened.id) {
-                    report.alreadyApplied += 1
-                    continue
+            func applyAll(isolated: Bool) throws {
+                for frame in frames {
+                    let opened = Self.openRecord(frame.sealed, publicKey: publicKey, privateKey: privateKey)
+                    if mayHaveHandled, try ledger.isHandled(opened.id) {
+                        report.alreadyApplied += 1
+                        continue
+                    }
+                    try ledger.markHandled(opened.id)
+                    if let failure = try Self.apply(opened, with: handlers, ledger: ledger, isolated: isolated) {
+                        report.quarantined.append(failure)
+                    } else {
+                        report.merged.append(opened.id)
+                    }
                 }
-                try ledger.markHandled(opened.id)
-                if let failure = try Self.apply(opened, with: handlers, ledger: ledger) {
-                    report.quarantined.append(failure)
-                } else {
-                    report.merged.append(opened.id)
-                }
+            }
+            // Records almost always apply: try them all in one savepoint first, and only when one of them fails
+            // go back and give each record a savepoint of its own (a savepoint per record costs a statement
+            // journal each).
+            try database.execute("SAVEPOINT inbox_merge", [])
+            do {
+                try applyAll(isolated: false)
+                try database.execute("RELEASE inbox_merge", [])
+            } catch is RecordNeedsIsolation {
+                try database.execute("ROLLBACK TO inbox_merge", [])
+                try database.execute("RELEASE inbox_merge", [])
+                report = InboxMergeReport()
+                report.problems = problems
+                try applyAll(isolated: true)
             }
         }
         if Self.crashPoint == .afterCommit { throw SimulatedCrash(point: .afterCommit) }
@@ -245,6 +261,9 @@ public struct LockedInbox: Sendable {
         try? ledger.forgetHandled()
         return report
     }
+
+    /// A record failed while the batch was applied without savepoints of its own.
+    struct RecordNeedsIsolation: Error {}
 
     /// A record as far as it could be opened: an entry, or the reason it cannot be read.
     enum Opened {
@@ -281,12 +300,26 @@ public struct LockedInbox: Sendable {
     ///
     /// - Returns: `nil` when it was applied; its quarantine entry otherwise.
     /// - Throws: a failure of the store itself.
-    static func apply(_ opened: Opened, with handlers: InboxHandlers, ledger: InboxLedger) throws -> QuarantinedInboxRecord? {
+    ///
+    /// - Parameter isolated: whether the record gets a savepoint of its own. Without one, a failure of the
+    ///   record throws ``RecordNeedsIsolation``: the caller rolls the batch back and applies it isolated.
+    static func apply(
+        _ opened: Opened, with handlers: InboxHandlers, ledger: InboxLedger, isolated: Bool = true
+    ) throws -> QuarantinedInboxRecord? {
         switch opened {
         case .unreadable(let id, let sealed, let reason):
             return try ledger.quarantine(id, kind: nil, schemaVersion: nil, sealed: sealed, reason: reason)
         case .entry(let entry, let sealed):
             defer { entry.wipe() }
+            guard isolated else {
+                do {
+                    try handlers.apply(entry, to: ledger.database)
+                    return nil
+                } catch {
+                    if InboxLedger.failsTheWholeMerge(error) { throw error }
+                    throw RecordNeedsIsolation()
+                }
+            }
             guard let failure = try ledger.applyInSavepoint(entry, handlers: handlers) else { return nil }
             return try ledger.quarantine(
                 entry.id, kind: entry.kind, schemaVersion: entry.schemaVersion, sealed: sealed, reason: "\(failure)")
