@@ -228,4 +228,19 @@ struct DataControllerTests {
         #expect(waiting.outcome?.word == "cancelled")
         #expect(fixture.ran.isEmpty)
     }
+
+    @Test("a crashed app (abandoned) leaves its store as a killed process does: open, not checkpointed, its WAL in place")
+    func abandonedAppKeepsItsStoreOpen() async throws {
+        let fixture = try ControllerFixture()
+        await fixture.launch()
+        try fixture.put("k", "v")
+        await fixture.controller.waitUntilIdle()
+        #expect(FileManager.default.fileExists(atPath: fixture.storePath + "-wal"))
+        fixture.controller.abandon()
+        await fixture.controller.waitUntilIdle()
+        #expect(fixture.controller.coordinator == nil)
+        #expect(fixture.controller.phase == .terminated)
+        // Closing the last connection would checkpoint the WAL into the store and delete it.
+        #expect(FileManager.default.fileExists(atPath: fixture.storePath + "-wal"), "the store was closed as if the app had exited")
+    }
 }

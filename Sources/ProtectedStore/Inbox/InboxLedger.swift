@@ -9,29 +9,40 @@ internal import SecureKeys
 struct InboxLedger {
     let database: Database
 
-    /// Creates the tables when missing.
+    /// Creates the tables when missing (and gives a store from before generations its `generation` column).
     func prepare() throws {
         try database.execute("""
-            CREATE TABLE IF NOT EXISTS inbox_applied(id BLOB PRIMARY KEY NOT NULL);
+            CREATE TABLE IF NOT EXISTS inbox_applied(id BLOB PRIMARY KEY NOT NULL, generation INTEGER NOT NULL DEFAULT 0);
             CREATE TABLE IF NOT EXISTS inbox_quarantine(
                 id BLOB PRIMARY KEY NOT NULL, kind TEXT, schema_version INTEGER, sealed BLOB NOT NULL,
                 reason TEXT NOT NULL, attempts INTEGER NOT NULL)
             """)
+        let columns = try database.rows("PRAGMA table_info(inbox_applied)").compactMap { $0["name"]?.string }
+        if !columns.contains("generation") {
+            try database.execute("ALTER TABLE inbox_applied ADD COLUMN generation INTEGER NOT NULL DEFAULT 0")
+        }
     }
 
-    /// Whether a merge already handled (applied or quarantined) the record `id`.
-    func isHandled(_ id: InboxEntry.ID) throws -> Bool {
-        try database.scalar("SELECT 1 FROM inbox_applied WHERE id = ?", [.blob(id.bytes)]) != nil
+    /// The generation of the merge that starts: one more than any kept id's.
+    func nextGeneration() throws -> Int64 {
+        (try database.scalar("SELECT coalesce(max(generation), 0) + 1 FROM inbox_applied")?.int64) ?? 1
     }
 
-    /// Records that the record `id` was handled.
-    func markHandled(_ id: InboxEntry.ID) throws {
-        try database.execute("INSERT OR IGNORE INTO inbox_applied(id) VALUES (?)", [.blob(id.bytes)])
+    /// Records that this merge (`generation`) handles the record `id`.
+    ///
+    /// - Returns: `false` when an earlier merge handled it already (a crash between its commit and the inbox's
+    ///   truncation presented it again): it must not be handled twice, and its id is kept with this merge's.
+    func markHandled(_ id: InboxEntry.ID, generation: Int64) throws -> Bool {
+        try database.execute("INSERT OR IGNORE INTO inbox_applied(id, generation) VALUES (?, ?)", [.blob(id.bytes), .integer(generation)])
+        if database.changes == 1 { return true }
+        try database.execute("UPDATE inbox_applied SET generation = ? WHERE id = ?", [.integer(generation), .blob(id.bytes)])
+        return false
     }
 
-    /// Forgets every handled id: called once the inbox file no longer holds any record they name.
-    func forgetHandled() throws {
-        try database.execute("DELETE FROM inbox_applied", [])
+    /// Forgets the ids of earlier merges: every record the inbox file still holds was handled by this merge
+    /// (`generation`), so only its ids can be presented again by a crash before the truncation.
+    func forgetEarlierThan(_ generation: Int64) throws {
+        try database.execute("DELETE FROM inbox_applied WHERE generation < ?", [.integer(generation)])
     }
 
     /// How many handled ids are kept.

@@ -220,16 +220,14 @@ public struct LockedInbox: Sendable {
         let ledger = InboxLedger(database: database)
         try database.transaction {
             try ledger.prepare()
-            // After a completed merge no id is kept: only a crash's replay needs the per-record look-up.
-            let mayHaveHandled = try ledger.handledCount() > 0
+            let generation = try ledger.nextGeneration()
             func applyAll(isolated: Bool) throws {
                 for frame in frames {
                     let opened = Self.openRecord(frame.sealed, publicKey: publicKey, privateKey: privateKey)
-                    if mayHaveHandled, try ledger.isHandled(opened.id) {
+                    guard try ledger.markHandled(opened.id, generation: generation) else {
                         report.alreadyApplied += 1
                         continue
                     }
-                    try ledger.markHandled(opened.id)
                     if let failure = try Self.apply(opened, with: handlers, ledger: ledger, isolated: isolated) {
                         report.quarantined.append(failure)
                     } else {
@@ -251,14 +249,12 @@ public struct LockedInbox: Sendable {
                 report.problems = problems
                 try applyAll(isolated: true)
             }
+            try ledger.forgetEarlierThan(generation)
         }
         if Self.crashPoint == .afterCommit { throw SimulatedCrash(point: .afterCommit) }
         guard ftruncate(descriptor, 0) == 0, fsync(descriptor) == 0 else {
             throw SecureKeysError.io("cannot truncate", path: inboxPath, errno: errno)
         }
-        // Nothing in the file names a handled record now. Should this fail, or a crash come first, the ids stay
-        // until the next merge's: at most one merge's records are ever kept.
-        try? ledger.forgetHandled()
         return report
     }
 

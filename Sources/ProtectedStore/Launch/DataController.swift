@@ -137,7 +137,7 @@ public final class DataController {
     private var subscription: EventSubscription?
     private var isDraining = false
     private var deadlineTimer: (deadline: Timekeeper.Instant, work: ScheduledWork)?
-    private var inboxPoll: ScheduledWork?
+    private var inboxPoll: InboxPoll?
     private var observers: [Int: (handler: @MainActor (Event) -> Void, finish: () -> Void)] = [:]
     private var lastObserverID = 0
     /// Only with ``PlantedFault/keepCoordinatorAfterClose``: the closed store's coordinator, wrongly kept.
@@ -458,27 +458,20 @@ public final class DataController {
 
     /// While the store is attached, looks at the inbox every ``Configuration/inboxPollInterval`` and merges
     /// what another process (an extension) appended.
-    private func scheduleInboxPoll() {
-        guard let interval = configuration.inboxPollInterval, inboxPoll == nil, machine.store != nil else { return }
+    private func startInboxPoll() {
+        guard let interval = configuration.inboxPollInterval, inboxPoll == nil else { return }
         let work = self.work
-        inboxPoll = clock.schedule(at: clock.now + interval) { [weak self] in
+        inboxPoll = InboxPoll(inbox: inbox, clock: clock, interval: interval) { [weak self] in
             work.begin()
             Task { @MainActor in
-                self?.pollInbox()
+                self?.mergeInboxIfReady()
                 work.end()
             }
         }
     }
 
-    private func pollInbox() {
-        inboxPoll = nil
-        guard machine.store != nil else { return }
-        if inbox.hasPendingRecords { mergeInboxIfReady() }
-        scheduleInboxPoll()
-    }
-
     private func stopInboxPoll() {
-        inboxPoll?.cancel()
+        inboxPoll?.stop()
         inboxPoll = nil
     }
 
@@ -501,7 +494,7 @@ public final class DataController {
         let before = phase
         let effects = machine.handle(event)
         if phase != before {
-            if phase == .ready { scheduleInboxPoll() } else { stopInboxPoll() }
+            if phase == .ready { startInboxPoll() } else { stopInboxPoll() }
             emit(.phaseChanged(phase))
         }
         for effect in effects { perform(effect) }

@@ -81,7 +81,9 @@ package struct LaunchMachine<Store: Sendable>: Sendable {
         case ready(Store)
         case failed(StoreError)
         case terminated
-        case abandoned
+        /// The process was killed: whatever store was attached stays as it was — open, never checkpointed or
+        /// closed — as a killed process leaves its files to the kernel.
+        case abandoned(Store?)
     }
 
     /// The store's protection class: it decides what a lock does to an open store.
@@ -126,7 +128,7 @@ package struct LaunchMachine<Store: Sendable>: Sendable {
         }
         switch event {
         case .abandon:
-            state = .abandoned
+            state = .abandoned(store)
             return []
 
         case .launch(let options):
