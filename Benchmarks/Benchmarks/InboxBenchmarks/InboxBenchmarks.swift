@@ -50,7 +50,8 @@ let benchmarks: @Sendable () -> Void = {
         store.remove()
     }
 
-    Benchmark("Inbox: merge 10,000 records (open, apply each in its own savepoint in one transaction, truncate)", configuration: configuration) { benchmark in
+    // The common case: every record applies, in one savepoint.
+    Benchmark("Inbox: merge 10,000 records (open, apply in one transaction, truncate)", configuration: configuration) { benchmark in
         let store = try InboxStore()
         try store.inbox.append(contentsOf: (0..<10_000).map { .put(key: "location-\($0)", value: "48.8606,2.3376") })
         benchmark.startMeasurement()
@@ -61,4 +62,27 @@ let benchmarks: @Sendable () -> Void = {
         precondition(report.merged.count == 10_000)
         store.remove()
     }
+
+    // One record of a kind the app does not know, in the middle: the batch is rolled back and applied again with
+    // a savepoint per record, the unknown one quarantined.
+    Benchmark("Inbox: merge 10,000 records, one of an unknown kind (a savepoint per record, one quarantined)", configuration: configuration) {
+        benchmark in
+        let store = try InboxStore()
+        try store.inbox.append(contentsOf: (0..<5_000).map { .put(key: "location-\($0)", value: "48.8606,2.3376") })
+        try store.inbox.append(UnknownChange(note: "from a newer version"))
+        try store.inbox.append(contentsOf: (5_000..<9_999).map { .put(key: "location-\($0)", value: "48.8606,2.3376") })
+        benchmark.startMeasurement()
+        let report = try store.inbox.merge(
+            into: store.database, publicKey: store.publicKey, privateKey: store.privateKey, handlers: .keyValue)
+        benchmark.stopMeasurement()
+        precondition(report.merged.count == 9_999 && report.quarantined.count == 1)
+        store.remove()
+    }
+}
+
+/// A change no handler of the benchmark's app applies.
+struct UnknownChange: InboxChange {
+    static let kind = "unknown"
+    static let schemaVersion = 1
+    var note: String
 }
