@@ -209,13 +209,6 @@ public actor StoreCoordinator {
         }
     }
 
-    /// How many merged records' ids the store keeps to recognise a record a crash presented again.
-    package func handledInboxRecordCount() throws -> Int {
-        let ledger = InboxLedger(database: try openDatabase())
-        try ledger.prepare()
-        return try ledger.handledCount()
-    }
-
     private func openInbox() throws -> (Database, SecureBytes) {
         let database = try openDatabase()
         guard let inboxPrivateKey else { throw StoreError.storeClosed() }
