@@ -1,5 +1,5 @@
 public import ProtectedData
-public import SecureKeys
+internal import SecureKeys
 
 /// The top-level controller that owns the store stack, kept out of the app delegate.
 ///
