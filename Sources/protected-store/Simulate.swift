@@ -34,6 +34,9 @@ extension ProtectedStoreCommand {
         func validate() throws {
             if seeds < 1 { throw ValidationError("--seeds must be at least 1") }
             if steps < 1 { throw ValidationError("--steps must be at least 1") }
+            if start.addingReportingOverflow(UInt64(seeds - 1)).overflow {
+                throw ValidationError("--start \(start) with --seeds \(seeds) runs past the last seed, \(UInt64.max)")
+            }
         }
 
         @MainActor
@@ -41,7 +44,7 @@ extension ProtectedStoreCommand {
             let clock = ContinuousClock()
             let started = clock.now
             var totalSteps = 0
-            for seed in start..<(start + UInt64(seeds)) {
+            for seed in start...(start + UInt64(seeds - 1)) {
                 let run = try await Simulator.run(seed: seed, steps: steps, plantedFault: plant)
                 totalSteps += run.commands.count
                 if trace { for line in run.trace { print("seed \(seed) \(line)") } }

@@ -204,4 +204,14 @@ struct CommandLineTests {
         }
         #expect(!result.output.contains("PLAINTEXT"))
     }
+
+    @Test("simulate refuses a seed range past the last seed with a clear error, instead of trapping on overflow")
+    func simulateSeedRangeOverflow() throws {
+        let result = try ProtectedStoreBinary.run(["simulate", "--start", "18446744073709551615", "--seeds", "2"])
+        #expect(result.status != 0)
+        #expect(result.error.contains("runs past the last seed"), "\(result.error)")
+        let last = try ProtectedStoreBinary.run(["simulate", "--start", "18446744073709551615", "--seeds", "1", "--steps", "3"])
+        #expect(last.status == 0, "\(last.error)")
+        #expect(last.output.contains("1 seeds, 3 steps, 0 violations"))
+    }
 }
