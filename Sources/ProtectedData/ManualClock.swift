@@ -79,8 +79,9 @@ public final class ManualClock: Clock, Sendable {
         precondition(duration >= .zero, "a clock does not go back: advance(by: \(duration))")
         let target = now.advanced(by: duration)
         while let work = state.withLock({ state -> (@Sendable () -> Void)? in
-            guard let (id, timer) = state.timers.filter({ $0.value.deadline <= target })
-                .min(by: { ($0.value.deadline, $0.key) < ($1.value.deadline, $1.key) })
+            // The earliest timer (the first scheduled among equals), if the advance reaches it.
+            guard let (id, timer) = state.timers.min(by: { ($0.value.deadline, $0.key) < ($1.value.deadline, $1.key) }),
+                timer.deadline <= target
             else { return nil }
             state.timers[id] = nil
             if state.now < timer.deadline { state.now = timer.deadline }
