@@ -139,17 +139,24 @@ public struct InboxEntry: Sendable {
         guard kind != putKind, kind != deleteKind else {
             throw StoreError(code: .invalidArgument, message: "an app's inbox change cannot be of kind `\(kind)`: it is the built-in key-value change's")
         }
+        return try payload(id: id, kind: kind, schemaVersion: Change.schemaVersion, json: change)
+    }
+
+    /// A payload whose body is `value`'s JSON encoding (keys sorted); every plaintext copy is zeroed.
+    static func payload(id: ID, kind: String, schemaVersion: Int, json value: some Encodable) throws -> SecureBytes {
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
-        var data = try encoder.encode(change)
+        var data = try encoder.encode(value)
         defer { data.resetBytes(in: 0..<data.count) }
-        return try payload(id: id, kind: kind, schemaVersion: Change.schemaVersion, body: Array(data))
+        var body = Array(data)
+        defer { secureZero(&body) }
+        return try payload(id: id, kind: kind, schemaVersion: schemaVersion, body: body)
     }
 
     /// version 2 ‖ id (16) ‖ u8 kind length ‖ kind ‖ u32 schema version ‖ u32 body length ‖ body.
+    ///
+    /// The caller owns `body` and wipes it; only the payload's own buffer is zeroed here.
     static func payload(id: ID, kind: String, schemaVersion: Int, body: [UInt8]) throws -> SecureBytes {
-        var body = body
-        defer { secureZero(&body) }
         guard !kind.isEmpty, kind.utf8.count <= 255 else {
             throw StoreError(
                 code: .invalidArgument, message: "an inbox change's kind is 1 to 255 bytes of UTF-8; got \(kind.utf8.count) bytes")

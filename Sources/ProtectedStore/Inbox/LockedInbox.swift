@@ -1,6 +1,5 @@
 public import EncryptedSQLite
 public import SecureKeys
-internal import Foundation
 #if canImport(Glibc)
 internal import Glibc
 #elseif canImport(Darwin)
@@ -105,10 +104,7 @@ public struct LockedInbox: Sendable {
     package func append(kind: String, key: String, value: String, schemaVersion: Int = 1) throws -> InboxEntry.ID {
         if kind == InboxEntry.putKind { return try append(.put(key: key, value: value)) }
         return try appendPayloads(1) { _, id in
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = .sortedKeys
-            let body = try encoder.encode(["key": key, "value": value])
-            return try InboxEntry.payload(id: id, kind: kind, schemaVersion: schemaVersion, body: Array(body))
+            try InboxEntry.payload(id: id, kind: kind, schemaVersion: schemaVersion, json: ["key": key, "value": value])
         }[0]
     }
 

@@ -425,6 +425,7 @@ public final class DataController {
 
     /// Writes a record of `kind` whose body is `{"key": …, "value": …}`: the command-line tool's way to write a
     /// change its own app does not know (`inbox put --kind`).
+    @discardableResult
     package func appendToInbox(kind: String, key: String, value: String) throws -> InboxEntry.ID {
         let id = try inbox.append(kind: kind, key: key, value: value)
         mergeInboxIfReady()
