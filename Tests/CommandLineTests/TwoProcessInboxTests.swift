@@ -31,14 +31,17 @@ struct TwoProcessInboxTests {
         #expect(child.status == 0, "\(child.error)")
         #expect(child.output.contains("inbox: sealed record"))
 
+        // The poll interval itself (not before 1 s, at 1 s) is checked on a manual clock by
+        // `InboxQuarantineControllerTests.pollMergesForeignAppends`; here, on the real clock of a loaded machine
+        // (a sanitizer build, other suites running), only that the merge comes with no call from the app. The
+        // ceiling is a hang guard, not a speed target.
         let appended = ContinuousClock.now
-        while reports.isEmpty && ContinuousClock.now - appended < .seconds(10) {
+        while reports.isEmpty && ContinuousClock.now - appended < .seconds(60) {
             try await Task.sleep(for: .milliseconds(20))
         }
         let waited = ContinuousClock.now - appended
-        #expect(reports.count == 1)
+        #expect(reports.count == 1, "no merge \(waited) after the other process's append")
         #expect(reports.first?.merged.count == 1)
-        #expect(waited < .seconds(3), "merged after \(waited); the poll interval is 1 s")
         let value = try await controller.perform("read") { try await $0.value(forKey: "from-extension") }
         #expect(value == "hello from another process")
         controller.terminate()
