@@ -1,0 +1,326 @@
+import Foundation
+import GRDB
+import Synchronization
+
+// One workload of the peer benchmark (Benchmarks/BENCHMARKS.md, section 7) on GRDB's DatabasePool over the
+// system's plain SQLite, once, printed as one JSON line. `peer-workloads` in ../Package.swift runs the same
+// workloads through ProtectedStore; Benchmarks/scripts/peers.py runs the two in alternation. The constants,
+// the order of the lookups and the rows written must stay the same on both sides.
+//
+//   grdb-workloads WORKLOAD [--dir DIR]
+//   WORKLOAD: settings | insert_100k | warm_scan_100k | point_read_10k | durable_write_1row
+//             | read_p99_during_write | reopen_cold_scan_100k
+
+enum Shape {
+    static let rows = 100_000
+    static let pointReads = 10_000
+    static let durableWrites = 200
+    static let durableWarmUpWrites = 20
+    static let rowsWrittenDuringReads = 50_000
+    static let value = String(repeating: "v", count: 64)
+    static let replacement = String(repeating: "w", count: 64)
+    static let insertSQL = "INSERT INTO items(id, name, value) VALUES (?, ?, ?)"
+    static let replaceSQL = "INSERT OR REPLACE INTO items(id, name, value) VALUES (?, ?, ?)"
+    static let scanSQL = "SELECT id, name, value FROM items"
+    static let lookupSQL = "SELECT name, value FROM items WHERE id = ?"
+    static let smallReadSQL = "SELECT value FROM items WHERE id = ?"
+}
+
+/// The ids looked up or replaced, in a fixed pseudo-random order (the LCG of StoreWorkloads.pointRead).
+struct PseudoRandomIDs {
+    private var state: UInt64 = 0x9E37_79B9_7F4A_7C15
+
+    mutating func next() -> Int64 {
+        state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+        return Int64(state >> 33) % Int64(Shape.rows)
+    }
+}
+
+/// A row of `items`, every column decoded.
+struct Item: FetchableRecord {
+    var id: Int64
+    var name: String
+    var value: String
+
+    init(row: Row) {
+        id = row[0]
+        name = row[1]
+        value = row[2]
+    }
+}
+
+/// The two columns a point read returns.
+struct NameValue: FetchableRecord {
+    var name: String
+    var value: String
+
+    init(row: Row) {
+        name = row[0]
+        value = row[1]
+    }
+}
+
+struct UsageError: Error, CustomStringConvertible {
+    let description: String
+}
+
+/// The store's settings, the same as ProtectedStore's defaults: 4 KiB pages, a 32 MiB page cache, WAL,
+/// `synchronous = FULL`, temporary tables in memory.
+func makePool(_ path: String) throws -> DatabasePool {
+    var configuration = Configuration()
+    configuration.prepareDatabase { db in
+        // Only takes effect on a new file, before its first page is written: as `cipher_page_size` on ours.
+        try db.execute(sql: "PRAGMA page_size = 4096")
+        try db.execute(sql: "PRAGMA cache_size = -32768")
+        try db.execute(sql: "PRAGMA temp_store = MEMORY")
+    }
+    let pool = try DatabasePool(path: path, configuration: configuration)
+    // GRDB sets `synchronous = NORMAL` on the writer after `prepareDatabase` has run (Database.setUpWALMode),
+    // so FULL must be set here, once the pool exists. Only the writer commits.
+    try pool.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
+    return pool
+}
+
+func createTable(_ pool: DatabasePool) throws {
+    try pool.write { db in
+        try db.execute(sql: "CREATE TABLE items(id INTEGER PRIMARY KEY, name TEXT NOT NULL, value TEXT NOT NULL)")
+    }
+}
+
+/// Inserts `ids` through one cached statement, in the caller's transaction.
+func insert(_ db: Database, _ ids: Range<Int>) throws {
+    let statement = try db.cachedStatement(sql: Shape.insertSQL)
+    for id in ids {
+        try statement.execute(arguments: [Int64(id), "item-\(id)", Shape.value])
+    }
+}
+
+/// Reads every row, every column decoded into an `Item`; returns a checksum so nothing is optimised away.
+func scan(_ db: Database) throws -> Int {
+    var checksum = 0
+    var count = 0
+    let items = try Item.fetchCursor(db.cachedStatement(sql: Shape.scanSQL))
+    while let item = try items.next() {
+        checksum &+= Int(item.id) &+ item.name.utf8.count &+ item.value.utf8.count
+        count += 1
+    }
+    precondition(count == Shape.rows, "scan read \(count) rows")
+    return checksum
+}
+
+func seconds(_ duration: Duration) -> Double {
+    Double(duration.components.seconds) + Double(duration.components.attoseconds) * 1e-18
+}
+
+/// The value at `fraction` of the sorted samples (nearest rank).
+func percentile(_ sorted: [Double], _ fraction: Double) -> Double {
+    precondition(!sorted.isEmpty)
+    let rank = Int((fraction * Double(sorted.count)).rounded(.up))
+    return sorted[max(0, min(sorted.count - 1, rank - 1))]
+}
+
+/// One JSON line: the workload, the side, the measured value and its unit, then extras.
+func report(_ workload: String, _ value: Double, _ unit: String, _ extras: [(String, Any)] = []) {
+    var fields: [(String, Any)] = [("workload", workload), ("side", "grdb"), ("value", value), ("unit", unit)]
+    fields += extras
+    let body = fields.map { key, value in
+        switch value {
+        case let text as String: "\"\(key)\": \"\(text)\""
+        default: "\"\(key)\": \(value)"
+        }
+    }
+    print("{" + body.joined(separator: ", ") + "}")
+}
+
+func run(_ workload: String, in directory: String) async throws {
+    let path = directory + "/store.sqlite"
+    let clock = ContinuousClock()
+
+    /// A pool with the 100,000-row table, written the way insert_100k writes it.
+    func populatedPool() throws -> DatabasePool {
+        let pool = try makePool(path)
+        try createTable(pool)
+        try pool.write { db in try insert(db, 0..<Shape.rows) }
+        return pool
+    }
+
+    switch workload {
+    case "settings":
+        let pool = try populatedPool()
+        let settings = try await pool.writeWithoutTransaction { db in
+            [
+                try String.fetchOne(db, sql: "PRAGMA journal_mode") ?? "",
+                String(try Int.fetchOne(db, sql: "PRAGMA synchronous") ?? -1),
+                String(try Int.fetchOne(db, sql: "PRAGMA page_size") ?? -1),
+                String(try Int.fetchOne(db, sql: "PRAGMA cache_size") ?? -1),
+            ]
+        }
+        let readerCache = try await pool.read { db in try Int.fetchOne(db, sql: "PRAGMA cache_size") ?? -1 }
+        let version = try await pool.read { db in try String.fetchOne(db, sql: "SELECT sqlite_version()") ?? "" }
+        report(workload, 0, "-", [
+            ("journal_mode", settings[0]), ("synchronous", Int(settings[1])!), ("page_size", Int(settings[2])!),
+            ("cache_size", Int(settings[3])!), ("reader_cache_size", readerCache), ("sqlite_version", version),
+        ])
+
+    case "insert_100k":
+        let pool = try makePool(path)
+        try createTable(pool)
+        let start = clock.now
+        try await pool.write { db in try insert(db, 0..<Shape.rows) }
+        report(workload, seconds(start.duration(to: clock.now)), "s")
+
+    case "warm_scan_100k":
+        let pool = try populatedPool()
+        _ = try await pool.read { db in try scan(db) }  // fills the reader's page cache
+        let start = clock.now
+        let checksum = try await pool.read { db in try scan(db) }
+        let end = clock.now
+        // The same rows into an array, the counterpart of ours' `rows(_:)`.
+        let arrayStart = clock.now
+        let items = try await pool.read { db in try Item.fetchAll(db.cachedStatement(sql: Shape.scanSQL)).count }
+        precondition(items == Shape.rows)
+        report(workload, seconds(start.duration(to: end)), "s", [
+            ("checksum", checksum), ("array_s", seconds(arrayStart.duration(to: clock.now))),
+        ])
+
+    case "point_read_10k":
+        let pool = try populatedPool()
+        _ = try await pool.read { db in try scan(db) }
+        let start = clock.now
+        let found = try await pool.read { db in
+            let statement = try db.cachedStatement(sql: Shape.lookupSQL)
+            var ids = PseudoRandomIDs()
+            var found = 0
+            for _ in 0..<Shape.pointReads {
+                if let row = try NameValue.fetchOne(statement, arguments: [ids.next()]) {
+                    found &+= row.name.utf8.count &+ row.value.utf8.count
+                }
+            }
+            return found
+        }
+        report(workload, seconds(start.duration(to: clock.now)), "s", [("checksum", found)])
+
+    case "durable_write_1row":
+        let pool = try populatedPool()
+        var ids = PseudoRandomIDs()
+        var samples: [Double] = []
+        for index in 0..<(Shape.durableWarmUpWrites + Shape.durableWrites) {
+            let id = ids.next()
+            let start = clock.now
+            try await pool.write { db in
+                try db.cachedStatement(sql: Shape.replaceSQL).execute(arguments: [id, "item-\(id)", Shape.replacement])
+            }
+            let elapsed = seconds(start.duration(to: clock.now)) * 1000
+            if index >= Shape.durableWarmUpWrites { samples.append(elapsed) }
+        }
+        samples.sort()
+        report(workload, percentile(samples, 0.5), "ms", [
+            ("p99", percentile(samples, 0.99)), ("writes", samples.count),
+        ])
+
+    case "read_p99_during_write":
+        let pool = try populatedPool()
+        _ = try await pool.read { db in try scan(db) }  // the reader's cache is warm, as in an app that has shown a list
+        let (latencies, writeSeconds) = try await readsDuringWrite(
+            write: { window in
+                try await pool.write { db in
+                    window.open()
+                    defer { window.close() }
+                    try insert(db, Shape.rows..<(Shape.rows + Shape.rowsWrittenDuringReads))
+                }
+            },
+            read: { id in
+                try await pool.read { db in try String.fetchOne(db.cachedStatement(sql: Shape.smallReadSQL), arguments: [id]) }
+            })
+        report(workload, percentile(latencies, 0.99), "ms", [
+            ("p50", percentile(latencies, 0.5)), ("max", latencies.last!), ("reads", latencies.count),
+            ("write_s", writeSeconds),
+        ])
+
+    case "reopen_cold_scan_100k":
+        try populatedPool().close()
+        let start = clock.now
+        let pool = try makePool(path)
+        let opened = clock.now
+        let checksum = try await pool.read { db in try scan(db) }
+        let end = clock.now
+        report(workload, seconds(start.duration(to: end)), "s", [
+            ("open_s", seconds(start.duration(to: opened))), ("scan_s", seconds(opened.duration(to: end))),
+            ("checksum", checksum),
+        ])
+        try pool.close()
+
+    default:
+        throw UsageError(description: "unknown workload '\(workload)'")
+    }
+}
+
+/// The span of the write's transaction during which reads are sampled: opened by the write's first
+/// statement, closed after its last insert (before its commit).
+final class WriteWindow: Sendable {
+    private let state = Atomic<Int>(0)  // 0: not yet open, 1: open, 2: closed
+
+    func open() { state.store(1, ordering: .releasing) }
+    func close() { state.store(2, ordering: .releasing) }
+    var hasOpened: Bool { state.load(ordering: .acquiring) >= 1 }
+    var isOpen: Bool { state.load(ordering: .acquiring) == 1 }
+}
+
+/// Runs `write` (50,000 rows in one transaction) while one reader reads one row at a time, each read its
+/// own call, back to back. Only reads issued while the write's window is open are counted — from its first
+/// statement to its last insert — so reads made after the write (fast on any store) never dilute the
+/// figure: when reads wait for the write, the first one waits for all of it, and it is the one counted.
+/// Returns the counted reads' latencies in ms, sorted, and how long the write call took in seconds.
+func readsDuringWrite(
+    write: @escaping @Sendable (WriteWindow) async throws -> Void,
+    read: @escaping @Sendable (Int64) async throws -> String?
+) async throws -> ([Double], Double) {
+    let window = WriteWindow()
+    let writer = Task.detached {
+        let clock = ContinuousClock()
+        let start = clock.now
+        try await write(window)
+        return seconds(start.duration(to: clock.now))
+    }
+    let reader = Task.detached {
+        let clock = ContinuousClock()
+        while !window.hasOpened { await Task.yield() }
+        var ids = PseudoRandomIDs()
+        var latencies: [Double] = []
+        latencies.reserveCapacity(1 << 20)
+        while window.isOpen {
+            let start = clock.now
+            let value = try await read(ids.next())
+            latencies.append(seconds(start.duration(to: clock.now)) * 1000)
+            precondition(value?.utf8.count == 64, "a read found no row")
+        }
+        return latencies.sorted()
+    }
+    let writeSeconds = try await writer.value
+    return (try await reader.value, writeSeconds)
+}
+
+@main
+struct GRDBWorkloads {
+    static func main() async {
+        var arguments = Array(CommandLine.arguments.dropFirst())
+        var base = NSTemporaryDirectory()
+        if let index = arguments.firstIndex(of: "--dir"), index + 1 < arguments.count {
+            base = arguments[index + 1]
+            arguments.removeSubrange(index...index + 1)
+        }
+        guard arguments.count == 1 else {
+            FileHandle.standardError.write(Data("usage: grdb-workloads WORKLOAD [--dir DIR]\n".utf8))
+            exit(2)
+        }
+        let directory = base + "/peers-grdb-\(UUID().uuidString)"
+        do {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            try await run(arguments[0], in: directory)
+        } catch {
+            FileHandle.standardError.write(Data("grdb-workloads: \(error)\n".utf8))
+            exit(1)
+        }
+    }
+}
