@@ -20,6 +20,15 @@ let package = Package(
             ]
         ),
         .executableTarget(name: "store-workload", dependencies: ["StoreWorkloads"]),
+        // The ProtectedStore side of the peer benchmark (BENCHMARKS.md, section 7), through the app-level API.
+        // Its GRDB side is the separate package Peers/: GRDB's SQLite must never share a process with SQLCipher.
+        .executableTarget(
+            name: "peer-workloads",
+            dependencies: [
+                .product(name: "ProtectedStore", package: "ProtectedStore"),
+                .product(name: "ProtectedData", package: "ProtectedStore"),
+            ]
+        ),
         // glibc's heap counter, for the bytes each queued operation holds.
         .target(name: "CHeapUsage"),
         .executableTarget(

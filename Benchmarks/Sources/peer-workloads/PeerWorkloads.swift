@@ -1,0 +1,366 @@
+import Foundation
+import ProtectedData
+import ProtectedStore
+import Synchronization
+
+// One workload of the peer benchmark (Benchmarks/BENCHMARKS.md, section 7) through ProtectedStore's app-level
+// API, once, printed as one JSON line: a DataController launched with a key source (the simulated device,
+// unlocked) until its phase is `ready`, then its StoreCoordinator's `read { }` / `write { }`. The GRDB side
+// is `grdb-workloads` in Peers/ (a package of its own: GRDB's SQLite and SQLCipher must never share a
+// process); Benchmarks/scripts/peers.py runs the two in alternation. The constants, the order of the
+// lookups and the rows written must stay the same on both sides.
+//
+//   peer-workloads WORKLOAD [--dir DIR]
+//   WORKLOAD: settings | insert_100k | warm_scan_100k | point_read_10k | durable_write_1row
+//             | read_p99_during_write | reopen_cold_scan_100k
+
+enum Shape {
+    static let rows = 100_000
+    static let pointReads = 10_000
+    static let durableWrites = 200
+    static let durableWarmUpWrites = 20
+    static let rowsWrittenDuringReads = 50_000
+    static let value = String(repeating: "v", count: 64)
+    static let replacement = String(repeating: "w", count: 64)
+    static let insertSQL = "INSERT INTO items(id, name, value) VALUES (?, ?, ?)"
+    static let replaceSQL = "INSERT OR REPLACE INTO items(id, name, value) VALUES (?, ?, ?)"
+    static let scanSQL = "SELECT id, name, value FROM items"
+    static let lookupSQL = "SELECT name, value FROM items WHERE id = ?"
+    static let smallReadSQL = "SELECT value FROM items WHERE id = ?"
+}
+
+/// The ids looked up or replaced, in a fixed pseudo-random order (the LCG of StoreWorkloads.pointRead).
+struct PseudoRandomIDs {
+    private var state: UInt64 = 0x9E37_79B9_7F4A_7C15
+
+    mutating func next() -> Int64 {
+        state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+        return Int64(state >> 33) % Int64(Shape.rows)
+    }
+}
+
+/// A row of `items`, every column decoded.
+struct Item {
+    var id: Int64
+    var name: String
+    var value: String
+
+    /// The current row of a statement running `Shape.scanSQL`.
+    init(_ statement: Statement) {
+        guard case .integer(let id) = statement.value(at: 0), case .text(let name) = statement.value(at: 1),
+            case .text(let value) = statement.value(at: 2)
+        else { preconditionFailure("a row of items that is not (integer, text, text)") }
+        self.id = id
+        self.name = name
+        self.value = value
+    }
+
+    /// A row returned by `Database.rows`.
+    init(_ row: Row) {
+        guard let id = row[0].int64, let name = row[1].string, let value = row[2].string else {
+            preconditionFailure("a row of items that is not (integer, text, text)")
+        }
+        self.id = id
+        self.name = name
+        self.value = value
+    }
+}
+
+struct UsageError: Error, CustomStringConvertible {
+    let description: String
+}
+
+struct LaunchError: Error, CustomStringConvertible {
+    let description: String
+}
+
+/// The app: an unlocked simulated device (the key source) and the store, launched through a DataController
+/// with the store's default settings (4 KiB pages, a 32 MiB page cache, WAL, `synchronous = FULL`).
+@MainActor
+final class App {
+    let device: SimulatedDevice
+    let store: StoreConfiguration
+    private var controller: DataController?
+
+    init(directory: String) throws {
+        // Argon2id at its minimal cost: the device is set up before anything is measured, and no workload
+        // unlocks it again.
+        device = try SimulatedDevice.setUp(
+            in: directory + "/device", passcode: SecureBytes(utf8: "peer-benchmark"), configuration: .init(kdf: .minimal))
+        store = StoreConfiguration(path: directory + "/store.sqlite") { database in
+            try database.execute("CREATE TABLE IF NOT EXISTS items(id INTEGER PRIMARY KEY, name TEXT NOT NULL, value TEXT NOT NULL)")
+        }
+    }
+
+    /// Launches a new controller and returns its coordinator once the phase is `ready`, as an app following
+    /// `phases()` would.
+    func launch() async throws -> StoreCoordinator {
+        let controller = DataController(configuration: .init(store: store), keys: device)
+        self.controller = controller
+        let phases = controller.phases()
+        controller.launch()
+        for await phase in phases {
+            switch phase {
+            case .ready:
+                guard let coordinator = controller.coordinator else { throw LaunchError(description: "ready without a coordinator") }
+                return coordinator
+            case .failed(let error): throw error
+            case .terminated, .waitingForProtectedData: throw LaunchError(description: "the store did not attach: \(phase)")
+            case .notLaunched, .launching: continue
+            }
+        }
+        throw LaunchError(description: "the phases ended before the store was ready")
+    }
+
+    /// Terminates the app and returns once its store is closed (checkpointed, its connection gone).
+    func terminate(_ coordinator: StoreCoordinator) async {
+        controller?.terminate()
+        controller = nil
+        while await coordinator.isOpen { try? await Task.sleep(for: .milliseconds(1)) }
+    }
+}
+
+/// Inserts `ids` through one cached statement, in the caller's transaction.
+func insert(_ database: Database, _ ids: Range<Int>) throws {
+    let statement = try database.cachedStatement(Shape.insertSQL)
+    for id in ids {
+        try statement.execute([.integer(Int64(id)), .text("item-\(id)"), .text(Shape.value)])
+    }
+}
+
+/// Reads every row, every column decoded into an `Item`; returns a checksum so nothing is optimised away.
+func scan(_ database: Database) throws -> Int {
+    var checksum = 0
+    var count = 0
+    let statement = try database.cachedStatement(Shape.scanSQL)
+    try statement.bind([])
+    while try statement.step() {
+        let item = Item(statement)
+        checksum &+= Int(item.id) &+ item.name.utf8.count &+ item.value.utf8.count
+        count += 1
+    }
+    precondition(count == Shape.rows, "scan read \(count) rows")
+    return checksum
+}
+
+func seconds(_ duration: Duration) -> Double {
+    Double(duration.components.seconds) + Double(duration.components.attoseconds) * 1e-18
+}
+
+/// The value at `fraction` of the sorted samples (nearest rank).
+func percentile(_ sorted: [Double], _ fraction: Double) -> Double {
+    precondition(!sorted.isEmpty)
+    let rank = Int((fraction * Double(sorted.count)).rounded(.up))
+    return sorted[max(0, min(sorted.count - 1, rank - 1))]
+}
+
+/// One JSON line: the workload, the side, the measured value and its unit, then extras.
+func report(_ workload: String, _ value: Double, _ unit: String, _ extras: [(String, any Sendable)] = []) {
+    var fields: [(String, any Sendable)] = [("workload", workload), ("side", "ours"), ("value", value), ("unit", unit)]
+    fields += extras
+    let body = fields.map { key, value in
+        switch value {
+        case let text as String: "\"\(key)\": \"\(text)\""
+        default: "\"\(key)\": \(value)"
+        }
+    }
+    print("{" + body.joined(separator: ", ") + "}")
+}
+
+@MainActor
+func run(_ workload: String, in directory: String) async throws {
+    let app = try App(directory: directory)
+    let clock = ContinuousClock()
+
+    /// The store with the 100,000-row table, written the way insert_100k writes it.
+    func populated() async throws -> StoreCoordinator {
+        let coordinator = try await app.launch()
+        try await coordinator.write { database in try insert(database, 0..<Shape.rows) }
+        return coordinator
+    }
+
+    switch workload {
+    case "settings":
+        let coordinator = try await populated()
+        let settings = try await coordinator.read { database in
+            try [
+                "PRAGMA journal_mode", "PRAGMA synchronous", "PRAGMA page_size", "PRAGMA cache_size",
+                "PRAGMA cipher_page_size", "SELECT sqlite_version()", "PRAGMA cipher_version",
+            ].map { sql in
+                switch try database.scalar(sql) {
+                case .integer(let integer): String(integer)
+                case .text(let text): text
+                default: "?"
+                }
+            }
+        }
+        report(workload, 0, "-", [
+            ("journal_mode", settings[0]), ("synchronous", Int(settings[1]) ?? -1), ("page_size", Int(settings[2]) ?? -1),
+            ("cache_size", Int(settings[3]) ?? -1), ("cipher_page_size", Int(settings[4]) ?? -1),
+            ("sqlite_version", settings[5]), ("cipher_version", settings[6]),
+        ])
+
+    case "insert_100k":
+        let coordinator = try await app.launch()
+        let start = clock.now
+        try await coordinator.write { database in try insert(database, 0..<Shape.rows) }
+        report(workload, seconds(start.duration(to: clock.now)), "s")
+
+    case "warm_scan_100k":
+        let coordinator = try await populated()
+        _ = try await coordinator.read { database in try scan(database) }  // the page cache holds the table
+        let start = clock.now
+        let checksum = try await coordinator.read { database in try scan(database) }
+        let end = clock.now
+        // The same rows through the convenience API an app reaches for first, `rows(_:)`, into an array.
+        let arrayStart = clock.now
+        let items = try await coordinator.read { database in try database.rows(Shape.scanSQL).map(Item.init).count }
+        precondition(items == Shape.rows)
+        report(workload, seconds(start.duration(to: end)), "s", [
+            ("checksum", checksum), ("array_s", seconds(arrayStart.duration(to: clock.now))),
+        ])
+
+    case "point_read_10k":
+        let coordinator = try await populated()
+        _ = try await coordinator.read { database in try scan(database) }
+        let start = clock.now
+        let found = try await coordinator.read { database in
+            let statement = try database.cachedStatement(Shape.lookupSQL)
+            var ids = PseudoRandomIDs()
+            var found = 0
+            for _ in 0..<Shape.pointReads {
+                try statement.bind([.integer(ids.next())])
+                if try statement.step(), case .text(let name) = statement.value(at: 0), case .text(let value) = statement.value(at: 1) {
+                    found &+= name.utf8.count &+ value.utf8.count
+                }
+            }
+            return found
+        }
+        report(workload, seconds(start.duration(to: clock.now)), "s", [("checksum", found)])
+
+    case "durable_write_1row":
+        let coordinator = try await populated()
+        var ids = PseudoRandomIDs()
+        var samples: [Double] = []
+        for index in 0..<(Shape.durableWarmUpWrites + Shape.durableWrites) {
+            let id = ids.next()
+            let start = clock.now
+            try await coordinator.write { database in
+                try database.execute(Shape.replaceSQL, [.integer(id), .text("item-\(id)"), .text(Shape.replacement)])
+            }
+            let elapsed = seconds(start.duration(to: clock.now)) * 1000
+            if index >= Shape.durableWarmUpWrites { samples.append(elapsed) }
+        }
+        samples.sort()
+        report(workload, percentile(samples, 0.5), "ms", [
+            ("p99", percentile(samples, 0.99)), ("writes", samples.count),
+        ])
+
+    case "read_p99_during_write":
+        let coordinator = try await populated()
+        _ = try await coordinator.read { database in try scan(database) }  // warm, as in an app that has shown a list
+        let (latencies, writeSeconds) = try await readsDuringWrite(
+            write: { window in
+                try await coordinator.write { database in
+                    window.open()
+                    defer { window.close() }
+                    try insert(database, Shape.rows..<(Shape.rows + Shape.rowsWrittenDuringReads))
+                }
+            },
+            read: { id in
+                try await coordinator.read { database in try database.scalar(Shape.smallReadSQL, [.integer(id)])?.string }
+            })
+        report(workload, percentile(latencies, 0.99), "ms", [
+            ("p50", percentile(latencies, 0.5)), ("max", latencies.last!), ("reads", latencies.count),
+            ("write_s", writeSeconds),
+        ])
+
+    case "reopen_cold_scan_100k":
+        await app.terminate(try await populated())
+        let start = clock.now
+        let coordinator = try await app.launch()
+        let opened = clock.now
+        let checksum = try await coordinator.read { database in try scan(database) }
+        let end = clock.now
+        report(workload, seconds(start.duration(to: end)), "s", [
+            ("open_s", seconds(start.duration(to: opened))), ("scan_s", seconds(opened.duration(to: end))),
+            ("checksum", checksum),
+        ])
+        await app.terminate(coordinator)
+
+    default:
+        throw UsageError(description: "unknown workload '\(workload)'")
+    }
+}
+
+/// The span of the write's transaction during which reads are sampled: opened by the write's first
+/// statement, closed after its last insert (before its commit).
+final class WriteWindow: Sendable {
+    private let state = Atomic<Int>(0)  // 0: not yet open, 1: open, 2: closed
+
+    func open() { state.store(1, ordering: .releasing) }
+    func close() { state.store(2, ordering: .releasing) }
+    var hasOpened: Bool { state.load(ordering: .acquiring) >= 1 }
+    var isOpen: Bool { state.load(ordering: .acquiring) == 1 }
+}
+
+/// Runs `write` (50,000 rows in one transaction) while one reader reads one row at a time, each read its
+/// own call, back to back. Only reads issued while the write's window is open are counted — from its first
+/// statement to its last insert — so reads made after the write (fast on any store) never dilute the
+/// figure: when reads wait for the write, the first one waits for all of it, and it is the one counted.
+/// Returns the counted reads' latencies in ms, sorted, and how long the write call took in seconds.
+func readsDuringWrite(
+    write: @escaping @Sendable (WriteWindow) async throws -> Void,
+    read: @escaping @Sendable (Int64) async throws -> String?
+) async throws -> ([Double], Double) {
+    let window = WriteWindow()
+    let writer = Task.detached {
+        let clock = ContinuousClock()
+        let start = clock.now
+        try await write(window)
+        return seconds(start.duration(to: clock.now))
+    }
+    let reader = Task.detached {
+        let clock = ContinuousClock()
+        while !window.hasOpened { await Task.yield() }
+        var ids = PseudoRandomIDs()
+        var latencies: [Double] = []
+        latencies.reserveCapacity(1 << 20)
+        while window.isOpen {
+            let start = clock.now
+            let value = try await read(ids.next())
+            latencies.append(seconds(start.duration(to: clock.now)) * 1000)
+            precondition(value?.utf8.count == 64, "a read found no row")
+        }
+        return latencies.sorted()
+    }
+    let writeSeconds = try await writer.value
+    return (try await reader.value, writeSeconds)
+}
+
+@main
+struct PeerWorkloads {
+    @MainActor
+    static func main() async {
+        var arguments = Array(CommandLine.arguments.dropFirst())
+        var base = NSTemporaryDirectory()
+        if let index = arguments.firstIndex(of: "--dir"), index + 1 < arguments.count {
+            base = arguments[index + 1]
+            arguments.removeSubrange(index...index + 1)
+        }
+        guard arguments.count == 1 else {
+            FileHandle.standardError.write(Data("usage: peer-workloads WORKLOAD [--dir DIR]\n".utf8))
+            exit(2)
+        }
+        let directory = base + "/peers-ours-\(UUID().uuidString)"
+        do {
+            try FileManager.default.createDirectory(
+                atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            try await run(arguments[0], in: directory)
+        } catch {
+            FileHandle.standardError.write(Data("peer-workloads: \(error)\n".utf8))
+            exit(1)
+        }
+    }
+}
