@@ -2,7 +2,7 @@
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 APT_PACKAGES := libsqlcipher-dev libsodium-dev pkg-config
 
-.PHONY: deps demo test api-check simulate-long benchmarks benchmarks-build fuzz fuzz-smoke
+.PHONY: deps demo test api-check simulate-long benchmarks benchmarks-build peers fuzz fuzz-smoke
 
 ## Install the system libraries when missing (Debian/Ubuntu).
 deps:
@@ -39,6 +39,16 @@ benchmarks: deps
 ## Compile the benchmarks without running them (CI), so they never rot.
 benchmarks-build: deps
 	cd Benchmarks && swift build
+
+## The peer benchmark: the same workloads through ProtectedStore and through GRDB (Benchmarks/Peers, a package of
+## its own over the system's SQLite, libsqlite3-dev), release builds, interleaved runs, medians; writes
+## Benchmarks/results/peers.json and peers.svg (Benchmarks/BENCHMARKS.md, section 7). PEERS_FLAGS=--no-build
+## reuses the binaries already built.
+PEERS_FLAGS ?=
+peers: deps
+	@dpkg -s libsqlite3-dev >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq libsqlite3-dev; }
+	python3 Benchmarks/scripts/peers.py $(PEERS_FLAGS)
+	python3 Benchmarks/scripts/chart.py --peers Benchmarks/results/peers.json > Benchmarks/results/peers.svg
 
 ## Every fuzz target for FUZZ_SECONDS each (libFuzzer + AddressSanitizer); fuzz-smoke is CI's short run.
 FUZZ_SECONDS ?= 300

@@ -2,12 +2,18 @@
 """Draws the encrypted/plaintext ratios of BENCHMARKS.md as an SVG bar chart.
 
     scripts/chart.py RESULTS.md INSTRUCTIONS.md > ratios.svg
+    scripts/chart.py --peers results/peers.json > results/peers.svg
+
+With --peers it draws the peer benchmark's ours ÷ GRDB ratios instead (scripts/peers.py writes the JSON), on a
+logarithmic scale, since they span three orders of magnitude.
 
 RESULTS.md is `swift package benchmark --format markdown --no-progress` output; every benchmark named
 "<measure>: encrypted (raw key)" that has a twin "<measure>: unencrypted" gives one wall-clock p50 ratio.
 INSTRUCTIONS.md is `scripts/count-instructions.sh` output; each of its rows gives an instruction ratio.
 Only the standard library is used, so the chart can be redrawn on any machine with Python 3.
 """
+import json
+import math
 import re
 import sys
 from html import escape
@@ -103,7 +109,57 @@ def svg(rows):
     return "\n".join(parts) + "\n"
 
 
+def peer_bars(path):
+    """[(label, ratio, target ratio, met)] from peers.json, in its order."""
+    rows = []
+    for workload, row in json.load(open(path, encoding="utf-8")).items():
+        target = float(re.match(r"≤([0-9.]+)×", row["target"]).group(1))
+        label = f"{workload} ({row['ours']:g} vs {row['grdb']:g} {row['unit']})"
+        rows.append((label, row["ratio"], target, row["met"]))
+    return rows
+
+
+def peer_svg(rows):
+    width, left, bar_height, gap, top = 980, 420, 22, 10, 50
+    low = min([0.25] + [ratio for _, ratio, _, _ in rows]) / 1.5
+    high = max([4.0] + [ratio for _, ratio, _, _ in rows]) * 1.5
+    plot = width - left - 70
+    height = top + len(rows) * (bar_height + gap) + 50
+
+    def x(ratio):
+        return left + plot * (math.log10(ratio) - math.log10(low)) / (math.log10(high) - math.log10(low))
+
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="13">',
+        f'<rect width="{width}" height="{height}" fill="white"/>',
+        f'<text x="{left}" y="24" font-size="16" font-weight="bold">ProtectedStore ÷ GRDB, medians (below 1 = ours faster; log scale)</text>',
+    ]
+    ticks = [m * 10 ** e for e in range(-2, 5) for m in (1, 2, 5) if low <= m * 10 ** e <= high]
+    for tick in ticks:
+        parts.append(f'<line x1="{x(tick):.1f}" y1="{top - 8}" x2="{x(tick):.1f}" y2="{height - 40}" stroke="#ddd"/>')
+        parts.append(f'<text x="{x(tick):.1f}" y="{height - 24}" text-anchor="middle">{tick:g}×</text>')
+    parts.append(f'<line x1="{x(1):.1f}" y1="{top - 8}" x2="{x(1):.1f}" y2="{height - 40}" stroke="#333"/>')
+    for index, (label, ratio, target, met) in enumerate(rows):
+        y = top + index * (bar_height + gap)
+        colour = "#4a7fb5" if met else "#c8553d"
+        start, end = sorted((x(1), x(ratio)))
+        parts.append(f'<text x="{left - 8}" y="{y + 16}" text-anchor="end">{escape(label)}</text>')
+        parts.append(f'<rect x="{start:.1f}" y="{y}" width="{max(end - start, 1):.1f}" height="{bar_height}" fill="{colour}"/>')
+        parts.append(f'<text x="{max(x(ratio), x(1)) + 4:.1f}" y="{y + 16}">{ratio:.2f}×</text>')
+        parts.append(
+            f'<line x1="{x(target):.1f}" y1="{y - 3}" x2="{x(target):.1f}" y2="{y + bar_height + 3}" '
+            f'stroke="black" stroke-width="2" stroke-dasharray="3,2"/>')
+    parts.append(
+        f'<text x="{left}" y="{height - 6}" font-size="11">bars from 1×: blue target met · red target missed · '
+        f'dashed: the target ratio (read_p99_during_write also needs ≤ 1 ms)</text>')
+    parts.append("</svg>")
+    return "\n".join(parts) + "\n"
+
+
 if __name__ == "__main__":
-    if len(sys.argv) != 3:
-        sys.exit("usage: chart.py RESULTS.md INSTRUCTIONS.md > ratios.svg")
-    sys.stdout.write(svg(bars(sys.argv[1], sys.argv[2])))
+    if len(sys.argv) == 3 and sys.argv[1] == "--peers":
+        sys.stdout.write(peer_svg(peer_bars(sys.argv[2])))
+    elif len(sys.argv) == 3:
+        sys.stdout.write(svg(bars(sys.argv[1], sys.argv[2])))
+    else:
+        sys.exit("usage: chart.py RESULTS.md INSTRUCTIONS.md > ratios.svg | chart.py --peers peers.json > peers.svg")
