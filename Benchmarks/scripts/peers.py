@@ -1,23 +1,27 @@
 #!/usr/bin/env python3
 """The peer benchmark: ProtectedStore against GRDB, the same workloads, side by side (BENCHMARKS.md, section 7).
 
-    scripts/peers.py [--no-build] [--rounds N] [--workloads a,b] [--dir DIR] [--out results/peers.json]
+    scripts/peers.py [--no-build] [--rounds N (20)] [--workloads a,b] [--dir DIR] [--out results/peers.json]
 
 Builds the two release binaries one after the other (2 cores: never two builds at once) — `peer-workloads`
 of this package (ProtectedStore over SQLCipher) and `grdb-workloads` of Peers/ (GRDB over the system's
 SQLite; a package of its own because both libraries export sqlite3_*) — unless --no-build says they are
 built. Checks that both sides run with the same settings (WAL, synchronous FULL, 4 KiB pages, 32 MiB cache),
 then runs every workload in rounds, each run a new process, the two sides interleaved and the order flipped
-every round (ours, grdb, grdb, ours, ...) so neither always runs first. Writes the medians as
-{"<workload>": {"ours": x, "grdb": y, "unit": "s|ms", ...}} and prints a Markdown table.
+every round (ours, grdb, grdb, ours, ...) so neither always runs first; each pair starts once the shared
+machine is quiet (other processes below --quiet-below of the CPUs, waiting at most --quiet-timeout s). Writes the medians as
+{"<workload>": {"ours": x, "grdb": y, "unit": "s|ms", ...}} (with the ratio of the medians, the target,
+whether it is met, the middle half of the round-by-round ratios and every run) and prints a Markdown table.
 Only the standard library is used.
 """
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BENCHMARKS = os.path.dirname(HERE)
@@ -46,6 +50,32 @@ def build():
         subprocess.run(
             ["swift", "build", "-c", "release", "--product", product, "--scratch-path", SCRATCH],
             cwd=folder, check=True)
+
+
+def busy_fraction(seconds=0.5):
+    """How busy the machine's CPUs were over the next `seconds` (0 idle .. 1 every core busy), from /proc/stat."""
+    def sample():
+        with open("/proc/stat", encoding="ascii") as stat:
+            fields = [int(v) for v in stat.readline().split()[1:]]
+        idle = fields[3] + fields[4]  # idle + iowait
+        return sum(fields), idle
+    total0, idle0 = sample()
+    time.sleep(seconds)
+    total1, idle1 = sample()
+    return 1 - (idle1 - idle0) / max(total1 - total0, 1)
+
+
+def wait_for_quiet(threshold, timeout):
+    """Waits until other processes leave the CPUs nearly idle (this script runs nothing meanwhile), for at
+    most `timeout` seconds. Returns whether the machine was quiet, and the busy fraction last seen."""
+    deadline = time.monotonic() + timeout
+    while True:
+        busy = busy_fraction()
+        if busy <= threshold:
+            return True, busy
+        if time.monotonic() >= deadline:
+            return False, busy
+        time.sleep(2)
 
 
 def run(binary, workload, directory):
@@ -94,6 +124,10 @@ def summarize(workload, ours_runs, grdb_runs):
     if workload in ABSOLUTE_LIMIT:
         met = met and ours <= ABSOLUTE_LIMIT[workload]
         target_text += f" and ≤{ABSOLUTE_LIMIT[workload]:g} {ours_runs[0]['unit']}"
+    # Each round's two runs were made one after the other: their ratios show how far the machine's drift
+    # moves the verdict (the middle half of them, as p25–p75).
+    paired = sorted(o["value"] / g["value"] for o, g in zip(ours_runs, grdb_runs))
+    quartiles = statistics.quantiles(paired, n=4)
     return {
         "ours": significant(ours),
         "grdb": significant(grdb),
@@ -101,6 +135,7 @@ def summarize(workload, ours_runs, grdb_runs):
         "ratio": round(ratio, 3),
         "target": target_text,
         "met": met,
+        "paired_ratio_p25_p75": [round(quartiles[0], 3), round(quartiles[2], 3)],
         "rounds": len(ours_runs),
         "runs": {"ours": [significant(r["value"]) for r in ours_runs],
                  "grdb": [significant(r["value"]) for r in grdb_runs]},
@@ -109,22 +144,29 @@ def summarize(workload, ours_runs, grdb_runs):
 
 
 def table(summary):
-    lines = ["| workload | ours | GRDB | ratio (ours ÷ GRDB) | target | met? |", "|---|---:|---:|---:|---|---|"]
+    lines = [
+        "| workload | ours | GRDB | ratio (ours ÷ GRDB) | round by round, p25–p75 | target | met? |",
+        "|---|---:|---:|---:|---:|---|---|"]
     for workload, row in summary.items():
         unit = row["unit"]
+        low, high = row["paired_ratio_p25_p75"]
         lines.append(
             f"| `{workload}` | {row['ours']:g} {unit} | {row['grdb']:g} {unit} | {row['ratio']:.2f}× | "
-            f"{row['target']} | {'yes' if row['met'] else '**no**'} |")
+            f"{low:.2f}–{high:.2f}× | {row['target']} | {'yes' if row['met'] else '**no**'} |")
     return "\n".join(lines)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--no-build", action="store_true", help="use the release binaries already built")
-    parser.add_argument("--rounds", type=int, default=10, help="runs of each workload on each side (at least 5)")
+    parser.add_argument("--rounds", type=int, default=20, help="runs of each workload on each side (at least 5)")
     parser.add_argument("--workloads", default=",".join(WORKLOADS), help="comma-separated, in this order")
     parser.add_argument("--dir", default=None, help="where the stores are made (default: the temporary directory)")
     parser.add_argument("--out", default=os.path.join(BENCHMARKS, "results", "peers.json"))
+    parser.add_argument("--quiet-below", type=float, default=0.15,
+                        help="start each pair of runs once other processes keep the CPUs below this busy fraction")
+    parser.add_argument("--quiet-timeout", type=float, default=120,
+                        help="seconds to wait for that before measuring anyway (counted in rounds_started_busy)")
     arguments = parser.parse_args()
     if arguments.rounds < 5:
         parser.error("--rounds must be at least 5: the medians need them")
@@ -141,11 +183,18 @@ def main():
     check_settings(arguments.dir)
 
     runs = {workload: {"ours": [], "grdb": []} for workload in workloads}
+    noisy = {workload: 0 for workload in workloads}
     for round_index in range(arguments.rounds):
         sides = [("ours", OURS), ("grdb", GRDB)]
         if round_index % 2:
             sides.reverse()
         for workload in workloads:
+            # The machine is shared (other builds and tests run on it): each pair starts once it is quiet.
+            quiet, busy = wait_for_quiet(arguments.quiet_below, arguments.quiet_timeout)
+            if not quiet:
+                noisy[workload] += 1
+                print(f"round {round_index + 1} {workload}: still {busy:.0%} busy after "
+                      f"{arguments.quiet_timeout:g} s, measuring anyway", file=sys.stderr)
             for side, binary in sides:
                 result = run(binary, workload, arguments.dir)
                 runs[workload][side].append(result)
@@ -154,10 +203,14 @@ def main():
 
     summary = {workload: summarize(workload, runs[workload]["ours"], runs[workload]["grdb"])
                for workload in workloads}
+    for workload in workloads:
+        summary[workload]["rounds_started_busy"] = noisy[workload]
     os.makedirs(os.path.dirname(os.path.abspath(arguments.out)), exist_ok=True)
     with open(arguments.out, "w", encoding="utf-8") as out:
-        json.dump(summary, out, indent=2, ensure_ascii=False)
-        out.write("\n")
+        text = json.dumps(summary, indent=2, ensure_ascii=False)
+        # Lists of numbers on one line each: the file stays readable with every run in it.
+        text = re.sub(r"\[\s+([-0-9.e,\s]+?)\s+\]", lambda m: "[" + ", ".join(m.group(1).split()).replace(",,", ",") + "]", text)
+        out.write(text + "\n")
     print(table(summary))
 
 

@@ -20,6 +20,9 @@ enum Shape {
     static let durableWrites = 200
     static let durableWarmUpWrites = 20
     static let rowsWrittenDuringReads = 50_000
+    /// How many times one process measures the short workloads (warm scan, point reads, reopen and cold
+    /// scan); it reports their median, which the shared machine's moments of slowness move less.
+    static let repeats = 5
     static let value = String(repeating: "v", count: 64)
     static let replacement = String(repeating: "w", count: 64)
     static let insertSQL = "INSERT INTO items(id, name, value) VALUES (?, ?, ?)"
@@ -166,6 +169,11 @@ func seconds(_ duration: Duration) -> Double {
     Double(duration.components.seconds) + Double(duration.components.attoseconds) * 1e-18
 }
 
+func median(_ samples: [Double]) -> Double {
+    let sorted = samples.sorted()
+    return sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
+}
+
 /// The value at `fraction` of the sorted samples (nearest rank).
 func percentile(_ sorted: [Double], _ fraction: Double) -> Double {
     precondition(!sorted.isEmpty)
@@ -228,29 +236,41 @@ func run(_ workload: String, in directory: String) async throws {
     case "warm_scan_100k":
         let coordinator = try await populated()
         _ = try await coordinator.read { database in try scan(database) }  // the page cache holds the table
-        let start = clock.now
-        let checksum = try await coordinator.read { database in try timedScan(database) }
-        let end = clock.now
-        // The same rows through the convenience API an app reaches for first, `rows(_:)`, into an array.
-        let arrayStart = clock.now
-        let items = try await coordinator.read { database in try database.rows(Shape.scanSQL).map(Item.init).count }
-        precondition(items == Shape.rows)
-        report(workload, seconds(start.duration(to: end)), "s", [
-            ("checksum", checksum), ("array_s", seconds(arrayStart.duration(to: clock.now))),
+        var timings: [Double] = []
+        var arrayTimings: [Double] = []
+        var checksum = 0
+        for _ in 0..<Shape.repeats {
+            let start = clock.now
+            checksum = try await coordinator.read { database in try timedScan(database) }
+            timings.append(seconds(start.duration(to: clock.now)))
+            // The same rows through the convenience API an app reaches for first, `rows(_:)`, into an array.
+            let arrayStart = clock.now
+            let items = try await coordinator.read { database in try database.rows(Shape.scanSQL).map(Item.init).count }
+            arrayTimings.append(seconds(arrayStart.duration(to: clock.now)))
+            precondition(items == Shape.rows)
+        }
+        report(workload, median(timings), "s", [
+            ("min", timings.min()!), ("samples", timings), ("array_s", median(arrayTimings)), ("checksum", checksum),
         ])
 
     case "point_read_10k":
         let coordinator = try await populated()
         _ = try await coordinator.read { database in try scan(database) }
-        let start = clock.now
-        let found = try await coordinator.read { database in try timedPointReads(database) }
-        let end = clock.now
-        // The same lookups inside one explicit read transaction: `read { }` opens none, so above each lookup
-        // is a transaction of its own (what GRDB's `read` does for the whole closure, done by hand).
-        let transactionStart = clock.now
-        _ = try await coordinator.read { database in try database.transaction(.deferred) { try pointReads(database) } }
-        report(workload, seconds(start.duration(to: end)), "s", [
-            ("checksum", found), ("in_transaction_s", seconds(transactionStart.duration(to: clock.now))),
+        var timings: [Double] = []
+        var transactionTimings: [Double] = []
+        var found = 0
+        for _ in 0..<Shape.repeats {
+            let start = clock.now
+            found = try await coordinator.read { database in try timedPointReads(database) }
+            timings.append(seconds(start.duration(to: clock.now)))
+            // The same lookups inside one explicit read transaction: `read { }` opens none, so above each
+            // lookup is a transaction of its own (GRDB's `read` opens one for its whole closure).
+            let transactionStart = clock.now
+            _ = try await coordinator.read { database in try database.transaction(.deferred) { try pointReads(database) } }
+            transactionTimings.append(seconds(transactionStart.duration(to: clock.now)))
+        }
+        report(workload, median(timings), "s", [
+            ("min", timings.min()!), ("samples", timings), ("in_transaction_s", median(transactionTimings)), ("checksum", found),
         ])
 
     case "durable_write_1row":
@@ -291,17 +311,24 @@ func run(_ workload: String, in directory: String) async throws {
         ])
 
     case "reopen_cold_scan_100k":
-        await app.terminate(try await populated())
-        let start = clock.now
-        let coordinator = try await app.launch()
-        let opened = clock.now
-        let checksum = try await coordinator.read { database in try timedScan(database) }
-        let end = clock.now
-        report(workload, seconds(start.duration(to: end)), "s", [
-            ("open_s", seconds(start.duration(to: opened))), ("scan_s", seconds(opened.duration(to: end))),
-            ("checksum", checksum),
-        ])
+        var coordinator = try await populated()
+        var timings: [Double] = []
+        var openTimings: [Double] = []
+        var checksum = 0
+        for _ in 0..<Shape.repeats {
+            await app.terminate(coordinator)
+            let start = clock.now
+            coordinator = try await app.launch()
+            let opened = clock.now
+            checksum = try await coordinator.read { database in try timedScan(database) }
+            let end = clock.now
+            timings.append(seconds(start.duration(to: end)))
+            openTimings.append(seconds(start.duration(to: opened)))
+        }
         await app.terminate(coordinator)
+        report(workload, median(timings), "s", [
+            ("min", timings.min()!), ("samples", timings), ("open_s", median(openTimings)), ("checksum", checksum),
+        ])
 
     default:
         throw UsageError(description: "unknown workload '\(workload)'")

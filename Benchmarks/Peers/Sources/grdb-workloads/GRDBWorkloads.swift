@@ -17,6 +17,9 @@ enum Shape {
     static let durableWrites = 200
     static let durableWarmUpWrites = 20
     static let rowsWrittenDuringReads = 50_000
+    /// How many times one process measures the short workloads (warm scan, point reads, reopen and cold
+    /// scan); it reports their median, which the shared machine's moments of slowness move less.
+    static let repeats = 5
     static let value = String(repeating: "v", count: 64)
     static let replacement = String(repeating: "w", count: 64)
     static let insertSQL = "INSERT INTO items(id, name, value) VALUES (?, ?, ?)"
@@ -130,6 +133,11 @@ func seconds(_ duration: Duration) -> Double {
     Double(duration.components.seconds) + Double(duration.components.attoseconds) * 1e-18
 }
 
+func median(_ samples: [Double]) -> Double {
+    let sorted = samples.sorted()
+    return sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
+}
+
 /// The value at `fraction` of the sorted samples (nearest rank).
 func percentile(_ sorted: [Double], _ fraction: Double) -> Double {
     precondition(!sorted.isEmpty)
@@ -190,23 +198,34 @@ func run(_ workload: String, in directory: String) async throws {
     case "warm_scan_100k":
         let pool = try populatedPool()
         _ = try await pool.read { db in try scan(db) }  // fills the reader's page cache
-        let start = clock.now
-        let checksum = try await pool.read { db in try timedScan(db) }
-        let end = clock.now
-        // The same rows into an array, the counterpart of ours' `rows(_:)`.
-        let arrayStart = clock.now
-        let items = try await pool.read { db in try Item.fetchAll(db.cachedStatement(sql: Shape.scanSQL)).count }
-        precondition(items == Shape.rows)
-        report(workload, seconds(start.duration(to: end)), "s", [
-            ("checksum", checksum), ("array_s", seconds(arrayStart.duration(to: clock.now))),
+        var timings: [Double] = []
+        var arrayTimings: [Double] = []
+        var checksum = 0
+        for _ in 0..<Shape.repeats {
+            let start = clock.now
+            checksum = try await pool.read { db in try timedScan(db) }
+            timings.append(seconds(start.duration(to: clock.now)))
+            // The same rows into an array, the counterpart of ours' `rows(_:)`.
+            let arrayStart = clock.now
+            let items = try await pool.read { db in try Item.fetchAll(db.cachedStatement(sql: Shape.scanSQL)).count }
+            arrayTimings.append(seconds(arrayStart.duration(to: clock.now)))
+            precondition(items == Shape.rows)
+        }
+        report(workload, median(timings), "s", [
+            ("min", timings.min()!), ("samples", timings), ("array_s", median(arrayTimings)), ("checksum", checksum),
         ])
 
     case "point_read_10k":
         let pool = try populatedPool()
         _ = try await pool.read { db in try scan(db) }
-        let start = clock.now
-        let found = try await pool.read { db in try timedPointReads(db) }
-        report(workload, seconds(start.duration(to: clock.now)), "s", [("checksum", found)])
+        var timings: [Double] = []
+        var found = 0
+        for _ in 0..<Shape.repeats {
+            let start = clock.now
+            found = try await pool.read { db in try timedPointReads(db) }
+            timings.append(seconds(start.duration(to: clock.now)))
+        }
+        report(workload, median(timings), "s", [("min", timings.min()!), ("samples", timings), ("checksum", found)])
 
     case "durable_write_1row":
         let pool = try populatedPool()
@@ -246,17 +265,24 @@ func run(_ workload: String, in directory: String) async throws {
         ])
 
     case "reopen_cold_scan_100k":
-        try populatedPool().close()
-        let start = clock.now
-        let pool = try makePool(path)
-        let opened = clock.now
-        let checksum = try await pool.read { db in try timedScan(db) }
-        let end = clock.now
-        report(workload, seconds(start.duration(to: end)), "s", [
-            ("open_s", seconds(start.duration(to: opened))), ("scan_s", seconds(opened.duration(to: end))),
-            ("checksum", checksum),
-        ])
+        var pool = try populatedPool()
+        var timings: [Double] = []
+        var openTimings: [Double] = []
+        var checksum = 0
+        for _ in 0..<Shape.repeats {
+            try pool.close()
+            let start = clock.now
+            pool = try makePool(path)
+            let opened = clock.now
+            checksum = try await pool.read { db in try timedScan(db) }
+            let end = clock.now
+            timings.append(seconds(start.duration(to: end)))
+            openTimings.append(seconds(start.duration(to: opened)))
+        }
         try pool.close()
+        report(workload, median(timings), "s", [
+            ("min", timings.min()!), ("samples", timings), ("open_s", median(openTimings)), ("checksum", checksum),
+        ])
 
     default:
         throw UsageError(description: "unknown workload '\(workload)'")
