@@ -331,7 +331,10 @@ func readsDuringWrite(
         return latencies.sorted()
     }
     let writeSeconds = try await writer.value
-    return (try await reader.value, writeSeconds)
+    let latencies = try await reader.value
+    // The reader starts as soon as the window opens; a write over before it could read is no measurement.
+    guard !latencies.isEmpty else { throw UsageError(description: "no read was issued while the write ran") }
+    return (latencies, writeSeconds)
 }
 
 @main
