@@ -291,14 +291,15 @@ public final class Database {
     ///
     /// - Throws: what `body` throws (after the rollback), or the commit's failure.
     public func transaction<Result>(_ kind: TransactionKind = .immediate, _ body: () throws -> Result) throws -> Result {
-        try execute("BEGIN \(kind.rawValue) TRANSACTION")
+        // Prepared once and reused: a one-row write does not parse BEGIN and COMMIT each time.
+        try cachedStatement("BEGIN \(kind.rawValue) TRANSACTION").execute([DatabaseValue]())
         let result: Result
         do {
             result = try body()
-            try execute("COMMIT TRANSACTION")
+            try cachedStatement("COMMIT TRANSACTION").execute([DatabaseValue]())
         } catch {
             if let handle, sqlite3_get_autocommit(handle) == 0 {
-                try? execute("ROLLBACK TRANSACTION")
+                try? cachedStatement("ROLLBACK TRANSACTION").execute([DatabaseValue]())
             }
             throw error
         }

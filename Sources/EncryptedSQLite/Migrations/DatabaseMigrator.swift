@@ -112,6 +112,7 @@ public struct MigrationError: Error, Sendable, CustomStringConvertible {
         /// The short kebab-case word users see.
         public let name: String
         private init(_ name: String) { self.name = name }
+        /// The name.
         public var description: String { name }
 
         /// A migration threw (or its transaction failed); it was rolled back.
