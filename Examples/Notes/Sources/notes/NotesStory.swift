@@ -316,6 +316,8 @@ final class NotesStory {
         guard let coordinator = current.coordinator else { throw StoryFailure("no coordinator in the ready phase") }
         let after = try await fingerprint(of: coordinator)
         current.terminate()
+        // `terminate()` closes the store in the background; the folder is removed once it has closed.
+        while await coordinator.isOpen { try await Task.sleep(for: .milliseconds(1)) }
         print("   the current build attaches it again: unchanged — \(after.count.spelled) notes, migrations \(after.migrations), same schema")
         try check(after == before, "the refused attach changed nothing; before \(before), after \(after)")
     }
