@@ -5,7 +5,9 @@ import Testing
 
 @_spi(Testing) @testable import ProtectedStore
 
-@Suite("Reads beside the writer", .timeLimit(.minutes(3)))
+/// Serialized: the first test holds a write open by blocking the coordinator's thread, and two such blocks at
+/// once would hold both of a 2-core machine's cooperative threads.
+@Suite("Reads beside the writer", .serialized, .timeLimit(.minutes(3)))
 @MainActor
 struct ReaderPoolTests {
     func readyCoordinator(_ fixture: ControllerFixture) async throws -> StoreCoordinator {
@@ -90,5 +92,58 @@ struct ReaderPoolTests {
         #expect(readError?.code == .protectedDataUnavailable)
         #expect(writeError?.code == .protectedDataUnavailable)
         #expect(readError?.message == writeError?.message)
+    }
+
+    @Test("the controller's read waits for the deferred setup before the first unlock, then runs")
+    func controllerReadWaitsForReady() async throws {
+        let fixture = try ControllerFixture()
+        await fixture.launch()
+        try await fixture.controller.coordinator?.put("k", "v")
+        try fixture.rebootDevice()
+        await fixture.launch(LaunchOptions(reason: .location))
+        #expect(fixture.controller.phase == .waitingForProtectedData)
+        let controller = fixture.controller
+        let read = Task { @MainActor in try await controller.read { try $0.fetchValue(String.self, "SELECT value FROM entries") } }
+        await fixture.controller.waitUntilIdle()
+        try await fixture.unlock()
+        #expect(try await read.value == "v")
+    }
+
+    @Test("the controller's read does not queue behind a running perform: it returns while that operation runs")
+    func controllerReadDoesNotQueueBehindPerform() async throws {
+        let fixture = try ControllerFixture()
+        await fixture.launch()
+        let controller = fixture.controller
+        let (resumed, resume) = AsyncStream.makeStream(of: Void.self)
+        let (hasStarted, started) = AsyncStream.makeStream(of: Void.self)
+        // An operation that runs until told to finish: the queue is busy the whole time (it suspends, so it
+        // blocks no thread).
+        let running = Task { @MainActor in
+            try await controller.perform("import") { coordinator in
+                try await coordinator.put("k", "written by the running operation")
+                started.yield()
+                for await _ in resumed { break }
+            }
+        }
+        for await _ in hasStarted { break }
+        let queued = try controller.submit("queued behind it") { _ in }
+        let seen = try await controller.read { try $0.fetchValue(String.self, "SELECT value FROM entries") }
+        #expect(seen == "written by the running operation")
+        #expect(fixture.controller.queuedOperationCount == 1, "the read ran while an operation was still queued")
+        resume.yield()
+        try await running.value
+        #expect(await queued.result().description == OperationOutcome.completed.description)
+    }
+
+    @Test("the controller's read fails with the attach's error, and with terminated after terminate")
+    func controllerReadFailures() async throws {
+        let fixture = try ControllerFixture()
+        try Data("not a database, and not empty either: 4096 bytes of it".utf8).write(to: URL(fileURLWithPath: fixture.storePath))
+        await fixture.launch()
+        let failed = await #expect(throws: StoreError.self) { try await fixture.controller.read { _ in 1 } }
+        #expect(failed?.code == fixture.presented.first?.code)
+        fixture.controller.terminate()
+        let terminated = await #expect(throws: StoreError.self) { try await fixture.controller.read { _ in 1 } }
+        #expect(terminated?.code == .terminated)
     }
 }

@@ -93,6 +93,9 @@ final class ReaderPool: Sendable {
     /// How many readers are open (idle or busy), for tests.
     var openCount: Int { state.withLock { $0.count } }
 
+    /// Whether ``close()`` was called.
+    var isClosed: Bool { state.withLock { $0.isClosed } }
+
     // MARK: Private
 
     private enum Lending {

@@ -166,6 +166,9 @@ public actor StoreCoordinator {
     /// How many readers are open, for tests.
     package nonisolated var openReaderCount: Int { readers.openCount }
 
+    /// Whether the reader pool was closed (reads fail with ``StoreError/Code/protectedDataUnavailable``).
+    package nonisolated var isClosedForReads: Bool { readers.isClosed }
+
     // MARK: Observation
 
     /// Calls `onValue` with `read`'s result now, and again after each committed transaction that wrote a
