@@ -2,7 +2,7 @@
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 APT_PACKAGES := libsqlcipher-dev libsodium-dev pkg-config
 
-.PHONY: deps demo test api-check simulate-long benchmarks benchmarks-build peers fuzz fuzz-smoke
+.PHONY: deps demo test api-check simulate-long benchmarks benchmarks-build peers fuzz fuzz-smoke example
 
 ## Install the system libraries when missing (Debian/Ubuntu).
 deps:
@@ -57,3 +57,9 @@ fuzz: deps
 
 fuzz-smoke: deps
 	Fuzz/run-all.sh 15
+
+## The example app (Examples/Notes, a separate package): build it, then run its story, which exits non-zero
+## with what went wrong when a step does not behave as expected (CI builds and runs it).
+example: deps
+	swift build --package-path Examples/Notes
+	swift run --package-path Examples/Notes --skip-build notes

@@ -36,6 +36,19 @@ public final class Database {
         public var createIfMissing: Bool = true
         /// How long to wait for another connection's lock, in milliseconds.
         public var busyTimeoutMilliseconds: Int = 5000
+        /// When a commit reaches the disk (`PRAGMA synchronous`, WAL mode). ``Synchronous/full`` by default.
+        public var synchronous: Synchronous = .full
+
+        /// When a commit in WAL mode reaches the disk.
+        public enum Synchronous: String, Sendable, Hashable {
+            /// Every commit syncs the write-ahead log before it returns (`FULL`): a write that returned
+            /// survives a power cut. The store's default, and what "acknowledged" means in its documentation.
+            case full = "FULL"
+            /// Commits do not sync; the log is synced at checkpoints (`NORMAL`). Faster for many small writes
+            /// — each commit saves an `fsync` — and the database stays consistent, but the last transactions
+            /// acknowledged before a power cut (not a crash of the app: the OS still has them) may be lost.
+            case normal = "NORMAL"
+        }
 
         /// The store's defaults.
         public init() {}
@@ -50,6 +63,7 @@ public final class Database {
 
     private var handle: OpaquePointer?
     private var cachedStatements: [String: Statement] = [:]
+    private let hooks = ConnectionHooks()
 
     /// Opens (or creates) the database at `path` with `key`.
     ///
@@ -129,6 +143,7 @@ public final class Database {
         // Extended result codes tell a foreign-key failure from a unique one, a failed fsync from a failed
         // write; ``SQLiteError/extendedResultCode`` carries them, ``SQLiteError/code`` still groups them.
         sqlite3_extended_result_codes(connection, 1)
+        hooks.install(on: connection!)
         do {
             try checkSQLCipher()
             try applyKey(keying)
@@ -140,7 +155,7 @@ public final class Database {
             try execute("PRAGMA cache_size = -\(configuration.cacheSizeKiB)")
             if configuration.usesWAL && !configuration.readOnly {
                 try execute("PRAGMA journal_mode = WAL")
-                try execute("PRAGMA synchronous = FULL")
+                try execute("PRAGMA synchronous = \(configuration.synchronous.rawValue)")
             }
         } catch let error as SQLiteError where error.code == .unavailable && Self.isOnReadOnlyFileSystem(path) {
             // SQLite says only "unable to open database file": in WAL mode it must create and write the -shm
@@ -173,6 +188,7 @@ public final class Database {
     public func close() {
         cachedStatements.removeAll()
         guard let handle else { return }
+        ConnectionHooks.uninstall(from: handle)
         // sqlite3_close_v2 defers the close until every statement is finalised.
         sqlite3_close_v2(handle)
         self.handle = nil
@@ -182,7 +198,7 @@ public final class Database {
 
     /// Prepares `sql` (one statement).
     public func prepare(_ sql: String) throws -> Statement {
-        try Statement(sql: sql, databaseHandle: try openHandle(), path: path)
+        try Statement(sql: sql, databaseHandle: try openHandle(), path: path, hooks: hooks)
     }
 
     /// A prepared statement for `sql`, kept and reused for the life of the connection.
@@ -197,7 +213,9 @@ public final class Database {
     public func execute(_ sql: String) throws {
         let connection = try openHandle()
         var errorMessage: UnsafeMutablePointer<CChar>?
+        hooks.willCompile()
         let code = sqlite3_exec(connection, sql, nil, nil, &errorMessage)
+        hooks.compiledStatementsRan(inTransaction: sqlite3_get_autocommit(connection) == 0)
         defer { sqlite3_free(errorMessage) }
         guard code == SQLITE_OK else {
             let message = errorMessage.map { String(cString: $0) } ?? String(cString: sqlite3_errmsg(connection))
@@ -206,24 +224,55 @@ public final class Database {
         }
     }
 
-    /// Runs one statement with `arguments`, reusing its prepared form.
-    public func execute(_ sql: String, _ arguments: [DatabaseValue]) throws {
+    /// Runs one statement with `arguments` — `[id, title]` or `["id": id, "title": title]` — reusing its
+    /// prepared form (``cachedStatement(_:)``).
+    public func execute(_ sql: String, _ arguments: StatementArguments) throws {
         try cachedStatement(sql).execute(arguments)
     }
 
+    /// Runs one statement with `values`, reusing its prepared form.
+    public func execute(_ sql: String, _ values: [DatabaseValue]) throws {
+        try cachedStatement(sql).execute(values)
+    }
+
     /// Runs one query with `arguments` and returns its rows.
-    public func rows(_ sql: String, _ arguments: [DatabaseValue] = []) throws -> [Row] {
+    public func rows(_ sql: String, _ arguments: StatementArguments = []) throws -> [Row] {
         try cachedStatement(sql).rows(arguments)
     }
 
-    /// The first column of the first row, or `nil` when there is no row.
-    public func scalar(_ sql: String, _ arguments: [DatabaseValue] = []) throws -> DatabaseValue? {
-        try rows(sql, arguments).first?[0]
+    /// Runs one query with `values` and returns its rows.
+    public func rows(_ sql: String, _ values: [DatabaseValue]) throws -> [Row] {
+        try cachedStatement(sql).rows(values)
     }
 
-    /// The number of rows the last statement changed.
+    /// The first column of the first row, or `nil` when there is no row.
+    public func scalar(_ sql: String, _ arguments: StatementArguments = []) throws -> DatabaseValue? {
+        let statement = try cachedStatement(sql)
+        try statement.bind(arguments)
+        return try firstValue(of: statement)
+    }
+
+    /// The first column of the first row, or `nil` when there is no row.
+    public func scalar(_ sql: String, _ values: [DatabaseValue]) throws -> DatabaseValue? {
+        let statement = try cachedStatement(sql)
+        try statement.bind(values)
+        return try firstValue(of: statement)
+    }
+
+    private func firstValue(of statement: Statement) throws -> DatabaseValue? {
+        defer { statement.reset() }
+        return try statement.step() ? statement.value(at: 0) : nil
+    }
+
+    /// The number of rows the last finished `INSERT`, `UPDATE` or `DELETE` changed (`sqlite3_changes`).
     public var changes: Int {
         handle.map { Int(sqlite3_changes($0)) } ?? 0
+    }
+
+    /// The rowid of the last row inserted on this connection (`sqlite3_last_insert_rowid`): an
+    /// `INTEGER PRIMARY KEY` column's value when the table has one; 0 before any insert.
+    public var lastInsertedRowID: Int64 {
+        handle.map { sqlite3_last_insert_rowid($0) } ?? 0
     }
 
     // MARK: Transactions
@@ -242,14 +291,15 @@ public final class Database {
     ///
     /// - Throws: what `body` throws (after the rollback), or the commit's failure.
     public func transaction<Result>(_ kind: TransactionKind = .immediate, _ body: () throws -> Result) throws -> Result {
-        try execute("BEGIN \(kind.rawValue) TRANSACTION")
+        // Prepared once and reused: a one-row write does not parse BEGIN and COMMIT each time.
+        try cachedStatement("BEGIN \(kind.rawValue) TRANSACTION").execute([DatabaseValue]())
         let result: Result
         do {
             result = try body()
-            try execute("COMMIT TRANSACTION")
+            try cachedStatement("COMMIT TRANSACTION").execute([DatabaseValue]())
         } catch {
             if let handle, sqlite3_get_autocommit(handle) == 0 {
-                try? execute("ROLLBACK TRANSACTION")
+                try? cachedStatement("ROLLBACK TRANSACTION").execute([DatabaseValue]())
             }
             throw error
         }
@@ -259,6 +309,26 @@ public final class Database {
     /// Whether a transaction is open.
     public var isInTransaction: Bool {
         handle.map { sqlite3_get_autocommit($0) == 0 } ?? false
+    }
+
+    // MARK: Observation
+
+    /// Runs `body` and returns, with its result, the tables its queries read (for observations: a commit
+    /// that writes none of them cannot change the result).
+    package func trackingReads<Result>(_ body: () throws -> Result) rethrows -> (Result, TableRegion) {
+        hooks.startTrackingReads()
+        do {
+            let result = try body()
+            return (result, hooks.stopTrackingReads())
+        } catch {
+            _ = hooks.stopTrackingReads()
+            throw error
+        }
+    }
+
+    /// The tables written by the transactions that committed on this connection since the last call.
+    package func takeCommittedWrites() -> TableRegion {
+        hooks.takeCommittedWrites()
     }
 
     // MARK: Keys and integrity

@@ -9,19 +9,46 @@ public final class Statement {
     private let handle: OpaquePointer
     private let databaseHandle: OpaquePointer
     private let path: String
+    private let hooks: ConnectionHooks
+    /// The tables the statement reads and writes, from SQLite's authorizer when it was compiled.
+    private let reads: TableRegion
+    private let writes: TableRegion
+    /// Whether the statement returns rows.
+    private let isQuery: Bool
+    /// Whether the statement ran since its last reset (a reset is then due before the next bind).
+    private var needsReset = false
+    /// Whether the next step is the first of a run.
+    private var isStarting = true
+    private var cachedColumnNames: [String]?
+    private var cachedParameterNames: [String?]?
 
-    init(sql: String, databaseHandle: OpaquePointer, path: String) throws {
+    init(sql: String, databaseHandle: OpaquePointer, path: String, hooks: ConnectionHooks) throws {
         var statement: OpaquePointer?
-        let code = sqlite3_prepare_v2(databaseHandle, sql, -1, &statement, nil)
+        var tail: UnsafePointer<CChar>?
+        hooks.willCompile()
+        let code = sqlite3_prepare_v2(databaseHandle, sql, -1, &statement, &tail)
         guard code == SQLITE_OK, let statement else {
             sqlite3_finalize(statement)
             throw SQLiteError(
-                resultCode: code, message: String(cString: sqlite3_errmsg(databaseHandle)), sql: sql, path: path)
+                resultCode: code,
+                message: code == SQLITE_OK ? "the SQL holds no statement" : String(cString: sqlite3_errmsg(databaseHandle)),
+                sql: sql, path: path)
+        }
+        if let tail, Statement.containsStatement(tail) {
+            sqlite3_finalize(statement)
+            throw SQLiteError(
+                code: .misuse,
+                message: "a prepared statement is one statement; this SQL holds more (run several with execute(_:) and no arguments)",
+                sql: sql, path: path)
         }
         self.sql = sql
         self.handle = statement
         self.databaseHandle = databaseHandle
         self.path = path
+        self.hooks = hooks
+        self.reads = hooks.compiledReads
+        self.writes = hooks.compiledWrites
+        self.isQuery = sqlite3_column_count(statement) > 0
     }
 
     deinit {
@@ -31,32 +58,52 @@ public final class Statement {
     /// The number of columns a row has.
     public var columnCount: Int { Int(sqlite3_column_count(handle)) }
 
-    /// Resets the statement and binds `arguments` to its parameters in order (`?` or `?NNN`).
+    /// The column names, in order (found once).
+    public var columnNames: [String] {
+        if let cachedColumnNames { return cachedColumnNames }
+        let names = (0..<columnCount).map(columnName(at:))
+        cachedColumnNames = names
+        return names
+    }
+
+    /// Resets the statement and binds `arguments` to its parameters: `?` parameters in order, named ones
+    /// (`:name`, `@name`, `$name`) by name.
+    ///
+    /// - Throws: ``SQLiteError/Code/misuse`` when a parameter has no value or a value no parameter, naming it.
+    public func bind(_ arguments: StatementArguments) throws {
+        guard !arguments.namedValues.isEmpty else {
+            try bind(arguments.values)
+            return
+        }
+        resetIfNeeded()
+        let names = parameterNames
+        guard arguments.values.isEmpty else {
+            throw misuse("a statement's arguments are all positional or all named, not both")
+        }
+        var unused = Set(arguments.namedValues.keys)
+        for (offset, name) in names.enumerated() {
+            guard let name else { throw misuse("parameter \(offset + 1) is a `?`, which takes a positional argument") }
+            let bare = StatementArguments.bareName(name)
+            guard let value = arguments.namedValues[bare] else { throw misuse("no value for parameter \(name)") }
+            unused.remove(bare)
+            try bind(value, at: Int32(offset + 1))
+        }
+        if let extra = unused.sorted().first {
+            throw misuse("the statement has no parameter named `\(extra)`")
+        }
+    }
+
+    /// Resets the statement and binds `values` to its parameters in order (`?` or `?NNN`).
     ///
     /// - Throws: ``SQLiteError/Code/misuse`` when the count does not match.
-    public func bind(_ arguments: [DatabaseValue]) throws {
-        sqlite3_reset(handle)
-        sqlite3_clear_bindings(handle)
+    public func bind(_ values: [DatabaseValue]) throws {
+        resetIfNeeded()
         let expected = Int(sqlite3_bind_parameter_count(handle))
-        guard arguments.count == expected else {
-            throw SQLiteError(
-                code: .misuse, message: "statement takes \(expected) arguments, got \(arguments.count)", sql: sql,
-                path: path)
+        guard values.count == expected else {
+            throw misuse("statement takes \(expected) arguments, got \(values.count)")
         }
-        for (offset, value) in arguments.enumerated() {
-            let index = Int32(offset + 1)
-            let code: Int32
-            switch value {
-            case .null: code = sqlite3_bind_null(handle, index)
-            case .integer(let integer): code = sqlite3_bind_int64(handle, index, integer)
-            case .real(let real): code = sqlite3_bind_double(handle, index, real)
-            case .text(let text): code = sqlite3_bind_text(handle, index, text, -1, _ps_sqlite_transient())
-            case .blob(let bytes):
-                code = bytes.withUnsafeBytes {
-                    sqlite3_bind_blob(handle, index, $0.baseAddress, Int32($0.count), _ps_sqlite_transient())
-                }
-            }
-            try check(code)
+        for index in values.indices {
+            try bind(values[index], at: Int32(index + 1))
         }
     }
 
@@ -64,13 +111,18 @@ public final class Statement {
     ///
     /// - Returns: `true` when a row is available, `false` when the statement is done.
     public func step() throws -> Bool {
+        if isStarting {
+            isStarting = false
+            hooks.statementWillRun(reads: reads, writes: writes, isQuery: isQuery)
+        }
+        needsReset = true
         let code = sqlite3_step(handle)
         switch code {
         case SQLITE_ROW: return true
         case SQLITE_DONE: return false
         default:
             // sqlite3_reset returns the same error and leaves the statement reusable.
-            sqlite3_reset(handle)
+            reset()
             throw SQLiteError(
                 resultCode: code, message: String(cString: sqlite3_errmsg(databaseHandle)), sql: sql, path: path,
                 systemErrno: sqlite3_system_errno(databaseHandle))
@@ -84,8 +136,11 @@ public final class Statement {
         case SQLITE_INTEGER: return .integer(sqlite3_column_int64(handle, column))
         case SQLITE_FLOAT: return .real(sqlite3_column_double(handle, column))
         case SQLITE_TEXT:
+            // The length first (sqlite3_column_bytes after sqlite3_column_text, as SQLite's documentation
+            // orders them); no strlen, and a NUL inside the text is kept.
             guard let text = sqlite3_column_text(handle, column) else { return .text("") }
-            return .text(String(cString: text))
+            let count = Int(sqlite3_column_bytes(handle, column))
+            return .text(String(decoding: UnsafeBufferPointer(start: text, count: count), as: UTF8.self))
         case SQLITE_BLOB:
             let count = Int(sqlite3_column_bytes(handle, column))
             guard count > 0, let bytes = sqlite3_column_blob(handle, column) else { return .blob([]) }
@@ -94,35 +149,137 @@ public final class Statement {
         }
     }
 
+    /// The value of column `index` of the current row, as a `Value`.
+    ///
+    /// - Throws: ``SQLiteError/Code/misuse`` when the stored value does not convert.
+    public func decode<Value: DatabaseValueConvertible>(_ type: Value.Type = Value.self, at index: Int) throws -> Value {
+        let value = value(at: index)
+        guard let converted = Value.fromDatabaseValue(value) else {
+            throw misuse("column `\(columnName(at: index))` holds \(value.kindName), which does not convert to \(Value.self)")
+        }
+        return converted
+    }
+
     /// The name of column `index`.
     public func columnName(at index: Int) -> String {
         String(cString: sqlite3_column_name(handle, Int32(index)))
     }
 
     /// Binds `arguments` and runs the statement to completion, ignoring any rows.
-    public func execute(_ arguments: [DatabaseValue] = []) throws {
+    public func execute(_ arguments: StatementArguments = []) throws {
         try bind(arguments)
-        while try step() {}
-        sqlite3_reset(handle)
+        try run()
+    }
+
+    /// Binds `values` and runs the statement to completion, ignoring any rows.
+    public func execute(_ values: [DatabaseValue]) throws {
+        try bind(values)
+        try run()
     }
 
     /// Binds `arguments` and collects every row.
-    public func rows(_ arguments: [DatabaseValue] = []) throws -> [Row] {
+    public func rows(_ arguments: StatementArguments = []) throws -> [Row] {
         try bind(arguments)
-        let names = (0..<columnCount).map(columnName(at:))
+        return try collectRows()
+    }
+
+    /// Binds `values` and collects every row.
+    public func rows(_ values: [DatabaseValue]) throws -> [Row] {
+        try bind(values)
+        return try collectRows()
+    }
+
+    /// Resets the statement, ending a run early: its read lock (or its part of a write) is released.
+    public func reset() {
+        sqlite3_reset(handle)
+        needsReset = false
+        isStarting = true
+    }
+
+    // MARK: Private
+
+    private func run() throws {
+        while try step() {}
+        reset()
+    }
+
+    private func collectRows() throws -> [Row] {
+        let names = columnNames
+        let count = names.count
         var rows: [Row] = []
         while try step() {
-            rows.append(Row(columnNames: names, values: (0..<names.count).map(value(at:))))
+            var values: [DatabaseValue] = []
+            values.reserveCapacity(count)
+            for index in 0..<count { values.append(value(at: index)) }
+            rows.append(Row(columnNames: names, values: values))
         }
-        sqlite3_reset(handle)
+        reset()
         return rows
     }
 
-    private func check(_ code: Int32) throws {
+    private func resetIfNeeded() {
+        if needsReset { reset() }
+    }
+
+    /// The names of the parameters, `nil` for a `?` (found once).
+    private var parameterNames: [String?] {
+        if let cachedParameterNames { return cachedParameterNames }
+        let names = (0..<Int32(sqlite3_bind_parameter_count(handle))).map {
+            sqlite3_bind_parameter_name(handle, $0 + 1).map { String(cString: $0) }
+        }
+        cachedParameterNames = names
+        return names
+    }
+
+    private func bind(_ value: DatabaseValue, at index: Int32) throws {
+        let code: Int32
+        switch value {
+        case .null: code = sqlite3_bind_null(handle, index)
+        case .integer(let integer): code = sqlite3_bind_int64(handle, index, integer)
+        case .real(let real): code = sqlite3_bind_double(handle, index, real)
+        case .text(var text):
+            // The UTF-8 bytes with their length: no strlen, no C-string copy of a native string. Empty text
+            // still needs a pointer: a NULL one would bind SQL NULL.
+            code = text.withUTF8 { utf8 in
+                guard let base = utf8.baseAddress, !utf8.isEmpty else {
+                    return sqlite3_bind_text(handle, index, "", 0, _ps_sqlite_transient())
+                }
+                return base.withMemoryRebound(to: CChar.self, capacity: utf8.count) {
+                    sqlite3_bind_text(handle, index, $0, Int32(utf8.count), _ps_sqlite_transient())
+                }
+            }
+        case .blob(let bytes):
+            // An empty blob is a zero-length blob, not NULL (which a NULL pointer would bind).
+            code = bytes.withUnsafeBytes { raw in
+                guard let base = raw.baseAddress, !raw.isEmpty else { return sqlite3_bind_zeroblob(handle, index, 0) }
+                return sqlite3_bind_blob(handle, index, base, Int32(raw.count), _ps_sqlite_transient())
+            }
+        }
         guard code == SQLITE_OK else {
             throw SQLiteError(
                 resultCode: code, message: String(cString: sqlite3_errmsg(databaseHandle)), sql: sql, path: path)
         }
+    }
+
+    private func misuse(_ message: String) -> SQLiteError {
+        SQLiteError(code: .misuse, message: message, sql: sql, path: path)
+    }
+
+    /// Whether `tail` (what follows a statement) holds another statement, not just spaces, semicolons or
+    /// comments.
+    private static func containsStatement(_ tail: UnsafePointer<CChar>) -> Bool {
+        var pointer = tail
+        while pointer.pointee != 0 {
+            switch UInt8(bitPattern: pointer.pointee) {
+            case UInt8(ascii: " "), UInt8(ascii: "\t"), UInt8(ascii: "\n"), UInt8(ascii: "\r"), UInt8(ascii: ";"):
+                pointer += 1
+            case UInt8(ascii: "-") where pointer[1] == CChar(UInt8(ascii: "-")):
+                while pointer.pointee != 0 && pointer.pointee != CChar(UInt8(ascii: "\n")) { pointer += 1 }
+            default:
+                return true
+            }
+        }
+        return false
     }
 }
 

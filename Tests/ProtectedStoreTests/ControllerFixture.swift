@@ -21,6 +21,8 @@ final class ControllerFixture {
     var presented: [StoreError] = []
     /// How the store applies inbox records (the app version's handlers).
     var inboxHandlers = InboxHandlers.keyValue
+    /// The schema's migrations (the app version's).
+    var migrator = DatabaseMigrator.keyValue
 
     var storePath: String { directory.file("app.sqlite") }
 
@@ -37,7 +39,8 @@ final class ControllerFixture {
 
     func makeController() -> DataController {
         var configuration = DataController.Configuration(
-            store: .init(path: storePath, protectionClass: protectionClass, inboxHandlers: inboxHandlers), queueCapacity: queueCapacity)
+            store: .init(path: storePath, protectionClass: protectionClass, migrator: migrator, inboxHandlers: inboxHandlers),
+            queueCapacity: queueCapacity)
         configuration.attachDelay = attachDelay
         let controller = DataController(configuration: configuration, keys: device, clock: clock)
         controller.observe { [unowned self] event in

@@ -18,7 +18,7 @@ final class InboxFixture {
 
     init() throws {
         database = try Database(path: directory.file("app.sqlite"), key: storeKey)
-        try StoreCoordinator.prepareKeyValueSchema(database)
+        try DatabaseMigrator.keyValue.migrate(database)
         (publicKey, privateKey) = try LockedInbox(files: StoreFiles(database: directory.file("app.sqlite"))).openKeyPair(storeKey: storeKey)
     }
 

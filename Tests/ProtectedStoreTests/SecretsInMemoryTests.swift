@@ -46,7 +46,14 @@ struct SecretsInMemoryTests {
         let fixture = try ControllerFixture(protectionClass: .complete)
         await fixture.launch()
         #expect(fixture.controller.phase == .ready)
-        try await fixture.controller.coordinator?.put("secret-note", "kept under class A")
+        let coordinator = try #require(fixture.controller.coordinator)
+        try await coordinator.put("secret-note", "kept under class A")
+        // Readers too: each holds the store key in SQLCipher's codec, and the pool holds one to open them.
+        try await withThrowingTaskGroup(of: String?.self) { group in
+            for _ in 0..<8 { group.addTask { try await coordinator.value(forKey: "secret-note") } }
+            for try await value in group { #expect(value == "kept under class A") }
+        }
+        #expect(coordinator.openReaderCount >= 1)
 
         let classKey = try reference(try #require(fixture.device.classKey(.complete)))
         guard case .available(let storeKey) = try fixture.device.lookUpStoreKey(forStoreAt: fixture.storePath) else {

@@ -17,7 +17,7 @@ struct InboxStore {
         try FileManager.default.createDirectory(
             atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         database = try Database(path: directory + "/app.sqlite", key: storeKey)
-        try StoreCoordinator.prepareKeyValueSchema(database)
+        try DatabaseMigrator.keyValue.migrate(database)
         inbox = LockedInbox(files: StoreFiles(database: directory + "/app.sqlite"))
         (publicKey, privateKey) = try inbox.openKeyPair(storeKey: storeKey)
     }

@@ -75,6 +75,15 @@ public struct StoreError: Error, Sendable {
         /// Any other SQLite failure; the cause holds SQLite's extended result code.
         public static let sqliteError = Code("sqlite-error")
 
+        // MARK: Migrations
+
+        /// A migration failed at attach and was rolled back: the store stays at the last migration that
+        /// succeeded (``StoreError/cause`` is the ``MigrationError``, whose cause is the migration's error).
+        public static let migrationFailed = Code("migration-failed")
+        /// The store records migrations this app does not know: a newer version of the app wrote it. It was
+        /// not changed; the app must be updated.
+        public static let storeFromNewerApp = Code("store-from-newer-app")
+
         // MARK: Keys and key files
 
         /// A key file is truncated, altered or not a key file; nothing was changed on disk.
@@ -117,7 +126,7 @@ public struct StoreError: Error, Sendable {
         public static let all: [Code] = [
             .queueFull, .cancelled, .deadlineExceeded, .terminated, .protectedDataUnavailable, .inboxUnavailable,
             .inboxRecordTooLarge, .inboxUnknownKind, .inboxNewerSchema, .inboxRecordMalformed, .storeError, .wrongKey, .storeUnavailable, .storeDamaged, .constraint, .diskFull, .readOnly, .busy,
-            .notSQLCipher, .misuse, .closed, .sqliteError, .keyFileDamaged, .unsupportedKeyFormat, .wrongDevice,
+            .notSQLCipher, .misuse, .closed, .sqliteError, .migrationFailed, .storeFromNewerApp, .keyFileDamaged, .unsupportedKeyFormat, .wrongDevice,
             .keyWiped, .storeExistsWithoutKey, .alreadyExists, .insecurePermissions, .invalidArgument, .ioError,
             .outOfMemory, .noDevice, .deviceExists, .wrongPasscode, .passcodeDelay, .deviceWiped, .deviceStateDamaged,
         ]
@@ -178,6 +187,8 @@ public struct StoreError: Error, Sendable {
             self = error
         case let error as SQLiteError:
             self.init(code: Code(error.code.name), message: error.detail, cause: error, function: function, file: file, line: line)
+        case let error as MigrationError:
+            self.init(code: Code(error.code.name), message: error.message, cause: error, function: function, file: file, line: line)
         case let error as SecureKeysError:
             self.init(code: Code(error.code.name), message: error.message, cause: error, function: function, file: file, line: line)
         case let error as DeviceError:

@@ -326,6 +326,7 @@ public final class DataController {
     ///   it ran; a ``StoreError`` with ``StoreError/Code/queueFull``, ``StoreError/Code/deadlineExceeded``,
     ///   ``StoreError/Code/cancelled`` (the app terminated or ``cancel(_:)`` was called), or the attach's
     ///   error when the store failed.
+    @discardableResult
     public func perform<Result: Sendable>(
         _ name: String, deadline: Duration? = nil, _ body: @escaping @MainActor (StoreCoordinator) async throws -> Result
     ) async throws -> Result {

@@ -9,8 +9,12 @@ public struct StoreConfiguration: Sendable {
     public var protectionClass: ProtectionClass
     /// The SQLCipher connection settings.
     public var database: Database.Configuration
-    /// Creates or migrates the schema right after the store opens, inside the attach.
-    public var prepareSchema: @Sendable (Database) throws -> Void
+    /// The schema's migrations, applied at attach — before the locked inbox is merged, so merged records
+    /// meet the current schema. ``DatabaseMigrator/keyValue`` (the `entries` table) by default.
+    public var migrator: DatabaseMigrator
+    /// The most read-only connections open at once beside the writer (at least 1): reads run on them, in
+    /// parallel, and never wait for a write.
+    public var maximumReaderCount: Int = 4
     /// How the records of the locked inbox are applied, by kind (``InboxHandlers/keyValue`` by default).
     public var inboxHandlers: InboxHandlers
 
@@ -20,18 +24,18 @@ public struct StoreConfiguration: Sendable {
     ///   - path: the database file.
     ///   - protectionClass: when the store can be read; a store keeps the class it was created with.
     ///   - database: the SQLCipher connection settings.
-    ///   - prepareSchema: creates or migrates the schema after the store opens, inside the attach.
+    ///   - migrator: the schema's migrations, applied at attach before the inbox merge.
     ///   - inboxHandlers: how the records of the locked inbox are applied, by kind.
     public init(
         path: String, protectionClass: ProtectionClass = .complete,
         database: Database.Configuration = Database.Configuration(),
-        prepareSchema: @escaping @Sendable (Database) throws -> Void = StoreCoordinator.prepareKeyValueSchema,
+        migrator: DatabaseMigrator = .keyValue,
         inboxHandlers: InboxHandlers = .keyValue
     ) {
         self.path = path
         self.protectionClass = protectionClass
         self.database = database
-        self.prepareSchema = prepareSchema
+        self.migrator = migrator
         self.inboxHandlers = inboxHandlers
     }
 

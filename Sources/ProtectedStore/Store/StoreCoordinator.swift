@@ -7,7 +7,8 @@ internal import Glibc
 internal import Darwin
 #endif
 
-/// An attached store: the open SQLCipher connection and the one serial owner all access goes through.
+/// An attached store: its SQLCipher writer, the serial owner every write goes through, and a pool of
+/// read-only connections that reads run on beside it.
 ///
 /// A coordinator only exists for a store that attached successfully — the attach either returns one whose
 /// store is open, or throws — and ``DataController`` holds it only in its ready phase, so there is never a
@@ -15,22 +16,27 @@ internal import Darwin
 /// `addPersistentStore` had failed). After a class-A lock closes it, its calls throw
 /// ``StoreError/Code/protectedDataUnavailable``.
 ///
-/// An actor: its work runs on the global concurrent executor, off the main thread.
+/// An actor: writes are serialized on it, off the main thread; ``read(_:)`` is `nonisolated` and runs on a
+/// reader, so it never waits for a write (WAL). Durability is explicit: every committed write is synced
+/// (`synchronous = FULL`, ``Database/Configuration/synchronous``).
 public actor StoreCoordinator {
     /// The store's configuration.
     public nonisolated let configuration: StoreConfiguration
     /// What the merge of the locked inbox did when the store attached.
     package nonisolated let inboxReportAtAttach: InboxMergeReport
     private var database: Database?
+    private let readers: ReaderPool
+    private let commits = CommitBroadcaster()
     private let inbox: LockedInbox
     private let inboxPublicKey: [UInt8]
     private var inboxPrivateKey: SecureBytes?
 
     private init(
-        database: sending Database, configuration: StoreConfiguration, inboxPublicKey: [UInt8],
+        database: sending Database, readers: ReaderPool, configuration: StoreConfiguration, inboxPublicKey: [UInt8],
         inboxPrivateKey: SecureBytes, inboxReport: InboxMergeReport
     ) {
         self.database = database
+        self.readers = readers
         self.configuration = configuration
         self.inbox = LockedInbox(files: configuration.files)
         self.inboxPublicKey = inboxPublicKey
@@ -69,7 +75,9 @@ public actor StoreCoordinator {
             try SecureFile.writeAtomically([], to: files.creationMarker, replacing: true)
             storeKey = try keys.createStoreKey(forStoreAt: configuration.path, protectionClass: configuration.protectionClass)
         }
-        defer { storeKey.wipe() }
+        // The key goes to the reader pool, which wipes it when the store closes; wiped here if the attach fails.
+        var keyOwnedByPool = false
+        defer { if !keyOwnedByPool { storeKey.wipe() } }
         let database: Database
         do {
             database = try Database(path: configuration.path, key: storeKey, configuration: databaseConfiguration)
@@ -78,7 +86,9 @@ public actor StoreCoordinator {
             // is wrong (page 1 fails its HMAC, or another file was put in its place). Left as it is.
             throw StoreError.storeDamaged(path: configuration.path, cause: error)
         }
-        try configuration.prepareSchema(database)
+        // Before the inbox merge, so merged records meet the current schema. A failure leaves the store at
+        // its last good migration (or untouched, for a store from a newer app) and fails the attach.
+        try configuration.migrator.migrate(database)
         if SecureFile.exists(files.creationMarker) {
             // The store exists with its schema: creation is complete.
             unlink(files.creationMarker)
@@ -95,14 +105,15 @@ public actor StoreCoordinator {
             privateKey.wipe()
             throw error
         }
+        // What the migrations and the merge wrote is in the first value every observation reads.
+        _ = database.takeCommittedWrites()
+        let readers = ReaderPool(
+            path: configuration.path, key: storeKey, configuration: databaseConfiguration,
+            capacity: max(1, configuration.maximumReaderCount))
+        keyOwnedByPool = true
         return StoreCoordinator(
-            database: database, configuration: configuration, inboxPublicKey: publicKey, inboxPrivateKey: privateKey,
-            inboxReport: report)
-    }
-
-    /// The default schema: a key-value table, what the command-line tool's `put`/`get`/`delete` use.
-    public static let prepareKeyValueSchema: @Sendable (Database) throws -> Void = { database in
-        try database.execute("CREATE TABLE IF NOT EXISTS entries(key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL)")
+            database: database, readers: readers, configuration: configuration, inboxPublicKey: publicKey,
+            inboxPrivateKey: privateKey, inboxReport: report)
     }
 
     // MARK: Access
@@ -110,16 +121,25 @@ public actor StoreCoordinator {
     /// Whether the store is open.
     public var isOpen: Bool { database != nil }
 
-    /// Runs `body` with the connection, for reads.
+    /// Runs `body` on a read-only connection, in one read transaction: it sees the store as of its start,
+    /// however many statements it runs, and never waits for a write — a long import on the writer does not
+    /// hold it up.
     ///
-    /// - Parameter body: reads from the store; the connection must not escape it.
+    /// `nonisolated`: reads do not queue on the coordinator. They run in parallel, up to
+    /// ``StoreConfiguration/maximumReaderCount`` at once; past that a read waits for a reader.
+    ///
+    /// - Parameter body: reads from the store; the connection must not escape it. A write fails with
+    ///   `read-only`.
     /// - Returns: what `body` returned.
-    /// - Throws: ``StoreError/Code/protectedDataUnavailable`` after the store closed, or what `body` throws.
-    public func read<Result: Sendable>(_ body: @Sendable (Database) throws -> Result) throws -> Result {
-        try body(try openDatabase())
+    /// - Throws: ``StoreError/Code/protectedDataUnavailable`` after the store closed (the class-A lock), what
+    ///   `body` throws, unchanged, or the read transaction's `SQLiteError`.
+    public nonisolated func read<Result: Sendable>(_ body: @Sendable (Database) throws -> Result) async throws -> Result {
+        try await readers.read(body).0
     }
 
-    /// Runs `body` in an immediate transaction: committed — durably — when it returns, rolled back when it throws.
+    /// Runs `body` in an immediate transaction on the writer: committed — durably, with the default
+    /// `synchronous = FULL` — when it returns, rolled back when it throws. Writes run one at a time, in the
+    /// order they reach the coordinator.
     ///
     /// - Parameter body: writes to the store; the connection must not escape it.
     /// - Returns: what `body` returned.
@@ -127,16 +147,52 @@ public actor StoreCoordinator {
     ///   the commit's `SQLiteError`.
     public func write<Result: Sendable>(_ body: @Sendable (Database) throws -> Result) throws -> Result {
         let database = try openDatabase()
+        defer { announceCommits(of: database) }
         return try database.transaction { try body(database) }
     }
 
     /// Closes the store after the work already queued on this actor: in-flight transactions finish first.
-    /// The inbox private key is wiped with it.
+    /// Every reader closes with it (a busy one when its read ends), the copies of the store key and the inbox
+    /// private key are wiped, and observations stop until the store attaches again.
     package func close() {
+        readers.close()
         database?.close()
         database = nil
         inboxPrivateKey?.wipe()
         inboxPrivateKey = nil
+        commits.finish()
+    }
+
+    /// How many readers are open, for tests.
+    package nonisolated var openReaderCount: Int { readers.openCount }
+
+    /// Whether the reader pool was closed (reads fail with ``StoreError/Code/protectedDataUnavailable``).
+    package nonisolated var isClosedForReads: Bool { readers.isClosed }
+
+    // MARK: Observation
+
+    /// Calls `onValue` with `read`'s result now, and again after each committed transaction that wrote a
+    /// table `read` looked at — including the commits of inbox merges — until the store closes (then it
+    /// returns) or the task is cancelled.
+    ///
+    /// - Throws: what `read` throws; ``StoreError/Code/protectedDataUnavailable`` when the store closed first.
+    package nonisolated func observe<Value>(
+        _ read: @Sendable (Database) throws -> Value, onValue: @Sendable (Value) -> Void
+    ) async throws {
+        // Subscribed before the first read, so a commit between the two is not missed.
+        let subscription = commits.subscribe()
+        var (value, region) = try await readers.read(trackingTables: true, read)
+        onValue(value)
+        for await _ in subscription.signals {
+            guard subscription.takeWrites().intersects(region) else { continue }
+            (value, region) = try await readers.read(trackingTables: true, read)
+            onValue(value)
+        }
+    }
+
+    /// Tells observations what the transactions just committed on `database` wrote.
+    private func announceCommits(of database: Database) {
+        commits.send(database.takeCommittedWrites())
     }
 
     /// Merges what arrived in the locked inbox since the store attached.
@@ -145,6 +201,7 @@ public actor StoreCoordinator {
     /// - Throws: ``StoreError/Code/protectedDataUnavailable`` after the store closed; a failure to write the store.
     public func mergeInbox() throws -> InboxMergeReport {
         let (database, privateKey) = try openInbox()
+        defer { announceCommits(of: database) }
         return try wrappingErrors {
             try inbox.merge(
                 into: database, publicKey: inboxPublicKey, privateKey: privateKey, handlers: configuration.inboxHandlers)
@@ -161,6 +218,7 @@ public actor StoreCoordinator {
         return try wrappingErrors {
             let ledger = InboxLedger(database: database)
             try ledger.prepare()
+            defer { announceCommits(of: database) }
             return try ledger.quarantined()
         }
     }
@@ -175,6 +233,7 @@ public actor StoreCoordinator {
     ///   itself (nothing changed then).
     public func retryQuarantinedInboxRecords(_ ids: [InboxEntry.ID]? = nil) throws -> InboxMergeReport {
         let (database, privateKey) = try openInbox()
+        defer { announceCommits(of: database) }
         return try wrappingErrors {
             let ledger = InboxLedger(database: database)
             var report = InboxMergeReport()
@@ -202,6 +261,7 @@ public actor StoreCoordinator {
     @discardableResult
     public func discardQuarantinedInboxRecords(_ ids: [InboxEntry.ID]? = nil) throws -> Int {
         let database = try openDatabase()
+        defer { announceCommits(of: database) }
         return try wrappingErrors {
             let ledger = InboxLedger(database: database)
             try ledger.prepare()
@@ -229,8 +289,8 @@ public actor StoreCoordinator {
     /// The value stored under `key`, or `nil`.
     ///
     /// - Throws: a ``StoreError``; a failure of SQLite is its ``StoreError/cause``.
-    public func value(forKey key: String) throws -> String? {
-        try wrappingErrors { try read { try $0.scalar("SELECT value FROM entries WHERE key = ?", [.text(key)])?.string } }
+    public nonisolated func value(forKey key: String) async throws -> String? {
+        try await wrappingErrors { try await read { try $0.fetchValue(String.self, "SELECT value FROM entries WHERE key = ?", [key]) } }
     }
 
     /// Removes `key`; removing a missing key is not an error.
@@ -243,12 +303,13 @@ public actor StoreCoordinator {
     /// Every key and value, ordered by key.
     ///
     /// - Throws: a ``StoreError``; a failure of SQLite is its ``StoreError/cause``.
-    public func allEntries() throws -> [(key: String, value: String)] {
-        try wrappingErrors {
-            try read { database in
-                try database.rows("SELECT key, value FROM entries ORDER BY key").map { ($0[0].string ?? "", $0[1].string ?? "") }
+    public nonisolated func allEntries() async throws -> [(key: String, value: String)] {
+        let entries = try await wrappingErrors {
+            try await read { database in
+                try database.fetchAll(KeyValueEntry.self, "SELECT key, value FROM entries ORDER BY key")
             }
         }
+        return entries.map { ($0.key, $0.value) }
     }
 
     /// Runs one of the coordinator's own operations, reporting a lower layer's failure as a ``StoreError``.
@@ -260,8 +321,23 @@ public actor StoreCoordinator {
         }
     }
 
+    /// Runs one of the coordinator's own reads, reporting a lower layer's failure as a ``StoreError``.
+    private nonisolated func wrappingErrors<Result>(_ body: () async throws -> Result) async throws -> Result {
+        do {
+            return try await body()
+        } catch {
+            throw StoreError(wrapping: error)
+        }
+    }
+
     private func openDatabase() throws -> Database {
         guard let database else { throw StoreError.storeClosed() }
         return database
     }
+}
+
+/// A row of the key-value table.
+private struct KeyValueEntry: Decodable, Sendable {
+    var key: String
+    var value: String
 }

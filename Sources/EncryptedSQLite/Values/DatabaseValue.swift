@@ -54,18 +54,3 @@ extension DatabaseValue: ExpressibleByIntegerLiteral, ExpressibleByStringLiteral
     /// ``null`` from `nil`.
     public init(nilLiteral: ()) { self = .null }
 }
-
-/// One result row: its values in column order, readable by index or by column name.
-public struct Row: Sendable, Hashable {
-    /// The column names, in order.
-    public let columnNames: [String]
-    /// The values, in column order.
-    public let values: [DatabaseValue]
-
-    public subscript(_ index: Int) -> DatabaseValue { values[index] }
-
-    /// The value of the column named `name`, or `nil` when there is no such column.
-    public subscript(_ name: String) -> DatabaseValue? {
-        columnNames.firstIndex(of: name).map { values[$0] }
-    }
-}

@@ -1,0 +1,26 @@
+public import EncryptedSQLite
+
+extension DatabaseMigrator {
+    /// The identifier of the migration that creates the key-value table.
+    public static let keyValueMigrationIdentifier = "key-value entries"
+
+    /// One migration: the key-value table `entries(key TEXT PRIMARY KEY, value TEXT)` that the coordinator's
+    /// `put`/`value(forKey:)`, the inbox's ``InboxHandlers/keyValue`` handlers and the command-line tool use.
+    ///
+    /// The default of ``StoreConfiguration/migrator``. An app adds its own migrations after it:
+    ///
+    /// ```swift
+    /// var migrator = DatabaseMigrator.keyValue
+    /// migrator.registerMigration("create notes") { db in try db.execute("CREATE TABLE notes(…)") }
+    /// ```
+    ///
+    /// It uses `CREATE TABLE IF NOT EXISTS`, so a store made before migrations existed (whose `entries` table
+    /// was created at every attach) takes it as its first migration unchanged.
+    public static var keyValue: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration(keyValueMigrationIdentifier) { database in
+            try database.execute("CREATE TABLE IF NOT EXISTS entries(key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL)")
+        }
+        return migrator
+    }
+}

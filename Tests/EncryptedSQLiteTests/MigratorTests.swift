@@ -1,0 +1,82 @@
+import TestSupport
+import Foundation
+import SecureKeys
+import Testing
+
+@testable import EncryptedSQLite
+
+@Suite("Migrations")
+struct MigratorTests {
+    let directory = TemporaryDirectory()
+    let key = SecureBytes.random(count: 32)
+
+    struct Broken: Error {}
+
+    func open() throws -> Database { try Database(path: directory.file("store.sqlite"), key: key) }
+
+    func tables(_ database: Database) throws -> [String] {
+        try database.fetchValues(String.self, "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+    }
+
+    var twoMigrations: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("one") { try $0.execute("CREATE TABLE one(x)") }
+        migrator.registerMigration("two") { try $0.execute("CREATE TABLE two(y)") }
+        return migrator
+    }
+
+    @Test("migrations run in order, once each, and are recorded")
+    func appliedInOrderOnce() throws {
+        let database = try open()
+        #expect(try twoMigrations.migrate(database) == ["one", "two"])
+        #expect(try twoMigrations.migrate(database) == [])
+        #expect(try twoMigrations.appliedMigrations(in: database) == ["one", "two"])
+        var three = twoMigrations
+        three.registerMigration("three") { try $0.execute("INSERT INTO one(x) VALUES (3)") }
+        #expect(try three.migrate(database) == ["three"])
+        #expect(try database.fetchValue(Int.self, "SELECT count(*) FROM one") == 1)
+    }
+
+    @Test("a failed migration is rolled back: the store stays at the last good one, and the error names it")
+    func failedMigrationLeavesLastGood() throws {
+        let database = try open()
+        var migrator = twoMigrations
+        migrator.registerMigration("three") { database in
+            try database.execute("CREATE TABLE three(z)")
+            try database.execute("INSERT INTO one(x) VALUES (1)")
+            throw Broken()
+        }
+        do {
+            try migrator.migrate(database)
+            Issue.record("the failing migration did not throw")
+        } catch let error as MigrationError {
+            #expect(error.code == .migrationFailed)
+            #expect(error.migration == "three")
+            #expect(error.cause is Broken)
+            #expect(error.message.contains("stays at two"))
+        }
+        #expect(try migrator.appliedMigrations(in: database) == ["one", "two"])
+        #expect(try tables(database) == ["one", DatabaseMigrator.tableName, "two"])
+        #expect(try database.fetchValue(Int.self, "SELECT count(*) FROM one") == 0)
+        #expect(!database.isInTransaction)
+    }
+
+    @Test("a store from a newer app (an unknown migration recorded) is refused before anything changes")
+    func newerStoreRefused() throws {
+        let database = try open()
+        var newer = twoMigrations
+        newer.registerMigration("from the future") { try $0.execute("CREATE TABLE future(x)") }
+        try newer.migrate(database)
+        var older = DatabaseMigrator()
+        older.registerMigration("one") { try $0.execute("CREATE TABLE one(x)") }
+        older.registerMigration("older only") { try $0.execute("CREATE TABLE older(x)") }
+        do {
+            try older.migrate(database)
+            Issue.record("an older migrator migrated a newer store")
+        } catch let error as MigrationError {
+            #expect(error.code == .newerDatabase)
+            #expect(error.message.contains("`two`"))
+        }
+        #expect(try tables(database) == ["future", "one", DatabaseMigrator.tableName, "two"], "nothing was created")
+    }
+}
