@@ -149,6 +149,27 @@ public final class Statement {
         }
     }
 
+    /// The text of column `index` of the current row, or `nil` when it is `NULL` — without asking SQLite for
+    /// the column's type first, for loops over many rows. SQLite converts a number to its text.
+    public func string(at index: Int) -> String? {
+        let column = Int32(index)
+        guard let text = sqlite3_column_text(handle, column) else { return nil }
+        let count = Int(sqlite3_column_bytes(handle, column))
+        return String(decoding: UnsafeBufferPointer(start: text, count: count), as: UTF8.self)
+    }
+
+    /// The integer in column `index` of the current row, in one call: SQLite converts text and reals, and
+    /// reads `NULL` as 0 (use ``value(at:)`` or ``decode(_:at:)`` to tell `NULL` apart).
+    public func int64(at index: Int) -> Int64 {
+        sqlite3_column_int64(handle, Int32(index))
+    }
+
+    /// The real number in column `index` of the current row, in one call: SQLite converts integers and text,
+    /// and reads `NULL` as 0.
+    public func double(at index: Int) -> Double {
+        sqlite3_column_double(handle, Int32(index))
+    }
+
     /// The value of column `index` of the current row, as a `Value`.
     ///
     /// - Throws: ``SQLiteError/Code/misuse`` when the stored value does not convert.

@@ -204,4 +204,24 @@ struct RecordTests {
         try database.execute("DELETE FROM a")
         #expect(database.takeCommittedWrites() == TableRegion(tables: ["a"]), "a DELETE without WHERE counts too")
     }
+
+    @Test("typed accessors read a column in one or two calls: text or nil for NULL, integers and reals as SQLite converts them")
+    func typedAccessors() throws {
+        let database = try open()
+        try database.execute("CREATE TABLE t(a, b, c)")
+        try database.execute("INSERT INTO t VALUES (?, ?, ?)", ["text", 42, 2.5])
+        try database.execute("INSERT INTO t VALUES (?, ?, ?)", [nil, "7", nil])
+        let statement = try database.prepare("SELECT a, b, c FROM t ORDER BY rowid")
+        try statement.bind([DatabaseValue]())
+        #expect(try statement.step())
+        #expect(statement.string(at: 0) == "text")
+        #expect(statement.int64(at: 1) == 42)
+        #expect(statement.double(at: 2) == 2.5)
+        #expect(statement.string(at: 1) == "42")
+        #expect(try statement.step())
+        #expect(statement.string(at: 0) == nil)
+        #expect(statement.int64(at: 1) == 7)
+        #expect(statement.double(at: 2) == 0)
+        #expect(try !statement.step())
+    }
 }

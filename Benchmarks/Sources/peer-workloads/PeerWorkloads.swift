@@ -50,10 +50,11 @@ struct Item {
 
     /// The current row of a statement running `Shape.scanSQL`.
     init(_ statement: Statement) {
-        guard case .integer(let id) = statement.value(at: 0), case .text(let name) = statement.value(at: 1),
-            case .text(let value) = statement.value(at: 2)
-        else { preconditionFailure("a row of items that is not (integer, text, text)") }
-        self.id = id
+        // The typed accessors: one SQLite call per integer, two per text (text and length). GRDB's `row[i]`
+        // for these non-optional columns asks for the type (its NULL check), then the text, then `strlen`s it.
+        guard let name = statement.string(at: 1), let value = statement.string(at: 2)
+        else { preconditionFailure("a row of items with a NULL name or value") }
+        self.id = statement.int64(at: 0)
         self.name = name
         self.value = value
     }
