@@ -24,9 +24,14 @@ public final class Statement {
 
     init(sql: String, databaseHandle: OpaquePointer, path: String, hooks: ConnectionHooks) throws {
         var statement: OpaquePointer?
-        var tail: UnsafePointer<CChar>?
         hooks.willCompile()
-        let code = sqlite3_prepare_v2(databaseHandle, sql, -1, &statement, &tail)
+        // `tail` points into the C string, so it is read inside withCString, while that buffer lives (a String
+        // passed straight to a C function gets a temporary copy, freed as the call returns).
+        let (code, holdsMore) = sql.withCString { text in
+            var tail: UnsafePointer<CChar>?
+            let code = sqlite3_prepare_v2(databaseHandle, text, -1, &statement, &tail)
+            return (code, code == SQLITE_OK && tail.map(Statement.containsStatement) == true)
+        }
         guard code == SQLITE_OK, let statement else {
             sqlite3_finalize(statement)
             throw SQLiteError(
@@ -34,7 +39,7 @@ public final class Statement {
                 message: code == SQLITE_OK ? "the SQL holds no statement" : String(cString: sqlite3_errmsg(databaseHandle)),
                 sql: sql, path: path)
         }
-        if let tail, Statement.containsStatement(tail) {
+        if holdsMore {
             sqlite3_finalize(statement)
             throw SQLiteError(
                 code: .misuse,
