@@ -25,6 +25,7 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/pointfreeco/swift-clocks", from: "1.0.0"),
+        .package(url: "https://github.com/apple/swift-collections", from: "1.1.0"),
     ],
     targets: [
         // The C boundary: system libraries found through pkg-config (apt: libsqlcipher-dev, libsodium-dev).
@@ -44,7 +45,10 @@ let package = Package(
         .target(name: "EncryptedSQLite", dependencies: ["CSQLCipher", "SecureKeys"], swiftSettings: strictSettings),
         .target(
             name: "ProtectedData",
-            dependencies: ["SecureKeys"],
+            dependencies: [
+                "SecureKeys",
+                .product(name: "DequeModule", package: "swift-collections"),
+            ],
             swiftSettings: strictSettings
         ),
 
@@ -61,6 +65,7 @@ let package = Package(
             name: "ProtectedStore",
             dependencies: [
                 "SecureKeys", "EncryptedSQLite", "ProtectedData",
+                .product(name: "DequeModule", package: "swift-collections"),
             ],
             swiftSettings: strictSettings
         ),

@@ -1,3 +1,4 @@
+internal import DequeModule
 import SecureKeys
 
 
@@ -19,7 +20,7 @@ package final class EventHub<Event: Sendable>: Sendable {
     private struct State {
         var subscribers: [UInt64: Subscriber] = [:]
         var nextSubscriberID: UInt64 = 0
-        var pending: [(sequence: UInt64, event: Event)] = []
+        var pending: Deque<(sequence: UInt64, event: Event)> = []
         var lastSequence: UInt64 = 0
         var delivering = false
     }
@@ -58,11 +59,10 @@ package final class EventHub<Event: Sendable>: Sendable {
         }) else { return }
         while true {
             let next = state.withLock { state -> (UInt64, Event, [Subscriber])? in
-                guard !state.pending.isEmpty else {
+                guard let (sequence, event) = state.pending.popFirst() else {
                     state.delivering = false
                     return nil
                 }
-                let (sequence, event) = state.pending.removeFirst()
                 let receivers = state.subscribers.sorted { $0.key < $1.key }.map(\.value)
                     .filter { $0.startsAfter < sequence }
                 return (sequence, event, receivers)

@@ -1,3 +1,4 @@
+internal import DequeModule
 internal import ProtectedData
 
 /// A UI-facing operation: runs on the main actor with the attached store.
@@ -17,9 +18,9 @@ final class OperationGate {
     }
 
     let capacity: Int
-    private var entries: [Entry?] = []
-    private var head = 0
-    private var waiting = 0
+    /// The waiting operations, oldest first. A cancelled or expired one is removed where it stands, so every
+    /// element is waiting and `count` needs no bookkeeping beside it.
+    private var entries: Deque<Entry> = []
     private var lastID: UInt64 = 0
     /// Called with every ticket as it ends, in the order they end.
     var onFinish: ((OperationTicket) -> Void)?
@@ -30,37 +31,31 @@ final class OperationGate {
     }
 
     /// Operations waiting to run.
-    var count: Int { waiting }
+    var count: Int { entries.count }
 
     /// Names of the waiting operations, in order.
-    var names: [String] { entries[head...].compactMap { $0?.ticket.name } }
+    var names: [String] { entries.map(\.ticket.name) }
 
     /// The earliest deadline of a waiting operation.
     var earliestDeadline: Timekeeper.Instant? {
-        entries[head...].lazy.compactMap { $0?.deadline }.min()
+        entries.lazy.compactMap(\.deadline).min()
     }
 
     /// Queues an operation.
     ///
     /// - Throws: `queue-full` when ``capacity`` operations already wait; nothing is queued then.
     func enqueue(name: String, deadline: Timekeeper.Instant?, body: @escaping StoreOperation) throws -> OperationTicket {
-        guard waiting < capacity else { throw StoreError.queueFull(capacity: capacity) }
+        guard entries.count < capacity else { throw StoreError.queueFull(capacity: capacity) }
         lastID += 1
         let ticket = OperationTicket(id: lastID, name: name)
         entries.append(Entry(ticket: ticket, deadline: deadline, body: body))
-        waiting += 1
         return ticket
     }
 
     /// Takes the next operation to run, ending on the way any whose deadline passed (expired) or whose task
     /// was cancelled.
     func next(now: Timekeeper.Instant) -> Entry? {
-        while head < entries.count {
-            let entry = entries[head]
-            entries[head] = nil
-            head += 1
-            guard let entry else { continue }
-            waiting -= 1
+        while let entry = entries.popFirst() {
             if entry.ticket.isCancellationRequested {
                 finish(entry.ticket, .cancelled)
                 continue
@@ -69,10 +64,8 @@ final class OperationGate {
                 finish(entry.ticket, .expired)
                 continue
             }
-            compactIfNeeded()
             return entry
         }
-        compactIfNeeded()
         return nil
     }
 
@@ -87,44 +80,27 @@ final class OperationGate {
     /// - Returns: `false` when it is not waiting (it ran, runs now, or already ended).
     @discardableResult
     func cancel(_ ticket: OperationTicket) -> Bool {
-        guard let index = entries[head...].firstIndex(where: { $0?.ticket === ticket }) else { return false }
-        entries[index] = nil
-        waiting -= 1
+        guard let index = entries.firstIndex(where: { $0.ticket === ticket }) else { return false }
+        entries.remove(at: index)
         finish(ticket, .cancelled)
         return true
     }
 
-    /// Expires every waiting operation whose deadline has passed.
+    /// Expires every waiting operation whose deadline has passed, in order.
     func expireOverdue(now: Timekeeper.Instant) {
-        for index in entries.indices[head...] {
-            guard let entry = entries[index], let deadline = entry.deadline, now >= deadline else { continue }
-            entries[index] = nil
-            waiting -= 1
-            finish(entry.ticket, .expired)
+        var overdue: [OperationTicket] = []
+        entries.removeAll { entry in
+            guard let deadline = entry.deadline, now >= deadline else { return false }
+            overdue.append(entry.ticket)
+            return true
         }
+        for ticket in overdue { finish(ticket, .expired) }
     }
 
     /// Ends every waiting operation with `outcome`, in order.
     func finishAll(_ outcome: OperationOutcome) {
-        while head < entries.count {
-            let entry = entries[head]
-            entries[head] = nil
-            head += 1
-            if let entry {
-                waiting -= 1
-                finish(entry.ticket, outcome)
-            }
-        }
-        compactIfNeeded()
-    }
-
-    private func compactIfNeeded() {
-        if head == entries.count {
-            entries.removeAll(keepingCapacity: true)
-            head = 0
-        } else if head > 1024 && head * 2 > entries.count {
-            entries.removeFirst(head)
-            head = 0
+        while let entry = entries.popFirst() {
+            finish(entry.ticket, outcome)
         }
     }
 }

@@ -1,3 +1,4 @@
+internal import DequeModule
 internal import EncryptedSQLite
 internal import SecureKeys
 
@@ -29,7 +30,7 @@ final class ReaderPool: Sendable {
         /// Opens in progress (the key must outlive them).
         var opening = 0
         /// Reads waiting for a reader, first come first served.
-        var waiters: [CheckedContinuation<Reader, any Error>] = []
+        var waiters: Deque<CheckedContinuation<Reader, any Error>> = []
         /// The store key, wiped at close.
         var key: SecureBytes?
         var isClosed = false
@@ -73,7 +74,7 @@ final class ReaderPool: Sendable {
 
     /// Closes idle readers now and busy ones when their reads end, fails waiting reads, and wipes the key.
     func close() {
-        let (idle, waiters, key) = state.withLock { state -> ([Reader], [CheckedContinuation<Reader, any Error>], SecureBytes?) in
+        let (idle, waiters, key) = state.withLock { state -> ([Reader], Deque<CheckedContinuation<Reader, any Error>>, SecureBytes?) in
             state.isClosed = true
             let idle = state.idle
             let waiters = state.waiters
@@ -160,8 +161,8 @@ final class ReaderPool: Sendable {
                 state.count -= 1
                 return false
             }
-            if !state.waiters.isEmpty {
-                state.waiters.removeFirst().resume(returning: reader)
+            if let waiter = state.waiters.popFirst() {
+                waiter.resume(returning: reader)
             } else {
                 state.idle.append(reader)
             }
