@@ -26,6 +26,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/pointfreeco/swift-clocks", from: "1.0.0"),
         .package(url: "https://github.com/apple/swift-collections", from: "1.1.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        // `make docs` only: a command plugin is built when it is invoked, never by `swift build`/`swift test`.
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.4.0"),
     ],
     targets: [
         // The C boundary: system libraries found through pkg-config (apt: libsqlcipher-dev, libsodium-dev).
@@ -48,6 +51,7 @@ let package = Package(
             dependencies: [
                 "SecureKeys",
                 .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictSettings
         ),
@@ -57,6 +61,7 @@ let package = Package(
             dependencies: [
                 "SecureKeys", "EncryptedSQLite", "ProtectedData", "ProtectedStore", "ProtectedStoreHarness",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictSettings
         ),
@@ -66,6 +71,7 @@ let package = Package(
             dependencies: [
                 "SecureKeys", "EncryptedSQLite", "ProtectedData",
                 .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictSettings
         ),
@@ -101,7 +107,10 @@ let package = Package(
         ),
         .testTarget(
             name: "ProtectedStoreHarnessTests",
-            dependencies: ["ProtectedStoreHarness", "ProtectedStore", "TestSupport"],
+            dependencies: [
+                "ProtectedStoreHarness", "ProtectedStore", "TestSupport",
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: strictSettings
         ),
         .testTarget(

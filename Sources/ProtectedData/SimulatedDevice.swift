@@ -1,4 +1,5 @@
 import Foundation
+internal import Logging
 public import SecureKeys
 
 
@@ -74,6 +75,8 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     private let random: any RandomSource
     private let state: LockedState<State>
     private let hub = EventHub<ProtectedDataEvent>()
+    /// `protected-store.device`: lock states and store-key look-ups; never a passcode or key byte.
+    private let logger = LogSubsystem.device.makeLogger()
 
     // MARK: Set-up and boot
 
@@ -223,6 +226,7 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
         }
         // Argon2id runs outside the lock, so queries are not held up for its ~80 ms.
         let keys = try attempt { try keybag.unlock(passcode: passcode, deviceKey: deviceKey) }
+        logger.debug("unlocked: class keys unwrapped")
         state.withLock { state in
             for protectionClass in ProtectionClass.allCases {
                 if state.heldKeys[protectionClass] == nil {
@@ -252,6 +256,7 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
             return deadline
         }
         hub.deliverPending()
+        if deadline != nil { logger.debug("locked: class A and B keys stay for the grace period") }
         // The grace period ends on the clock (a zero one at once): the keys are wiped then, with no one asking.
         if let deadline { clock.schedule(at: deadline) { [weak self] in self?.refresh() } }
     }
@@ -266,6 +271,7 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
             }
             state.graceDeadline = nil
             hub.enqueue(.didBecomeUnavailable)
+            logger.debug("grace period over: class A and B keys wiped")
         }
         hub.deliverPending()
     }
@@ -281,6 +287,7 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
             state.isLocked = true
             state.graceDeadline = nil
         }
+        logger.debug("powered off: every key in memory wiped")
     }
 
     deinit {
@@ -304,6 +311,7 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
         let changed = try attempt { try keybag.changingPasscode(from: old, to: new, deviceKey: deviceKey, random: random) }
         try changed.write(to: layout.keybagPath)
         state.withLock { $0.keybag = changed }
+        logger.debug("passcode changed: class keys rewrapped")
     }
 
     // MARK: Store keys
@@ -314,9 +322,16 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     ///   make a new key.
     public func lookUpStoreKey(forStoreAt storePath: String) throws -> StoreKeyLookup {
         let keyPath = StoreFiles(database: storePath).key
-        guard SecureFile.exists(keyPath) else { return .absent }
+        guard SecureFile.exists(keyPath) else {
+            logger.trace("no store key yet", metadata: ["store": "\(storePath)"])
+            return .absent
+        }
         let file = try StoreKeyFile.load(from: keyPath)
-        guard let classKey = classKey(file.protectionClass) else { return .locked(file.protectionClass) }
+        guard let classKey = classKey(file.protectionClass) else {
+            logger.debug("store key locked", metadata: ["store": "\(storePath)", "class": "\(file.protectionClass)"])
+            return .locked(file.protectionClass)
+        }
+        logger.trace("store key unwrapped", metadata: ["store": "\(storePath)", "class": "\(file.protectionClass)"])
         do {
             return .available(try file.unwrap(with: classKey, path: keyPath))
         } catch let error as SecureKeysError where error.code == .keyWiped {
@@ -331,6 +346,7 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     ///   `already-exists` when the key file exists.
     public func createStoreKey(forStoreAt storePath: String, protectionClass: ProtectionClass) throws -> SecureBytes {
         guard let classKey = classKey(protectionClass) else { throw DeviceError.protectedDataUnavailable(protectionClass) }
+        logger.debug("creating store key", metadata: ["store": "\(storePath)", "class": "\(protectionClass)"])
         return try StoreKeyFile.create(
             at: StoreFiles(database: storePath).key, forStoreAt: storePath, protectionClass: protectionClass,
             classKey: classKey, random: random)
@@ -369,7 +385,9 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
                 state.persisted.failedPasscodeAttempts += 1
                 state.lastFailure = clock.now
                 let failures = state.persisted.failedPasscodeAttempts
+                logger.debug("wrong passcode", metadata: ["failed-attempts": "\(failures)"])
                 if state.persisted.attemptPolicy.wipes(afterFailures: failures) {
+                    logger.debug("too many wrong passcodes: erasing the device")
                     try wipe(&state)
                     return DeviceError.deviceWiped()
                 }

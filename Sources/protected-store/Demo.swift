@@ -10,8 +10,11 @@ extension ProtectedStoreCommand {
         static let configuration = CommandConfiguration(
             abstract: "Walk through a background launch while the device is locked, on a temporary state directory.")
 
+        @OptionGroup var logging: LoggingOptions
+
         @MainActor
         func run() async throws {
+            logging.bootstrap()
             let directory = NSTemporaryDirectory() + "protected-store-demo-\(UUID().uuidString)"
             try SecureFile.createDirectory(at: directory)
             defer { try? FileManager.default.removeItem(atPath: directory) }

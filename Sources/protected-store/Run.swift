@@ -19,6 +19,7 @@ extension ProtectedStoreCommand {
         var scripts: [String]
 
         @OptionGroup var options: SessionOptions
+        @OptionGroup var logging: LoggingOptions
 
         func validate() throws {
             if scripts.isEmpty { throw ValidationError("name at least one scenario script") }
@@ -26,6 +27,7 @@ extension ProtectedStoreCommand {
 
         @MainActor
         func run() async throws {
+            logging.bootstrap()
             var parsed: [ScenarioScript] = []
             for path in scripts {
                 do {

@@ -19,9 +19,11 @@ extension ProtectedStoreCommand {
                 """)
 
         @OptionGroup var options: SessionOptions
+        @OptionGroup var logging: LoggingOptions
 
         @MainActor
         func run() async throws {
+            logging.bootstrap()
             let directory = options.stateDirectory ?? "protected-store-state"
             let interactive = isatty(STDIN_FILENO) == 1
             let session = try ScenarioSession(stateDirectory: directory, kdf: options.kdf)

@@ -28,6 +28,8 @@ extension ProtectedStoreCommand {
         @Flag(help: "Print every step of every seed.")
         var trace = false
 
+        @OptionGroup var logging: LoggingOptions
+
         @Option(help: ArgumentHelp("Plant a bug, to see the simulator catch it.", visibility: .hidden))
         var plant: DataController.PlantedFault?
 
@@ -41,6 +43,7 @@ extension ProtectedStoreCommand {
 
         @MainActor
         func run() async throws {
+            logging.bootstrap()
             let clock = ContinuousClock()
             let started = clock.now
             var totalSteps = 0

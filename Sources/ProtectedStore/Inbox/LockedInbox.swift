@@ -1,4 +1,6 @@
 public import EncryptedSQLite
+internal import Logging
+internal import ProtectedData
 public import SecureKeys
 #if canImport(Glibc)
 internal import Glibc
@@ -125,6 +127,8 @@ public struct LockedInbox: Sendable {
                 ids.append(id)
             }
             try write(records)
+            LogSubsystem.inbox.makeLogger().debug(
+                "records sealed and appended", metadata: ["store": "\(files.database)", "count": "\(count)"])
             return ids
         } catch let crash as SimulatedCrash {
             throw crash
@@ -250,6 +254,17 @@ public struct LockedInbox: Sendable {
         if Self.crashPoint == .afterCommit { throw SimulatedCrash(point: .afterCommit) }
         guard ftruncate(descriptor, 0) == 0, fsync(descriptor) == 0 else {
             throw SecureKeysError.io("cannot truncate", path: inboxPath, errno: errno)
+        }
+        let logger = LogSubsystem.inbox.makeLogger()
+        logger.debug(
+            "inbox merged",
+            metadata: [
+                "store": "\(files.database)", "merged": "\(report.merged.count)",
+                "quarantined": "\(report.quarantined.count)", "already-applied": "\(report.alreadyApplied)",
+                "problems": "\(report.problems.count)",
+            ])
+        for record in report.quarantined {
+            logger.trace("record quarantined", metadata: ["kind": "\(record.kind ?? "unreadable")", "attempts": "\(record.attempts)"])
         }
         return report
     }

@@ -1,3 +1,4 @@
+internal import Logging
 public import ProtectedData
 internal import SecureKeys
 
@@ -134,6 +135,8 @@ public final class DataController {
     private let clock: Timekeeper
     private let gate: OperationGate
     private let work = WorkTracker()
+    /// `protected-store.launch`: phases, attach attempts, queued operations (their ids: a name may hold the app's data).
+    private let logger = LogSubsystem.launch.makeLogger()
     private var subscription: EventSubscription?
     private var isDraining = false
     private var deadlineTimer: (deadline: Timekeeper.Instant, work: ScheduledWork)?
@@ -156,7 +159,12 @@ public final class DataController {
         self.clock = Timekeeper(clock)
         self.machine = Machine(protectionClass: configuration.store.protectionClass)
         self.gate = OperationGate(capacity: configuration.queueCapacity)
-        gate.onFinish = { [weak self] ticket in self?.emit(.operationFinished(ticket)) }
+        gate.onFinish = { [weak self] ticket in
+            self?.logger.trace(
+                "operation finished",
+                metadata: ["id": "\(ticket.id)", "outcome": "\(ticket.outcome?.logName ?? "none")"])
+            self?.emit(.operationFinished(ticket))
+        }
     }
 
     // MARK: State
@@ -247,6 +255,12 @@ public final class DataController {
     /// unlock that happens while the attach runs is never missed. Launching twice does nothing.
     public func launch(_ options: LaunchOptions = LaunchOptions()) {
         guard case .notLaunched = machine.state else { return }
+        logger.debug(
+            "launching",
+            metadata: [
+                "reason": "\(options.reason.rawValue)", "background": "\(options.inBackground)",
+                "store": "\(configuration.store.path)", "class": "\(configuration.store.protectionClass)",
+            ])
         let (stream, continuation) = AsyncStream.makeStream(of: ProtectedDataEvent.self, bufferingPolicy: .unbounded)
         let work = self.work
         subscription = keys.subscribe { event in
@@ -265,6 +279,7 @@ public final class DataController {
 
     /// The app is terminating: close the store, cancel what waits, end the event sequences.
     public func terminate() {
+        logger.debug("terminating")
         apply(.terminate)
         subscription?.cancel()
         subscription = nil
@@ -298,7 +313,8 @@ public final class DataController {
     /// at once if it has — in submission order, exactly once.
     ///
     /// - Parameters:
-    ///   - name: a name for logs and tests.
+    ///   - name: a name for the app's own logs and for tests; ProtectedStore logs only the ticket's id, since a
+    ///     name may hold the app's data.
     ///   - deadline: how long it may wait; past it, the operation ends as ``OperationOutcome/expired``.
     ///   - body: the operation.
     /// - Returns: its ticket, to cancel it or await its outcome.
@@ -307,6 +323,7 @@ public final class DataController {
     public func submit(_ name: String, deadline: Duration? = nil, _ body: @escaping StoreOperation) throws -> OperationTicket {
         let due = deadline.map { clock.now + $0 }
         let ticket = try gate.enqueue(name: name, deadline: due, body: body)
+        logger.trace("operation submitted", metadata: ["id": "\(ticket.id)", "waiting": "\(gate.count)"])
         if let due { scheduleExpiry(at: due) }
         apply(.operationSubmitted)
         return ticket
@@ -318,7 +335,8 @@ public final class DataController {
     /// this throws `CancellationError`. Once it has started, it runs to its end.
     ///
     /// - Parameters:
-    ///   - name: a name for logs and tests.
+    ///   - name: a name for the app's own logs and for tests; ProtectedStore logs only the ticket's id, since a
+    ///     name may hold the app's data.
     ///   - deadline: how long it may wait for protected data.
     ///   - body: the operation, on the main actor, with the attached store.
     /// - Returns: what `body` returned.
@@ -496,6 +514,7 @@ public final class DataController {
         let before = phase
         let effects = machine.handle(event)
         if phase != before {
+            logger.debug("phase changed", metadata: ["from": "\(before)", "to": "\(phase)", "event": "\(event.logName)"])
             if phase == .ready { startInboxPoll() } else { stopInboxPoll() }
             emit(.phaseChanged(phase))
         }
@@ -531,6 +550,8 @@ public final class DataController {
         guard machine.pendingAttempt == attempt else { return }
         let store = configuration.store
         let keys = self.keys
+        let logger = self.logger
+        logger.debug("attaching the store", metadata: ["attempt": "\(attempt)"])
         work.begin()
         Task.detached(priority: .userInitiated) { [weak self, work] in
             let event: LaunchEvent<StoreCoordinator>
@@ -542,6 +563,9 @@ public final class DataController {
                 let failure = StoreError(wrapping: error)
                 let unavailable = failure.code == .protectedDataUnavailable
                 event = .attachFailed(unavailable ? .protectedDataUnavailable : .error(failure), attempt: attempt)
+                logger.debug(
+                    unavailable ? "attach waits: protected data unavailable" : "attach failed",
+                    metadata: ["attempt": "\(attempt)", "code": "\(failure.code)"])
             }
             await self?.attachFinished(event)
             work.end()
@@ -580,6 +604,7 @@ public final class DataController {
     /// exactly once: if the store closes while it runs, it fails; it is never put back.
     private func drain() async {
         while let coordinator = machine.store, let entry = gate.next(now: clock.now) {
+            logger.trace("operation running", metadata: ["id": "\(entry.ticket.id)"])
             do {
                 try await entry.body(coordinator)
                 gate.finish(entry.ticket, .completed)

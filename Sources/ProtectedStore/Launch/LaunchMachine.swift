@@ -18,6 +18,21 @@ package enum LaunchEvent<Store: Sendable>: Sendable {
     case terminate
     /// The app's process was killed: nothing is cleaned up and nothing happens any more.
     case abandon
+
+    /// The event's name for logs, without its payload (a store, an error's message).
+    var logName: String {
+        switch self {
+        case .launch: "launch"
+        case .protectedDataWillBecomeUnavailable: "protected-data-will-become-unavailable"
+        case .protectedDataDidBecomeUnavailable: "protected-data-did-become-unavailable"
+        case .protectedDataDidBecomeAvailable: "protected-data-did-become-available"
+        case .attachSucceeded: "attach-succeeded"
+        case .attachFailed: "attach-failed"
+        case .operationSubmitted: "operation-submitted"
+        case .terminate: "terminate"
+        case .abandon: "abandon"
+        }
+    }
 }
 
 /// Why an attach failed, as far as the launch logic cares.

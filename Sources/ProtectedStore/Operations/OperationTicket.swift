@@ -13,6 +13,16 @@ public enum OperationOutcome: Sendable, CustomStringConvertible {
     /// Its deadline passed before protected data became available.
     case expired
 
+    /// The outcome's name alone, for logs: a failure's error is the app's and may hold its data.
+    var logName: String {
+        switch self {
+        case .completed: "completed"
+        case .failed(let error): (error as? StoreError).map { "failed(\($0.code))" } ?? "failed"
+        case .cancelled: "cancelled"
+        case .expired: "expired"
+        }
+    }
+
     /// `completed`, `failed(…)`, `cancelled` or `expired`.
     public var description: String {
         switch self {

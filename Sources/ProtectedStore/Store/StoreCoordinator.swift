@@ -1,4 +1,5 @@
 public import EncryptedSQLite
+internal import Logging
 internal import ProtectedData
 internal import SecureKeys
 #if canImport(Glibc)
@@ -88,7 +89,12 @@ public actor StoreCoordinator {
         }
         // Before the inbox merge, so merged records meet the current schema. A failure leaves the store at
         // its last good migration (or untouched, for a store from a newer app) and fails the attach.
-        try configuration.migrator.migrate(database)
+        let migrationLogger = LogSubsystem.migrations.makeLogger()
+        migrationLogger.trace("migrating", metadata: ["store": "\(configuration.path)"])
+        let applied = try configuration.migrator.migrate(database)
+        if !applied.isEmpty {
+            migrationLogger.debug("migrations applied", metadata: ["store": "\(configuration.path)", "migrations": "\(applied)"])
+        }
         if SecureFile.exists(files.creationMarker) {
             // The store exists with its schema: creation is complete.
             unlink(files.creationMarker)
@@ -111,6 +117,12 @@ public actor StoreCoordinator {
             path: configuration.path, key: storeKey, configuration: databaseConfiguration,
             capacity: max(1, configuration.maximumReaderCount))
         keyOwnedByPool = true
+        LogSubsystem.store.makeLogger().debug(
+            "store attached",
+            metadata: [
+                "store": "\(configuration.path)", "class": "\(configuration.protectionClass)",
+                "inbox-merged": "\(report.merged.count)", "inbox-quarantined": "\(report.quarantined.count)",
+            ])
         return StoreCoordinator(
             database: database, readers: readers, configuration: configuration, inboxPublicKey: publicKey,
             inboxPrivateKey: privateKey, inboxReport: report)
@@ -155,6 +167,9 @@ public actor StoreCoordinator {
     /// Every reader closes with it (a busy one when its read ends), the copies of the store key and the inbox
     /// private key are wiped, and observations stop until the store attaches again.
     package func close() {
+        if database != nil {
+            LogSubsystem.store.makeLogger().debug("store closing: readers closed, store key wiped", metadata: ["store": "\(configuration.path)"])
+        }
         readers.close()
         database?.close()
         database = nil

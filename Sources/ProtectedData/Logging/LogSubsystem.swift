@@ -1,0 +1,30 @@
+package import Logging
+
+/// The parts of ProtectedStore that log, each with its own swift-log label, so an app can route or filter
+/// them (`protected-store.launch`, `protected-store.device`, …).
+///
+/// The library never bootstraps the logging system and logs only at `trace` and `debug`: what goes wrong is
+/// thrown or reported as an event to the app, which decides what to say (the Swift Server Workgroup's
+/// logging guidance for libraries). With swift-log's default handler (`info`) it prints nothing; an app that
+/// bootstraps a handler at `debug` or `trace` sees the flow.
+///
+/// Never logged: key bytes, passcodes, stored keys or values, inbox payloads. Metadata carries what is safe
+/// to read in a bug report: paths, protection classes, phases, operation names and ids, error codes, counts.
+package enum LogSubsystem: String, CaseIterable, Sendable {
+    /// The two-phase launch: phases, attach attempts, the queue of operations.
+    case launch
+    /// The device: lock, unlock, grace period, store keys (never their bytes, never the passcode).
+    case device
+    /// The store: open, close, readers.
+    case store
+    /// The schema migrations run at attach.
+    case migrations
+    /// The locked inbox: appends, merges, quarantine.
+    case inbox
+
+    /// The swift-log label: `protected-store.` and the subsystem's name.
+    package var label: String { "protected-store.\(rawValue)" }
+
+    /// A logger from the logging system the app bootstrapped (swift-log's default if it did not).
+    package func makeLogger() -> Logger { Logger(label: label) }
+}
