@@ -12,17 +12,21 @@ extension ProtectedStoreCommand {
             abstract: "Run scenario scripts, each on a fresh temporary state directory with the clock at 0.",
             discussion: """
                 Exit status: 0 when every expect holds; 1 at the first that does not (FILE:LINE: expected …, got …); \
-                2 for a line that cannot be parsed (FILE:LINE: what is wrong). Every script is parsed before any runs.
+                2 for a line that cannot be parsed (FILE:LINE: what is wrong). Every script is parsed before any runs. \
+                `-` reads a script from standard input (named <stdin> in messages).
                 """)
 
-        @Argument(help: "Scenario scripts to run, in order.")
+        @Argument(help: "Scenario scripts to run, in order; `-` reads one from standard input.")
         var scripts: [String]
 
         @OptionGroup var options: SessionOptions
         @OptionGroup var logging: LoggingOptions
 
         func validate() throws {
-            if scripts.isEmpty { throw ValidationError("name at least one scenario script") }
+            if scripts.isEmpty { throw ValidationError("name at least one scenario script (or `-` for standard input)") }
+            if scripts.filter({ $0 == "-" }).count > 1 {
+                throw ValidationError("`-` (standard input) can be named only once: it is read to its end")
+            }
         }
 
         @MainActor
@@ -31,7 +35,12 @@ extension ProtectedStoreCommand {
             var parsed: [ScenarioScript] = []
             for path in scripts {
                 do {
-                    parsed.append(try ScenarioScript(contentsOf: path))
+                    if path == "-" {
+                        let text = String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
+                        parsed.append(try ScenarioScript(name: "<stdin>", text: text))
+                    } else {
+                        parsed.append(try ScenarioScript(contentsOf: path))
+                    }
                 } catch let failure as ScenarioScript.ParseFailure {
                     FileHandle.standardError.write(Data("\(failure)\n".utf8))
                     throw ExitCode(2)

@@ -14,20 +14,31 @@ extension ProtectedStoreCommand {
             abstract: "Type commands at a prompt that shows the device and the store (or pipe them in).",
             discussion: """
                 The state directory keeps the device and the store: quitting and starting again is a reboot. \
-                At a terminal, `device unlock` without --passcode asks for it without echoing it. \
-                `help` lists the commands; `quit` leaves.
+                At a terminal, `device setup`, `device unlock` and `device change-passcode` without their passcodes \
+                ask for them without echoing them (a new passcode twice; Ctrl-D cancels). \
+                `help` lists the commands; `quit` leaves. \
+                Errors (a line that cannot be parsed, an expect that does not hold) go to standard error. Reading a \
+                pipe or a file, the shell stops at the first: exit 2 for a line it cannot parse, 1 for an expect \
+                that does not hold — unless --keep-going, which runs every line and exits with the worst status.
                 """)
 
         @OptionGroup var options: SessionOptions
         @OptionGroup var logging: LoggingOptions
 
+        @Flag(
+            name: .customLong("keep-going"),
+            help: "Reading a pipe or a file, run every line even after an error (the exit status still reports it).")
+        var keepGoing = false
+
         @MainActor
         func run() async throws {
             logging.bootstrap()
             let directory = options.stateDirectory ?? "protected-store-state"
-            let interactive = isatty(STDIN_FILENO) == 1
+            let input = StandardInput()
+            let interactive = input.isTerminal
+            let prompt = PasscodePrompt(input: input)
             let session = try ScenarioSession(stateDirectory: directory, kdf: options.kdf)
-            var failedExpectations = 0
+            var status = ShellStatus(stopsAtFirstError: !interactive && !keepGoing)
             var lineNumber = 0
             if interactive {
                 print("protected-store shell — state in \(directory). `help` lists the commands, `quit` leaves.")
@@ -37,7 +48,7 @@ extension ProtectedStoreCommand {
                     print("[\(session.promptSummary)] > ", terminator: "")
                     fflush(nil)  // flushes every output stream; `stdout` is a global Swift 6 cannot reference safely
                 }
-                guard let line = readLine(strippingNewline: true) else { break }
+                guard let line = input.readLine() else { break }
                 lineNumber += 1
                 let where_ = interactive ? "" : "line \(lineNumber): "
                 let trimmed = line.trimmingCharacters(in: .whitespaces)
@@ -47,48 +58,52 @@ extension ProtectedStoreCommand {
                     continue
                 }
                 do {
-                    guard var command = try ScenarioParser.parse(line, passcodeMayBePrompted: interactive) else { continue }
-                    if case .deviceUnlock(nil) = command {
-                        command = .deviceUnlock(passcode: Self.readPasscode())
-                    } else if case .deviceSetup(nil, let grace, let wipeAfter) = command {
-                        command = .deviceSetup(passcode: Self.readPasscode(), grace: grace, wipeAfter: wipeAfter)
-                    }
+                    guard let parsed = try ScenarioParser.parse(line, passcodeMayBePrompted: interactive) else { continue }
+                    let command = try Self.askingForPasscodes(parsed, with: prompt)
                     if let failure = await session.execute(command) {
-                        failedExpectations += 1
-                        print("\(where_)FAILED: \(failure)")
+                        try status.record(.failedExpectation, "\(where_)FAILED: \(failure)")
                     } else if case .expect = command, interactive {
                         print("ok")
                     }
                 } catch let error as ScenarioParseError {
-                    print("\(where_)error: \(error.message)")
+                    try status.record(.unparsableLine, "\(where_)error: \(error.message)")
+                } catch let refusal as PasscodePrompt.Refusal {
+                    StandardError.write(refusal.description)
                 }
                 // What a command acknowledged reaches a pipe before the next command starts, so a reader
                 // (and a crash test that kills this process) never misses an acknowledgement.
                 fflush(nil)
             }
-            if failedExpectations > 0 { throw ExitCode(1) }
+            try status.finish()
         }
 
-        /// Reads a passcode from the terminal with echo off, so it is never shown.
-        static func readPasscode() -> String {
-            print("passcode: ", terminator: "")
-            fflush(nil)  // flushes every output stream; `stdout` is a global Swift 6 cannot reference safely
-            var saved = termios()
-            tcgetattr(STDIN_FILENO, &saved)
-            var silent = saved
-            silent.c_lflag &= ~tcflag_t(ECHO)
-            tcsetattr(STDIN_FILENO, TCSAFLUSH, &silent)
-            defer {
-                tcsetattr(STDIN_FILENO, TCSAFLUSH, &saved)
-                print("")
+        /// The command with every passcode left out of the line asked for at the terminal.
+        @MainActor
+        static func askingForPasscodes(_ command: ScenarioCommand, with prompt: PasscodePrompt) throws(PasscodePrompt.Refusal)
+            -> ScenarioCommand
+        {
+            switch command {
+            case .deviceUnlock(nil):
+                return .deviceUnlock(passcode: try prompt.existing("passcode", for: "device unlock"))
+            case .deviceSetup(nil, let grace, let wipeAfter, let allowEmpty):
+                let passcode = try prompt.new(for: "device setup", allowEmpty: allowEmpty)
+                return .deviceSetup(passcode: passcode, grace: grace, wipeAfter: wipeAfter, allowEmptyPasscode: allowEmpty)
+            case .deviceChangePasscode(let old, let new, let allowEmpty) where old == nil || new == nil:
+                var current = old
+                if current == nil { current = try prompt.existing("current passcode", for: "device change-passcode") }
+                var next = new
+                if next == nil { next = try prompt.new(for: "device change-passcode", allowEmpty: allowEmpty) }
+                return .deviceChangePasscode(old: current, new: next, allowEmptyPasscode: allowEmpty)
+            default:
+                return command
             }
-            return readLine(strippingNewline: true) ?? ""
         }
 
         static let help = """
-            device setup [--passcode P] [--grace 10s] [--wipe-after 10]   (no --passcode: asked for, not echoed)
+            device setup [--passcode P] [--grace 10s] [--wipe-after 10] [--allow-empty-passcode]
+                                                        (no --passcode: asked for twice, not echoed)
             device reboot | device lock | device unlock [--passcode P]
-            device change-passcode --old P --new Q
+            device change-passcode [--old P] [--new Q] [--allow-empty-passcode]   (left out: asked for)
             clock advance DURATION                      500ms, 10s, 5m, 1h
             app launch [--background] [--reason user|location|remote-notification|background-fetch]
                        [--protection complete|complete-unless-open|until-first-unlock|none] [--attach-delay DURATION]

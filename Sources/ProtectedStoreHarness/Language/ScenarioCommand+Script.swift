@@ -2,14 +2,17 @@ extension ScenarioCommand {
     /// The command as a script line that parses back to it.
     public var scriptLine: String {
         switch self {
-        case .deviceSetup(let passcode, let grace, let wipeAfter):
+        case .deviceSetup(let passcode, let grace, let wipeAfter, let allowEmpty):
             var line = "device setup --passcode \(quoted(passcode ?? "")) --grace \(grace.scriptText)"
             if let wipeAfter { line += " --wipe-after \(wipeAfter)" }
+            if allowEmpty || (passcode ?? "").isEmpty { line += " --allow-empty-passcode" }
             return line
         case .deviceReboot: return "device reboot"
         case .deviceLock: return "device lock"
         case .deviceUnlock(let passcode): return "device unlock --passcode \(quoted(passcode ?? ""))"
-        case .deviceChangePasscode(let old, let new): return "device change-passcode --old \(quoted(old)) --new \(quoted(new))"
+        case .deviceChangePasscode(let old, let new, let allowEmpty):
+            let line = "device change-passcode --old \(quoted(old ?? "")) --new \(quoted(new ?? ""))"
+            return allowEmpty || (new ?? "").isEmpty ? line + " --allow-empty-passcode" : line
         case .clockAdvance(let duration): return "clock advance \(duration.scriptText)"
         case .appLaunch(let options, let protection, let attachDelay):
             var line = "app launch"

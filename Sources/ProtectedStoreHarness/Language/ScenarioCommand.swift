@@ -3,16 +3,20 @@ import ProtectedData
 
 /// One line of the command language that `protected-store shell` and scenario scripts share.
 public enum ScenarioCommand: Sendable, Hashable {
-    /// `passcode` is `nil` in the shell when it is to be read from the terminal with echo off.
-    case deviceSetup(passcode: String?, grace: Duration, wipeAfter: Int?)
+    /// `device setup --passcode P [--grace D] [--wipe-after N] [--allow-empty-passcode]`. `passcode` is `nil` in
+    /// the shell when it is to be read from the terminal with echo off; an empty passcode is refused unless
+    /// `allowEmptyPasscode` says it was asked for.
+    case deviceSetup(passcode: String?, grace: Duration, wipeAfter: Int?, allowEmptyPasscode: Bool = false)
     /// `device reboot`: power off (every key in memory zeroed, the app killed) and boot before the first unlock.
     case deviceReboot
     /// `device lock`: lock now; the grace period starts.
     case deviceLock
     /// `passcode` is `nil` in the shell when it is to be read from the terminal with echo off.
     case deviceUnlock(passcode: String?)
-    /// `device change-passcode OLD NEW`.
-    case deviceChangePasscode(old: String, new: String)
+    /// `device change-passcode --old P --new Q [--allow-empty-passcode]`. Either passcode is `nil` in the shell
+    /// when it is to be read from the terminal with echo off; an empty new passcode is refused unless
+    /// `allowEmptyPasscode` says it was asked for.
+    case deviceChangePasscode(old: String?, new: String?, allowEmptyPasscode: Bool = false)
     /// `clock advance DURATION`: move the virtual clock; timers that become due fire.
     case clockAdvance(Duration)
     /// `app launch [--background] [--reason R] [--protection P] [--attach-delay D]`.

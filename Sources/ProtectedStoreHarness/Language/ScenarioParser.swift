@@ -18,8 +18,9 @@ public enum ScenarioParser: Sendable {
 
     /// Parses one line.
     ///
-    /// - Parameter passcodeMayBePrompted: in the interactive shell, `device setup` and `device unlock`
-    ///   without `--passcode` ask for it with echo off; in scripts that is an error.
+    /// - Parameter passcodeMayBePrompted: in the interactive shell, `device setup`, `device unlock` and
+    ///   `device change-passcode` without their passcodes ask for them with echo off; in scripts, and in a
+    ///   shell that does not read a terminal, that is an error.
     /// - Returns: the command, or `nil` for a blank or comment-only line.
     /// - Throws: ``ScenarioParseError`` naming the problem.
     public static func parse(_ line: String, passcodeMayBePrompted: Bool = false) throws -> ScenarioCommand? {
@@ -32,11 +33,13 @@ public enum ScenarioParser: Sendable {
             arguments.command = "device \(action)"
             switch action {
             case "setup":
-                let passcode = passcodeMayBePrompted ? arguments.optionalOption("--passcode") : try arguments.option("--passcode")
+                let allowEmpty = arguments.flag("--allow-empty-passcode")
+                let passcode = try arguments.passcodeOption("--passcode", mayBePrompted: passcodeMayBePrompted)
+                if passcode == "", !allowEmpty { throw ScenarioParseError.emptyPasscode(arguments.command) }
                 let grace = try arguments.durationOption("--grace") ?? .seconds(10)
                 let wipeAfter = try arguments.integerOption("--wipe-after")
                 try arguments.finish()
-                return .deviceSetup(passcode: passcode, grace: grace, wipeAfter: wipeAfter)
+                return .deviceSetup(passcode: passcode, grace: grace, wipeAfter: wipeAfter, allowEmptyPasscode: allowEmpty)
             case "reboot":
                 try arguments.finish()
                 return .deviceReboot
@@ -44,14 +47,16 @@ public enum ScenarioParser: Sendable {
                 try arguments.finish()
                 return .deviceLock
             case "unlock":
-                let passcode = passcodeMayBePrompted ? arguments.optionalOption("--passcode") : try arguments.option("--passcode")
+                let passcode = try arguments.passcodeOption("--passcode", mayBePrompted: passcodeMayBePrompted)
                 try arguments.finish()
                 return .deviceUnlock(passcode: passcode)
             case "change-passcode":
-                let old = try arguments.option("--old")
-                let new = try arguments.option("--new")
+                let allowEmpty = arguments.flag("--allow-empty-passcode")
+                let old = try arguments.passcodeOption("--old", mayBePrompted: passcodeMayBePrompted)
+                let new = try arguments.passcodeOption("--new", mayBePrompted: passcodeMayBePrompted)
+                if new == "", !allowEmpty { throw ScenarioParseError.emptyPasscode(arguments.command) }
                 try arguments.finish()
-                return .deviceChangePasscode(old: old, new: new)
+                return .deviceChangePasscode(old: old, new: new, allowEmptyPasscode: allowEmpty)
             default:
                 throw ScenarioParseError(message: "unknown device action '\(action)' (setup, reboot, lock, unlock, change-passcode)")
             }
@@ -304,6 +309,15 @@ struct Arguments {
         if words.last == name { throw ScenarioParseError(message: "\(command): \(name) needs a value") }
         guard let value = optionalOption(name) else { throw ScenarioParseError(message: "\(command): missing \(name)") }
         return value
+    }
+
+    /// A passcode option: required, unless the shell may ask for it at the terminal (then `nil` when absent).
+    mutating func passcodeOption(_ name: String, mayBePrompted: Bool) throws -> String? {
+        if words.last == name { throw ScenarioParseError(message: "\(command): \(name) needs a value") }
+        if let value = optionalOption(name) { return value }
+        if mayBePrompted { return nil }
+        throw ScenarioParseError(
+            message: "\(command): missing \(name) (the passcode is asked for only when the shell reads a terminal)")
     }
 
     mutating func durationOption(_ name: String) throws -> Duration? {

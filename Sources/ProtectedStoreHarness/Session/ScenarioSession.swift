@@ -133,7 +133,7 @@ public final class ScenarioSession {
 
     private func perform(_ command: ScenarioCommand) async throws {
         switch command {
-        case .deviceSetup(let passcode, let grace, let wipeAfter):
+        case .deviceSetup(let passcode, let grace, let wipeAfter, _):
             device = try SimulatedDevice.setUp(
                 in: stateDirectory, passcode: SecureBytes(utf8: passcode ?? ""),
                 configuration: .init(gracePeriod: grace, attemptPolicy: .init(wipeAfterFailures: wipeAfter), kdf: kdf),
@@ -146,8 +146,8 @@ public final class ScenarioSession {
             try requireDevice().lock()
         case .deviceUnlock(let passcode):
             try requireDevice().unlock(passcode: SecureBytes(utf8: passcode ?? ""))
-        case .deviceChangePasscode(let old, let new):
-            try requireDevice().changePasscode(from: SecureBytes(utf8: old), to: SecureBytes(utf8: new))
+        case .deviceChangePasscode(let old, let new, _):
+            try requireDevice().changePasscode(from: SecureBytes(utf8: old ?? ""), to: SecureBytes(utf8: new ?? ""))
         case .clockAdvance(let duration):
             clock.advance(by: duration)
         case .appLaunch(let options, let protection, let attachDelay):

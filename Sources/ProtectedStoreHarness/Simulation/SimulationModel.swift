@@ -79,11 +79,11 @@ struct SimulationModel {
             unlockedSinceBoot = true
             graceDeadline = nil
             return nil
-        case .deviceChangePasscode(let old, let new):
+        case .deviceChangePasscode(let old, let new, _):
             guard deviceSetUp else { return "no-device" }
             if delayActive { return "passcode-delay" }
-            guard old == passcode else { return recordFailure() }
-            passcode = new
+            guard (old ?? "") == passcode else { return recordFailure() }
+            passcode = new ?? ""
             failures = 0
             delayUntil = nil
             return nil

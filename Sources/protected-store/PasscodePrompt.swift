@@ -1,0 +1,85 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Asks for passcodes at the terminal with echo off (termios), so a passcode is never shown, nor left in the
+/// terminal's scrollback.
+@MainActor
+struct PasscodePrompt {
+    /// Where the typed lines come from: the shell's own input.
+    let input: StandardInput
+
+    /// Why no passcode came back: end of input (Ctrl-D), two entries that differ, or an empty passcode.
+    struct Refusal: Error, CustomStringConvertible {
+        /// What happened and what was not done, in words.
+        let description: String
+    }
+
+    /// Asks once, for a passcode that already exists (to unlock, or the current one to change it).
+    ///
+    /// - Parameters:
+    ///   - label: what is asked for (`passcode`, `current passcode`).
+    ///   - command: the command that asks (`device unlock`), named if it is cancelled.
+    /// - Throws: ``Refusal`` at the end of input.
+    func existing(_ label: String, for command: String) throws(Refusal) -> String {
+        guard let passcode = ask(label) else { throw Self.cancelled(command) }
+        return passcode
+    }
+
+    /// Asks twice for a new passcode, as a phone does, and refuses an empty one unless it was asked for.
+    ///
+    /// - Parameters:
+    ///   - command: the command that asks (`device setup`, `device change-passcode`), named in refusals.
+    ///   - allowEmpty: whether `--allow-empty-passcode` was given.
+    /// - Throws: ``Refusal`` at the end of input, when the two entries differ, or for an empty passcode.
+    func new(for command: String, allowEmpty: Bool) throws(Refusal) -> String {
+        guard let first = ask("new passcode") else { throw Self.cancelled(command) }
+        if first.isEmpty, !allowEmpty {
+            throw Refusal(
+                description: "\(command): an empty passcode is refused (anyone could unlock the device); "
+                    + "type `\(command) --allow-empty-passcode` if that is what you want. \(Self.consequence(command))")
+        }
+        guard let second = ask("new passcode again") else { throw Self.cancelled(command) }
+        guard first == second else {
+            throw Refusal(description: "\(command): the two passcodes differ. \(Self.consequence(command))")
+        }
+        return first
+    }
+
+    /// Turns echo off, prints `label: `, reads one line, and moves to the next line (the Return typed was not
+    /// echoed either).
+    ///
+    /// Echo goes off before the prompt is shown, discarding what was typed ahead (`TCSAFLUSH`: it was typed
+    /// with echo on, so it may be on the screen already); what is typed once the prompt shows is kept.
+    private func ask(_ label: String) -> String? {
+        var saved = termios()
+        let isTerminal = tcgetattr(STDIN_FILENO, &saved) == 0
+        if isTerminal {
+            var silent = saved
+            silent.c_lflag &= ~tcflag_t(ECHO)
+            tcsetattr(STDIN_FILENO, TCSAFLUSH, &silent)
+        }
+        defer {
+            if isTerminal { tcsetattr(STDIN_FILENO, TCSADRAIN, &saved) }
+            print("")
+        }
+        print("\(label): ", terminator: "")
+        fflush(nil)  // flushes every output stream; `stdout` is a global Swift 6 cannot reference safely
+        return input.readLine()
+    }
+
+    private static func cancelled(_ command: String) -> Refusal {
+        Refusal(description: "\(command) cancelled: end of input (Ctrl-D) at the passcode prompt. \(consequence(command))")
+    }
+
+    /// What was not done, said for the command that was cancelled.
+    private static func consequence(_ command: String) -> String {
+        switch command {
+        case "device setup": "No device was created."
+        case "device change-passcode": "The passcode is unchanged."
+        default: "Nothing was changed."
+        }
+    }
+}
