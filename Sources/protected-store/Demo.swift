@@ -15,9 +15,9 @@ extension ProtectedStoreCommand {
         @MainActor
         func run() async throws {
             logging.bootstrap()
-            let directory = NSTemporaryDirectory() + "protected-store-demo-\(UUID().uuidString)"
-            try SecureFile.createDirectory(at: directory)
-            defer { try? FileManager.default.removeItem(atPath: directory) }
+            SignalCleanup.install()
+            let directory = try TemporaryStateDirectories.make(prefix: "protected-store-demo")
+            defer { TemporaryStateDirectories.remove(directory) }
             try await DemoScript(directory: directory).run()
         }
     }

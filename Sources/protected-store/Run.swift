@@ -32,6 +32,7 @@ extension ProtectedStoreCommand {
         @MainActor
         func run() async throws {
             logging.bootstrap()
+            SignalCleanup.install()
             var parsed: [ScenarioScript] = []
             for path in scripts {
                 do {
@@ -47,8 +48,8 @@ extension ProtectedStoreCommand {
                 }
             }
             for script in parsed {
-                let directory = try options.stateDirectory ?? TemporaryStateDirectory.make()
-                defer { if options.stateDirectory == nil { try? FileManager.default.removeItem(atPath: directory) } }
+                let directory = try options.stateDirectory ?? TemporaryStateDirectories.make(prefix: "protected-store")
+                defer { if options.stateDirectory == nil { TemporaryStateDirectories.remove(directory) } }
                 let session = try ScenarioSession(stateDirectory: directory, kdf: options.kdf) { print("  \($0)") }
                 session.plantedFault = options.plant
                 if let failure = await script.run(in: session) {
@@ -73,12 +74,4 @@ struct SessionOptions: ParsableArguments {
     var plant: DataController.PlantedFault?
 
     var kdf: PasscodeKDF { fastKDF ? .minimal : .default }
-}
-
-enum TemporaryStateDirectory {
-    static func make() throws -> String {
-        let path = NSTemporaryDirectory() + "protected-store-\(UUID().uuidString)"
-        try SecureFile.createDirectory(at: path)
-        return path
-    }
 }

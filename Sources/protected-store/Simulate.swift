@@ -9,8 +9,12 @@ extension ProtectedStoreCommand {
         static let configuration = CommandConfiguration(
             abstract: "Run seeded random command sequences on the real stack and check the invariants after every step.",
             discussion: """
-                The same seed gives the same run. On a violation: exit 1, print the seed, and write a minimized \
-                script that `protected-store run` fails on the same way.
+                The same seed gives the same run. On a violation: exit 1, print the seed and a minimized script \
+                that `protected-store run` fails on the same way, and write it into the --output folder (if it \
+                cannot be written, the reason is on standard error and the script is still printed). At a \
+                terminal, a progress line on standard error shows seeds done, steps/s, violations and the time \
+                left (no colour with NO_COLOR set; none with --no-progress). Ctrl-C or SIGTERM removes the \
+                temporary state directories (they hold key files) and exits 130 or 143.
                 """)
 
         @Option(help: "How many seeds to run.")
@@ -28,39 +32,65 @@ extension ProtectedStoreCommand {
         @Flag(help: "Print every step of every seed.")
         var trace = false
 
+        @Flag(
+            name: .customLong("progress"), inversion: .prefixedNo,
+            help: "At a terminal, keep a progress line on standard error (never when it is not a terminal).")
+        var progress = true
+
         @OptionGroup var logging: LoggingOptions
 
         @Option(help: ArgumentHelp("Plant a bug, to see the simulator catch it.", visibility: .hidden))
         var plant: DataController.PlantedFault?
 
         func validate() throws {
-            if seeds < 1 { throw ValidationError("--seeds must be at least 1") }
-            if steps < 1 { throw ValidationError("--steps must be at least 1") }
+            if seeds < 1 { throw ValidationError("--seeds must be at least 1, got \(seeds)") }
+            if steps < 1 { throw ValidationError("--steps must be at least 1, got \(steps)") }
             if start.addingReportingOverflow(UInt64(seeds - 1)).overflow {
                 throw ValidationError("--start \(start) with --seeds \(seeds) runs past the last seed, \(UInt64.max)")
             }
+            if seeds.multipliedReportingOverflow(by: steps).overflow {
+                throw ValidationError("--seeds \(seeds) × --steps \(steps) is more steps than can be counted (at most \(Int.max))")
+            }
+            if outputDirectory.isEmpty { throw ValidationError("--output needs a folder (`.` for the current one)") }
         }
 
         @MainActor
         func run() async throws {
             logging.bootstrap()
+            SignalCleanup.install()
             let clock = ContinuousClock()
             let started = clock.now
+            let progress = SimulationProgress(total: seeds, wanted: self.progress)
             var totalSteps = 0
-            for seed in start...(start + UInt64(seeds - 1)) {
+            for (done, seed) in (start...(start + UInt64(seeds - 1))).enumerated() {
                 let run = try await Simulator.run(seed: seed, steps: steps, plantedFault: plant)
                 totalSteps += run.commands.count
-                if trace { for line in run.trace { print("seed \(seed) \(line)") } }
-                guard let violation = run.violation else { continue }
+                if trace {
+                    progress?.clear()
+                    for line in run.trace { print("seed \(seed) \(line)") }
+                }
+                guard let violation = run.violation else {
+                    progress?.update(seedsDone: done + 1, steps: totalSteps, violations: 0)
+                    continue
+                }
+                progress?.update(seedsDone: done + 1, steps: totalSteps, violations: 1)
+                progress?.clear()
                 print("seed \(seed): violation at \(violation)")
                 let (commands, minimized) = try await Shrinker.minimize(run, seed: seed, plantedFault: plant)
                 let script = Shrinker.script(commands, violation: minimized, seed: seed)
                 let path = outputDirectory + "/simulate-seed-\(seed).scenario"
-                try script.write(toFile: path, atomically: true, encoding: .utf8)
-                print("minimized from \(violation.step) to \(commands.count) commands: \(path)")
-                print(script, terminator: "")
+                do {
+                    try TextFile.write(script, to: path)
+                    print("minimized from \(violation.step) to \(commands.count) commands: \(path)")
+                    print(script, terminator: "")
+                } catch {
+                    print("minimized from \(violation.step) to \(commands.count) commands (not saved: see standard error):")
+                    print(script, terminator: "")
+                    StandardError.write("simulate: could not write the minimized script to \(error); it is printed above")
+                }
                 throw ExitCode(1)
             }
+            progress?.clear()
             let elapsed = started.duration(to: clock.now)
             let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
             print("\(seeds) seeds, \(totalSteps) steps, 0 violations (\(Int(Double(totalSteps) / max(seconds, 0.001))) steps/s, \(String(format: "%.1f", seconds)) s)")

@@ -58,8 +58,8 @@ public enum Simulator {
     private static func simulate(
         seed: UInt64, plantedFault: DataController.PlantedFault?, next: (SimulationModel) -> ScenarioCommand?
     ) async throws -> SimulationRun {
-        let directory = NSTemporaryDirectory() + "protected-store-sim-\(UUID().uuidString)"
-        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let directory = try TemporaryStateDirectories.make(prefix: "protected-store-sim")
+        defer { TemporaryStateDirectories.remove(directory) }
         let session = try ScenarioSession(stateDirectory: directory, kdf: .minimal, output: { _ in })
         session.plantedFault = plantedFault
         var model = SimulationModel(gracePeriod: gracePeriod)
