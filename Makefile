@@ -2,7 +2,7 @@
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 APT_PACKAGES := libsqlcipher-dev libsodium-dev pkg-config
 
-.PHONY: deps demo test api-check simulate-long benchmarks benchmarks-build peers fuzz fuzz-smoke example
+.PHONY: deps demo test docs api-check simulate-long benchmarks benchmarks-build peers fuzz fuzz-smoke example
 
 ## Install the system libraries when missing (Debian/Ubuntu).
 deps:
@@ -20,6 +20,13 @@ test: deps
 	.build/debug/protected-store simulate --seeds 200 --steps 200
 	swift test --sanitize=thread --scratch-path .build-tsan
 	LSAN_OPTIONS=suppressions=$(CURDIR)/Tests/lsan-suppressions.txt swift test --sanitize=address --scratch-path .build-asan
+
+## The documentation: a DocC catalog per public library module (Sources/*/Documentation.docc), built with
+## swift-docc-plugin, warnings as errors, so an unresolved symbol link or an undocumented parameter fails.
+## The archives land in .build/plugins/Swift-DocC/outputs/.
+DOC_TARGETS := SecureKeys EncryptedSQLite ProtectedData ProtectedStore ProtectedStoreTesting ProtectedStoreHarness
+docs: deps
+	swift package generate-documentation $(addprefix --target ,$(DOC_TARGETS)) --warnings-as-errors
 
 ## The public API of the library modules: every public declaration documented, no test hook public
 ## (scripts/public-api.py reads `swift package dump-symbol-graph`; `--list` names what is missing).

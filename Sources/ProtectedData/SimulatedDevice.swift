@@ -35,7 +35,7 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
 
     /// Whether the device is locked, and what that means for its keys.
     public enum LockState: Sendable, Hashable, CustomStringConvertible {
-        /// Booted and not unlocked since: only class ``ProtectionClass/none`` is available.
+        /// Booted and not unlocked since: only class `ProtectionClass/none` is available.
         case beforeFirstUnlock
         /// Unlocked: every class is available.
         case unlocked
@@ -84,7 +84,7 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     /// The device is left unlocked, as a phone is after its set-up.
     ///
     /// - Throws: ``DeviceError/Code/deviceExists`` when `directory` already holds a device (it is never
-    ///   replaced), ``SecureKeysError`` for file-system failures.
+    ///   replaced), `SecureKeysError` for file-system failures.
     public static func setUp(
         in directory: String, passcode: SecureBytes, configuration: Configuration = Configuration(),
         clock: any Clock<Duration> = ContinuousClock(),
@@ -112,9 +112,9 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     }
 
     /// Boots the device kept in `directory`: a reboot. Before the first unlock only class
-    /// ``ProtectionClass/none`` is available.
+    /// `ProtectionClass/none` is available.
     ///
-    /// - Throws: ``DeviceError/Code/noDevice`` when nothing was set up there; ``SecureKeysError`` with
+    /// - Throws: ``DeviceError/Code/noDevice`` when nothing was set up there; `SecureKeysError` with
     ///   `key-file-damaged` for a damaged keybag (left as it is).
     public convenience init(
         bootingFrom directory: String, clock: any Clock<Duration> = ContinuousClock(),
@@ -300,7 +300,7 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     /// Changes the passcode: the class keys are rewrapped and the keybag replaced atomically, so a crash at
     /// any point leaves the old or the new passcode working, never neither. No store needs rekeying.
     ///
-    /// - Throws: as ``unlock(passcode:)`` for the old passcode; ``SecureKeysError`` when the write fails
+    /// - Throws: as ``unlock(passcode:)`` for the old passcode; `SecureKeysError` when the write fails
     ///   (the old keybag is then intact).
     public func changePasscode(from old: SecureBytes, to new: SecureBytes) throws {
         refresh()
@@ -316,9 +316,9 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
 
     // MARK: Store keys
 
-    /// The key file of the store at `storePath` (``StoreFiles/key``), looked up three ways.
+    /// The key file of the store at `storePath` (`StoreFiles/key`), looked up three ways.
     ///
-    /// - Throws: ``SecureKeysError`` when the key file is damaged or from another device: never a reason to
+    /// - Throws: `SecureKeysError` when the key file is damaged or from another device: never a reason to
     ///   make a new key.
     public func lookUpStoreKey(forStoreAt storePath: String) throws -> StoreKeyLookup {
         let keyPath = StoreFiles(database: storePath).key
@@ -342,7 +342,7 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     /// Creates the key of a new store at `storePath`. Only for a store whose look-up said ``StoreKeyLookup/absent``.
     ///
     /// - Throws: ``DeviceError/Code/protectedDataUnavailable`` when the class key is not held;
-    ///   ``SecureKeysError`` with `store-exists-without-key` when a store file exists without a key file,
+    ///   `SecureKeysError` with `store-exists-without-key` when a store file exists without a key file,
     ///   `already-exists` when the key file exists.
     public func createStoreKey(forStoreAt storePath: String, protectionClass: ProtectionClass) throws -> SecureBytes {
         guard let classKey = classKey(protectionClass) else { throw DeviceError.protectedDataUnavailable(protectionClass) }

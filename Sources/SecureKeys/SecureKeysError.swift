@@ -70,6 +70,8 @@ public struct SecureKeysError: Error, Sendable {
     ///   - message: a sentence for a person; never a secret.
     ///   - path: the file concerned.
     ///   - systemErrno: the system error number of an I/O failure.
+    ///   - file: the file that raised it (the caller's, by default).
+    ///   - line: the line that raised it (the caller's, by default).
     public init(
         code: Code, message: String, path: String? = nil, systemErrno: Int32? = nil,
         file: StaticString = #fileID, line: UInt = #line

@@ -26,7 +26,7 @@ extension Database {
     /// Every row of a query, decoded as `Record`.
     ///
     /// - Parameters:
-    ///   - type: the record type; its coding keys name the columns (see ``RowDecoder``).
+    ///   - type: the record type; its coding keys name the columns (see `RowDecoder`).
     ///   - sql: one `SELECT`.
     ///   - arguments: its arguments.
     /// - Throws: the query's ``SQLiteError``; ``SQLiteError/Code/misuse`` naming the column when a row does
@@ -79,7 +79,7 @@ extension Database {
         return try statement.step() ? try statement.decode(Value.self, at: 0) : nil
     }
 
-    /// Inserts `record` as a row of `table`: one column per stored property (see ``RecordEncoder``).
+    /// Inserts `record` as a row of `table`: one column per stored property (see `RecordEncoder`).
     ///
     /// The statement is prepared once per table and set of columns, and reused.
     ///

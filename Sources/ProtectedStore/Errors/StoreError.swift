@@ -78,7 +78,7 @@ public struct StoreError: Error, Sendable {
         // MARK: Migrations
 
         /// A migration failed at attach and was rolled back: the store stays at the last migration that
-        /// succeeded (``StoreError/cause`` is the ``MigrationError``, whose cause is the migration's error).
+        /// succeeded (``StoreError/cause`` is the `MigrationError`, whose cause is the migration's error).
         public static let migrationFailed = Code("migration-failed")
         /// The store records migrations this app does not know: a newer version of the app wrote it. It was
         /// not changed; the app must be updated.
@@ -168,6 +168,9 @@ public struct StoreError: Error, Sendable {
     ///   - code: what kind of failure.
     ///   - message: a sentence for a person; never a secret.
     ///   - cause: the error underneath, if any.
+    ///   - function: the function that raised it (the caller's, by default).
+    ///   - file: the file that raised it (the caller's, by default).
+    ///   - line: the line that raised it (the caller's, by default).
     public init(
         code: Code, message: String, cause: (any Error)? = nil,
         function: String = #function, file: String = #fileID, line: Int = #line
@@ -270,7 +273,7 @@ extension StoreError {
             cause: cause, function: function, file: file, line: line)
     }
 
-    /// An inbox record would hold more than ``SecureKeys/InboxRecord/maximumPayloadLength`` bytes.
+    /// An inbox record would hold more than `SecureKeys/InboxRecord/maximumPayloadLength` bytes.
     public static func inboxRecordTooLarge(
         payloadLength: Int, function: String = #function, file: String = #fileID, line: Int = #line
     ) -> Self {

@@ -72,7 +72,7 @@ public struct LockedInbox: Sendable {
     ///
     /// - Parameter changes: the writes, in order.
     /// - Returns: the records' identifiers, in order.
-    /// - Throws: as ``append(_:)``. Every record is sealed and checked before anything is written; after a
+    /// - Throws: as ``append(_:)-(InboxEntry.Change)``. Every record is sealed and checked before anything is written; after a
     ///   failure of the write itself, any record of the batch may or may not have been written (a partial
     ///   last record is a torn tail, which the merge ignores).
     @discardableResult

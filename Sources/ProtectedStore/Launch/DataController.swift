@@ -152,7 +152,7 @@ public final class DataController {
     ///   - configuration: the store and the queue's capacity.
     ///   - keys: where key availability and store keys come from (the simulated device in this package).
     ///   - clock: the clock operation deadlines are measured on: `ContinuousClock` in an app, a
-    ///     ``ManualClock`` in tests, where advancing it expires what became due.
+    ///     `ManualClock` in tests, where advancing it expires what became due.
     public init(configuration: Configuration, keys: any KeySource, clock: any Clock<Duration> = ContinuousClock()) {
         self.configuration = configuration
         self.keys = keys

@@ -5,12 +5,12 @@ public import SecureKeys
 public struct StoreConfiguration: Sendable {
     /// The store's database file; the files beside it are named by ``files``.
     public var path: String
-    /// When the store can be read (``ProtectionClass/complete`` by default, like iOS's default for app files).
+    /// When the store can be read (`ProtectionClass/complete` by default, like iOS's default for app files).
     public var protectionClass: ProtectionClass
     /// The SQLCipher connection settings.
     public var database: Database.Configuration
     /// The schema's migrations, applied at attach — before the locked inbox is merged, so merged records
-    /// meet the current schema. ``DatabaseMigrator/keyValue`` (the `entries` table) by default.
+    /// meet the current schema. `DatabaseMigrator/keyValue` (the `entries` table) by default.
     public var migrator: DatabaseMigrator
     /// The most read-only connections open at once beside the writer (at least 1): reads run on them, in
     /// parallel, and never wait for a write.

@@ -19,7 +19,7 @@ internal import Darwin
 ///
 /// An actor: writes are serialized on it, off the main thread; ``read(_:)`` is `nonisolated` and runs on a
 /// reader, so it never waits for a write (WAL). Durability is explicit: every committed write is synced
-/// (`synchronous = FULL`, ``Database/Configuration/synchronous``).
+/// (`synchronous = FULL`, `Database/Configuration/synchronous`).
 public actor StoreCoordinator {
     /// The store's configuration.
     public nonisolated let configuration: StoreConfiguration

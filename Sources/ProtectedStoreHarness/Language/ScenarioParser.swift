@@ -18,9 +18,11 @@ public enum ScenarioParser: Sendable {
 
     /// Parses one line.
     ///
-    /// - Parameter passcodeMayBePrompted: in the interactive shell, `device setup`, `device unlock` and
-    ///   `device change-passcode` without their passcodes ask for them with echo off; in scripts, and in a
-    ///   shell that does not read a terminal, that is an error.
+    /// - Parameters:
+    ///   - line: one line of the command language.
+    ///   - passcodeMayBePrompted: in the interactive shell, `device setup`, `device unlock` and
+    ///     `device change-passcode` without their passcodes ask for them with echo off; in scripts, and in a
+    ///     shell that does not read a terminal, that is an error.
     /// - Returns: the command, or `nil` for a blank or comment-only line.
     /// - Throws: ``ScenarioParseError`` naming the problem.
     public static func parse(_ line: String, passcodeMayBePrompted: Bool = false) throws -> ScenarioCommand? {

@@ -384,8 +384,10 @@ public final class ScenarioSession {
 
     /// Files in the state directory (but `hardware/`) that contain any of `needles`, or SQLite's header.
     ///
-    /// - Parameter onlyChanged: skip files whose size and modification time are what they were at the
-    ///   previous call with the same needles (the simulator calls this after every step).
+    /// - Parameters:
+    ///   - needles: the texts to look for.
+    ///   - onlyChanged: skip files whose size and modification time are what they were at the
+    ///     previous call with the same needles (the simulator calls this after every step).
     public func plaintextFindings(of needles: some Collection<String>, onlyChanged: Bool = false) -> [String] {
         let patterns = needles.map { Array($0.utf8) } + [Array("SQLite format 3".utf8)]
         var findings: [String] = []

@@ -123,7 +123,7 @@ public struct Keybag: Sendable {
 
     /// Reads and verifies the keybag at `path`.
     ///
-    /// - Throws: see ``init(bytes:deviceKey:path:)`` and ``SecureFile/read(_:maximumSize:)``.
+    /// - Throws: see ``init(bytes:deviceKey:path:)`` and `SecureFile/read(_:maximumSize:)`.
     public static func load(from path: String, deviceKey: SecureBytes) throws -> Keybag {
         try Keybag(bytes: try SecureFile.read(path, maximumSize: 64 << 10), deviceKey: deviceKey, path: path)
     }

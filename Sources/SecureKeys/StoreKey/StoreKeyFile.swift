@@ -51,7 +51,9 @@ public struct StoreKeyFile: Sendable {
 
     /// Unwraps the store key.
     ///
-    /// - Parameter classKey: the key of ``protectionClass``.
+    /// - Parameters:
+    ///   - classKey: the key of ``protectionClass``.
+    ///   - path: the key file's path, named in an error.
     /// - Throws: ``SecureKeysError/Code/wrongDevice`` when the file is intact but the class key does not
     ///   open it (the file belongs to another device or keybag); ``SecureKeysError/Code/keyWiped``.
     public func unwrap(with classKey: SecureBytes, path: String? = nil) throws -> SecureBytes {
@@ -96,6 +98,9 @@ public struct StoreKeyFile: Sendable {
     /// - Parameters:
     ///   - keyPath: where the key file goes (written atomically, mode 0600).
     ///   - storePath: the store the key is for.
+    ///   - protectionClass: the store's class, recorded in the key file.
+    ///   - classKey: the key of that class, which wraps the new store key.
+    ///   - random: where the new key's bytes come from.
     /// - Returns: the new store key.
     /// - Throws: ``SecureKeysError/Code/storeExistsWithoutKey``, ``SecureKeysError/Code/alreadyExists``,
     ///   ``SecureKeysError/Code/io``.
