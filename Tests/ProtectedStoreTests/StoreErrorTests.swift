@@ -26,6 +26,33 @@ struct StoreErrorTests {
         #expect(Set(StoreError.Code.all.map(\.name)).count == StoreError.Code.all.count, "a code is defined twice")
     }
 
+    @Test("every code any layer defines (SQLiteError, MigrationError, SecureKeysError, DeviceError, StoreError) is in StoreError.Code.all and in the README's error table")
+    func everyLayersCodeIsListed() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
+        let sources = [
+            "Sources/EncryptedSQLite/SQLiteError.swift", "Sources/EncryptedSQLite/Migrations/DatabaseMigrator.swift",
+            "Sources/SecureKeys/SecureKeysError.swift", "Sources/ProtectedData/DeviceError.swift",
+            "Sources/ProtectedStore/Errors/StoreError.swift",
+        ]
+        // A code is spelled `Code("name")` or, behind a private enum, `case member = "name"`.
+        let patterns = [#/Code\("([a-z0-9-]+)"\)/#, #/case \w+ = "([a-z0-9-]+)"/#]
+        var defined = Set<String>()
+        for source in sources {
+            let text = try String(contentsOf: root.appendingPathComponent(source), encoding: .utf8)
+            for pattern in patterns {
+                for match in text.matches(of: pattern) { defined.insert(String(match.output.1)) }
+            }
+        }
+        #expect(defined.count >= 40, "the scan found too few codes to be reading the sources: \(defined.sorted())")
+        let known = Set(StoreError.Code.all.map(\.name))
+        #expect(defined.subtracting(known).isEmpty, "codes StoreError.Code.all lacks: \(defined.subtracting(known).sorted())")
+        let readme = try String(contentsOf: root.appendingPathComponent("README.md"), encoding: .utf8)
+        let table = try #require(readme.components(separatedBy: "## Errors").dropFirst().first?.components(separatedBy: "\n## ").first)
+        let missing = defined.filter { !table.contains("`\($0)`") }
+        #expect(missing.isEmpty, "codes missing from README.md's error table: \(missing.sorted())")
+    }
+
     @Test("a foreign-key failure and a unique one are both constraint, told apart by the cause's extended result code")
     func extendedResultCodes() throws {
         let directory = TemporaryDirectory()
