@@ -31,7 +31,8 @@ public struct DeviceError: Error, Sendable, CustomStringConvertible, LocalizedEr
     public var code: Code
     /// A sentence for a person, without any secret.
     public var message: String
-    /// For ``Code/passcodeDelay``: how long until the next attempt is allowed.
+    /// For ``Code/passcodeDelay``, and a ``Code/wrongPasscode`` that starts a delay: how long, on the device's
+    /// clock, until the next attempt is allowed.
     public var retryAfter: Duration?
     /// For ``Code/wrongPasscode``: consecutive failures so far.
     public var failedAttempts: Int?
@@ -63,17 +64,25 @@ public struct DeviceError: Error, Sendable, CustomStringConvertible, LocalizedEr
         Self(code: .deviceExists, message: "a device is already set up in \(directory); it is never replaced")
     }
 
+    /// The delay is said to be on the device's clock: the simulated device counts it on the clock it was given,
+    /// which in the tool and in tests is a manual one that only `clock advance` moves — waiting in real time
+    /// would never end it.
     static func wrongPasscode(failedAttempts: Int, delay: Duration) -> Self {
         var message = "wrong passcode (\(failedAttempts) failed attempt\(failedAttempts == 1 ? "" : "s"))"
-        if delay > .zero { message += "; try again in \(delay.spoken)" }
-        return Self(code: .wrongPasscode, message: message, failedAttempts: failedAttempts)
+        if delay > .zero { message += "; \(waitText(delay))" }
+        return Self(
+            code: .wrongPasscode, message: message, retryAfter: delay > .zero ? delay : nil, failedAttempts: failedAttempts)
     }
 
     static func passcodeDelay(remaining: Duration, failedAttempts: Int) -> Self {
         Self(
             code: .passcodeDelay,
-            message: "too many wrong passcodes (\(failedAttempts)); try again in \(remaining.spoken)",
+            message: "too many wrong passcodes (\(failedAttempts)); \(waitText(remaining))",
             retryAfter: remaining, failedAttempts: failedAttempts)
+    }
+
+    private static func waitText(_ delay: Duration) -> String {
+        "wait \(delay.spoken) on the device clock before the next attempt"
     }
 
     static func deviceWiped() -> Self {

@@ -11,6 +11,11 @@ struct ProtectedStoreCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "protected-store",
         abstract: "An encrypted SQLite store that survives launches while the device is locked.",
+        discussion: """
+            Shell completion: `protected-store --generate-completion-script bash|zsh|fish` prints a completion \
+            script for that shell.
+            """,
+        version: ToolVersion.current,
         subcommands: [Demo.self, Shell.self, Run.self, Simulate.self]
     )
 

@@ -112,9 +112,16 @@ public final class ScenarioSession {
             await settle()
             let coded = StoreError(wrapping: error)
             lastError = coded
-            output("error: \(coded)")
+            output("error: \(coded)" + Self.clockHint(for: error))
         }
         return nil
+    }
+
+    /// For a passcode delay, the command that ends it: the session's device counts the delay on the manual
+    /// clock, which only `clock advance` moves.
+    static func clockHint(for error: any Error) -> String {
+        guard let device = error as? DeviceError, let wait = device.retryAfter else { return "" }
+        return " (`clock advance \(wait.scriptText)`)"
     }
 
     private func settle() async {
