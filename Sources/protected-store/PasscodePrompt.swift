@@ -1,3 +1,4 @@
+import Dispatch
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -61,13 +62,44 @@ struct PasscodePrompt {
             silent.c_lflag &= ~tcflag_t(ECHO)
             tcsetattr(STDIN_FILENO, TCSAFLUSH, &silent)
         }
+        let guardian = isTerminal ? Self.restoreOnSignal(saved) : []
         defer {
             if isTerminal { tcsetattr(STDIN_FILENO, TCSADRAIN, &saved) }
+            Self.stopRestoringOnSignal(guardian)
             print("")
         }
         print("\(label): ", terminator: "")
         fflush(nil)  // flushes every output stream; `stdout` is a global Swift 6 cannot reference safely
         return input.readLine()
+    }
+
+    /// While echo is off, Ctrl-C (SIGINT) or SIGTERM restore the terminal before the process ends with 130 or
+    /// 143: ended by the signal's default action, it would leave the user's terminal not echoing.
+    ///
+    /// Not isolated to the main actor: the handler runs on the signal queue while the main actor waits in
+    /// `read`, and a closure formed in a main-actor function would trap for running off it.
+    nonisolated private static func restoreOnSignal(_ saved: termios) -> [any DispatchSourceSignal] {
+        let queue = DispatchQueue(label: "protected-store.passcode-prompt.signals")
+        return [SIGINT, SIGTERM].map { number in
+            signal(number, SIG_IGN)  // the default action would end the process before the source sees it
+            let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
+            source.setEventHandler {
+                var terminal = saved
+                tcsetattr(STDIN_FILENO, TCSANOW, &terminal)
+                _ = "\n".utf8CString.withUnsafeBufferPointer { write(STDOUT_FILENO, $0.baseAddress, 1) }
+                _exit(128 + number)
+            }
+            source.resume()
+            return source
+        }
+    }
+
+    /// Back to the signals' default actions once echo is on again.
+    nonisolated private static func stopRestoringOnSignal(_ sources: [any DispatchSourceSignal]) {
+        guard !sources.isEmpty else { return }
+        for source in sources { source.cancel() }
+        signal(SIGINT, SIG_DFL)
+        signal(SIGTERM, SIG_DFL)
     }
 
     private static func cancelled(_ command: String) -> Refusal {

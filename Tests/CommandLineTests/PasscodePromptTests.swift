@@ -132,6 +132,20 @@ struct PasscodePromptTests {
         #expect(!terminal.transcript.contains("97531"))
     }
 
+    @Test("Ctrl-C (SIGINT) at a passcode prompt turns echo back on before the shell ends with 130, and creates nothing")
+    func interruptAtPromptRestoresEcho() throws {
+        let directory = TemporaryDirectory()
+        let terminal = try shell(directory.file("state"))
+        #expect(terminal.echoes)
+        terminal.send("device setup")
+        try terminal.waitFor("new passcode: ")
+        #expect(!terminal.echoes, "echo is off while the passcode is typed")
+        kill(terminal.process.processIdentifier, SIGINT)
+        #expect(try terminal.finish() == 130, "\(terminal.transcript)")
+        #expect(terminal.echoes, "the terminal was left without echo")
+        #expect(!FileManager.default.fileExists(atPath: directory.file("state/device/state.json")))
+    }
+
     @Test("without a terminal, a passcode left out is an error that says it is asked for only at a terminal")
     func pipedInputNeedsPasscodeOption() throws {
         let directory = TemporaryDirectory()

@@ -70,6 +70,13 @@ final class TerminalSession {
         }
     }
 
+    /// Whether the terminal echoes what is typed now (its `ECHO` local mode).
+    var echoes: Bool {
+        var modes = termios()
+        tcgetattr(primary, &modes)
+        return modes.c_lflag & tcflag_t(ECHO) != 0
+    }
+
     /// Types `line` and Return.
     func send(_ line: String) {
         write(Array((line + "\n").utf8))
