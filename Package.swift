@@ -43,9 +43,12 @@ let package = Package(
             providers: [.apt(["libsodium-dev"])]
         ),
 
+        // The SQLite VFS that reports a store's writes to the simulated disk (power-cut simulation only).
+        .target(name: "CDiskVFS", dependencies: ["CSQLCipher"]),
+
         // Layers, each importing only the ones above it (../shared/DESIGN.md).
         .target(name: "SecureKeys", dependencies: ["CSodium"], swiftSettings: strictSettings),
-        .target(name: "EncryptedSQLite", dependencies: ["CSQLCipher", "SecureKeys"], swiftSettings: strictSettings),
+        .target(name: "EncryptedSQLite", dependencies: ["CSQLCipher", "CDiskVFS", "SecureKeys"], swiftSettings: strictSettings),
         .target(
             name: "ProtectedData",
             dependencies: [

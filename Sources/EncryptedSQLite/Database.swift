@@ -126,7 +126,8 @@ public final class Database {
         var connection: OpaquePointer?
         var existing = stat()
         let isNewFile = lstat(path, &existing) != 0
-        let code = sqlite3_open_v2(path, &connection, flags, nil)
+        // In simulation, a store under a simulated disk is opened through the VFS that reports to it.
+        let code = sqlite3_open_v2(path, &connection, flags, DiskModelVFS.name(forOpening: path))
         // sqlite3_open_v2 returns a handle even on failure; it must be closed either way.
         handle = connection
         guard code == SQLITE_OK, connection != nil else {

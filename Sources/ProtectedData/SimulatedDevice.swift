@@ -411,8 +411,11 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
         state.deviceKey?.wipe()
         state.deviceKey = nil
         state.keybag = nil
-        unlink(layout.keybagPath)
-        unlink(layout.deviceKeyPath)
+        // Removed for good only once their folders are synced: a power cut must not bring the keys back.
+        try DiskIO.unlink(layout.keybagPath)
+        try DiskIO.unlink(layout.deviceKeyPath)
+        try DiskIO.syncDirectory(SecureFile.folder(containing: layout.keybagPath))
+        try DiskIO.syncDirectory(SecureFile.folder(containing: layout.deviceKeyPath))
         if hadProtectedData { hub.enqueue(.didBecomeUnavailable) }
     }
 }

@@ -62,9 +62,11 @@ extension ProtectedStoreCommand {
             let started = clock.now
             let progress = SimulationProgress(total: seeds, wanted: self.progress)
             var totalSteps = 0
+            var powerCuts = PowerCutTally()
             for (done, seed) in (start...(start + UInt64(seeds - 1))).enumerated() {
                 let run = try await Simulator.run(seed: seed, steps: steps, plantedFault: plant)
                 totalSteps += run.commands.count
+                powerCuts += run.powerCuts
                 if trace {
                     progress?.clear()
                     for line in run.trace { print("seed \(seed) \(line)") }
@@ -93,6 +95,7 @@ extension ProtectedStoreCommand {
             progress?.clear()
             let elapsed = started.duration(to: clock.now)
             let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+            if powerCuts.cuts > 0 { print(powerCuts.summary) }
             print("\(seeds) seeds, \(totalSteps) steps, 0 violations (\(Int(Double(totalSteps) / max(seconds, 0.001))) steps/s, \(String(format: "%.1f", seconds)) s)")
         }
     }

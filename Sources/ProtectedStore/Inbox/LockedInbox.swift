@@ -142,12 +142,11 @@ public struct LockedInbox: Sendable {
         var records = sealedRecords
         if Self.crashPoint == .duringAppend { records = Array(records.prefix(records.count / 2)) }
         let isNew = !SecureFile.exists(inboxPath)
-        let descriptor = open(inboxPath, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
-        guard descriptor >= 0 else { throw SecureKeysError.io("cannot open", path: inboxPath, errno: errno) }
-        defer { close(descriptor) }
-        try lock(descriptor)
-        try SecureFile.writeAll(records, to: descriptor, path: inboxPath)
-        guard fsync(descriptor) == 0 else { throw SecureKeysError.io("cannot fsync", path: inboxPath, errno: errno) }
+        let file = try DiskIO.open(inboxPath, flags: O_WRONLY | O_APPEND | O_CREAT)
+        defer { file.close() }
+        try lock(file.descriptor)
+        try file.write(records)
+        try file.sync(purpose: .inboxAppend)
         if isNew { try SecureFile.syncDirectory(SecureFile.folder(containing: files.database)) }
         if Self.crashPoint == .duringAppend { throw SimulatedCrash(point: .duringAppend) }
     }
@@ -209,11 +208,10 @@ public struct LockedInbox: Sendable {
     ) throws -> InboxMergeReport {
         var report = InboxMergeReport()
         guard SecureFile.exists(inboxPath) else { return report }
-        let descriptor = open(inboxPath, O_RDWR | O_CLOEXEC | O_NOFOLLOW)
-        guard descriptor >= 0 else { throw SecureKeysError.io("cannot open", path: inboxPath, errno: errno) }
-        defer { close(descriptor) }
-        try lock(descriptor)
-        let bytes = try readAll(descriptor)
+        let file = try DiskIO.open(inboxPath, flags: O_RDWR)
+        defer { file.close() }
+        try lock(file.descriptor)
+        let bytes = try readAll(file.descriptor)
         guard !bytes.isEmpty else { return report }
         let (frames, problems) = InboxRecord.scan(bytes)
         report.problems = problems
@@ -252,9 +250,8 @@ public struct LockedInbox: Sendable {
             try ledger.forgetEarlierThan(generation)
         }
         if Self.crashPoint == .afterCommit { throw SimulatedCrash(point: .afterCommit) }
-        guard ftruncate(descriptor, 0) == 0, fsync(descriptor) == 0 else {
-            throw SecureKeysError.io("cannot truncate", path: inboxPath, errno: errno)
-        }
+        try file.truncate(to: 0)
+        try file.sync()
         let logger = LogSubsystem.inbox.makeLogger()
         logger.debug(
             "inbox merged",

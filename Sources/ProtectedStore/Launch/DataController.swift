@@ -53,6 +53,12 @@ public final class DataController {
         /// The seed's bug in another guise: the coordinator is kept after its store closed, so app code
         /// holds a coordinator with no usable store behind it.
         case keepCoordinatorAfterClose = "keep-coordinator-after-close"
+        /// An inbox append returns before the inbox is synced: a power cut loses an acknowledged write. Planted
+        /// in the simulated disk (SecureKeys' `SimulatedDisk`), which the harness sets from this value.
+        case missingInboxFsync = "missing-inbox-fsync"
+        /// A new key file's folder is not synced after the file is linked in: a power cut loses the key, and
+        /// with it the store. Planted in the simulated disk, as ``missingInboxFsync``.
+        case missingDirectoryFsync = "missing-directory-fsync"
     }
 
     /// Where the store stack is.

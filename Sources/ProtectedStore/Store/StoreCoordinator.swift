@@ -97,7 +97,7 @@ public actor StoreCoordinator {
         }
         if SecureFile.exists(files.creationMarker) {
             // The store exists with its schema: creation is complete.
-            unlink(files.creationMarker)
+            try DiskIO.unlink(files.creationMarker)
             try SecureFile.syncDirectory(SecureFile.folder(containing: configuration.path))
         }
         // Writes sealed while the store was locked are applied now, before anything else sees the store.

@@ -8,6 +8,7 @@ extension ScenarioCommand {
             if allowEmpty || (passcode ?? "").isEmpty { line += " --allow-empty-passcode" }
             return line
         case .deviceReboot: return "device reboot"
+        case .devicePowerCut(let mode, let seed): return "device power-cut --mode \(mode.rawValue) --seed \(seed)"
         case .deviceLock: return "device lock"
         case .deviceUnlock(let passcode): return "device unlock --passcode \(quoted(passcode ?? ""))"
         case .deviceChangePasscode(let old, let new, let allowEmpty):

@@ -9,6 +9,10 @@ public enum ScenarioCommand: Sendable, Hashable {
     case deviceSetup(passcode: String?, grace: Duration, wipeAfter: Int?, allowEmptyPasscode: Bool = false)
     /// `device reboot`: power off (every key in memory zeroed, the app killed) and boot before the first unlock.
     case deviceReboot
+    /// `device power-cut [--mode drop|torn-sequence|torn-op] [--seed N]`: the power goes: the disk keeps only
+    /// what was synced (and, by the mode, some of what was not; `seed` picks which), then the device boots
+    /// before the first unlock and the app is gone, as after a reboot.
+    case devicePowerCut(PowerCutMode, seed: UInt64)
     /// `device lock`: lock now; the grace period starts.
     case deviceLock
     /// `passcode` is `nil` in the shell when it is to be read from the terminal with echo off.

@@ -31,7 +31,7 @@ public enum ScenarioParser: Sendable {
         var arguments = Arguments(words: Array(words.dropFirst()), command: verb)
         switch verb {
         case "device":
-            let action = try arguments.positional("an action: setup, reboot, lock, unlock or change-passcode")
+            let action = try arguments.positional("an action: setup, reboot, power-cut, lock, unlock or change-passcode")
             arguments.command = "device \(action)"
             switch action {
             case "setup":
@@ -45,6 +45,17 @@ public enum ScenarioParser: Sendable {
             case "reboot":
                 try arguments.finish()
                 return .deviceReboot
+            case "power-cut":
+                let modeText = arguments.optionalOption("--mode") ?? PowerCutMode.drop.rawValue
+                guard let mode = PowerCutMode(rawValue: modeText) else {
+                    throw ScenarioParseError(message: "device power-cut: unknown --mode '\(modeText)' (drop, torn-sequence, torn-op)")
+                }
+                let seedText = arguments.optionalOption("--seed") ?? "0"
+                guard let seed = UInt64(seedText) else {
+                    throw ScenarioParseError(message: "device power-cut: --seed takes a number from 0 to \(UInt64.max), got '\(seedText)'")
+                }
+                try arguments.finish()
+                return .devicePowerCut(mode, seed: seed)
             case "lock":
                 try arguments.finish()
                 return .deviceLock
@@ -60,7 +71,7 @@ public enum ScenarioParser: Sendable {
                 try arguments.finish()
                 return .deviceChangePasscode(old: old, new: new, allowEmptyPasscode: allowEmpty)
             default:
-                throw ScenarioParseError(message: "unknown device action '\(action)' (setup, reboot, lock, unlock, change-passcode)")
+                throw ScenarioParseError(message: "unknown device action '\(action)' (setup, reboot, power-cut, lock, unlock, change-passcode)")
             }
         case "clock":
             let action = try arguments.positional("'advance'")

@@ -57,7 +57,19 @@ public final class ScenarioSession {
     /// Every value written (puts and inbox puts): what must never be found in a file in the clear.
     public private(set) var writtenValues: Set<String> = []
     /// A bug to plant in every app this session launches (the simulator's self-test).
-    package var plantedFault: DataController.PlantedFault?
+    package var plantedFault: DataController.PlantedFault? {
+        didSet {
+            disk.plantedFault = switch plantedFault {
+            case .missingInboxFsync: .skipInboxSync
+            case .missingDirectoryFsync: .skipNewFileDirectorySync
+            case .keepCoordinatorAfterClose, nil: nil
+            }
+        }
+    }
+    /// The disk every file of the session is written through: it forgets what was not synced at a power cut.
+    package let disk: SimulatedDisk
+    /// What the last `device power-cut` did.
+    package private(set) var lastPowerCut: SimulatedDisk.PowerCutReport?
 
     /// Size and modification time of each file at its last plaintext scan.
     private var scannedFiles: [String: [Int]] = [:]
@@ -83,9 +95,14 @@ public final class ScenarioSession {
         self.output = output
         started = clock.now
         try SecureFile.createDirectory(at: stateDirectory)
+        disk = try SimulatedDisk(root: stateDirectory)
         if SecureFile.exists(stateDirectory + "/device/state.json") {
             device = try SimulatedDevice(bootingFrom: stateDirectory, clock: clock)
         }
+    }
+
+    deinit {
+        disk.stopModelling()
     }
 
     /// Virtual time since the session started.
@@ -149,6 +166,19 @@ public final class ScenarioSession {
             try requireDevice().powerOff()
             abandonApp()
             device = try SimulatedDevice(bootingFrom: stateDirectory, clock: clock)
+        case .devicePowerCut(let mode, let seed):
+            device?.powerOff()
+            abandonApp()
+            device = nil
+            var random = SplitMix64(seed: seed)
+            let report = try disk.powerCut(SimulatedDisk.PowerCutMode(rawValue: mode.rawValue)!, random: &random)
+            lastPowerCut = report
+            output(
+                "power cut (\(mode.rawValue)): \(report.droppedPieces) of \(report.unsyncedPieces) unsynced sectors and "
+                    + "\(report.droppedEntryChanges) of \(report.unsyncedEntryChanges) unsynced file creations, renames and removals lost")
+            if SecureFile.exists(stateDirectory + "/device/state.json") {
+                device = try SimulatedDevice(bootingFrom: stateDirectory, clock: clock)
+            }
         case .deviceLock:
             try requireDevice().lock()
         case .deviceUnlock(let passcode):

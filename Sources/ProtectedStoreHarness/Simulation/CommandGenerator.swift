@@ -23,6 +23,7 @@ struct CommandGenerator {
         var weighted: [(Int, ScenarioCommand)] = [
             (10, .clockAdvance(pick([.milliseconds(100), .seconds(1), .seconds(5), .milliseconds(9999), .seconds(10), .seconds(60)]))),
             (3, .deviceReboot),
+            (2, .devicePowerCut(pick(PowerCutMode.allCases), seed: random.next() % 1_000_000)),
             (2, .get(key: pick(Self.keys))),
         ]
         if model.unlocked {

@@ -89,12 +89,11 @@ struct SimulationModel {
             return nil
         case .deviceReboot:
             guard deviceSetUp else { return "no-device" }
-            unlocked = false
-            unlockedSinceBoot = false
-            graceDeadline = nil
-            appRunning = false
-            let delay = policy.delay(afterFailures: failures)
-            delayUntil = delay > .zero ? now + delay : nil
+            reboot()
+            return nil
+        case .devicePowerCut:
+            // What was acknowledged survives a power cut as it survives a reboot: the same model.
+            if deviceSetUp { reboot() }
             return nil
         case .clockAdvance(let duration):
             now += duration
@@ -131,6 +130,16 @@ struct SimulationModel {
         case .status, .expect:
             return nil
         }
+    }
+
+    /// Power off and boot: every key gone, the app killed, a passcode delay carried over.
+    private mutating func reboot() {
+        unlocked = false
+        unlockedSinceBoot = false
+        graceDeadline = nil
+        appRunning = false
+        let delay = policy.delay(afterFailures: failures)
+        delayUntil = delay > .zero ? now + delay : nil
     }
 
     private mutating func recordFailure() -> String {

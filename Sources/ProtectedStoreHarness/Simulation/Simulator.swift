@@ -27,6 +27,45 @@ public struct SimulationRun: Sendable {
     public let trace: [String]
     /// The first invariant that did not hold, or `nil`.
     public let violation: Violation?
+    /// What the run's power cuts lost and what was checked after them.
+    public var powerCuts = PowerCutTally()
+}
+
+/// What the power cuts of a run (or of many) lost, and what was checked after them.
+public struct PowerCutTally: Sendable, Equatable {
+    /// Power cuts.
+    public var cuts = 0
+    /// Unsynced 512-byte sectors and truncations pending at the cuts, and those the cuts lost.
+    public var unsyncedPieces = 0
+    public var droppedPieces = 0
+    /// Unsynced file creations, renames and removals pending at the cuts, and those lost.
+    public var unsyncedEntryChanges = 0
+    public var droppedEntryChanges = 0
+    /// Acknowledged values compared with the store at its first ready after a cut (each key holding one counts).
+    public var acknowledgedWritesChecked = 0
+    /// `PRAGMA integrity_check` runs at the first ready after a cut.
+    public var integrityChecks = 0
+
+    /// An empty tally.
+    public init() {}
+
+    /// Adds another tally.
+    public static func += (lhs: inout PowerCutTally, rhs: PowerCutTally) {
+        lhs.cuts += rhs.cuts
+        lhs.unsyncedPieces += rhs.unsyncedPieces
+        lhs.droppedPieces += rhs.droppedPieces
+        lhs.unsyncedEntryChanges += rhs.unsyncedEntryChanges
+        lhs.droppedEntryChanges += rhs.droppedEntryChanges
+        lhs.acknowledgedWritesChecked += rhs.acknowledgedWritesChecked
+        lhs.integrityChecks += rhs.integrityChecks
+    }
+
+    /// `N power cuts: …` for the simulator's summary.
+    public var summary: String {
+        "\(cuts) power cuts: lost \(droppedPieces) of \(unsyncedPieces) unsynced sectors and \(droppedEntryChanges) of "
+            + "\(unsyncedEntryChanges) unsynced file creations/renames/removals; after them \(acknowledgedWritesChecked) "
+            + "acknowledged values compared, \(integrityChecks) integrity checks, 0 lost"
+    }
 }
 
 /// Runs random command sequences on the real stack — real SQLCipher files, real libsodium keys, a test
@@ -68,13 +107,24 @@ public enum Simulator {
         var journalSeen = 0
         var seenClassKeys: [SecureBytes] = []
         var lastComparedStore: StoreView?
+        var tally = PowerCutTally()
+        var checkAfterPowerCut = false
         while let command = next(model) {
             commands.append(command)
             let expectedError = model.apply(command)
             await session.execute(command)
             model.absorb(session.journal[journalSeen...])
             journalSeen = session.journal.count
-            model.storeAttachedOnce = SecureFile.exists(session.storeFiles.inboxKey)
+            // Sticky: once the inbox key existed it must stay (a power cut losing it is a violation: appends fail).
+            model.storeAttachedOnce = model.storeAttachedOnce || SecureFile.exists(session.storeFiles.inboxKey)
+            if case .devicePowerCut = command, let report = session.lastPowerCut {
+                tally.cuts += 1
+                tally.unsyncedPieces += report.unsyncedPieces
+                tally.droppedPieces += report.droppedPieces
+                tally.unsyncedEntryChanges += report.unsyncedEntryChanges
+                tally.droppedEntryChanges += report.droppedEntryChanges
+                checkAfterPowerCut = true
+            }
             if let device = session.device {
                 for protectionClass in [ProtectionClass.complete, .completeUnlessOpen] {
                     if let key = device.classKey(protectionClass), !seenClassKeys.contains(where: { $0 === key }) {
@@ -92,10 +142,23 @@ public enum Simulator {
             {
                 let violation = Violation(
                     step: commands.count, invariant: failure.invariant, message: failure.message, expectation: failure.expectation)
-                return SimulationRun(commands: commands, trace: trace, violation: violation)
+                return SimulationRun(commands: commands, trace: trace, violation: violation, powerCuts: tally)
+            }
+            // The first time the store is ready after a power cut: every page decrypts and checks out, and every
+            // acknowledged write was just compared (above, as after any attach).
+            if checkAfterPowerCut, session.controller?.phase == .ready {
+                checkAfterPowerCut = false
+                tally.acknowledgedWritesChecked += model.contents.count
+                tally.integrityChecks += 1
+                if let failure = await session.execute(.expect(.integrityOK)) {
+                    let violation = Violation(
+                        step: commands.count, invariant: "power cut: store intact",
+                        message: "integrity check after a power cut: \(failure)", expectation: .integrityOK)
+                    return SimulationRun(commands: commands, trace: trace, violation: violation, powerCuts: tally)
+                }
             }
         }
-        return SimulationRun(commands: commands, trace: trace, violation: nil)
+        return SimulationRun(commands: commands, trace: trace, violation: nil, powerCuts: tally)
     }
 
     /// What the store looked like at the last full comparison with the model.
@@ -187,6 +250,24 @@ public enum Simulator {
                         message: "key \(key): expected \(model.contents[key] ?? "missing"), stored \(stored[key] ?? "missing")",
                         expectation: model.contents[key].map { .value(key: key, value: $0) } ?? .missing(key: key))
                 }
+            }
+        }
+        // Acknowledged inbox appends are never lost: a ready store has merged them all (an attach merges the
+        // whole inbox, and an append to a ready store is merged before the command returns); while the store
+        // is not ready, they wait in the inbox file.
+        if let controller = session.controller, controller.phase == .ready, !model.pendingInbox.isEmpty {
+            return Failure(
+                invariant: "4 acknowledged writes readable",
+                message: "\(model.pendingInbox.count) acknowledged inbox write(s) not merged into the ready store",
+                expectation: .inbox(0))
+        }
+        if !model.pendingInbox.isEmpty, session.controller?.phase != .ready {
+            let waiting = (try? LockedInbox(files: session.storeFiles).pendingCount()) ?? 0
+            if waiting < model.pendingInbox.count {
+                return Failure(
+                    invariant: "4 acknowledged writes readable",
+                    message: "\(model.pendingInbox.count) acknowledged inbox write(s), \(waiting) in the inbox",
+                    expectation: .inbox(model.pendingInbox.count))
             }
         }
         // 2. No UI operation runs before setup completed; each runs once, in submission order.

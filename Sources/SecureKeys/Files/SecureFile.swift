@@ -55,8 +55,10 @@ package enum SecureFile {
         if parent != path, lstat(parent, &info) != 0 {
             try createDirectory(at: parent)
         }
-        guard mkdir(path, directoryMode) == 0 || errno == EEXIST else {
-            throw SecureKeysError.io("cannot create directory", path: path, errno: errno)
+        // The new entry is durable only once its parent folder is synced: without this, a power cut right
+        // after `device setup` could lose the whole device folder.
+        if try DiskIO.makeDirectory(path, mode: directoryMode) {
+            try DiskIO.syncDirectory(parent)
         }
     }
 
@@ -130,35 +132,30 @@ package enum SecureFile {
     package static func writeAtomically(_ bytes: [UInt8], to path: String, replacing: Bool) throws {
         let directory = folder(containing: path)
         let temporary = path + ".tmp-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, fileMode)
-        guard descriptor >= 0 else { throw SecureKeysError.io("cannot create", path: temporary, errno: errno) }
+        let file = try DiskIO.open(temporary, flags: O_WRONLY | O_CREAT | O_EXCL, mode: fileMode)
         var committed = false
         var crashed = false
         defer {
-            if !committed && !crashed { unlink(temporary) }
+            if !committed && !crashed { try? DiskIO.unlink(temporary) }
         }
         do {
-            defer { close(descriptor) }
+            defer { file.close() }
             do { try crashIfRequested(at: .createdTemporary) } catch { crashed = true; throw error }
-            try writeAll(bytes, to: descriptor, path: temporary)
+            try file.write(bytes)
             do { try crashIfRequested(at: .wroteTemporary) } catch { crashed = true; throw error }
-            guard fsync(descriptor) == 0 else { throw SecureKeysError.io("cannot fsync", path: temporary, errno: errno) }
+            try file.sync()
             do { try crashIfRequested(at: .syncedTemporary) } catch { crashed = true; throw error }
         }
         if replacing {
-            guard rename(temporary, path) == 0 else { throw SecureKeysError.io("cannot rename onto", path: path, errno: errno) }
+            try DiskIO.rename(temporary, to: path)
         } else {
             // link(2) fails with EEXIST instead of replacing: a key file is never overwritten.
-            guard link(temporary, path) == 0 else {
-                let code = errno
-                if code == EEXIST { throw SecureKeysError.alreadyExists(path: path) }
-                throw SecureKeysError.io("cannot create", path: path, errno: code)
-            }
-            unlink(temporary)
+            try DiskIO.link(temporary, to: path)
+            try DiskIO.unlink(temporary)
         }
         committed = true
         try crashIfRequested(at: .renamed)
-        try syncDirectory(directory.isEmpty ? "." : directory)
+        try DiskIO.syncDirectory(directory, purpose: replacing ? .data : .newFileEntry)
         try crashIfRequested(at: .syncedDirectory)
     }
 
@@ -183,9 +180,6 @@ package enum SecureFile {
 
     /// `fsync`s a directory so that a rename or a new entry in it survives a crash.
     package static func syncDirectory(_ path: String) throws {
-        let descriptor = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard descriptor >= 0 else { throw SecureKeysError.io("cannot open directory", path: path, errno: errno) }
-        defer { close(descriptor) }
-        guard fsync(descriptor) == 0 else { throw SecureKeysError.io("cannot fsync directory", path: path, errno: errno) }
+        try DiskIO.syncDirectory(path)
     }
 }

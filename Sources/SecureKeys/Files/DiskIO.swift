@@ -1,0 +1,181 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The one seam between the project and the file system for every file it writes outside SQLite: key files,
+/// the keybag, device state, the locked inbox and their folders.
+///
+/// Each call is the plain system call. When a ``SimulatedDisk`` covers the path (in simulation only), the
+/// call is also recorded in it, and `fsync` is recorded instead of performed; see ``SimulatedDisk``. The
+/// store's own files reach the model through the `protected-store-disk` SQLite VFS instead.
+package enum DiskIO {
+    /// A file open for writing (and reading), closed with ``close()``.
+    package struct File {
+        /// The file descriptor.
+        package let descriptor: Int32
+        /// The path it was opened at, for errors.
+        package let path: String
+        private let disk: SimulatedDisk?
+        private let handle: Int
+
+        fileprivate init(descriptor: Int32, path: String, disk: SimulatedDisk?, handle: Int) {
+            self.descriptor = descriptor
+            self.path = path
+            self.disk = disk
+            self.handle = handle
+        }
+
+        /// Writes every byte at the current offset (at the end, for a file opened with `O_APPEND`), retrying
+        /// short and interrupted writes.
+        ///
+        /// - Throws: ``SecureKeysError/Code/io`` naming the path.
+        package func write(_ bytes: some Collection<UInt8>) throws {
+            let bytes = Array(bytes)
+            guard let disk else { return try SecureFile.writeAll(bytes, to: descriptor, path: path) }
+            var info = stat()
+            guard fstat(descriptor, &info) == 0 else { throw SecureKeysError.io("cannot stat", path: path, errno: errno) }
+            let size = Int(info.st_size)
+            let appending = fcntl(descriptor, F_GETFL) & O_APPEND != 0
+            let offset = appending ? size : Int(lseek(descriptor, 0, SEEK_CUR))
+            let previous = try read(from: offset, count: max(0, min(bytes.count, size - offset)))
+            try SecureFile.writeAll(bytes, to: descriptor, path: path)
+            let recorded = bytes.withUnsafeBytes { new in
+                previous.withUnsafeBytes { disk.wrote(handle, offset: offset, bytes: new, previous: $0, sizeBefore: size) }
+            }
+            guard recorded else { throw SecureKeysError.io("cannot write (the power was cut)", path: path, errno: EIO) }
+        }
+
+        /// Cuts the file to `size` bytes.
+        ///
+        /// - Throws: ``SecureKeysError/Code/io`` naming the path.
+        package func truncate(to size: Int) throws {
+            var removed: [UInt8] = []
+            var sizeBefore = 0
+            if disk != nil {
+                var info = stat()
+                guard fstat(descriptor, &info) == 0 else { throw SecureKeysError.io("cannot stat", path: path, errno: errno) }
+                sizeBefore = Int(info.st_size)
+                removed = try read(from: size, count: max(0, sizeBefore - size))
+            }
+            guard ftruncate(descriptor, off_t(size)) == 0 else {
+                throw SecureKeysError.io("cannot truncate", path: path, errno: errno)
+            }
+            if let disk {
+                let recorded = removed.withUnsafeBytes { disk.truncated(handle, to: size, removed: $0, sizeBefore: sizeBefore) }
+                guard recorded else { throw SecureKeysError.io("cannot truncate (the power was cut)", path: path, errno: EIO) }
+            }
+        }
+
+        /// Makes the file's data durable (`fsync`).
+        ///
+        /// - Parameter purpose: why; a planted fault of a ``SimulatedDisk`` skips one purpose.
+        /// - Throws: ``SecureKeysError/Code/io`` naming the path.
+        package func sync(purpose: SimulatedDisk.SyncPurpose = .data) throws {
+            if let disk {
+                guard disk.synced(handle, purpose: purpose) else {
+                    throw SecureKeysError.io("cannot fsync (the power was cut)", path: path, errno: EIO)
+                }
+                return
+            }
+            guard fsync(descriptor) == 0 else { throw SecureKeysError.io("cannot fsync", path: path, errno: errno) }
+        }
+
+        /// Closes the descriptor.
+        package func close() {
+            disk?.closed(handle)
+            _ = Glibc.close(descriptor)
+        }
+
+        private func read(from offset: Int, count: Int) throws -> [UInt8] {
+            var bytes = [UInt8](repeating: 0, count: count)
+            var done = 0
+            while done < count {
+                let got = bytes.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress! + done, count - done, off_t(offset + done)) }
+                if got < 0, errno == EINTR { continue }
+                guard got > 0 else { throw SecureKeysError.io("cannot read", path: path, errno: got < 0 ? errno : EIO) }
+                done += got
+            }
+            return bytes
+        }
+    }
+
+    /// Opens `path` for writing with `flags` (`O_CREAT`, `O_EXCL`, `O_APPEND`, `O_TRUNC` as `open(2)` takes
+    /// them; `O_CLOEXEC` and `O_NOFOLLOW` are always added).
+    ///
+    /// - Throws: ``SecureKeysError/Code/io`` naming the path (`EEXIST` with `O_EXCL` for an existing file).
+    package static func open(_ path: String, flags: Int32, mode: UInt32 = 0o600) throws -> File {
+        let disk = SimulatedDisk.covering(path)
+        let existed = disk != nil && SecureFile.exists(path)
+        let truncating = flags & O_TRUNC != 0
+        let descriptor = Glibc.open(path, (flags & ~O_TRUNC) | O_CLOEXEC | O_NOFOLLOW, mode_t(mode))
+        guard descriptor >= 0 else { throw SecureKeysError.io("cannot open", path: path, errno: errno) }
+        guard let disk else {
+            let file = File(descriptor: descriptor, path: path, disk: nil, handle: 0)
+            if truncating { try file.truncate(to: 0) }
+            return file
+        }
+        let file = File(descriptor: descriptor, path: path, disk: disk, handle: disk.opened(path, created: !existed))
+        if truncating { try file.truncate(to: 0) }
+        return file
+    }
+
+    /// `fsync`s the folder at `path`: the entries created, renamed and removed in it become durable.
+    ///
+    /// - Throws: ``SecureKeysError/Code/io`` naming the folder.
+    package static func syncDirectory(_ path: String, purpose: SimulatedDisk.SyncPurpose = .data) throws {
+        if let disk = SimulatedDisk.covering(path) {
+            disk.syncedDirectory(path, purpose: purpose)
+            return
+        }
+        let descriptor = Glibc.open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard descriptor >= 0 else { throw SecureKeysError.io("cannot open directory", path: path, errno: errno) }
+        defer { _ = Glibc.close(descriptor) }
+        guard fsync(descriptor) == 0 else { throw SecureKeysError.io("cannot fsync directory", path: path, errno: errno) }
+    }
+
+    /// `rename(from, to)`, replacing `to`.
+    ///
+    /// - Throws: ``SecureKeysError/Code/io`` naming `to`.
+    package static func rename(_ from: String, to: String) throws {
+        try SimulatedDisk.covering(to)?.willRename(from, to: to)
+        guard Glibc.rename(from, to) == 0 else { throw SecureKeysError.io("cannot rename onto", path: to, errno: errno) }
+    }
+
+    /// `link(from, to)`: a second name for a file; fails with `EEXIST` rather than replace `to`.
+    ///
+    /// - Throws: ``SecureKeysError/Code/alreadyExists`` when `to` exists, ``SecureKeysError/Code/io`` otherwise.
+    package static func link(_ from: String, to: String) throws {
+        guard Glibc.link(from, to) == 0 else {
+            let code = errno
+            if code == EEXIST { throw SecureKeysError.alreadyExists(path: to) }
+            throw SecureKeysError.io("cannot create", path: to, errno: code)
+        }
+        SimulatedDisk.covering(to)?.linked(from, to: to)
+    }
+
+    /// Removes the file at `path`; a missing file is not an error.
+    ///
+    /// - Throws: ``SecureKeysError/Code/io`` when it exists and cannot be removed.
+    package static func unlink(_ path: String) throws {
+        try SimulatedDisk.covering(path)?.willRemove(path)
+        guard Glibc.unlink(path) == 0 || errno == ENOENT else {
+            throw SecureKeysError.io("cannot remove", path: path, errno: errno)
+        }
+    }
+
+    /// Creates the folder at `path`; an existing one is not an error.
+    ///
+    /// - Returns: whether it was created.
+    /// - Throws: ``SecureKeysError/Code/io`` naming the folder.
+    @discardableResult
+    package static func makeDirectory(_ path: String, mode: UInt32 = 0o700) throws -> Bool {
+        guard mkdir(path, mode_t(mode)) == 0 else {
+            if errno == EEXIST { return false }
+            throw SecureKeysError.io("cannot create directory", path: path, errno: errno)
+        }
+        SimulatedDisk.covering(path)?.madeDirectory(path)
+        return true
+    }
+}
