@@ -113,6 +113,16 @@ struct CommandLineTests {
         #expect(result.output.contains("expectations held"))
     }
 
+    @Test(
+        "power-cut.scenario fails with each planted missing fsync: the script can tell",
+        arguments: ["missing-inbox-fsync", "missing-directory-fsync"])
+    func powerCutScenarioCatchesMissingFsync(plant: String) throws {
+        let path = ProtectedStoreBinary.scenariosFolder.appendingPathComponent("power-cut.scenario").path
+        let result = try ProtectedStoreBinary.run(["run", "--fast-kdf", "--plant", plant, path])
+        #expect(result.status == 1, "\(result.output)")
+        #expect(result.error.contains("expected") || result.output.contains("expected"))
+    }
+
     @Test("there are scenario scripts to run")
     func scenariosExist() {
         #expect(ProtectedStoreBinary.scenarios.count >= 10)

@@ -29,29 +29,53 @@ struct SimulatorTests {
         }
     }
 
-    @Test("a planted bug is found, minimized, and the script fails with the bug and holds without it")
-    func findsPlantedBug() async throws {
+    @Test(
+        "a planted bug is found, minimized, and the script fails with the bug and holds without it",
+        arguments: [
+            (DataController.PlantedFault.keepCoordinatorAfterClose, 5),
+            (.missingInboxFsync, 6),
+            (.missingDirectoryFsync, 6),
+        ])
+    func findsPlantedBug(fault: DataController.PlantedFault, longestScript: Int) async throws {
         var found: (seed: UInt64, run: SimulationRun)?
         for seed: UInt64 in 1...40 {
-            let run = try await Simulator.run(seed: seed, steps: 200, plantedFault: .keepCoordinatorAfterClose)
+            let run = try await Simulator.run(seed: seed, steps: 200, plantedFault: fault)
             if run.violation != nil {
                 found = (seed, run)
                 break
             }
         }
         let (seed, run) = try #require(found, "the planted bug went unnoticed for 40 seeds")
-        #expect(run.violation?.invariant == "1 coordinator ⇔ attached store")
-        let (commands, violation) = try await Shrinker.minimize(run, seed: seed, plantedFault: .keepCoordinatorAfterClose)
-        #expect(commands.count <= 5)
+        if fault == .keepCoordinatorAfterClose { #expect(run.violation?.invariant == "1 coordinator ⇔ attached store") }
+        let (commands, violation) = try await Shrinker.minimize(run, seed: seed, plantedFault: fault)
+        #expect(commands.count <= longestScript, "\(commands.map(\.scriptLine))")
         #expect(commands.count < run.violation!.step)
+        if fault != .keepCoordinatorAfterClose {
+            #expect(commands.contains { if case .devicePowerCut = $0 { true } else { false } }, "a missing fsync shows only at a power cut")
+        }
         let script = try ScenarioScript(name: "minimized", text: Shrinker.script(commands, violation: violation, seed: seed))
 
         let directory = TemporaryDirectory()
         let planted = try ScenarioSession(stateDirectory: directory.file("planted"), kdf: .minimal, output: { _ in })
-        planted.plantedFault = .keepCoordinatorAfterClose
+        planted.plantedFault = fault
         #expect(await script.run(in: planted) != nil, "the script reproduces the violation")
         let clean = try ScenarioSession(stateDirectory: directory.file("clean"), kdf: .minimal, output: { _ in })
         #expect(await script.run(in: clean) == nil, "without the bug the script holds")
+    }
+
+    @Test("power cuts in every mode: acknowledged writes survive, stores pass integrity_check, nothing is lost")
+    func powerCutsHold() async throws {
+        var tally = PowerCutTally()
+        var modes = Set<PowerCutMode>()
+        for seed: UInt64 in 101...112 {
+            let run = try await Simulator.run(seed: seed, steps: 200)
+            #expect(run.violation == nil, "seed \(seed): \(run.violation.map(String.init(describing:)) ?? "")")
+            tally += run.powerCuts
+            for case .devicePowerCut(let mode, _) in run.commands { modes.insert(mode) }
+        }
+        #expect(modes == Set(PowerCutMode.allCases), "the generator cuts in every mode")
+        #expect(tally.cuts >= 12)
+        #expect(tally.integrityChecks > 0 && tally.acknowledgedWritesChecked > 0, "\(tally.summary)")
     }
 
     @Test("the plaintext check finds a value or SQLite's header in any file but hardware/, and rescans only changed files")

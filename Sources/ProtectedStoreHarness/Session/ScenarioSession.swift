@@ -95,7 +95,7 @@ public final class ScenarioSession {
         self.output = output
         started = clock.now
         try SecureFile.createDirectory(at: stateDirectory)
-        disk = try SimulatedDisk(root: stateDirectory)
+        disk = SimulatedDisk(root: stateDirectory)
         if SecureFile.exists(stateDirectory + "/device/state.json") {
             device = try SimulatedDevice(bootingFrom: stateDirectory, clock: clock)
         }

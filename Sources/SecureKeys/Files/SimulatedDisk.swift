@@ -80,11 +80,13 @@ package final class SimulatedDisk: @unchecked Sendable {
     ///
     /// Registers the disk: from now on every write under `root` through ``DiskIO`` or the SQLite VFS is
     /// recorded. Call ``stopModelling()`` when done.
-    package init(root: String) throws {
+    package init(root: String) {
         self.root = Self.normalize(root)
         graveyard = self.root + "/.disk-model"
         var model = Model()
-        try Self.removeTree(graveyard)
+        // Inodes an earlier model kept for a power cut that never came: a clean shutdown frees them. Best
+        // effort (a read-only folder keeps them; they are skipped below either way).
+        try? Self.removeTree(graveyard)
         model.adopt(Self.listTree(self.root, skipping: graveyard))
         state = LockedState(model)
         Self.registry.withLock { $0.disks.append(self) }
@@ -94,6 +96,7 @@ package final class SimulatedDisk: @unchecked Sendable {
     package func stopModelling() {
         Self.registry.withLock { $0.disks.removeAll { $0 === self } }
         state.withLock { $0.handles.removeAll() }
+        try? Self.removeTree(graveyard)
     }
 
     /// A planted missing `fsync` (for the simulator's self-test), or `nil`.
@@ -345,7 +348,10 @@ package final class SimulatedDisk: @unchecked Sendable {
 
         // The bytes the disk keeps for each file a surviving name refers to.
         var contents: [Int: (bytes: [UInt8], mode: mode_t)] = [:]
-        for case .file(let file) in Set(names.values) {
+        // In path order, so that a seed makes the same choices in every process (a Set's order is not stable).
+        var files: [Int] = []
+        for case (_, .file(let file)) in names.sorted(by: { $0.key < $1.key }) where !files.contains(file) { files.append(file) }
+        for file in files {
             guard let location = snapshot.location(of: file) else {
                 throw SecureKeysError.io("the simulated disk lost track of a file named at", path: root, errno: ENOENT)
             }

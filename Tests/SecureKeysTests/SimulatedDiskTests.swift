@@ -1,0 +1,178 @@
+import TestSupport
+import Foundation
+import Testing
+
+@testable import SecureKeys
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The disk model itself: what a power cut keeps, by mode, of data and of folder entries.
+@Suite("Simulated disk")
+struct SimulatedDiskTests {
+    /// A covered folder and a disk over it, released together.
+    final class Fixture {
+        let directory = TemporaryDirectory()
+        let disk: SimulatedDisk
+        var root: String { directory.path }
+
+        init() { disk = SimulatedDisk(root: directory.path) }
+        deinit { disk.stopModelling() }
+
+        func contents(_ name: String) -> [UInt8]? {
+            FileManager.default.contents(atPath: root + "/" + name).map(Array.init)
+        }
+
+        func cut(_ mode: SimulatedDisk.PowerCutMode, seed: UInt64 = 1) throws -> SimulatedDisk.PowerCutReport {
+            var random = SeededRandom(seed: seed)
+            return try disk.powerCut(mode, random: &random)
+        }
+    }
+
+    @Test("a synced file whose folder was synced survives a cut; data written after the last fsync is lost")
+    func dropLosesUnsyncedData() throws {
+        let fixture = Fixture()
+        let path = fixture.root + "/log"
+        let file = try DiskIO.open(path, flags: O_WRONLY | O_CREAT | O_APPEND)
+        try file.write([1, 2, 3])
+        try file.sync()
+        try DiskIO.syncDirectory(fixture.root)
+        try file.write([4, 5])
+        file.close()
+        #expect(fixture.contents("log") == [1, 2, 3, 4, 5], "the running system sees every write")
+        let report = try fixture.cut(.drop)
+        #expect(fixture.contents("log") == [1, 2, 3])
+        #expect(report.unsyncedPieces == 1 && report.droppedPieces == 1)
+    }
+
+    @Test("a file created and synced, but whose folder was not synced, is gone after a cut")
+    func unsyncedEntryIsLost() throws {
+        let fixture = Fixture()
+        let file = try DiskIO.open(fixture.root + "/new", flags: O_WRONLY | O_CREAT | O_EXCL)
+        try file.write(Array("data".utf8))
+        try file.sync()
+        file.close()
+        try fixture.cut(.drop)
+        #expect(fixture.contents("new") == nil)
+    }
+
+    @Test("an atomic write (temporary, fsync, rename, folder fsync) survives a cut in every mode")
+    func atomicWriteSurvives() throws {
+        for mode in SimulatedDisk.PowerCutMode.allCases {
+            for seed: UInt64 in 1...8 {
+                let fixture = Fixture()
+                try SecureFile.writeAtomically([7, 7, 7], to: fixture.root + "/key", replacing: false)
+                try SecureFile.writeAtomically([9, 9], to: fixture.root + "/key", replacing: true)
+                try fixture.cut(mode, seed: seed)
+                #expect(fixture.contents("key") == [9, 9], "\(mode) seed \(seed)")
+                #expect(try FileManager.default.contentsOfDirectory(atPath: fixture.root) == ["key"], "no temporary left")
+            }
+        }
+    }
+
+    @Test("a removal whose folder was not synced is undone by a cut; a synced one is not")
+    func unsyncedRemovalComesBack() throws {
+        let fixture = Fixture()
+        try SecureFile.writeAtomically([1], to: fixture.root + "/kept", replacing: false)
+        try SecureFile.writeAtomically([2], to: fixture.root + "/gone", replacing: false)
+        try DiskIO.unlink(fixture.root + "/kept")
+        try DiskIO.unlink(fixture.root + "/gone")
+        try DiskIO.syncDirectory(fixture.root)
+        try SecureFile.writeAtomically([3], to: fixture.root + "/third", replacing: false)
+        try DiskIO.unlink(fixture.root + "/third")
+        try fixture.cut(.drop)
+        #expect(fixture.contents("kept") == nil)
+        #expect(fixture.contents("gone") == nil)
+        #expect(fixture.contents("third") == [3], "the removal was never made durable")
+    }
+
+    @Test("a folder made but not synced into its parent is lost with everything in it; createDirectory syncs the parent")
+    func unsyncedFolderIsLost() throws {
+        let fixture = Fixture()
+        try DiskIO.makeDirectory(fixture.root + "/raw")
+        try SecureFile.writeAtomically([1], to: fixture.root + "/raw/key", replacing: false)
+        try fixture.cut(.drop)
+        #expect(fixture.contents("raw/key") == nil, "its own folder was synced, but not the folder's entry in the parent")
+        #expect(!FileManager.default.fileExists(atPath: fixture.root + "/raw"))
+
+        try SecureFile.createDirectory(at: fixture.root + "/made/deeper")
+        try SecureFile.writeAtomically([2], to: fixture.root + "/made/deeper/key", replacing: false)
+        try fixture.cut(.drop)
+        #expect(fixture.contents("made/deeper/key") == [2])
+    }
+
+    @Test("torn-sequence keeps a prefix of the unsynced sectors; torn-op any subset, each sector whole")
+    func tornModes() throws {
+        let old = [UInt8](repeating: 0xAA, count: 4 * 512)
+        let new = [UInt8](repeating: 0xBB, count: 4 * 512)
+        var sawPartial = (sequence: false, op: false)
+        for mode in [SimulatedDisk.PowerCutMode.tornSequence, .tornOp] {
+            for seed: UInt64 in 1...24 {
+                let fixture = Fixture()
+                let file = try DiskIO.open(fixture.root + "/data", flags: O_RDWR | O_CREAT)
+                try file.write(old)
+                try file.sync()
+                try DiskIO.syncDirectory(fixture.root)
+                _ = lseek(file.descriptor, 0, SEEK_SET)
+                try file.write(new)
+                file.close()
+                try fixture.cut(mode, seed: seed)
+                let kept = try #require(fixture.contents("data"))
+                #expect(kept.count == old.count)
+                let sectors = (0..<4).map { Array(kept[($0 * 512)..<(($0 + 1) * 512)]) }
+                for sector in sectors { #expect(sector == Array(old[..<512]) || sector == Array(new[..<512]), "a sector is never split") }
+                let isNew = sectors.map { $0 == Array(new[..<512]) }
+                if mode == .tornSequence {
+                    #expect(isNew == isNew.sorted(by: { $0 && !$1 }), "a prefix: \(isNew)")
+                    if isNew.contains(true) && isNew.contains(false) { sawPartial.sequence = true }
+                } else if isNew.contains(true) && isNew.contains(false) {
+                    sawPartial.op = true
+                }
+            }
+        }
+        #expect(sawPartial.sequence && sawPartial.op, "24 seeds tear a write at least once in each mode")
+    }
+
+    @Test("a handle opened before a cut is dead after it: writing through it fails")
+    func handlesDieAtACut() throws {
+        let fixture = Fixture()
+        let file = try DiskIO.open(fixture.root + "/data", flags: O_WRONLY | O_CREAT)
+        try fixture.cut(.drop)
+        #expect(throws: SecureKeysError.self) { try file.write([1]) }
+        #expect(throws: SecureKeysError.self) { try file.sync() }
+        file.close()
+    }
+
+    @Test("a planted missing fsync is skipped only for its purpose")
+    func plantedFaults() throws {
+        let fixture = Fixture()
+        fixture.disk.plantedFault = .skipInboxSync
+        let file = try DiskIO.open(fixture.root + "/inbox", flags: O_WRONLY | O_CREAT | O_APPEND)
+        try DiskIO.syncDirectory(fixture.root)
+        try file.write([1])
+        try file.sync(purpose: .inboxAppend)
+        file.close()
+        try fixture.cut(.drop)
+        #expect(fixture.contents("inbox") == [], "the append was never synced")
+
+        fixture.disk.plantedFault = .skipNewFileDirectorySync
+        try SecureFile.writeAtomically([5], to: fixture.root + "/key", replacing: false)
+        try fixture.cut(.drop)
+        #expect(fixture.contents("key") == nil, "the new key's folder was never synced")
+        try SecureFile.writeAtomically([6], to: fixture.root + "/state", replacing: true)
+        try fixture.cut(.drop)
+        #expect(fixture.contents("state") == [6], "a replacement still syncs its folder")
+    }
+
+    @Test("outside a covered folder DiskIO is the plain system call and nothing is recorded")
+    func uncoveredIsPlain() throws {
+        let fixture = Fixture()
+        let elsewhere = TemporaryDirectory()
+        #expect(SimulatedDisk.covering(elsewhere.path + "/x") == nil)
+        #expect(SimulatedDisk.covering(fixture.root + "/x") === fixture.disk)
+        #expect(SimulatedDisk.covering(fixture.root + "x") == nil, "a sibling with the same prefix is not covered")
+        try SecureFile.writeAtomically([1], to: elsewhere.path + "/key", replacing: false)
+        #expect(fixture.disk.unsyncedChanges.pieces == 0 && fixture.disk.unsyncedChanges.entryChanges == 0)
+    }
+}
