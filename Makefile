@@ -33,10 +33,9 @@ docs: deps
 api-check: deps
 	python3 scripts/public-api.py --scratch-path .build --own-docs --check
 
-## The long simulation the README reports: 10,000 seeds × 200 steps in 8 processes (scripts/simulate-long.sh
-## says why 8, and why under eatmydata).
+## The long simulation the README reports: 10,000 seeds × 200 steps, power cuts included, in 8 processes
+## (scripts/simulate-long.sh says why 8, and why no eatmydata any more).
 simulate-long: deps
-	@command -v eatmydata >/dev/null || $(SUDO) apt-get install -y -qq eatmydata
 	scripts/simulate-long.sh
 
 ## Benchmarks (a separate package, so tests never build package-benchmark); see Benchmarks/BENCHMARKS.md.
