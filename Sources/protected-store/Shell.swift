@@ -66,7 +66,8 @@ extension ProtectedStoreCommand {
                         print("ok")
                     }
                 } catch let error as ScenarioParseError {
-                    try status.record(.unparsableLine, "\(where_)error: \(error.message)")
+                    let place = error.column.map { interactive ? "column \($0): " : "line \(lineNumber), column \($0): " } ?? where_
+                    try status.record(.unparsableLine, "\(place)error: \(error.message)")
                 } catch let refusal as PasscodePrompt.Refusal {
                     StandardError.write(refusal.description)
                 }
@@ -117,6 +118,7 @@ extension ProtectedStoreCommand {
             expect error CODE|none | expect presented-error none|CODE
             expect device unlocked|locked|grace-period|before-first-unlock|wiped | expect inbox N
             expect no-plaintext | expect integrity ok
+            "a value"  quoted: keeps spaces and #; escapes \\n \\t \\r \\0 \\\\ \\" \\u{1F600}; # outside quotes: a comment
             """
     }
 }

@@ -144,18 +144,20 @@ struct CommandLineTests {
     }
 
     @Test(
-        "an unparsable line exits 2 naming the line, before anything runs",
+        "an unparsable line exits 2 naming the line (and the column of a bad quote or escape), before anything runs",
         arguments: [
-            ("device setup --passcode 1\nfrobnicate now\n", 2, "unknown command 'frobnicate'"),
-            ("clock advance 10x\n", 1, "bad duration '10x' (use 500ms, 10s, 5m, 1h)"),
-            ("# comment\n\ndevice unlock\n", 3, "device unlock: missing --passcode (the passcode is asked for only when"),
-            ("app launch --reason boredom\n", 1, "unknown launch reason 'boredom'"),
-            ("app launch --attach-delay\n", 1, "app launch: --attach-delay needs a duration"),
-            ("expect queued many\n", 1, "expect queued: 'many' is not a number"),
-            ("device setup --passcode 1 --colour red\n", 1, "device setup: unknown option --colour"),
-            ("put key \"unterminated\n", 1, "unterminated quote"),
+            ("device setup --passcode 1\nfrobnicate now\n", "2", "unknown command 'frobnicate'"),
+            ("clock advance 10x\n", "1", "bad duration '10x' (use 500ms, 10s, 5m, 1h)"),
+            ("# comment\n\ndevice unlock\n", "3", "device unlock: missing --passcode (the passcode is asked for only when"),
+            ("app launch --reason boredom\n", "1", "unknown launch reason 'boredom'"),
+            ("app launch --attach-delay\n", "1", "app launch: --attach-delay needs a duration"),
+            ("expect queued many\n", "1", "expect queued: 'many' is not a number"),
+            ("device setup --passcode 1 --colour red\n", "1", "device setup: unknown option --colour"),
+            ("put key \"unterminated\n", "1:9", "unterminated quote"),
+            ("status\r\nput k \"a\\qb\"\r\n", "2:9", "unknown escape"),
+            ("put k C:\\path\n", "1:9", "a backslash outside double quotes"),
         ])
-    func unparsableLine(text: String, line: Int, message: String) throws {
+    func unparsableLine(text: String, line: String, message: String) throws {
         let directory = TemporaryDirectory()
         let path = try script(text, in: directory)
         let result = try ProtectedStoreBinary.run(["run", path])

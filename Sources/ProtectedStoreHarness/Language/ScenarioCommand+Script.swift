@@ -1,5 +1,6 @@
 extension ScenarioCommand {
-    /// The command as a script line that parses back to it.
+    /// The command as a script line that parses back to it: one line, every word written by
+    /// `ScenarioQuoting` (bare when it can be, quoted with escapes otherwise).
     public var scriptLine: String {
         switch self {
         case .deviceSetup(let passcode, let grace, let wipeAfter, let allowEmpty):
@@ -33,7 +34,9 @@ extension ScenarioCommand {
         case .inboxDelete(let key): return "inbox delete \(quoted(key))"
         case .inboxQuarantine: return "inbox quarantine"
         case .inboxRetry: return "inbox retry"
-        case .inboxDiscard(let which): return "inbox discard \(which.map(quoted) ?? "all")"
+        case .inboxDiscard(let which):
+            // A record id spelled like the keyword is quoted, which makes it a value.
+            return "inbox discard " + (which.map { $0 == "all" ? "\"all\"" : quoted($0) } ?? "all")
         case .status: return "status"
         case .expect(let expectation): return "expect " + expectation.scriptText
         }
@@ -60,23 +63,6 @@ extension Expectation {
         case .integrityOK: "integrity ok"
         }
     }
-}
-
-/// A word as the tokenizer reads it back: bare when it can be, quoted otherwise.
-func quoted(_ word: String) -> String {
-    // Scalar by scalar, as ScenarioParser.tokenize reads it.
-    let plain = !word.isEmpty && word.unicodeScalars.allSatisfy {
-        !$0.properties.isWhitespace && $0 != "\"" && $0 != "#" && $0 != "\\"
-    }
-    if plain { return word }
-    // Escaped scalar by scalar too: a backslash followed by a combining mark is one Character, which a
-    // Character-level replace would miss (found by the FuzzScenarioLanguage fuzz target).
-    var escaped = String.UnicodeScalarView()
-    for scalar in word.unicodeScalars {
-        if scalar == "\\" || scalar == "\"" { escaped.append("\\") }
-        escaped.append(scalar)
-    }
-    return "\"" + String(escaped) + "\""
 }
 
 extension Duration {

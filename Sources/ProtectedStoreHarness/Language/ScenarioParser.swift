@@ -1,15 +1,25 @@
 import ProtectedStore
 import ProtectedData
 
-/// A line the parser could not read: what is wrong with it, in words.
+/// A line the parser could not read: what is wrong with it, in words, and where when a column can be named.
 public struct ScenarioParseError: Error, Sendable, Hashable, CustomStringConvertible {
-    /// What is wrong with the line.
+    /// What is wrong with the line. A quote or escape error names its ``column`` rather than repeat the text,
+    /// which may hold a passcode.
     public let message: String
-    /// The ``message``.
-    public var description: String { message }
+    /// Where on the line the problem is, from 1, in Unicode scalars (`nil` when the line as a whole is wrong).
+    public let column: Int?
+
+    init(message: String, column: Int? = nil) {
+        self.message = message
+        self.column = column
+    }
+
+    /// `column C: message`, or the ``message`` alone.
+    public var description: String { column.map { "column \($0): \(message)" } ?? message }
 }
 
-/// Reads the command language: one command per line, `#` starts a comment, double quotes group words.
+/// Reads the command language: one command per line, `#` starts a comment, double-quoted words hold any text
+/// with Swift's escapes (`ScenarioTokenizer` reads the words, `ScenarioQuoting` writes them back).
 public enum ScenarioParser: Sendable {
     /// The store states `expect store` accepts.
     public static let storeStates = ["launching", "waiting", "ready", "failed", "terminated", "not-running"]
@@ -26,8 +36,9 @@ public enum ScenarioParser: Sendable {
     /// - Returns: the command, or `nil` for a blank or comment-only line.
     /// - Throws: ``ScenarioParseError`` naming the problem.
     public static func parse(_ line: String, passcodeMayBePrompted: Bool = false) throws -> ScenarioCommand? {
-        let words = try tokenize(line)
-        guard let verb = words.first else { return nil }
+        let words = try ScenarioTokenizer.words(in: line)
+        guard let first = words.first else { return nil }
+        let verb = first.isQuoted ? "\"" + first.text + "\"" : first.text
         var arguments = Arguments(words: Array(words.dropFirst()), command: verb)
         switch verb {
         case "device":
@@ -46,11 +57,11 @@ public enum ScenarioParser: Sendable {
                 try arguments.finish()
                 return .deviceReboot
             case "power-cut":
-                let modeText = arguments.optionalOption("--mode") ?? PowerCutMode.drop.rawValue
+                let modeText = try arguments.optionalOption("--mode") ?? PowerCutMode.drop.rawValue
                 guard let mode = PowerCutMode(rawValue: modeText) else {
                     throw ScenarioParseError(message: "device power-cut: unknown --mode '\(modeText)' (drop, torn-sequence, torn-op)")
                 }
-                let seedText = arguments.optionalOption("--seed") ?? "0"
+                let seedText = try arguments.optionalOption("--seed") ?? "0"
                 guard let seed = UInt64(seedText) else {
                     throw ScenarioParseError(message: "device power-cut: --seed takes a number from 0 to \(UInt64.max), got '\(seedText)'")
                 }
@@ -89,12 +100,12 @@ public enum ScenarioParser: Sendable {
             switch action {
             case "launch":
                 let background = arguments.flag("--background")
-                let reasonText = arguments.optionalOption("--reason") ?? (background ? "location" : "user")
+                let reasonText = try arguments.optionalOption("--reason") ?? (background ? "location" : "user")
                 guard let reason = LaunchOptions.Reason(rawValue: reasonText) else {
                     throw ScenarioParseError(message: "unknown launch reason '\(reasonText)' (user, location, remote-notification, background-fetch)")
                 }
                 var protection: ProtectionClass?
-                if let text = arguments.optionalOption("--protection") {
+                if let text = try arguments.optionalOption("--protection") {
                     guard let parsed = ProtectionClass(name: text) else {
                         throw ScenarioParseError(message: "unknown protection class '\(text)' (complete, complete-unless-open, until-first-unlock, none)")
                     }
@@ -135,7 +146,7 @@ public enum ScenarioParser: Sendable {
             arguments.command = "inbox \(action)"
             switch action {
             case "put":
-                let kind = arguments.optionalOption("--kind")
+                let kind = try arguments.optionalOption("--kind")
                 let key = try arguments.positional("a key")
                 return .inboxPut(key: key, value: try arguments.value(), kind: kind)
             case "delete":
@@ -149,9 +160,10 @@ public enum ScenarioParser: Sendable {
                 try arguments.finish()
                 return .inboxRetry
             case "discard":
-                let which = try arguments.positional("a record id (hex) or 'all'")
+                // `all` is the keyword; `"all"` (quoted, so a value) would be a record id of that name.
+                let which = try arguments.positionalWord("a record id (hex) or 'all'")
                 try arguments.finish()
-                return .inboxDiscard(which == "all" ? nil : which)
+                return .inboxDiscard(which.is("all") ? nil : which.text)
             default:
                 throw ScenarioParseError(message: "unknown inbox action '\(action)' (put, delete, quarantine, retry, discard)")
             }
@@ -220,141 +232,5 @@ public enum ScenarioParser: Sendable {
             throw ScenarioParseError(
                 message: "unknown expectation '\(subject)' (protected-data, store, coordinator, interaction, queued, ran, value, missing, error, presented-error, device, inbox, quarantined, no-plaintext, integrity)")
         }
-    }
-
-    /// Splits a line into words: white space separates, double quotes group (with `\"` and `\\` inside),
-    /// and `#` outside quotes starts a comment.
-    ///
-    /// Works on Unicode scalars, not characters: a combining mark after a space or a quote would otherwise
-    /// fuse with it into one character that is neither, and a word written back by ``ScenarioCommand/scriptLine``
-    /// would not read back the same (found by the FuzzScenarioLanguage fuzz target).
-    static func tokenize(_ line: String) throws -> [String] {
-        var words: [String] = []
-        var current = String.UnicodeScalarView()
-        var inWord = false
-        var quoted = false
-        var escaped = false
-        for scalar in line.unicodeScalars {
-            if escaped {
-                current.append(scalar)
-                escaped = false
-            } else if quoted {
-                if scalar == "\\" { escaped = true } else if scalar == "\"" { quoted = false } else { current.append(scalar) }
-            } else if scalar == "\"" {
-                quoted = true
-                inWord = true
-            } else if scalar == "#" {
-                break
-            } else if scalar.properties.isWhitespace {
-                if inWord { words.append(String(current)) }
-                current = String.UnicodeScalarView()
-                inWord = false
-            } else {
-                current.append(scalar)
-                inWord = true
-            }
-        }
-        if quoted { throw ScenarioParseError(message: "unterminated quote") }
-        if inWord { words.append(String(current)) }
-        return words
-    }
-}
-
-/// The words after a command's verb: positional words first, then `--option value` pairs and flags.
-struct Arguments {
-    var words: [String]
-    var command: String
-
-    init(words: [String], command: String) {
-        self.words = words
-        self.command = command
-    }
-
-    mutating func positional(_ what: String) throws -> String {
-        guard let first = words.first, !first.hasPrefix("--") else {
-            throw ScenarioParseError(message: "\(command): missing \(what)")
-        }
-        words.removeFirst()
-        return first
-    }
-
-    /// The rest of the line as one value (words joined by a space).
-    mutating func rest(_ what: String) throws -> String {
-        guard !words.isEmpty else { throw ScenarioParseError(message: "\(command): missing \(what)") }
-        defer { words.removeAll() }
-        return words.joined(separator: " ")
-    }
-
-    /// A value: the rest of the line, or `--bytes N` for N bytes of ``ScenarioValue/filled(_:)`` (values too
-    /// long to write out, such as a 1 MiB one).
-    mutating func value() throws -> String {
-        if words.first == "--bytes" {
-            words.removeFirst()
-            let text = try positional("a byte count")
-            guard let count = Int(text), count >= 0, count <= 64 << 20 else {
-                throw ScenarioParseError(message: "\(command): '\(text)' is not a byte count (0 to 67108864)")
-            }
-            try finish()
-            return ScenarioValue.filled(count)
-        }
-        return try rest("a value")
-    }
-
-    mutating func remainingWords() -> [String] {
-        defer { words.removeAll() }
-        return words
-    }
-
-    mutating func flag(_ name: String) -> Bool {
-        guard let index = words.firstIndex(of: name) else { return false }
-        words.remove(at: index)
-        return true
-    }
-
-    mutating func optionalOption(_ name: String) -> String? {
-        guard let index = words.firstIndex(of: name), index + 1 < words.count else { return nil }
-        let value = words[index + 1]
-        words.removeSubrange(index...index + 1)
-        return value
-    }
-
-    mutating func option(_ name: String) throws -> String {
-        if words.last == name { throw ScenarioParseError(message: "\(command): \(name) needs a value") }
-        guard let value = optionalOption(name) else { throw ScenarioParseError(message: "\(command): missing \(name)") }
-        return value
-    }
-
-    /// A passcode option: required, unless the shell may ask for it at the terminal (then `nil` when absent).
-    mutating func passcodeOption(_ name: String, mayBePrompted: Bool) throws -> String? {
-        if words.last == name { throw ScenarioParseError(message: "\(command): \(name) needs a value") }
-        if let value = optionalOption(name) { return value }
-        if mayBePrompted { return nil }
-        throw ScenarioParseError(
-            message: "\(command): missing \(name) (the passcode is asked for only when the shell reads a terminal)")
-    }
-
-    mutating func durationOption(_ name: String) throws -> Duration? {
-        if words.last == name { throw ScenarioParseError(message: "\(command): \(name) needs a duration") }
-        guard let text = optionalOption(name) else { return nil }
-        guard let duration = DurationText.parse(text) else {
-            throw ScenarioParseError(message: "\(command): bad duration '\(text)' for \(name) (use 500ms, 10s, 5m, 1h)")
-        }
-        return duration
-    }
-
-    mutating func integerOption(_ name: String) throws -> Int? {
-        if words.last == name { throw ScenarioParseError(message: "\(command): \(name) needs a number") }
-        guard let text = optionalOption(name) else { return nil }
-        guard let value = Int(text), value > 0 else {
-            throw ScenarioParseError(message: "\(command): \(name) takes a positive number, got '\(text)'")
-        }
-        return value
-    }
-
-    /// Fails on anything left over: an unknown option or an extra word.
-    func finish() throws {
-        guard let extra = words.first else { return }
-        throw ScenarioParseError(
-            message: extra.hasPrefix("--") ? "\(command): unknown option \(extra)" : "\(command): unexpected '\(extra)'")
     }
 }

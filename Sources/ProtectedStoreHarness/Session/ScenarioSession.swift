@@ -211,7 +211,8 @@ public final class ScenarioSession {
         case .get(let key):
             try requireApp().submit("get \(key)") { [weak self] coordinator in
                 let value = try await coordinator.value(forKey: key)
-                self?.output(value.map { "\(key) = \($0)" } ?? "\(key) is missing")
+                // Written as a script writes it, so a newline, a trailing space or an empty value can be seen.
+                self?.output(value.map { "\(quoted(key)) = \(ScenarioValue.words($0))" } ?? "\(quoted(key)) is missing")
             }
         case .delete(let key):
             try requireApp().submit("delete \(key)") { [weak self] in
@@ -379,7 +380,7 @@ public final class ScenarioSession {
         case .ran(let names):
             return compare("ran [\(names.joined(separator: " "))]", "ran [\(ran.joined(separator: " "))]")
         case .value(let key, let value):
-            return compare("value \(key) = \(value)", "value \(key) \(await readValue(key))")
+            return compare("value \(quoted(key)) = \(ScenarioValue.words(value))", "value \(quoted(key)) \(await readValue(key))")
         case .missing(let key):
             return compare("missing \(key)", (await readValue(key)) == "missing" ? "missing \(key)" : "value \(key) \(await readValue(key))")
         case .error(let code):
@@ -479,7 +480,7 @@ public final class ScenarioSession {
             return "unreadable (store \(controller?.phase.name ?? "not-running"), no coordinator)"
         }
         do {
-            return try await coordinator.value(forKey: key).map { "= \($0)" } ?? "missing"
+            return try await coordinator.value(forKey: key).map { "= \(ScenarioValue.words($0))" } ?? "missing"
         } catch {
             return "unreadable (\(error))"
         }
