@@ -24,14 +24,15 @@ extension ProtectedStoreCommand {
 }
 
 /// The walkthrough itself: the same scenario session the shell, scripts and the simulator drive — a real device
-/// and store with a manual clock (virtual time, no sleeping) — one command-language line per step, with a
-/// timeline row after each and what the session printed as notes under it.
+/// and store with a manual clock (virtual time, no sleeping) — one command-language line per step, each with what
+/// a phone would be doing and why the store waits, in words for someone who has never built an iOS app, then
+/// what the session printed and the state after it. Every line fits ``Timeline/width`` columns (a test checks).
 @MainActor
 final class DemoScript {
     let directory: String
     let session: ScenarioSession
     let timeline = Timeline()
-    /// What the session printed while the last step ran, shown under that step's row.
+    /// What the session printed while the last step ran, shown under that step.
     var pendingNotes: [String] = []
 
     init(directory: String) throws {
@@ -40,68 +41,150 @@ final class DemoScript {
         session.output = { [unowned self] line in pendingNotes.append(line) }
     }
 
-    /// Runs one line of the command language, then prints the timeline row and the notes.
-    func step(_ line: String, _ event: String, notes: [String] = []) async throws {
+    /// Runs one line of the command language, then prints what it means, the notes, and the state after it.
+    func step(_ line: String, _ explanation: String, notes: [String] = []) async throws {
         guard let command = try ScenarioParser.parse(line) else { return }
+        timeline.step(session.now, Self.shown(command))
         if let failure = await session.execute(command) {
             throw ValidationError("the demo's step `\(line)` did not hold: \(failure)")
         }
-        record(event, notes: notes)
-    }
-
-    func record(_ event: String, notes: [String] = []) {
-        timeline.record(session.now, event, device: session.device, controller: session.controller)
+        timeline.explain(explanation)
         for note in notes + pendingNotes { timeline.note(note) }
         pendingNotes.removeAll()
+        timeline.state(device: session.device, controller: session.controller)
+    }
+
+    /// The command as typed, its passcodes hidden: a demo's passcode is no secret, but output never shows one.
+    static func shown(_ command: ScenarioCommand) -> String {
+        let hidden = "••••••"
+        switch command {
+        case .deviceSetup(.some, let grace, let wipeAfter, let allowEmpty):
+            return ScenarioCommand.deviceSetup(passcode: hidden, grace: grace, wipeAfter: wipeAfter, allowEmptyPasscode: allowEmpty)
+                .scriptLine
+        case .deviceUnlock(.some): return ScenarioCommand.deviceUnlock(passcode: hidden).scriptLine
+        case .deviceChangePasscode(_, _, let allowEmpty):
+            return ScenarioCommand.deviceChangePasscode(old: hidden, new: hidden, allowEmptyPasscode: allowEmpty).scriptLine
+        default: return command.scriptLine
+        }
     }
 
     func run() async throws {
-        print("""
-            protected-store demo: an app is launched in the background while the phone is locked.
-            State directory: \(directory) (removed at the end). Time is virtual: nothing sleeps.
+        for paragraph in [
+            "protected-store demo: an app woken up in the background while the phone is locked.",
+            """
+            A phone encrypts each app's files with keys that exist in memory only while the phone is unlocked \
+            (or, for some files, since the passcode was first typed after a restart). Apps are still started \
+            while the phone sits locked in a pocket: to record a location, to handle a notification. An app \
+            that opens its encrypted store then finds no key, and must neither crash nor show an error that \
+            nobody will read: it has to wait for the unlock, and keep what the user asked for until then.
+            """,
+            """
+            This demo plays that out on a simulated phone with a real encrypted SQLite store, on a virtual \
+            clock: nothing sleeps. Each step shows the clock, the command (the language of `protected-store \
+            shell`), what a phone would be doing, and then the state: the phone; the store (waiting: no key \
+            yet; ready: open and usable); whether the app's screens may act (UI); and how many UI operations \
+            are queued until the store is ready.
+            """,
+        ] {
+            timeline.explainParagraph(paragraph)
+        }
+        print("Working in a temporary folder, removed at the end:\n  " + directory + "\n")
 
+        try await step(
+            "device setup --passcode 123456 --grace 10s",
+            """
+            Set up a phone with a passcode. Like an iPhone, it keeps the keys that protect app files locked \
+            away under the passcode and takes them out only when the passcode is typed. After the screen \
+            locks, it keeps them for a grace period (10 seconds here), then wipes them from memory.
             """)
-        timeline.header()
+        try await step(
+            "app launch",
+            """
+            The user taps the app's icon. The phone is unlocked, so the app creates its store, takes its key \
+            and opens it at once: the store is ready and the screens can use it.
+            """)
+        try await step(
+            "put home \"Rue de Rivoli\"",
+            "The app saves the user's home address. On disk it is encrypted; only the store's key can read it.")
+        try await step("app terminate", "The user closes the app.")
+        try await step(
+            "device reboot",
+            """
+            The phone restarts. Every key that was in memory is gone, and none can be recovered until \
+            someone types the passcode: not by the app, not by the phone itself.
+            """)
+        try await step("clock advance 5s", "Five seconds pass. The phone is on its lock screen, in a pocket.")
+        try await step(
+            "app launch --background --reason location",
+            """
+            The phone moved, so it wakes the app in the background to record a location, while still locked. \
+            The phone restarted and nobody has typed the passcode yet, so the key that decrypts the store does \
+            not exist in memory. The app finishes launching at once (phase 1), then tries to open its store \
+            in the background (phase 2) and finds the store key locked. That is expected, not a failure: no \
+            error is shown, and the store waits for the phone to say that protected data became available.
+            """)
+        try await step(
+            "ui show-map",
+            """
+            Something asks the app's screens to show the map, which needs the store. It is queued, not run \
+            and not dropped: it runs when the store is ready.
+            """)
+        try await step(
+            "put visit \"café at 48.86,2.35\"", "A write from the screens (save a visit) is queued the same way.")
+        try await step("ui refresh-list", "So is a refresh of the list: three operations wait, in order.")
+        try await step(
+            "inbox put last-location 48.8606,2.3376",
+            """
+            A new location arrives. The store cannot be opened, but the data must not be lost, so the app \
+            writes it to the store's inbox: sealed with a public key, which needs no secret, and flushed to \
+            disk. Only the store's own key can open it; it is merged into the store once the store opens.
+            """)
+        try await step("clock advance 30s", "Half a minute later the user takes the phone out of the pocket.")
+        try await step(
+            "device unlock --passcode 000000",
+            """
+            They mistype the passcode (passcodes are shown as dots). The phone refuses it; nothing else \
+            changes, and the store keeps waiting.
+            """)
+        try await step(
+            "device unlock --passcode 123456",
+            """
+            The right passcode. The phone takes the keys out again and tells the app that protected data did \
+            become available. Now the setup that had to wait runs: open the store, merge the inbox, hand the \
+            store to the screens, enable them, and run the queued operations in the order they were asked \
+            for, each exactly once.
+            """)
+        try await step(
+            "expect ran show-map refresh-list", "A check: the queued UI operations ran, in order, after the unlock.")
+        try await step("get visit", "Read back the visit that was saved while the phone was locked:")
+        try await step("get home", "the home address saved before the restart:")
+        try await step("get last-location", "and the location that was written to the inbox while the store was locked.")
+        try await step(
+            "device lock",
+            """
+            The user locks the phone. This store uses the strictest protection (its key may exist only while \
+            the phone is unlocked), so the app closes it now, before the keys go, and queues new UI work again.
+            """)
+        try await step("ui badge-update", "A badge update arrives while locked: queued.")
+        try await step(
+            "clock advance 9999ms",
+            "Almost ten seconds: the phone still holds the keys, in case the user unlocks again right away.")
+        try await step(
+            "clock advance 1ms",
+            """
+            The grace period is over: the phone wipes (zeroes) the keys of the strictly protected files. Keys \
+            of files that are readable after the first unlock stay until the next restart.
+            """)
+        try await step(
+            "device unlock --passcode 123456",
+            "Unlocked again: the store opens, and the queued badge update runs.")
+        try await step("app terminate", "The user closes the app.")
 
-        try await step("device setup --passcode 123456 --grace 10s", "device setup (passcode, 10 s grace period)")
-        try await step("app launch", "app launch (user): store created and attached")
-        try await step("put home \"Rue de Rivoli\"", "save home")
-        try await step("app terminate", "app terminate")
-        try await step("device reboot", "device reboot")
-        try await step("clock advance 5s", "5 s later")
-        try await step(
-            "app launch --background --reason location", "app launch --background --reason location",
-            notes: [
-                "phase 1 returned at once; the attach ran on a background executor and found the store key locked",
-                "no error shown: protected data is unavailable, so the controller waits for the unlock event",
-            ])
-        try await step("ui show-map", "UI operation show-map: queued, not run")
-        try await step("put visit \"café at 48.86,2.35\"", "UI write save visit: queued")
-        try await step("ui refresh-list", "UI operation refresh-list: queued")
-        try await step(
-            "inbox put last-location 48.8606,2.3376", "location update while locked → locked inbox",
-            notes: ["sealed to the store's inbox public key and fsynced; only the store's key can open it"])
-        try await step("clock advance 30s", "30 s later")
-        try await step("device unlock --passcode 000000", "device unlock with a wrong passcode")
-        try await step(
-            "device unlock --passcode 123456", "device unlock → protected data did become available",
-            notes: ["deferred setup: attach (merging the inbox), assign the coordinator, enable interaction, drain the queue in order"])
-        try await step("expect ran show-map refresh-list", "the queued UI operations ran, in order")
-        try await step("get visit", "read visit through the coordinator")
-        try await step("get home", "read home")
-        try await step("get last-location", "read last-location (written while locked)")
-        try await step(
-            "device lock", "device lock → will become unavailable",
-            notes: ["the class-A store closes before its keys go; new UI work queues again"])
-        try await step("ui badge-update", "UI operation while locked: queued")
-        try await step("clock advance 9999ms", "9.999 s into the grace period")
-        try await step(
-            "clock advance 1ms", "grace period over → did become unavailable",
-            notes: ["class A keys and the class B private key are zeroed; class C stays until reboot"])
-        try await step("device unlock --passcode 123456", "device unlock → queue drained")
-        try await step("app terminate", "app terminate")
-
-        print("\nFiles in the state directory (none holds a stored value or SQLite's plaintext header):")
+        timeline.explainParagraph(
+            """
+            What is on disk now. None of these files holds a saved value in plain text, nor SQLite's plain file \
+            header: everything is encrypted.
+            """)
         let markers = ["Rue de Rivoli", "café at", "48.8606", "SQLite format 3"]
         for name in RegularFile.all(under: directory).map(\.name) {
             let bytes = FileManager.default.contents(atPath: directory + "/" + name) ?? Data()

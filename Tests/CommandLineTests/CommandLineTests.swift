@@ -193,21 +193,6 @@ struct CommandLineTests {
     }
 
 
-    @Test("the demo narrates the locked-device case and leaves no plaintext")
-    func demo() throws {
-        let result = try ProtectedStoreBinary.run(["demo"])
-        #expect(result.status == 0, "\(result.error)")
-        for line in [
-            "app launch --background --reason location", "found the store key locked",
-            "device unlock → protected data did become available", "grace period over → did become unavailable",
-            "location update while locked → locked inbox", "inbox: merged 1 record",
-            "last-location = 48.8606,2.3376", "the queued UI operations ran, in order",
-        ] {
-            #expect(result.output.contains(line), "missing: \(line)")
-        }
-        #expect(!result.output.contains("PLAINTEXT"))
-    }
-
     @Test("simulate refuses a seed range past the last seed with a clear error, instead of trapping on overflow")
     func simulateSeedRangeOverflow() throws {
         let result = try ProtectedStoreBinary.run(["simulate", "--start", "18446744073709551615", "--seeds", "2"])
