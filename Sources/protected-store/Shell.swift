@@ -19,7 +19,8 @@ extension ProtectedStoreCommand {
                 `help` lists the commands; `quit` leaves. \
                 Errors (a line that cannot be parsed, an expect that does not hold) go to standard error. Reading a \
                 pipe or a file, the shell stops at the first: exit 2 for a line it cannot parse, 1 for an expect \
-                that does not hold — unless --keep-going, which runs every line and exits with the worst status.
+                that does not hold — unless --keep-going, which runs every line and exits with the worst status (as an \
+                interactive session does when it ends).
                 """)
 
         @OptionGroup var options: SessionOptions

@@ -18,21 +18,16 @@ struct PasscodePromptTests {
     func setupAsksTwiceWithoutEcho() throws {
         let directory = TemporaryDirectory()
         let terminal = try shell(directory.file("state"))
-        terminal.send("device setup")
-        try terminal.waitFor("new passcode: ")
-        terminal.send("24682468")
-        try terminal.waitFor("new passcode again: ")
-        terminal.send("24682468")
-        try terminal.waitFor(Self.prompt)
-        terminal.send("device lock")
-        try terminal.waitFor(Self.prompt)
-        terminal.send("device unlock")
-        try terminal.waitFor("passcode: ")
-        terminal.send("24682468")
-        try terminal.waitFor(Self.prompt)
-        terminal.send("expect device unlocked")
-        try terminal.waitFor("ok")
-        terminal.send("quit")
+        try terminal.converse([
+            .type("device setup", until: "new passcode: "),
+            .type("24682468", until: "new passcode again: "),
+            .type("24682468", until: Self.prompt),
+            .type("device lock", until: Self.prompt),
+            .type("device unlock", until: "passcode: "),
+            .type("24682468", until: Self.prompt),
+            .type("expect device unlocked", until: "ok"),
+            .type("quit"),
+        ])
         #expect(try terminal.finish() == 0, "\(terminal.transcript)")
         #expect(!terminal.transcript.contains("24682468"), "the passcode was echoed: \(terminal.transcript)")
         #expect(FileManager.default.fileExists(atPath: directory.file("state/device/state.json")))
@@ -42,22 +37,18 @@ struct PasscodePromptTests {
     func endOfInputCancelsSetup() throws {
         let directory = TemporaryDirectory()
         let terminal = try shell(directory.file("state"))
-        terminal.send("device setup")
-        try terminal.waitFor("new passcode: ")
-        terminal.sendEndOfFile()
-        try terminal.waitFor("device setup cancelled: end of input (Ctrl-D) at the passcode prompt. No device was created.")
-        try terminal.waitFor(Self.prompt)
-        terminal.send("expect device none")
-        try terminal.waitFor("ok")
-        // Cancelled at the second prompt too.
-        terminal.send("device setup")
-        try terminal.waitFor("new passcode: ")
-        terminal.send("1357")
-        try terminal.waitFor("new passcode again: ")
-        terminal.sendEndOfFile()
-        try terminal.waitFor("No device was created.")
-        try terminal.waitFor(Self.prompt)
-        terminal.send("quit")
+        try terminal.converse([
+            .type("device setup", until: "new passcode: "),
+            .endOfFile(
+                until: "device setup cancelled: end of input (Ctrl-D) at the passcode prompt. No device was created.",
+                Self.prompt),
+            .type("expect device none", until: "ok"),
+            // Cancelled at the second prompt too.
+            .type("device setup", until: "new passcode: "),
+            .type("1357", until: "new passcode again: "),
+            .endOfFile(until: "No device was created.", Self.prompt),
+            .type("quit"),
+        ])
         #expect(try terminal.finish() == 0, "\(terminal.transcript)")
         #expect(!FileManager.default.fileExists(atPath: directory.file("state/device/state.json")))
         #expect(!terminal.transcript.contains("1357"))
@@ -67,33 +58,22 @@ struct PasscodePromptTests {
     func emptyAndMismatchedPasscodesAreRefused() throws {
         let directory = TemporaryDirectory()
         let terminal = try shell(directory.file("state"))
-        terminal.send("device setup")
-        try terminal.waitFor("new passcode: ")
-        terminal.send("")
-        try terminal.waitFor("device setup: an empty passcode is refused (anyone could unlock the device)")
-        try terminal.waitFor(Self.prompt)
-        terminal.send("device setup --passcode \"\"")
-        try terminal.waitFor("error: device setup: an empty passcode is refused")
-        try terminal.waitFor(Self.prompt)
-        terminal.send("device setup")
-        try terminal.waitFor("new passcode: ")
-        terminal.send("1111")
-        try terminal.waitFor("new passcode again: ")
-        terminal.send("2222")
-        try terminal.waitFor("device setup: the two passcodes differ. No device was created.")
-        try terminal.waitFor(Self.prompt)
-        terminal.send("expect device none")
-        try terminal.waitFor("ok")
-        terminal.send("device setup --allow-empty-passcode")
-        try terminal.waitFor("new passcode: ")
-        terminal.send("")
-        try terminal.waitFor("new passcode again: ")
-        terminal.send("")
-        try terminal.waitFor(Self.prompt)
-        terminal.send("expect device unlocked")
-        try terminal.waitFor("ok")
-        terminal.send("quit")
-        _ = try terminal.finish()
+        try terminal.converse([
+            .type("device setup", until: "new passcode: "),
+            .type("", until: "device setup: an empty passcode is refused (anyone could unlock the device)", Self.prompt),
+            .type("device setup --passcode \"\"", until: "error: device setup: an empty passcode is refused", Self.prompt),
+            .type("device setup", until: "new passcode: "),
+            .type("1111", until: "new passcode again: "),
+            .type("2222", until: "device setup: the two passcodes differ. No device was created.", Self.prompt),
+            .type("expect device none", until: "ok"),
+            .type("device setup --allow-empty-passcode", until: "new passcode: "),
+            .type("", until: "new passcode again: "),
+            .type("", until: Self.prompt),
+            .type("expect device unlocked", until: "ok"),
+            .type("quit"),
+        ])
+        // 2: the `--passcode ""` line was refused as it was parsed, and the shell exits with its worst error.
+        #expect(try terminal.finish() == 2, "\(terminal.transcript)")
         #expect(FileManager.default.fileExists(atPath: directory.file("state/device/state.json")))
     }
 
@@ -101,33 +81,23 @@ struct PasscodePromptTests {
     func changePasscodePrompts() throws {
         let directory = TemporaryDirectory()
         let terminal = try shell(directory.file("state"))
-        terminal.send("device setup --passcode 1234")
-        try terminal.waitFor(Self.prompt)
-        terminal.send("device change-passcode")
-        try terminal.waitFor("current passcode: ")
-        terminal.send("1234")
-        try terminal.waitFor("new passcode: ")
-        terminal.send("97531")
-        try terminal.waitFor("new passcode again: ")
-        terminal.send("97531")
-        try terminal.waitFor(Self.prompt)
-        terminal.send("device change-passcode")
-        try terminal.waitFor("current passcode: ")
-        terminal.sendEndOfFile()
-        try terminal.waitFor("device change-passcode cancelled: end of input (Ctrl-D) at the passcode prompt. The passcode is unchanged.")
-        try terminal.waitFor(Self.prompt)
-        terminal.send("device lock")
-        try terminal.waitFor(Self.prompt)
-        terminal.send("device unlock --passcode 1234")
-        try terminal.waitFor("error: wrong-passcode")
-        try terminal.waitFor(Self.prompt)
-        terminal.send("device unlock")
-        try terminal.waitFor("passcode: ")
-        terminal.send("97531")
-        try terminal.waitFor(Self.prompt)
-        terminal.send("expect device unlocked")
-        try terminal.waitFor("ok")
-        terminal.send("quit")
+        try terminal.converse([
+            .type("device setup --passcode 1234", until: Self.prompt),
+            .type("device change-passcode", until: "current passcode: "),
+            .type("1234", until: "new passcode: "),
+            .type("97531", until: "new passcode again: "),
+            .type("97531", until: Self.prompt),
+            .type("device change-passcode", until: "current passcode: "),
+            .endOfFile(
+                until: "device change-passcode cancelled: end of input (Ctrl-D) at the passcode prompt. The passcode is unchanged.",
+                Self.prompt),
+            .type("device lock", until: Self.prompt),
+            .type("device unlock --passcode 1234", until: "error: wrong-passcode", Self.prompt),
+            .type("device unlock", until: "passcode: "),
+            .type("97531", until: Self.prompt),
+            .type("expect device unlocked", until: "ok"),
+            .type("quit"),
+        ])
         #expect(try terminal.finish() == 0, "\(terminal.transcript)")
         #expect(!terminal.transcript.contains("97531"))
     }

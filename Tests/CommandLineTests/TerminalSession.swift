@@ -77,14 +77,35 @@ final class TerminalSession {
         return modes.c_lflag & tcflag_t(ECHO) != 0
     }
 
+    /// One turn of a conversation: what is typed, then what must appear, in order, before the next turn.
+    struct Turn {
+        let keys: [UInt8]
+        let answers: [String]
+
+        /// Types `line` and Return, then waits for each of `answers`.
+        static func type(_ line: String, until answers: String...) -> Turn {
+            Turn(keys: Array((line + "\n").utf8), answers: answers)
+        }
+
+        /// Types Ctrl-D (end of file at the start of a line), then waits for each of `answers`.
+        static func endOfFile(until answers: String...) -> Turn {
+            Turn(keys: [4], answers: answers)
+        }
+    }
+
+    /// Plays `turns` in order.
+    ///
+    /// - Throws: ``Timeout`` for an answer that does not appear.
+    func converse(_ turns: [Turn]) throws {
+        for turn in turns {
+            write(turn.keys)
+            for answer in turn.answers { try waitFor(answer) }
+        }
+    }
+
     /// Types `line` and Return.
     func send(_ line: String) {
         write(Array((line + "\n").utf8))
-    }
-
-    /// Types Ctrl-D (the terminal's end-of-file character) at the start of a line.
-    func sendEndOfFile() {
-        write([4])
     }
 
     private func write(_ bytes: [UInt8]) {
