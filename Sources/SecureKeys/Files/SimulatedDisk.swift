@@ -217,7 +217,13 @@ package final class SimulatedDisk: @unchecked Sendable {
         state.withLock { model in
             guard let file = model.handles[handle] else { return false }
             if purpose == .inboxAppend, model.fault == .skipInboxSync { return true }
-            model.files[file]?.pending.removeAll()
+            // The simulated device key is written in the clear (it stands for a secure element's key): the
+            // model's copies of written bytes are zeroed, not only freed, once durable.
+            if var record = model.files.removeValue(forKey: file) {
+                for index in record.pending.indices { record.pending[index].wipe() }
+                record.pending.removeAll()
+                model.files[file] = record
+            }
             model.counters.syncs += 1
             return true
         }
@@ -387,7 +393,7 @@ package final class SimulatedDisk: @unchecked Sendable {
                 if let first = written[file] {
                     guard link(first, path) == 0 else { throw SecureKeysError.io("cannot recreate", path: path, errno: errno) }
                 } else {
-                    var content = contents[file]!
+                    var content = contents.removeValue(forKey: file)!  // the only reference: zeroed in place
                     defer { secureZero(&content.bytes) }
                     try Self.writeNewFile(path, content.bytes, mode: content.mode)
                     written[file] = path
@@ -490,6 +496,19 @@ package final class SimulatedDisk: @unchecked Sendable {
         case truncate(size: Int, removed: [UInt8], sizeBefore: Int)
 
         static let sectorSize = 512
+
+        /// Zeroes the bytes this operation holds (and leaves an empty operation).
+        mutating func wipe() {
+            switch self {
+            case .write(_, var bytes, var previous, _):
+                self = .truncate(size: 0, removed: [], sizeBefore: 0)  // now the arrays are this copy's alone
+                secureZero(&bytes)
+                secureZero(&previous)
+            case .truncate(_, var removed, _):
+                self = .truncate(size: 0, removed: [], sizeBefore: 0)
+                secureZero(&removed)
+            }
+        }
 
         /// Restores the file as it was before this operation.
         func undo(on file: inout [UInt8]) {
