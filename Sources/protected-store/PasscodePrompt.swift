@@ -1,4 +1,3 @@
-import Dispatch
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -62,7 +61,7 @@ struct PasscodePrompt {
             silent.c_lflag &= ~tcflag_t(ECHO)
             tcsetattr(STDIN_FILENO, TCSAFLUSH, &silent)
         }
-        let guardian = isTerminal ? Self.restoreOnSignal(saved) : []
+        let guardian = isTerminal && Self.restoreOnSignal(saved)
         defer {
             if isTerminal { tcsetattr(STDIN_FILENO, TCSADRAIN, &saved) }
             Self.stopRestoringOnSignal(guardian)
@@ -76,28 +75,26 @@ struct PasscodePrompt {
     /// While echo is off, Ctrl-C (SIGINT) or SIGTERM restore the terminal before the process ends with 130 or
     /// 143: ended by the signal's default action, it would leave the user's terminal not echoing.
     ///
-    /// Not isolated to the main actor: the handler runs on the signal queue while the main actor waits in
-    /// `read`, and a closure formed in a main-actor function would trap for running off it.
-    nonisolated private static func restoreOnSignal(_ saved: termios) -> [any DispatchSourceSignal] {
-        let queue = DispatchQueue(label: "protected-store.passcode-prompt.signals")
-        return [SIGINT, SIGTERM].map { number in
-            signal(number, SIG_IGN)  // the default action would end the process before the source sees it
-            let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
-            source.setEventHandler {
-                var terminal = saved
+    /// A plain signal handler, installed before the prompt is printed, and not a dispatch source: a dispatch
+    /// source is armed asynchronously, and a Ctrl-C typed in between was ignored (found under load, when the
+    /// prompt test's SIGINT arrived first and the shell waited forever). The handler only calls
+    /// async-signal-safe functions: `tcsetattr`, `write`, `_exit`.
+    nonisolated private static func restoreOnSignal(_ saved: termios) -> Bool {
+        terminalToRestore = saved
+        for number in [SIGINT, SIGTERM] {
+            signal(number) { number in
+                var terminal = terminalToRestore
                 tcsetattr(STDIN_FILENO, TCSANOW, &terminal)
-                _ = "\n".utf8CString.withUnsafeBufferPointer { write(STDOUT_FILENO, $0.baseAddress, 1) }
+                _ = write(STDOUT_FILENO, "\n", 1)
                 _exit(128 + number)
             }
-            source.resume()
-            return source
         }
+        return true
     }
 
     /// Back to the signals' default actions once echo is on again.
-    nonisolated private static func stopRestoringOnSignal(_ sources: [any DispatchSourceSignal]) {
-        guard !sources.isEmpty else { return }
-        for source in sources { source.cancel() }
+    nonisolated private static func stopRestoringOnSignal(_ installed: Bool) {
+        guard installed else { return }
         signal(SIGINT, SIG_DFL)
         signal(SIGTERM, SIG_DFL)
     }
@@ -115,3 +112,7 @@ struct PasscodePrompt {
         }
     }
 }
+
+/// The terminal settings the passcode prompt's signal handler puts back (read only in the handler, written
+/// before it is installed).
+nonisolated(unsafe) private var terminalToRestore = termios()
