@@ -1,6 +1,8 @@
 import Foundation
 import SecureKeys
-import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The temporary state directories that exist right now, so that a process ended by a signal can remove them
 /// first: they hold a device's keybag and a store's key file.
@@ -8,7 +10,14 @@ import Synchronization
 /// `protected-store run`, `simulate` and `demo` make theirs here; the tool removes every one still listed when
 /// it receives SIGINT or SIGTERM.
 public enum TemporaryStateDirectories: Sendable {
-    private static let live = Mutex<Set<String>>([])
+    /// The listed directories, and whether ``removeAll()`` ran (then no new one is made). A LockedState, not a
+    /// `Mutex`: ThreadSanitizer does not model the futex a `Mutex` waits on.
+    private static let live = LockedState((paths: Set<String>(), closed: false))
+
+    /// The process is ending: no temporary state directory is made any more.
+    public struct Closed: Error, CustomStringConvertible {
+        public var description: String { "the process is ending: no new temporary state directory" }
+    }
 
     /// Creates a fresh directory, readable by its owner only, under the system's temporary folder, and lists it.
     ///
@@ -17,12 +26,11 @@ public enum TemporaryStateDirectories: Sendable {
     /// - Throws: what creating the directory throws (an unwritable temporary folder, for instance).
     public static func make(prefix: String) throws -> String {
         let path = NSTemporaryDirectory() + "\(prefix)-\(UUID().uuidString)"
-        live.withLock { _ = $0.insert(path) }
-        do {
+        // Listed and created under the lock, so that removeAll() never misses one made while it runs.
+        try live.withLock { live in
+            guard !live.closed else { throw Closed() }
             try SecureFile.createDirectory(at: path)
-        } catch {
-            live.withLock { _ = $0.remove(path) }
-            throw error
+            live.paths.insert(path)
         }
         return path
     }
@@ -32,24 +40,28 @@ public enum TemporaryStateDirectories: Sendable {
     /// - Parameter path: what ``make(prefix:)`` returned.
     public static func remove(_ path: String) {
         try? FileManager.default.removeItem(atPath: path)
-        live.withLock { _ = $0.remove(path) }
+        live.withLock { _ = $0.paths.remove(path) }
     }
 
-    /// Removes every listed directory: for a signal handler, just before the process ends.
+    /// Removes every listed directory: for a signal handler, just before the process ends. No directory is made
+    /// after it.
     ///
-    /// Work still running may create a file in a directory while it is being removed, so each removal is tried
-    /// a few times.
+    /// Work still running may write into a directory while it is removed, so each is first renamed away (that
+    /// work then fails to find it, and cannot refill it), then removed, a few times if need be.
     ///
     /// - Returns: how many directories were listed.
     @discardableResult
     public static func removeAll() -> Int {
-        let paths = live.withLock { paths in
-            defer { paths.removeAll() }
-            return paths
+        let paths = live.withLock { live in
+            live.closed = true
+            defer { live.paths.removeAll() }
+            return live.paths
         }
         for path in paths {
-            for _ in 0..<5 where FileManager.default.fileExists(atPath: path) {
-                try? FileManager.default.removeItem(atPath: path)
+            let doomed = path + ".removing"
+            let target = rename(path, doomed) == 0 ? doomed : path
+            for _ in 0..<5 where FileManager.default.fileExists(atPath: target) {
+                try? FileManager.default.removeItem(atPath: target)
             }
         }
         return paths.count

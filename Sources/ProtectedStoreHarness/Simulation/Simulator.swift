@@ -35,11 +35,13 @@ public struct SimulationRun: Sendable {
 public struct PowerCutTally: Sendable, Equatable {
     /// Power cuts.
     public var cuts = 0
-    /// Unsynced 512-byte sectors and truncations pending at the cuts, and those the cuts lost.
+    /// Unsynced 512-byte sectors and truncations pending at the cuts.
     public var unsyncedPieces = 0
+    /// Of those, the ones the cuts lost.
     public var droppedPieces = 0
-    /// Unsynced file creations, renames and removals pending at the cuts, and those lost.
+    /// Unsynced file creations, renames and removals pending at the cuts.
     public var unsyncedEntryChanges = 0
+    /// Of those, the ones the cuts lost.
     public var droppedEntryChanges = 0
     /// Acknowledged values compared with the store at its first ready after a cut (each key holding one counts).
     public var acknowledgedWritesChecked = 0

@@ -64,8 +64,9 @@ package final class SimulatedDisk: @unchecked Sendable {
         package var unsyncedPieces = 0
         /// Of those, the ones lost.
         package var droppedPieces = 0
-        /// Unsynced folder entry changes (creations, renames, removals) pending at the cut, and those lost.
+        /// Unsynced folder entry changes (creations, renames, removals) pending at the cut.
         package var unsyncedEntryChanges = 0
+        /// Of those, the ones lost.
         package var droppedEntryChanges = 0
         /// Files written back.
         package var files = 0
