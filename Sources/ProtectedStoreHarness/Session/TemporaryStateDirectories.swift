@@ -16,6 +16,7 @@ public enum TemporaryStateDirectories: Sendable {
 
     /// The process is ending: no temporary state directory is made any more.
     public struct Closed: Error, CustomStringConvertible {
+        /// What the error says.
         public var description: String { "the process is ending: no new temporary state directory" }
     }
 
