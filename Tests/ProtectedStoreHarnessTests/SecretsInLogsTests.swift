@@ -2,7 +2,6 @@ import Foundation
 import Logging
 @_spi(Testing) import ProtectedStore
 import SecureKeys
-import Synchronization
 import Testing
 import TestSupport
 
@@ -10,32 +9,39 @@ import TestSupport
 
 /// Every log line any ProtectedStore logger writes while a capture is recording, as text: level, label,
 /// message, metadata. One per test process, since swift-log's system can be bootstrapped once.
-final class LogCapture: Sendable {
+/// `@unchecked Sendable`: `recording` and `lines` are read and written only under `lock`. An `NSLock` (a
+/// pthread mutex) rather than `Synchronization.Mutex`, whose futex ThreadSanitizer cannot see on Linux.
+final class LogCapture: @unchecked Sendable {
     static let shared: LogCapture = {
         let capture = LogCapture()
         LoggingSystem.bootstrap { label in CapturingLogHandler(label: label, capture: capture) }
         return capture
     }()
 
-    private let state = Mutex<(recording: Bool, lines: [String])>((false, []))
+    private let lock = NSLock()
+    private var recording = false
+    private var lines: [String] = []
 
-    var isRecording: Bool { state.withLock { $0.recording } }
+    var isRecording: Bool { lock.withLock { recording } }
 
     func record(_ line: String) {
-        state.withLock { if $0.recording { $0.lines.append(line) } }
+        lock.withLock { if recording { lines.append(line) } }
     }
 
     /// Sets every logger to `trace` and starts recording, from nothing.
     func start() {
-        state.withLock { $0 = (true, []) }
+        lock.withLock {
+            recording = true
+            lines = []
+        }
     }
 
     /// Stops recording; returns what was logged since ``start()`` (by the test and by any test running beside
     /// it: more lines, never fewer).
     func stop() -> [String] {
-        state.withLock { state in
-            state.recording = false
-            return state.lines
+        lock.withLock {
+            recording = false
+            return lines
         }
     }
 }
