@@ -144,6 +144,25 @@ struct ScenarioLanguageTests {
         #expect(try ScenarioParser.parse(line) == .put(key: "k", value: value))
     }
 
+    @Test("an error on a line that holds a passcode repeats no word of it")
+    func passcodeLineErrorsShowNoWord() throws {
+        for line in [
+            "device unlock --passcode correct horse", "device setup --passcode correct horse --grace 10s",
+            "device change-passcode --old correct horse --new battery",
+        ] {
+            do {
+                _ = try ScenarioParser.parse(line)
+                Issue.record("\(line) parsed")
+            } catch let error as ScenarioParseError {
+                #expect(!error.message.contains("horse"), "\(error.message)")
+                #expect(error.message.contains("not shown: the line holds a passcode"), "\(error.message)")
+            }
+        }
+        #expect(throws: ScenarioParseError(message: "device unlock: unknown option --colour", column: nil)) {
+            try ScenarioParser.parse("device unlock --passcode x --colour")
+        }
+    }
+
     @Test("a quoted word is always a value, never a flag or a keyword")
     func quotedWordIsAValue() throws {
         #expect(try ScenarioParser.parse(#"ui "--background""#) == .ui("--background"))

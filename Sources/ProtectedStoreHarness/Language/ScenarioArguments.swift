@@ -5,6 +5,9 @@ struct Arguments {
     var words: [ScenarioWord]
     /// The command as messages name it (`device setup`).
     var command: String
+    /// Whether the line holds a passcode: then no error repeats a word of it (an unquoted passcode with a space
+    /// in it splits into a passcode and an "unexpected" word).
+    private var holdsPasscode = false
 
     init(words: [ScenarioWord], command: String) {
         self.words = words
@@ -72,6 +75,7 @@ struct Arguments {
 
     /// A passcode option: required, unless the shell may ask for it at the terminal (then `nil` when absent).
     mutating func passcodeOption(_ name: String, mayBePrompted: Bool) throws -> String? {
+        holdsPasscode = true
         if let value = try optionalOption(name) { return value }
         if mayBePrompted { return nil }
         throw ScenarioParseError(
@@ -99,6 +103,10 @@ struct Arguments {
     /// Fails on anything left over: an unknown option or an extra word.
     func finish() throws {
         guard let extra = words.first else { return }
+        if holdsPasscode && !extra.isFlag {
+            throw ScenarioParseError(
+                message: "\(command): an unexpected word (not shown: the line holds a passcode; quote a passcode that has spaces)")
+        }
         throw ScenarioParseError(
             message: extra.isFlag ? "\(command): unknown option \(extra.text)" : "\(command): unexpected '\(extra.text)'")
     }
