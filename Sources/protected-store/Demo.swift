@@ -15,7 +15,12 @@ extension ProtectedStoreCommand {
         @MainActor
         func run() async throws {
             logging.bootstrap()
-            SignalCleanup.install()
+            try await SignalCleanup.run { try await work() }
+        }
+
+        /// The command itself, inside the signal clean-up's watch.
+        @MainActor
+        private func work() async throws {
             let directory = try TemporaryStateDirectories.make(prefix: "protected-store-demo")
             defer { TemporaryStateDirectories.remove(directory) }
             try await DemoScript(directory: directory).run()

@@ -32,7 +32,12 @@ extension ProtectedStoreCommand {
         @MainActor
         func run() async throws {
             logging.bootstrap()
-            SignalCleanup.install()
+            try await SignalCleanup.run { try await work() }
+        }
+
+        /// The command itself, inside the signal clean-up's watch.
+        @MainActor
+        private func work() async throws {
             var parsed: [ScenarioScript] = []
             for path in scripts {
                 do {

@@ -17,6 +17,25 @@ enum SignalCleanup {
     /// thing on the main actor, before any work of theirs runs concurrently; never read elsewhere.
     nonisolated(unsafe) private static var sources: [any DispatchSourceSignal] = []
 
+    /// Runs a command's work. If a signal's clean-up begins meanwhile, the work may fail (its directory is
+    /// renamed away under it) or end; either way it then waits for the clean-up to end the process with 130 or
+    /// 143, instead of ending it first with another status and a directory half removed.
+    @MainActor
+    static func run(_ work: () async throws -> Void) async throws {
+        install()
+        do {
+            try await work()
+        } catch {
+            if TemporaryStateDirectories.isEnding { parkForever() }
+            throw error
+        }
+        if TemporaryStateDirectories.isEnding { parkForever() }
+    }
+
+    private static func parkForever() -> Never {
+        while true { pause() }
+    }
+
     /// Starts handling SIGINT and SIGTERM. Calling it again does nothing.
     ///
     /// Not isolated to the main actor on purpose: the handler runs on the signal queue while the main actor is

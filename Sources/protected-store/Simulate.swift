@@ -57,7 +57,12 @@ extension ProtectedStoreCommand {
         @MainActor
         func run() async throws {
             logging.bootstrap()
-            SignalCleanup.install()
+            try await SignalCleanup.run { try await work() }
+        }
+
+        /// The command itself, inside the signal clean-up's watch.
+        @MainActor
+        private func work() async throws {
             let clock = ContinuousClock()
             let started = clock.now
             let progress = SimulationProgress(total: seeds, wanted: self.progress)

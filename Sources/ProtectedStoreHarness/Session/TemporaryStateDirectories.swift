@@ -14,13 +14,8 @@ public enum TemporaryStateDirectories: Sendable {
     /// `Mutex`: ThreadSanitizer does not model the futex a `Mutex` waits on.
     private static let live = LockedState((paths: Set<String>(), closed: false))
 
-    /// The process is ending: no temporary state directory is made any more.
-    public struct Closed: Error, CustomStringConvertible {
-        /// What the error says.
-        public var description: String { "the process is ending: no new temporary state directory" }
-    }
-
     /// Creates a fresh directory, readable by its owner only, under the system's temporary folder, and lists it.
+    /// Once ``removeAll()`` has run (the process is ending on a signal), it never returns.
     ///
     /// - Parameter prefix: the start of its name (`protected-store-sim`), so a stray one says what left it.
     /// - Returns: its path.
@@ -28,13 +23,20 @@ public enum TemporaryStateDirectories: Sendable {
     public static func make(prefix: String) throws -> String {
         let path = NSTemporaryDirectory() + "\(prefix)-\(UUID().uuidString)"
         // Listed and created under the lock, so that removeAll() never misses one made while it runs.
-        try live.withLock { live in
-            guard !live.closed else { throw Closed() }
+        let made = try live.withLock { live -> Bool in
+            guard !live.closed else { return false }
             try SecureFile.createDirectory(at: path)
             live.paths.insert(path)
+            return true
         }
+        // The signal clean-up is removing everything and will end the process (`_exit`): wait for it, rather
+        // than go on or fail and end the process first, with a directory half removed.
+        guard made else { while true { pause() } }
         return path
     }
+
+    /// Whether ``removeAll()`` has run: the process is ending on a signal.
+    public static var isEnding: Bool { live.withLock { $0.closed } }
 
     /// Removes a directory made by ``make(prefix:)``, with everything in it, and forgets it.
     ///
