@@ -27,7 +27,7 @@ test: deps
 	swift test
 	.build/debug/protected-store simulate --seeds 200 --steps 200
 	swift test --sanitize=thread --scratch-path .build-tsan
-	LSAN_OPTIONS=suppressions=$(CURDIR)/Tests/lsan-suppressions.txt swift test --sanitize=address --scratch-path .build-asan $(ASAN_LINK)
+	LSAN_OPTIONS=suppressions=$(CURDIR)/Tests/lsan-suppressions.txt:print_suppressions=0 swift test --sanitize=address --scratch-path .build-asan $(ASAN_LINK)
 
 ## The documentation: a DocC catalog per public library module (Sources/*/Documentation.docc), built with
 ## swift-docc-plugin, warnings as errors, so an unresolved symbol link or an undocumented parameter fails.

@@ -80,10 +80,10 @@ struct PasscodePrompt {
     /// prompt test's SIGINT arrived first and the shell waited forever). The handler only calls
     /// async-signal-safe functions: `tcsetattr`, `write`, `_exit`.
     nonisolated private static func restoreOnSignal(_ saved: termios) -> Bool {
-        terminalToRestore = saved
+        terminalToRestore.pointee = saved
         for number in [SIGINT, SIGTERM] {
             signal(number) { number in
-                var terminal = terminalToRestore
+                var terminal = terminalToRestore.pointee
                 tcsetattr(STDIN_FILENO, TCSANOW, &terminal)
                 _ = write(STDOUT_FILENO, "\n", 1)
                 _exit(128 + number)
@@ -114,5 +114,10 @@ struct PasscodePrompt {
 }
 
 /// The terminal settings the passcode prompt's signal handler puts back (read only in the handler, written
-/// before it is installed).
-nonisolated(unsafe) private var terminalToRestore = termios()
+/// before it is installed). On the heap, allocated once: AddressSanitizer reported the handler's copy into a
+/// global `termios` as a write past that global.
+nonisolated(unsafe) private let terminalToRestore: UnsafeMutablePointer<termios> = {
+    let pointer = UnsafeMutablePointer<termios>.allocate(capacity: 1)
+    pointer.initialize(to: termios())
+    return pointer
+}()
