@@ -89,15 +89,7 @@ package enum DiskIO {
         }
 
         private func read(from offset: Int, count: Int) throws -> [UInt8] {
-            var bytes = [UInt8](repeating: 0, count: count)
-            var done = 0
-            while done < count {
-                let got = bytes.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress! + done, count - done, off_t(offset + done)) }
-                if got < 0, errno == EINTR { continue }
-                guard got > 0 else { throw SecureKeysError.io("cannot read", path: path, errno: got < 0 ? errno : EIO) }
-                done += got
-            }
-            return bytes
+            try SecureFile.readAll(from: descriptor, offset: offset, count: count, path: path)
         }
     }
 

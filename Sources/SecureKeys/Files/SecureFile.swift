@@ -93,15 +93,20 @@ package enum SecureFile {
         guard Int(info.st_size) <= maximumSize else {
             throw SecureKeysError.damaged("\(info.st_size) bytes is larger than any key file", path: path)
         }
-        var bytes = [UInt8](repeating: 0, count: Int(info.st_size))
+        return try readAll(from: descriptor, offset: 0, count: Int(info.st_size), path: path)
+    }
+
+    /// Reads exactly `count` bytes at `offset` of an open file (`pread`), retrying short and interrupted reads.
+    ///
+    /// - Throws: ``SecureKeysError/Code/io`` naming `path`, also when the file ends before `count` bytes.
+    package static func readAll(from descriptor: Int32, offset: Int, count: Int, path: String) throws -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: count)
         var done = 0
-        while done < bytes.count {
-            let count = bytes.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress! + done, $0.count - done) }
-            if count < 0, errno == EINTR { continue }
-            guard count > 0 else {
-                throw SecureKeysError.io("cannot read", path: path, errno: count < 0 ? errno : EIO)
-            }
-            done += count
+        while done < count {
+            let got = bytes.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress! + done, count - done, off_t(offset + done)) }
+            if got < 0, errno == EINTR { continue }
+            guard got > 0 else { throw SecureKeysError.io("cannot read", path: path, errno: got < 0 ? errno : EIO) }
+            done += got
         }
         return bytes
     }

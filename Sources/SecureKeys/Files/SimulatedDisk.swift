@@ -620,14 +620,7 @@ package final class SimulatedDisk: @unchecked Sendable {
         defer { close(descriptor) }
         var info = stat()
         guard fstat(descriptor, &info) == 0 else { throw SecureKeysError.io("cannot stat", path: path, errno: errno) }
-        var bytes = [UInt8](repeating: 0, count: Int(info.st_size))
-        var done = 0
-        while done < bytes.count {
-            let count = bytes.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress! + done, $0.count - done, off_t(done)) }
-            guard count > 0 else { throw SecureKeysError.io("cannot read", path: path, errno: count < 0 ? errno : EIO) }
-            done += count
-        }
-        return bytes
+        return try SecureFile.readAll(from: descriptor, offset: 0, count: Int(info.st_size), path: path)
     }
 
     private static func writeNewFile(_ path: String, _ bytes: [UInt8], mode: mode_t) throws {
