@@ -45,7 +45,7 @@ struct PowerCutTests {
                 let disk = SimulatedDisk(root: directory.path)
                 defer { disk.stopModelling() }
                 let database = try storeWithCommits(40, synchronous: .full, in: directory, disk: disk)
-                var random = SeededRandom(seed: seed)
+                var random = SplitMix64(seed: seed)
                 try disk.powerCut(mode, random: &random)
                 #expect(throws: (any Error).self, "\(mode) seed \(seed): the connection from before the cut") {
                     try database.execute("INSERT INTO rows(n, data) VALUES (1000, x'00')")
@@ -67,7 +67,7 @@ struct PowerCutTests {
                 let disk = SimulatedDisk(root: directory.path)
                 defer { disk.stopModelling() }
                 let database = try storeWithCommits(40, synchronous: .normal, in: directory, disk: disk)
-                var random = SeededRandom(seed: seed)
+                var random = SplitMix64(seed: seed)
                 try disk.powerCut(mode, random: &random)
                 database.close()
                 let (rows, integrity) = try surviving(in: directory)

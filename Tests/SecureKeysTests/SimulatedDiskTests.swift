@@ -25,7 +25,7 @@ struct SimulatedDiskTests {
         }
 
         func cut(_ mode: SimulatedDisk.PowerCutMode, seed: UInt64 = 1) throws -> SimulatedDisk.PowerCutReport {
-            var random = SeededRandom(seed: seed)
+            var random = SplitMix64(seed: seed)
             return try disk.powerCut(mode, random: &random)
         }
     }

@@ -1,5 +1,6 @@
 import ProtectedStore
 import ProtectedData
+import SecureKeys
 
 /// Draws a random but valid next command from the model's state: mostly what makes sense now (unlock when
 /// locked, launch when no app runs), sometimes a mistake (a wrong passcode, a UI operation with no app).
