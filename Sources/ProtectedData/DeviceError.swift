@@ -7,7 +7,8 @@ public struct DeviceError: Error, Sendable, CustomStringConvertible, LocalizedEr
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         /// The short kebab-case word users see.
         public let name: String
-        private init(_ name: String) { self.name = name }
+        /// A code named `name`; internal, so that files of the module can add codes in extensions.
+        init(_ name: String) { self.name = name }
         /// The ``name``.
         public var description: String { name }
 
@@ -25,6 +26,8 @@ public struct DeviceError: Error, Sendable, CustomStringConvertible, LocalizedEr
         public static let protectedDataUnavailable = Code("protected-data-unavailable")
         /// The device's state file is damaged; it was left as it is.
         public static let stateDamaged = Code("device-state-damaged")
+        /// Another device — in another process, or already in this one — owns the state directory.
+        public static let stateInUse = Code("state-in-use")
     }
 
     /// What kind of failure.
@@ -36,6 +39,8 @@ public struct DeviceError: Error, Sendable, CustomStringConvertible, LocalizedEr
     public var retryAfter: Duration?
     /// For ``Code/wrongPasscode``: consecutive failures so far.
     public var failedAttempts: Int?
+    /// For ``Code/stateInUse``: the process id of the state directory's owner, when it could be read.
+    public var holderProcessID: Int32?
 
     /// An error of the device.
     ///
@@ -44,11 +49,15 @@ public struct DeviceError: Error, Sendable, CustomStringConvertible, LocalizedEr
     ///   - message: a sentence for a person.
     ///   - retryAfter: for a passcode delay, how long until the next attempt.
     ///   - failedAttempts: consecutive wrong passcodes so far.
-    public init(code: Code, message: String, retryAfter: Duration? = nil, failedAttempts: Int? = nil) {
+    ///   - holderProcessID: for a state directory in use, the process id of its owner.
+    public init(
+        code: Code, message: String, retryAfter: Duration? = nil, failedAttempts: Int? = nil, holderProcessID: Int32? = nil
+    ) {
         self.code = code
         self.message = message
         self.retryAfter = retryAfter
         self.failedAttempts = failedAttempts
+        self.holderProcessID = holderProcessID
     }
 
     /// `code: message`.
@@ -60,7 +69,7 @@ public struct DeviceError: Error, Sendable, CustomStringConvertible, LocalizedEr
         Self(code: .noDevice, message: "no device is set up in \(directory); run `device setup` first")
     }
 
-    static func deviceExists(at directory: String) -> Self {
+    package static func deviceExists(at directory: String) -> Self {
         Self(code: .deviceExists, message: "a device is already set up in \(directory); it is never replaced")
     }
 
@@ -94,6 +103,25 @@ public struct DeviceError: Error, Sendable, CustomStringConvertible, LocalizedEr
         Self(
             code: .protectedDataUnavailable,
             message: "protected data of class \(protectionClass.name) is unavailable (the device is locked or has not been unlocked since boot)")
+    }
+
+    /// The state directory `directory` is owned by another device: the process `holder` (`nil`: unknown),
+    /// or this very process.
+    ///
+    /// - Parameters:
+    ///   - directory: the state directory.
+    ///   - holder: the process id its lock file names, if it could be read.
+    public static func stateInUse(_ directory: String, holder: Int32?) -> Self {
+        let start = "the state directory \(directory) is in use by"
+        let message: String
+        if let holder, holder == getpid() {
+            message = "\(start) this process (\(holder)): another device is already open on it"
+        } else {
+            let owner = holder.map { "process \($0)" } ?? "another process"
+            message = "\(start) \(owner); quit it, or start `protected-store device serve --state-dir \(directory)` "
+                + "and let every process go through the agent"
+        }
+        return Self(code: .stateInUse, message: message, holderProcessID: holder)
     }
 
     static func stateDamaged(_ path: String, _ what: String) -> Self {

@@ -7,6 +7,11 @@ public import SecureKeys
 /// the wrong-passcode delays — persisted in a state directory, so a new instance on the same directory is a
 /// reboot.
 ///
+/// One device at a time owns a state directory: set-up and boot take its ``StateDirectoryLock`` before they
+/// look at a file, and keep it until ``powerOff()`` or until the device is freed. A second device on the
+/// directory — in another process, or in this one before the first is powered off — is refused with
+/// ``DeviceError/Code/stateInUse``.
+///
 /// Time comes from an injected clock: `ContinuousClock` by default, a ``ManualClock`` in tests and scripts.
 /// The end of a grace period is a timer on that clock — on a manual clock it fires inside the `advance` that
 /// passes it — and every query also applies deadlines that have passed, so the answer is never stale.
@@ -74,6 +79,11 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     private let clock: Timekeeper
     private let random: any RandomSource
     private let state: LockedState<State>
+    /// The directory's lock, held for the device's life.
+    private let ownership: StateDirectoryLock
+    /// Whether the device took ``ownership`` itself, and so gives it up at power-off; a lock the caller
+    /// passed in is the caller's to release.
+    private let releasesOwnership: Bool
     private let hub = EventHub<ProtectedDataEvent>()
     /// `protected-store.device`: lock states and store-key look-ups; never a passcode or key byte.
     private let logger = LogSubsystem.device.makeLogger()
@@ -83,13 +93,27 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     /// Sets up a new device in `directory`: a device key, a keybag with fresh class keys, the settings.
     /// The device is left unlocked, as a phone is after its set-up.
     ///
-    /// - Throws: ``DeviceError/Code/deviceExists`` when `directory` already holds a device (it is never
-    ///   replaced), `SecureKeysError` for file-system failures.
+    /// - Parameters:
+    ///   - directory: the state directory; created when missing.
+    ///   - passcode: the device's passcode.
+    ///   - configuration: grace period, wrong-passcode policy and Argon2id cost.
+    ///   - clock: the clock of grace periods and passcode delays.
+    ///   - random: where keys come from.
+    ///   - ownership: a lock on `directory` that the caller holds and keeps (a device agent that owns the
+    ///     directory for its whole life, across reboots of its device): the device uses it instead of taking
+    ///     one, and never releases it. `nil`: the device takes the lock itself and releases it at
+    ///     ``powerOff()``. A lock on another directory is a programming error.
+    /// - Throws: ``DeviceError/Code/stateInUse`` when another device owns `directory`;
+    ///   ``DeviceError/Code/deviceExists`` when `directory` already holds a device (it is never replaced);
+    ///   `SecureKeysError` for file-system failures.
     public static func setUp(
         in directory: String, passcode: SecureBytes, configuration: Configuration = Configuration(),
         clock: any Clock<Duration> = ContinuousClock(),
-        random: any RandomSource = SystemRandom()
+        random: any RandomSource = SystemRandom(),
+        ownership: StateDirectoryLock? = nil
     ) throws -> SimulatedDevice {
+        // The lock first: the files below are looked at only by the directory's one owner.
+        let lock = try takeOwnership(of: directory, given: ownership)
         let layout = DeviceLayout(root: directory)
         for path in [layout.statePath, layout.keybagPath, layout.deviceKeyPath] where SecureFile.exists(path) {
             throw DeviceError.deviceExists(at: directory)
@@ -108,18 +132,32 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
         var state = State(persisted: persisted, keybag: keybag, deviceKey: deviceKey)
         for protectionClass in ProtectionClass.allCases { state.heldKeys[protectionClass] = keys[protectionClass] }
         state.isLocked = false
-        return SimulatedDevice(layout: layout, state: state, clock: Timekeeper(clock), random: random)
+        return SimulatedDevice(
+            layout: layout, state: state, clock: Timekeeper(clock), random: random, ownership: lock,
+            releasesOwnership: ownership == nil)
     }
 
     /// Boots the device kept in `directory`: a reboot. Before the first unlock only class
     /// `ProtectionClass/none` is available.
     ///
-    /// - Throws: ``DeviceError/Code/noDevice`` when nothing was set up there; `SecureKeysError` with
+    /// - Parameters:
+    ///   - directory: the state directory.
+    ///   - clock: the clock of grace periods and passcode delays.
+    ///   - random: where keys come from.
+    ///   - ownership: a lock on `directory` that the caller holds and keeps, as for
+    ///     ``setUp(in:passcode:configuration:clock:random:ownership:)``: the device uses it and never
+    ///     releases it. `nil`: the device takes the lock itself and releases it at ``powerOff()``.
+    /// - Throws: ``DeviceError/Code/stateInUse`` when another device owns `directory` (power the previous
+    ///   one off first: a reboot in the same process is `powerOff()`, then a new boot);
+    ///   ``DeviceError/Code/noDevice`` when nothing was set up there; `SecureKeysError` with
     ///   `key-file-damaged` for a damaged keybag (left as it is).
     public convenience init(
         bootingFrom directory: String, clock: any Clock<Duration> = ContinuousClock(),
-        random: any RandomSource = SystemRandom()
+        random: any RandomSource = SystemRandom(),
+        ownership: StateDirectoryLock? = nil
     ) throws {
+        // The lock first: a state file read while another device may still write it could be stale.
+        let lock = try Self.takeOwnership(of: directory, given: ownership)
         let layout = DeviceLayout(root: directory)
         guard SecureFile.exists(layout.statePath) else { throw DeviceError.noDevice(at: directory) }
         var state = State(persisted: try PersistedDeviceState.load(from: layout.statePath))
@@ -135,17 +173,32 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
         if state.persisted.attemptPolicy.delay(afterFailures: state.persisted.failedPasscodeAttempts) > .zero {
             state.lastFailure = timekeeper.now
         }
-        self.init(layout: layout, state: state, clock: timekeeper, random: random)
+        self.init(
+            layout: layout, state: state, clock: timekeeper, random: random, ownership: lock,
+            releasesOwnership: ownership == nil)
     }
 
     private init(
-        layout: DeviceLayout, state: State, clock: Timekeeper, random: any RandomSource
+        layout: DeviceLayout, state: State, clock: Timekeeper, random: any RandomSource,
+        ownership: StateDirectoryLock, releasesOwnership: Bool
     ) {
         self.random = random
         self.directory = layout.root
         self.layout = layout
         self.clock = clock
         self.state = LockedState(state)
+        self.ownership = ownership
+        self.releasesOwnership = releasesOwnership
+    }
+
+    /// The lock of `directory`: `given` (checked to be that directory's, and held), or a new one.
+    private static func takeOwnership(of directory: String, given: StateDirectoryLock?) throws -> StateDirectoryLock {
+        guard let given else { return try StateDirectoryLock.acquire(directory) }
+        precondition(
+            SimulatedDisk.normalize(given.directory) == SimulatedDisk.normalize(directory),
+            "the ownership lock is of \(given.directory), not of the device's directory \(directory)")
+        precondition(given.isHeld, "the ownership lock of \(directory) was released")
+        return given
     }
 
     // MARK: Reading the state
@@ -278,7 +331,9 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
 
     /// Turns the device off, as before a reboot: every key in memory is zeroed now — class keys, the device
     /// key — whoever still holds a reference to one, and the device answers "nothing available" from then on.
-    /// Boot again with ``init(bootingFrom:clock:random:)``.
+    /// The state directory's lock is released (unless the caller passed it in as `ownership`), so the next
+    /// boot, in this process or another, may take it: boot again with
+    /// ``init(bootingFrom:clock:random:ownership:)``.
     public func powerOff() {
         state.withLock { state in
             for key in state.heldKeys.values { key.wipe() }
@@ -287,6 +342,7 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
             state.isLocked = true
             state.graceDeadline = nil
         }
+        if releasesOwnership { ownership.release() }
         logger.debug("powered off: every key in memory wiped")
     }
 
@@ -295,6 +351,7 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
             for key in state.heldKeys.values { key.wipe() }
             state.deviceKey?.wipe()
         }
+        if releasesOwnership { ownership.release() }
     }
 
     /// Changes the passcode: the class keys are rewrapped and the keybag replaced atomically, so a crash at

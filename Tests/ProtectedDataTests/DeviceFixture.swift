@@ -20,8 +20,10 @@ final class DeviceFixture: @unchecked Sendable {
             clock: clock)
     }
 
-    /// A new device instance on the same directory: a reboot.
+    /// A new device instance on the same directory: a reboot. The old one is powered off first, as a phone
+    /// is: two devices never own one directory at once.
     func reboot() throws {
+        device.powerOff()
         device = try SimulatedDevice(bootingFrom: directory.path, clock: clock)
     }
 

@@ -52,6 +52,7 @@ final class ControllerFixture {
     /// The app's process ends and the device reboots: a new device instance and a new controller.
     func rebootDevice() throws {
         controller.terminate()
+        device.powerOff()
         device = try SimulatedDevice(bootingFrom: directory.path, clock: clock)
         controller = makeController()
     }

@@ -121,6 +121,9 @@ public struct StoreError: Error, Sendable {
         public static let deviceWiped = Code("device-wiped")
         /// The device's state file is damaged; it was left as it is.
         public static let deviceStateDamaged = Code("device-state-damaged")
+        /// Another device owns the state directory: another process runs one on it (the message names its
+        /// process id), or this process already does.
+        public static let stateInUse = Code("state-in-use")
 
         /// Every code this version defines, in the order above.
         public static let all: [Code] = [
@@ -129,6 +132,7 @@ public struct StoreError: Error, Sendable {
             .notSQLCipher, .misuse, .closed, .sqliteError, .migrationFailed, .storeFromNewerApp, .keyFileDamaged, .unsupportedKeyFormat, .wrongDevice,
             .keyWiped, .storeExistsWithoutKey, .alreadyExists, .insecurePermissions, .invalidArgument, .ioError,
             .outOfMemory, .noDevice, .deviceExists, .wrongPasscode, .passcodeDelay, .deviceWiped, .deviceStateDamaged,
+            .stateInUse,
         ]
     }
 

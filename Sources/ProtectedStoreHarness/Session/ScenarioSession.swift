@@ -158,6 +158,9 @@ public final class ScenarioSession {
     private func perform(_ command: ScenarioCommand) async throws {
         switch command {
         case .deviceSetup(let passcode, let grace, let wipeAfter, _):
+            // The session's own device owns the directory, so a set-up would be refused as state-in-use: say
+            // what it would find instead.
+            if device != nil { throw DeviceError.deviceExists(at: stateDirectory) }
             device = try SimulatedDevice.setUp(
                 in: stateDirectory, passcode: SecureBytes(utf8: passcode ?? ""),
                 configuration: .init(gracePeriod: grace, attemptPolicy: .init(wipeAfterFailures: wipeAfter), kdf: kdf),
@@ -414,13 +417,14 @@ public final class ScenarioSession {
         }
     }
 
-    /// Files in the state directory (but the simulated secure element, `hardware/`) that contain a value
-    /// written in this session, or SQLite's plaintext header.
+    /// Files in the state directory (but the simulated secure element, `hardware/`, and the lock file) that
+    /// contain a value written in this session, or SQLite's plaintext header.
     public func plaintextFindings() -> [String] {
         plaintextFindings(of: writtenValues.filter { $0.utf8.count >= 6 })
     }
 
-    /// Files in the state directory (but `hardware/`) that contain any of `needles`, or SQLite's header.
+    /// Files in the state directory (but `hardware/` and the lock file) that contain any of `needles`, or
+    /// SQLite's header.
     ///
     /// - Parameters:
     ///   - needles: the texts to look for.
@@ -429,7 +433,9 @@ public final class ScenarioSession {
     public func plaintextFindings(of needles: some Collection<String>, onlyChanged: Bool = false) -> [String] {
         let patterns = needles.map { Array($0.utf8) } + [Array("SQLite format 3".utf8)]
         var findings: [String] = []
-        for file in RegularFile.all(under: stateDirectory) where !file.name.hasPrefix("hardware/") {
+        // The lock file holds the owner's process id, which a written value of digits could contain.
+        for file in RegularFile.all(under: stateDirectory)
+        where !file.name.hasPrefix("hardware/") && file.name != StateDirectoryLock.fileName {
             let name = file.name
             if onlyChanged && scannedFiles[name] == file.signature { continue }
             scannedFiles[name] = file.signature

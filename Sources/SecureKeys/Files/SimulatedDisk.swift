@@ -24,8 +24,11 @@ import Darwin
 /// `fsync` itself is recorded, not performed, while a model covers a file: a simulation pays for the model,
 /// not for the disk. Outside simulation nothing is covered and ``DiskIO`` is the plain system call.
 ///
-/// Not modelled: SQLite's shared-memory index (`-shm`, memory that a reboot discards: deleted at a cut), and a
-/// cut in the middle of one operation (cuts fall between the commands of a scenario).
+/// Not modelled: SQLite's shared-memory index (`-shm`, memory that a reboot discards: deleted at a cut); lock
+/// files (`*.lock`, such as the state directory's `owner.lock`: an `flock` lives in the kernel, not on the
+/// disk, and the file is never unlinked, so a cut leaves it as it is — recreating it would move a lock still
+/// held onto a dead inode); and a cut in the middle of one operation (cuts fall between the commands of a
+/// scenario).
 package final class SimulatedDisk: @unchecked Sendable {
     // @unchecked Sendable: every mutable field is inside `state`, a LockedState.
 
@@ -383,13 +386,16 @@ package final class SimulatedDisk: @unchecked Sendable {
             contents[file] = (bytes, location.mode)
         }
 
-        // Write it back: everything under the root goes (the shared-memory index too), then the kept tree.
-        try Self.removeTree(root, keepingRoot: true)
+        // Write it back: everything under the root goes (the shared-memory index too), but lock files and the
+        // folders that hold them, then the kept tree.
+        try Self.removeTree(root, keepingRoot: true, keepingLockFiles: true)
         var written: [Int: String] = [:]
         for (path, node) in names.sorted(by: { $0.key < $1.key }) {
             switch node {
             case .directory:
-                guard mkdir(path, 0o700) == 0 else { throw SecureKeysError.io("cannot recreate", path: path, errno: errno) }
+                guard mkdir(path, 0o700) == 0 || (errno == EEXIST && Self.isDirectory(path)) else {
+                    throw SecureKeysError.io("cannot recreate", path: path, errno: errno)
+                }
             case .file(let file):
                 if let first = written[file] {
                     guard link(first, path) == 0 else { throw SecureKeysError.io("cannot recreate", path: path, errno: errno) }
@@ -584,14 +590,22 @@ package final class SimulatedDisk: @unchecked Sendable {
         return lstat(path, &info) == 0
     }
 
-    /// Every path under `root` (not `root` itself), with whether it is a folder; `-shm` files and `skipping`
-    /// left out.
+    private static func isDirectory(_ path: String) -> Bool {
+        var info = stat()
+        return lstat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR
+    }
+
+    /// Whether `name` is a lock file, which the model leaves alone (see the type's notes).
+    private static func isLockFile(_ name: String) -> Bool { name.hasSuffix(".lock") }
+
+    /// Every path under `root` (not `root` itself), with whether it is a folder; `-shm` files, lock files and
+    /// `skipping` left out.
     private static func listTree(_ root: String, skipping: String) -> [(String, Bool)] {
         var result: [(String, Bool)] = []
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: root) else { return result }
         for name in names.sorted() {
             let path = root + "/" + name
-            guard path != skipping, !name.hasSuffix("-shm") else { continue }
+            guard path != skipping, !name.hasSuffix("-shm"), !isLockFile(name) else { continue }
             var info = stat()
             guard lstat(path, &info) == 0 else { continue }
             let isDirectory = (info.st_mode & S_IFMT) == S_IFDIR
@@ -601,17 +615,27 @@ package final class SimulatedDisk: @unchecked Sendable {
         return result
     }
 
-    private static func removeTree(_ path: String, keepingRoot: Bool = false) throws {
+    /// Removes `path` and everything under it; with `keepingLockFiles`, but lock files and the folders that
+    /// hold one.
+    ///
+    /// - Returns: whether something was kept.
+    @discardableResult
+    private static func removeTree(_ path: String, keepingRoot: Bool = false, keepingLockFiles: Bool = false) throws -> Bool {
         var info = stat()
-        guard lstat(path, &info) == 0 else { return }
+        guard lstat(path, &info) == 0 else { return false }
         if (info.st_mode & S_IFMT) == S_IFDIR {
+            var kept = false
             for name in (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? [] {
-                try removeTree(path + "/" + name)
+                if try removeTree(path + "/" + name, keepingLockFiles: keepingLockFiles) { kept = true }
             }
-            if !keepingRoot, rmdir(path) != 0 { throw SecureKeysError.io("cannot remove", path: path, errno: errno) }
+            if kept || keepingRoot { return kept }
+            if rmdir(path) != 0 { throw SecureKeysError.io("cannot remove", path: path, errno: errno) }
+        } else if keepingLockFiles && isLockFile(path) && (info.st_mode & S_IFMT) == S_IFREG {
+            return true
         } else if unlink(path) != 0 {
             throw SecureKeysError.io("cannot remove", path: path, errno: errno)
         }
+        return false
     }
 
     private static func readAll(_ path: String) throws -> [UInt8] {

@@ -1,0 +1,146 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import SecureKeys
+
+/// Exclusive ownership of a state directory: one process at a time runs a device on it.
+///
+/// Two processes that each booted a device on one directory would each keep their own passcode counter and
+/// keys in memory and overwrite each other's state file: a second shell could reset the wrong-passcode count
+/// the first one had persisted. The lock is an `flock(2)` on `<directory>/owner.lock`, held through an open
+/// file description for as long as the owner lives; the kernel drops it when the process ends, however it
+/// ends, so a crash never leaves a directory locked. The file holds the owner's process id in decimal, for
+/// the message of whoever is refused.
+///
+/// `flock` locks conflict between open file descriptions, not processes: a second ``acquire(_:)`` in the
+/// process that holds the lock is refused too, as a second device on the same directory must be.
+public final class StateDirectoryLock: Sendable {
+    /// The lock file's name in the state directory.
+    package static let fileName = "owner.lock"
+
+    /// The state directory this lock owns.
+    public let directory: String
+    /// The descriptor that holds the `flock`; `nil` once released.
+    private let descriptor: LockedState<Int32?>
+
+    private init(directory: String, descriptor: Int32) {
+        self.directory = directory
+        self.descriptor = LockedState(descriptor)
+    }
+
+    deinit { release() }
+
+    /// The lock file of `directory`.
+    package static func path(in directory: String) -> String { directory + "/" + fileName }
+
+    /// Takes the lock of `directory`, creating the directory (mode 0700) and its lock file when missing, and
+    /// writes this process's id into the lock file.
+    ///
+    /// - Parameter directory: the state directory.
+    /// - Returns: the lock, held until ``release()`` or until it is freed.
+    /// - Throws: ``DeviceError`` with code ``DeviceError/Code/stateInUse`` naming the holder's process id when
+    ///   another process — or another owner in this one — holds it; `SecureKeysError` with `io-error` when the
+    ///   directory or the lock file cannot be created or locked.
+    public static func acquire(_ directory: String) throws -> StateDirectoryLock {
+        try SecureFile.createDirectory(at: directory)
+        let path = path(in: directory)
+        // A plain `open`, not `DiskIO`: the lock file is no part of the device's durable state, and the
+        // simulated disk leaves `*.lock` files alone (a power cut must not swap the inode under a held lock).
+        let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { throw SecureKeysError.io("cannot open the lock file", path: path, errno: errno) }
+        // The lock file is never unlinked, not even at release: a process that opened it before the unlink
+        // would lock the removed inode while the next one creates and locks a new file, and both would own
+        // the directory.
+        do {
+            try lock(descriptor, path: path, directory: directory)
+        } catch {
+            close(descriptor)
+            throw error
+        }
+        let text = Array("\(getpid())\n".utf8)
+        guard ftruncate(descriptor, 0) == 0,
+              text.withUnsafeBytes({ pwrite(descriptor, $0.baseAddress, $0.count, 0) }) == text.count
+        else {
+            let error = errno
+            close(descriptor)  // drops the lock too
+            throw SecureKeysError.io("cannot write the process id into", path: path, errno: error)
+        }
+        return StateDirectoryLock(directory: directory, descriptor: descriptor)
+    }
+
+    /// Waits out the moments a refusal would name no live holder, then locks or throws.
+    ///
+    /// The holder writes its id just after locking, and ``holder(of:)`` holds a shared lock for an instant:
+    /// for up to 50 ms an empty file, or an id whose process is gone, is retried rather than reported.
+    private static func lock(_ descriptor: Int32, path: String, directory: String) throws {
+        let deadline = ContinuousClock.now + .milliseconds(50)
+        while flock(descriptor, LOCK_EX | LOCK_NB) != 0 {
+            let error = errno
+            if error == EINTR { continue }
+            guard error == EWOULDBLOCK else { throw SecureKeysError.io("cannot lock", path: path, errno: error) }
+            let holder = readProcessID(descriptor)
+            if let holder, isAlive(holder) { throw DeviceError.stateInUse(directory, holder: holder) }
+            guard ContinuousClock.now < deadline else { throw DeviceError.stateInUse(directory, holder: holder) }
+            usleep(5_000)
+        }
+    }
+
+    /// Gives the directory up: the lock file stays, emptied, for the next owner. Idempotent; freeing the
+    /// lock releases it too.
+    public func release() {
+        descriptor.withLock { descriptor in
+            guard let held = descriptor else { return }
+            descriptor = nil
+            // Emptied while still held, so an id in the file is never one of an owner that let go cleanly.
+            _ = ftruncate(held, 0)
+            flock(held, LOCK_UN)
+            close(held)
+        }
+    }
+
+    /// Whether this lock still holds its directory (not released).
+    var isHeld: Bool { descriptor.withLock { $0 != nil } }
+
+    /// The process id written by whoever holds the lock of `directory` now, or `nil` when nobody holds it.
+    ///
+    /// Creates nothing and never takes the lock: it tries a shared lock for an instant, which fails only
+    /// while an owner holds it, and then reads the id the owner wrote. `nil` too when the owner has not
+    /// written its id within 50 ms of locking.
+    ///
+    /// - Parameter directory: the state directory.
+    public static func holder(of directory: String) -> Int32? {
+        let descriptor = open(path(in: directory), O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return nil }
+        defer { close(descriptor) }
+        var result: Int32
+        repeat { result = flock(descriptor, LOCK_SH | LOCK_NB) } while result != 0 && errno == EINTR
+        if result == 0 {
+            flock(descriptor, LOCK_UN)
+            return nil
+        }
+        let deadline = ContinuousClock.now + .milliseconds(50)
+        while true {
+            if let holder = readProcessID(descriptor) { return holder }
+            guard ContinuousClock.now < deadline else { return nil }
+            usleep(5_000)
+        }
+    }
+
+    /// The decimal process id at the start of the lock file, or `nil` when it holds none.
+    private static func readProcessID(_ descriptor: Int32) -> Int32? {
+        var bytes = [UInt8](repeating: 0, count: 32)
+        let count = bytes.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, $0.count, 0) }
+        guard count > 0 else { return nil }
+        let text = String(decoding: bytes[..<count], as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        guard let id = Int32(text), id > 0 else { return nil }
+        return id
+    }
+
+    /// Whether a process with id `id` exists (`EPERM`: it does, as another user's).
+    private static func isAlive(_ id: Int32) -> Bool {
+        kill(id, 0) == 0 || errno == EPERM
+    }
+}
