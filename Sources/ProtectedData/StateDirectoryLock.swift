@@ -39,6 +39,9 @@ public final class StateDirectoryLock: Sendable {
     /// Takes the lock of `directory`, creating the directory (mode 0700) and its lock file when missing, and
     /// writes this process's id into the lock file.
     ///
+    /// On a read-only file system an existing lock file is locked without writing the id (a holder that
+    /// cannot write it is named as "another process").
+    ///
     /// - Parameter directory: the state directory.
     /// - Returns: the lock, held until ``release()`` or until it is freed.
     /// - Throws: ``DeviceError`` with code ``DeviceError/Code/stateInUse`` naming the holder's process id when
@@ -49,7 +52,14 @@ public final class StateDirectoryLock: Sendable {
         let path = path(in: directory)
         // A plain `open`, not `DiskIO`: the lock file is no part of the device's durable state, and the
         // simulated disk leaves `*.lock` files alone (a power cut must not swap the inode under a held lock).
-        let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        var descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        // On a read-only mount (or file) the existing lock file is locked all the same — `flock` needs no write
+        // access, and a writable mount of the same directory elsewhere sees the lock — only without an id.
+        var writable = true
+        if descriptor < 0 && (errno == EROFS || errno == EACCES) {
+            descriptor = open(path, O_RDONLY | O_CLOEXEC)
+            writable = false
+        }
         guard descriptor >= 0 else { throw SecureKeysError.io("cannot open the lock file", path: path, errno: errno) }
         // The lock file is never unlinked, not even at release: a process that opened it before the unlink
         // would lock the removed inode while the next one creates and locks a new file, and both would own
@@ -60,6 +70,7 @@ public final class StateDirectoryLock: Sendable {
             close(descriptor)
             throw error
         }
+        guard writable else { return StateDirectoryLock(directory: directory, descriptor: descriptor) }
         let text = Array("\(getpid())\n".utf8)
         guard ftruncate(descriptor, 0) == 0,
               text.withUnsafeBytes({ pwrite(descriptor, $0.baseAddress, $0.count, 0) }) == text.count
@@ -81,9 +92,9 @@ public final class StateDirectoryLock: Sendable {
             let error = errno
             if error == EINTR { continue }
             guard error == EWOULDBLOCK else { throw SecureKeysError.io("cannot lock", path: path, errno: error) }
-            let holder = readProcessID(descriptor)
-            if let holder, isAlive(holder) { throw DeviceError.stateInUse(directory, holder: holder) }
-            guard ContinuousClock.now < deadline else { throw DeviceError.stateInUse(directory, holder: holder) }
+            let holder = readProcessID(descriptor).flatMap { isAlive($0) ? $0 : nil }
+            if let holder { throw DeviceError.stateInUse(directory, holder: holder) }
+            guard ContinuousClock.now < deadline else { throw DeviceError.stateInUse(directory, holder: nil) }
             usleep(5_000)
         }
     }
