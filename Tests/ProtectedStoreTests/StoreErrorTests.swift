@@ -1,4 +1,5 @@
 import Foundation
+import ProtectedData
 import SecureKeys
 import TestSupport
 import Testing
@@ -84,6 +85,10 @@ struct StoreErrorTests {
         #expect((wrapped.cause as? SecureKeysError)?.path == "/tmp/x.key")
         #expect(StoreError(wrapping: wrapped).location == wrapped.location, "a StoreError is not wrapped twice")
         #expect(StoreError(wrapping: CancellationError()).code == .cancelled)
+        let inUse = StoreError(wrapping: DeviceError.stateInUse("/tmp/state", holder: 1234))
+        #expect(inUse.code == .stateInUse)
+        #expect(inUse.message.contains("in use by process 1234"))
+        #expect((inUse.cause as? DeviceError)?.holderProcessID == 1234)
         #expect("\(StoreError.queueFull(capacity: 3))" == "queue-full: the operation queue is full (3 operations waiting for protected data)")
     }
 }

@@ -46,6 +46,35 @@ struct SimulatedDiskTests {
         #expect(report.unsyncedPieces == 1 && report.droppedPieces == 1)
     }
 
+    @Test("a cut leaves lock files alone: the one there before the model and one made after keep their inode, bytes and flock")
+    func lockFilesAreLeftAlone() throws {
+        for mode in SimulatedDisk.PowerCutMode.allCases {
+            let directory = TemporaryDirectory()
+            let before = open(directory.path + "/owner.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+            #expect(before >= 0 && flock(before, LOCK_EX | LOCK_NB) == 0 && write(before, "12\n", 3) == 3)
+            defer { close(before) }
+            let disk = SimulatedDisk(root: directory.path)
+            defer { disk.stopModelling() }
+            try SecureFile.createDirectory(at: directory.path + "/device")
+            let after = open(directory.path + "/device/agent.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+            #expect(after >= 0 && write(after, "34\n", 3) == 3)
+            defer { close(after) }
+            func inode(_ name: String) -> ino_t? {
+                var info = stat()
+                return lstat(directory.path + "/" + name, &info) == 0 ? info.st_ino : nil
+            }
+            let inodes = (inode("owner.lock"), inode("device/agent.lock"))
+            var random = SplitMix64(seed: 3)
+            try disk.powerCut(mode, random: &random)
+            #expect(inode("owner.lock") == inodes.0 && inode("device/agent.lock") == inodes.1, "\(mode)")
+            #expect(FileManager.default.contents(atPath: directory.path + "/owner.lock") == Data("12\n".utf8))
+            // Still held: a new open file description cannot take it.
+            let probe = open(directory.path + "/owner.lock", O_RDONLY | O_CLOEXEC)
+            #expect(flock(probe, LOCK_EX | LOCK_NB) != 0, "\(mode): the lock was lost")
+            close(probe)
+        }
+    }
+
     @Test("a file created and synced, but whose folder was not synced, is gone after a cut")
     func unsyncedEntryIsLost() throws {
         let fixture = Fixture()

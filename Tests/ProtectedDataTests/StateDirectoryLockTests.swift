@@ -1,0 +1,93 @@
+import TestSupport
+import Foundation
+import SecureKeys
+import Testing
+
+@testable import ProtectedData
+
+@Suite("State directory lock: one owner at a time")
+struct StateDirectoryLockTests {
+    /// The `DeviceError` `body` throws, or `nil`.
+    func deviceError(_ body: () throws -> Void) -> DeviceError? {
+        do {
+            try body()
+            return nil
+        } catch {
+            return error as? DeviceError
+        }
+    }
+
+    @Test("acquire, release, acquire again; holder(of:) names this process while held and nobody after; the file stays")
+    func acquireReleaseReacquire() throws {
+        let directory = TemporaryDirectory()
+        let state = directory.file("state")  // missing: acquire creates it
+        #expect(StateDirectoryLock.holder(of: state) == nil)
+        let lock = try StateDirectoryLock.acquire(state)
+        #expect(lock.directory == state)
+        #expect(StateDirectoryLock.holder(of: state) == getpid())
+        let mode = try (FileManager.default.attributesOfItem(atPath: state)[.posixPermissions] as! NSNumber).intValue
+        #expect(mode == 0o700)
+        lock.release()
+        lock.release()  // idempotent
+        #expect(StateDirectoryLock.holder(of: state) == nil)
+        #expect(FileManager.default.fileExists(atPath: state + "/owner.lock"), "the lock file is never unlinked")
+        let again = try StateDirectoryLock.acquire(state)
+        #expect(StateDirectoryLock.holder(of: state) == getpid())
+        again.release()
+    }
+
+    @Test("a second acquire in the same process is refused with state-in-use naming this process (another process: its id and the agent); freeing the first lets it in")
+    func secondAcquireInTheSameProcess() throws {
+        let directory = TemporaryDirectory()
+        var first: StateDirectoryLock? = try StateDirectoryLock.acquire(directory.path)
+        let error = try #require(deviceError { _ = try StateDirectoryLock.acquire(directory.path) })
+        #expect(error.code == .stateInUse)
+        #expect(error.holderProcessID == getpid())
+        #expect(error.message.contains("in use by this process (\(getpid()))"), "\(error.message)")
+        // For another process, the message names it and the agent; for one whose id is unknown, another process.
+        let other = DeviceError.stateInUse("/tmp/state", holder: 1)
+        #expect(other.description.hasPrefix("state-in-use: the state directory /tmp/state is in use by process 1; quit it"))
+        #expect(other.message.contains("`protected-store device serve --state-dir /tmp/state`"))
+        #expect(DeviceError.stateInUse("/tmp/state", holder: nil).message.contains("in use by another process; quit it"))
+        #expect(first?.isHeld == true)
+        first = nil  // deinit releases
+        #expect(StateDirectoryLock.holder(of: directory.path) == nil)
+        _ = try StateDirectoryLock.acquire(directory.path)
+    }
+
+    @Test("a booted device refuses a second boot on its directory with state-in-use; after powerOff() the boot succeeds")
+    func bootedDeviceOwnsItsDirectory() throws {
+        let fixture = try DeviceFixture()
+        #expect(StateDirectoryLock.holder(of: fixture.directory.path) == getpid())
+        let error = deviceError { _ = try SimulatedDevice(bootingFrom: fixture.directory.path, clock: fixture.clock) }
+        #expect(error?.code == .stateInUse)
+        #expect(error?.holderProcessID == getpid())
+        fixture.device.powerOff()
+        #expect(StateDirectoryLock.holder(of: fixture.directory.path) == nil)
+        let rebooted = try SimulatedDevice(bootingFrom: fixture.directory.path, clock: fixture.clock)
+        #expect(rebooted.lockState == .beforeFirstUnlock)
+        #expect(StateDirectoryLock.holder(of: fixture.directory.path) == getpid())
+    }
+
+    @Test("with ownership:, the device uses the caller's lock and gives it up neither at powerOff() nor when freed")
+    func ownershipStaysWithTheCaller() throws {
+        let directory = TemporaryDirectory()
+        let lock = try StateDirectoryLock.acquire(directory.path)
+        var device: SimulatedDevice? = try SimulatedDevice.setUp(
+            in: directory.path, passcode: SecureBytes(utf8: "1234"), configuration: .init(kdf: .minimal),
+            clock: ManualClock(), ownership: lock)
+        device?.powerOff()
+        #expect(lock.isHeld)
+        #expect(deviceError { _ = try SimulatedDevice(bootingFrom: directory.path, clock: ManualClock()) }?.code == .stateInUse)
+        // The agent's reboot: a new device on the same lock, then the old one freed.
+        let rebooted = try SimulatedDevice(bootingFrom: directory.path, clock: ManualClock(), ownership: lock)
+        device = nil
+        #expect(lock.isHeld)
+        #expect(StateDirectoryLock.holder(of: directory.path) == getpid())
+        rebooted.powerOff()
+        #expect(lock.isHeld)
+        lock.release()
+        _ = try SimulatedDevice(bootingFrom: directory.path, clock: ManualClock())
+    }
+}
+
