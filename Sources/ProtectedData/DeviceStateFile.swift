@@ -12,6 +12,9 @@ struct DeviceLayout: Sendable {
     var keybagPath: String { deviceDirectory + "/device.keybag" }
     var statePath: String { deviceDirectory + "/state.json" }
     var deviceKeyPath: String { hardwareDirectory + "/uid.key" }
+    /// The device agent's directory (0700) and socket (0600), when an agent serves the device.
+    var agentDirectory: String { root + "/agent" }
+    var agentSocketPath: String { agentDirectory + "/device.sock" }
 }
 
 /// What a device remembers across reboots: settings and the wrong-passcode counter. Nothing secret.

@@ -28,6 +28,9 @@ public struct SecureKeysError: Error, Sendable {
         /// The ``name``.
         public var description: String { name }
 
+        /// The code whose ``name`` is `name`, if there is one (an error that crossed a process boundary).
+        package static func named(_ name: String) -> Code? { Base(rawValue: name).map(Code.init) }
+
         /// The passcode did not unwrap the class keys.
         public static let wrongPasscode = Code(.wrongPasscode)
         /// A key file is truncated, altered or not a key file at all. Nothing was changed on disk.

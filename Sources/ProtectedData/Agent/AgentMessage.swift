@@ -1,0 +1,145 @@
+public import SecureKeys
+
+/// What a client asks the device agent (``DeviceAgent``), one frame each.
+///
+/// Passcodes travel as `SecureBytes`, never as a `String` or an array: the frame that carries one is guarded
+/// memory, wiped when it is released.
+@_spi(DeviceAgentWire)
+public enum AgentRequest: Sendable {
+    /// The first frame of every connection: the wire protocol the client speaks, and a name for the agent's log.
+    case hello(protocolVersion: UInt32, clientName: String)
+    /// The device's state now; also what a client sends to catch up with every event pushed before it.
+    case status
+    /// Set up a new device (the agent's directory holds none yet).
+    case setUp(passcode: SecureBytes, gracePeriod: Duration, wipeAfterFailures: Int?)
+    /// Unlock with the passcode; a wrong one counts, whoever sent it.
+    case unlock(passcode: SecureBytes)
+    /// Lock now; the grace period starts.
+    case lock
+    /// Change the passcode.
+    case changePasscode(old: SecureBytes, new: SecureBytes)
+    /// The key of the store at an absolute path: given only while its class is available.
+    case lookUpStoreKey(storePath: String)
+    /// Create the key of a new store at an absolute path.
+    case createStoreKey(storePath: String, protectionClass: ProtectionClass)
+    /// Move the device's virtual clock; grace periods and passcode delays count on it.
+    case advanceClock(Duration)
+    /// Power the device off and boot it again, before the first unlock.
+    case reboot
+}
+
+/// What the device agent sends: the answer to a request, or an event it pushes to every client.
+@_spi(DeviceAgentWire)
+public enum AgentReply: Sendable {
+    /// The device's state: the answer to `hello`, `status` and every request that changes the device.
+    case status(DeviceAgentStatus)
+    /// The request failed, or the agent refuses the connection.
+    case failure(AgentFailure)
+    /// The answer to a store-key request. An available key is a fresh copy the client owns.
+    case storeKey(StoreKeyLookup)
+    /// Pushed to every client when protected data changes, with the state after it.
+    case event(ProtectedDataEvent, DeviceAgentStatus)
+}
+
+/// The device as the agent sees it, sent with every answer that changes it and with every event.
+public struct DeviceAgentStatus: Sendable, Hashable {
+    /// The agent's process id.
+    public var agentProcessID: Int32
+    /// The lock state, or `nil` when no device is set up in the agent's state directory yet.
+    public var lockState: SimulatedDevice.LockState?
+    /// The protection classes whose keys the agent holds now.
+    public var availability: ProtectedDataAvailability
+    /// Consecutive wrong passcodes, from every client, persisted across reboots and agent restarts.
+    public var failedPasscodeAttempts: Int
+    /// The device's virtual clock: time since the agent started, moved only by `clock advance`.
+    public var clock: Duration
+
+    /// A status.
+    ///
+    /// - Parameters:
+    ///   - agentProcessID: the agent's process id.
+    ///   - lockState: the lock state, `nil` without a device.
+    ///   - availability: the classes available now.
+    ///   - failedPasscodeAttempts: consecutive wrong passcodes.
+    ///   - clock: the device clock's time.
+    public init(
+        agentProcessID: Int32, lockState: SimulatedDevice.LockState?, availability: ProtectedDataAvailability,
+        failedPasscodeAttempts: Int, clock: Duration
+    ) {
+        self.agentProcessID = agentProcessID
+        self.lockState = lockState
+        self.availability = availability
+        self.failedPasscodeAttempts = failedPasscodeAttempts
+        self.clock = clock
+    }
+}
+
+/// A failure as it crosses the socket: which layer's error, its code, its message and its details. The
+/// client turns it back into the same `DeviceError` or `SecureKeysError`.
+@_spi(DeviceAgentWire)
+public struct AgentFailure: Sendable, Hashable {
+    /// Whose error it was.
+    public enum Domain: UInt8, Sendable {
+        /// A ``DeviceError`` (the agent's own refusals are device errors too).
+        case device = 1
+        /// A `SecureKeysError` (a damaged key file, say).
+        case secureKeys = 2
+    }
+
+    /// Whose error it was.
+    public var domain: Domain
+    /// The kebab-case code.
+    public var code: String
+    /// The sentence for a person (never a secret).
+    public var message: String
+    /// For a passcode delay: how long until the next attempt.
+    public var retryAfter: Duration?
+    /// For a wrong passcode: consecutive failures.
+    public var failedAttempts: Int?
+
+    /// A failure.
+    ///
+    /// - Parameters:
+    ///   - domain: whose error.
+    ///   - code: the kebab-case code.
+    ///   - message: the sentence.
+    ///   - retryAfter: the passcode delay left.
+    ///   - failedAttempts: consecutive wrong passcodes.
+    public init(domain: Domain, code: String, message: String, retryAfter: Duration? = nil, failedAttempts: Int? = nil) {
+        self.domain = domain
+        self.code = code
+        self.message = message
+        self.retryAfter = retryAfter
+        self.failedAttempts = failedAttempts
+    }
+}
+
+extension AgentFailure {
+    /// The failure that carries `error` across the socket.
+    init(_ error: any Error) {
+        switch error {
+        case let device as DeviceError:
+            self.init(
+                domain: .device, code: device.code.name, message: device.message, retryAfter: device.retryAfter,
+                failedAttempts: device.failedAttempts)
+        case let keys as SecureKeysError:
+            self.init(domain: .secureKeys, code: keys.code.name, message: keys.message)
+        default:
+            self.init(domain: .device, code: DeviceError.Code.agentRefused.name, message: "the agent failed: \(error)")
+        }
+    }
+
+    /// The error the agent threw, rebuilt with its type and code.
+    var error: any Error {
+        switch domain {
+        case .device:
+            DeviceError(code: DeviceError.Code(code), message: message, retryAfter: retryAfter, failedAttempts: failedAttempts)
+        case .secureKeys:
+            if let known = SecureKeysError.Code.named(code) {
+                SecureKeysError(code: known, message: message)
+            } else {
+                DeviceError(code: DeviceError.Code(code), message: message)
+            }
+        }
+    }
+}

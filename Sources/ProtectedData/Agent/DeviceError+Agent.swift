@@ -1,0 +1,26 @@
+extension DeviceError.Code {
+    /// The device agent refused this client: another user, too many clients at once, a malformed or
+    /// oversized request, another protocol version.
+    public static let agentRefused = Self("agent-refused")
+    /// The device agent went away (it stopped or was killed) while this client talked to it.
+    public static let agentDisconnected = Self("agent-disconnected")
+    /// The device agent could not start: its socket cannot be made where the state directory is.
+    public static let agentFailed = Self("agent-failed")
+}
+
+extension DeviceError {
+    static func agentRefused(_ why: String) -> Self {
+        Self(code: .agentRefused, message: "the device agent refused: \(why)")
+    }
+
+    static func agentDisconnected(_ directory: String) -> Self {
+        Self(
+            code: .agentDisconnected,
+            message: "the device agent of \(directory) went away; its device state is on disk: start it again with "
+                + "`protected-store device serve --state-dir \(directory)`")
+    }
+
+    static func agentFailed(_ why: String) -> Self {
+        Self(code: .agentFailed, message: "the device agent cannot start: \(why)")
+    }
+}
