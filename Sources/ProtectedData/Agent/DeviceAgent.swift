@@ -1,0 +1,321 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+internal import Logging
+public import SecureKeys
+
+/// The one process that owns a state directory's device — keybag, passcode attempts and delays, grace timer,
+/// class keys in guarded memory — and answers every other process over a Unix-domain socket, as a phone's
+/// keybag service answers an app, its extensions and its widgets.
+///
+/// Clients (``DeviceAgentClient``) find the socket at ``socketPath(in:)``: mode 0600 in a 0700 directory,
+/// and the agent also checks each peer's user id with `SO_PEERCRED`. They ask for the device's state, lock,
+/// unlock (a wrong passcode counts whoever sent it), and a store's key — given only while the store's class
+/// is available; class keys never leave the agent. Every protected-data event is pushed to every client.
+///
+/// The agent takes the state directory's ``StateDirectoryLock`` for its whole life, so no process can write
+/// the device state beside it. Bad clients are refused and cut off, never served at the cost of others: a
+/// peer of another user, more than ``Configuration/maximumClients`` at once, a frame over 64 KiB or not
+/// well formed, a body that does not arrive within ``Configuration/requestTimeout``, a client that stops
+/// reading what the agent sends. The device state is on disk after every change, so killing the agent
+/// loses nothing: the next agent (or a lone process) boots from it, before the first unlock.
+public final class DeviceAgent: Sendable {
+    /// How an agent serves.
+    public struct Configuration: Sendable {
+        /// The Argon2id cost for a device set up through the agent.
+        public var kdf: PasscodeKDF
+        /// Clients served at once; one more is refused with `agent-refused` until one leaves.
+        public var maximumClients: Int
+        /// How long a request's body may take to arrive after its length: a client that stalls or dies
+        /// part-way is cut off then.
+        public var requestTimeout: Duration
+        /// How long a send to a client may block: a client that stops reading is cut off then.
+        public var sendTimeout: Duration
+
+        /// A configuration.
+        ///
+        /// - Parameters:
+        ///   - kdf: the Argon2id cost for a device set up through the agent.
+        ///   - maximumClients: clients served at once (32).
+        ///   - requestTimeout: how long a request's body may take (5 s).
+        ///   - sendTimeout: how long a send to a client may block (2 s).
+        public init(
+            kdf: PasscodeKDF = .default, maximumClients: Int = 32, requestTimeout: Duration = .seconds(5),
+            sendTimeout: Duration = .seconds(2)
+        ) {
+            self.kdf = kdf
+            self.maximumClients = maximumClients
+            self.requestTimeout = requestTimeout
+            self.sendTimeout = sendTimeout
+        }
+    }
+
+    private struct State {
+        var device: SimulatedDevice?
+        var subscription: EventSubscription?
+        var connections: [Int: AgentConnection] = [:]
+        var nextConnectionID = 0
+        var stopped = false
+    }
+
+    /// The state directory the agent owns.
+    public let stateDirectory: String
+    /// Where clients connect.
+    public let socketPath: String
+    private let configuration: Configuration
+    private let ownership: StateDirectoryLock
+    /// The device's clock: virtual, moved by clients' `advanceClock`, so scripts in several processes agree.
+    private let clock = ManualClock()
+    private let listener: Int32
+    /// One request at a time reaches the device, and the events it causes are sent to every client before its
+    /// answer: a client that asks for the status has seen every event that came before.
+    private let serial = NSLock()
+    private let state = LockedState(State())
+    private let logger = LogSubsystem.device.makeLogger()
+
+    /// Where the agent of `stateDirectory` listens.
+    public static func socketPath(in stateDirectory: String) -> String {
+        DeviceLayout(root: stateDirectory).agentSocketPath
+    }
+
+    /// Takes the state directory, boots the device kept there (if any) and listens. Clients that connect
+    /// before ``serve()`` runs wait in the socket's backlog.
+    ///
+    /// - Throws: ``DeviceError/Code/stateInUse`` when another process holds the directory (another agent, a
+    ///   shell on its own), ``DeviceError/Code/agentFailed`` when the socket cannot be made, and what booting
+    ///   the device throws.
+    public init(stateDirectory: String, configuration: Configuration = Configuration()) throws {
+        self.stateDirectory = stateDirectory
+        self.configuration = configuration
+        let layout = DeviceLayout(root: stateDirectory)
+        socketPath = layout.agentSocketPath
+        try SecureFile.createDirectory(at: stateDirectory)
+        ownership = try StateDirectoryLock.acquire(stateDirectory)
+        if SecureFile.exists(layout.statePath) {
+            let device = try SimulatedDevice(bootingFrom: stateDirectory, clock: clock, ownership: ownership)
+            state.withLock { $0.device = device }
+        }
+        try SecureFile.createDirectory(at: layout.agentDirectory)
+        listener = try UnixSocket.listen(at: socketPath, backlog: Int32(configuration.maximumClients))
+        if let device = state.withLock({ $0.device }) { watch(device) }
+    }
+
+    deinit {
+        close(listener)
+        state.withLock { $0.device?.powerOff() }
+    }
+
+    /// Accepts and serves clients, each on a thread of its own, until ``stop()``.
+    public func serve() {
+        while !state.withLock({ $0.stopped }) {
+            let descriptor = accept(listener, nil, nil)
+            guard descriptor >= 0 else {
+                if errno == EMFILE || errno == ENFILE { usleep(10_000) }  // out of descriptors: let clients leave
+                continue
+            }
+            UnixSocket.setSendTimeout(descriptor, seconds: Int(configuration.sendTimeout.components.seconds))
+            if let refusal = admissionRefusal(descriptor) {
+                logger.debug("client refused", metadata: ["reason": "\(refusal.message)"])
+                _ = FrameChannel.send(AgentWireFormat.encode(.failure(AgentFailure(refusal)), id: 0), on: descriptor)
+                close(descriptor)
+                continue
+            }
+            let connection = state.withLock { state -> AgentConnection in
+                state.nextConnectionID += 1
+                let connection = AgentConnection(id: state.nextConnectionID, descriptor: descriptor)
+                state.connections[connection.id] = connection
+                return connection
+            }
+            Thread { [self] in talk(to: connection) }.start()
+        }
+    }
+
+    /// Stops accepting, cuts every client off and powers the device off (its state is on disk). ``serve()``
+    /// returns.
+    public func stop() {
+        let connections = state.withLock { state -> [AgentConnection] in
+            state.stopped = true
+            return Array(state.connections.values)
+        }
+        shutdown(listener, Int32(SHUT_RDWR))
+        for connection in connections { connection.shutDown() }
+    }
+
+    /// The number of clients connected now.
+    public var clientCount: Int { state.withLock { $0.connections.count } }
+
+    // MARK: Serving one client
+
+    private func admissionRefusal(_ descriptor: Int32) -> DeviceError? {
+        let own = geteuid()
+        guard let peer = UnixSocket.peerUserID(descriptor) else { return .agentRefused("the peer's user cannot be read") }
+        guard peer == own else { return .agentRefused("a process of user \(peer) may not use the device of user \(own)") }
+        let count = state.withLock { $0.connections.count }
+        guard count < configuration.maximumClients else {
+            return .agentRefused("\(count) clients are connected, the most it serves at once; try again when one leaves")
+        }
+        return nil
+    }
+
+    private func talk(to connection: AgentConnection) {
+        defer {
+            _ = state.withLock { $0.connections.removeValue(forKey: connection.id) }
+            connection.close()
+        }
+        var greeted = false
+        while true {
+            let body: SecureBytes
+            switch FrameChannel.receive(connection.descriptor, bodyTimeout: configuration.requestTimeout) {
+            case .closed, .broken: return
+            case .malformed(let malformed):
+                return connection.refuse(.agentRefused("\(malformed.reason); the connection is closed"))
+            case .body(let received): body = received
+            }
+            let frame: AgentWireFormat.RequestFrame
+            do {
+                frame = try body.withUnsafeBytes { try AgentWireFormat.decodeRequest($0) }
+            } catch {
+                return connection.refuse(.agentRefused("a malformed request: \(error); the connection is closed"))
+            }
+            body.wipe()
+            defer { frame.request.wipeSecrets() }
+            if !greeted {
+                guard case .hello(let version, let name) = frame.request, version == AgentWireFormat.protocolVersion else {
+                    return connection.refuse(
+                        .agentRefused("the first request must be hello with protocol version \(AgentWireFormat.protocolVersion)"))
+                }
+                greeted = true
+                logger.debug("client connected", metadata: ["client": "\(name)", "connection": "\(connection.id)"])
+            }
+            let reply = serial.withLock { answer(frame.request) }
+            let sent = connection.send(AgentWireFormat.encode(reply, id: frame.id))
+            if case .storeKey(.available(let key)) = reply { key.wipe() }
+            guard sent else { return }
+        }
+    }
+
+    // MARK: The device
+
+    private func answer(_ request: AgentRequest) -> AgentReply {
+        do {
+            switch request {
+            case .hello, .status:
+                break
+            case .setUp(let passcode, let gracePeriod, let wipeAfterFailures):
+                guard state.withLock({ $0.device }) == nil else { throw DeviceError.deviceExists(at: stateDirectory) }
+                let device = try SimulatedDevice.setUp(
+                    in: stateDirectory, passcode: passcode,
+                    configuration: .init(
+                        gracePeriod: gracePeriod, attemptPolicy: .init(wipeAfterFailures: wipeAfterFailures), kdf: configuration.kdf),
+                    clock: clock, ownership: ownership)
+                state.withLock { $0.device = device }
+                watch(device)
+                broadcast(.didBecomeAvailable)
+            case .unlock(let passcode):
+                try requireDevice().unlock(passcode: passcode)
+            case .lock:
+                try requireDevice().lock()
+            case .changePasscode(let old, let new):
+                try requireDevice().changePasscode(from: old, to: new)
+            case .lookUpStoreKey(let storePath):
+                return .storeKey(try requireDevice().lookUpStoreKey(forStoreAt: storePath))
+            case .createStoreKey(let storePath, let protectionClass):
+                return .storeKey(.available(try requireDevice().createStoreKey(forStoreAt: storePath, protectionClass: protectionClass)))
+            case .advanceClock(let duration):
+                clock.advance(by: duration)
+            case .reboot:
+                let old = try requireDevice()
+                let hadProtectedData = old.availability.availableClasses.count > 1
+                state.withLock { $0.subscription = nil }
+                old.powerOff()
+                let device = try SimulatedDevice(bootingFrom: stateDirectory, clock: clock, ownership: ownership)
+                state.withLock { $0.device = device }
+                watch(device)
+                if hadProtectedData { broadcast(.didBecomeUnavailable) }
+            }
+            return .status(status())
+        } catch {
+            return .failure(AgentFailure(error))
+        }
+    }
+
+    private func requireDevice() throws -> SimulatedDevice {
+        guard let device = state.withLock({ $0.device }) else {
+            throw DeviceError(code: .noDevice, message: "no device is set up in \(stateDirectory); run `device setup` first")
+        }
+        return device
+    }
+
+    /// Sends every event of `device` to every client, with the state after it.
+    private func watch(_ device: SimulatedDevice) {
+        let subscription = device.subscribe { [weak self] event in self?.broadcast(event) }.subscription
+        state.withLock { $0.subscription = subscription }
+    }
+
+    private func broadcast(_ event: ProtectedDataEvent) {
+        let frame = AgentWireFormat.encode(.event(event, status()), id: 0)
+        let connections = state.withLock { Array($0.connections.values) }
+        logger.debug("event pushed", metadata: ["event": "\(event)", "clients": "\(connections.count)"])
+        for connection in connections where !connection.send(frame) { connection.shutDown() }
+    }
+
+    private func status() -> DeviceAgentStatus {
+        let device = state.withLock { $0.device }
+        return DeviceAgentStatus(
+            agentProcessID: getpid(), lockState: device?.lockState,
+            availability: device?.availability ?? ProtectedDataAvailability(availableClasses: []),
+            failedPasscodeAttempts: device?.failedPasscodeAttempts ?? 0, clock: clock.now.offset)
+    }
+}
+
+/// One client's socket: sends from any thread (answers, pushed events) one frame at a time; closed only by
+/// the thread that reads it, after which sends fail instead of reaching a reused descriptor.
+private final class AgentConnection: Sendable {
+    let id: Int
+    let descriptor: Int32
+    private let closed = LockedState(false)
+
+    init(id: Int, descriptor: Int32) {
+        self.id = id
+        self.descriptor = descriptor
+    }
+
+    /// Sends a frame; `false` when the client is gone or stopped reading.
+    func send(_ frame: SecureBytes) -> Bool {
+        closed.withLock { closed in !closed && FrameChannel.send(frame, on: descriptor) }
+    }
+
+    /// Sends why the connection ends; its reader then closes it.
+    func refuse(_ error: DeviceError) {
+        _ = send(AgentWireFormat.encode(.failure(AgentFailure(error)), id: 0))
+    }
+
+    /// Wakes the reader, which then closes the connection.
+    func shutDown() {
+        closed.withLock { closed in if !closed { _ = shutdown(descriptor, Int32(SHUT_RDWR)) } }
+    }
+
+    func close() {
+        closed.withLock { closed in
+            guard !closed else { return }
+            closed = true
+            _ = Glibc.close(descriptor)
+        }
+    }
+}
+
+extension AgentRequest {
+    /// Zeroes the passcodes the request carried, once it was answered.
+    func wipeSecrets() {
+        switch self {
+        case .setUp(let passcode, _, _), .unlock(let passcode): passcode.wipe()
+        case .changePasscode(let old, let new):
+            old.wipe()
+            new.wipe()
+        default: break
+        }
+    }
+}

@@ -1,0 +1,281 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+public import SecureKeys
+
+/// A process's view of the device when a ``DeviceAgent`` owns it: the same key-availability monitor and
+/// store-key provider a `DataController` takes, answered by the agent over its socket.
+///
+/// Events the agent pushes are delivered in order, on the client's reader thread, to every subscriber.
+/// Availability is what the agent last said; a store key is asked for each time, and is given only while
+/// its class is available. When the agent goes away, every class becomes unavailable (a
+/// *did become unavailable* event) and requests fail with ``DeviceError/Code/agentDisconnected``.
+public final class DeviceAgentClient: KeyAvailabilityMonitor, StoreKeyProvider {
+    /// The state directory whose agent this client talks to.
+    public let stateDirectory: String
+    /// The agent's process id.
+    public let agentProcessID: Int32
+    private let link: AgentLink
+
+    /// Connects to the agent of `stateDirectory`, if one is running.
+    ///
+    /// - Parameters:
+    ///   - stateDirectory: the state directory the agent serves.
+    ///   - clientName: a name for the agent's log (`app`, `extension`, …).
+    /// - Returns: the client, or `nil` when no agent is running there (no socket, or a stale one).
+    /// - Throws: ``DeviceError/Code/agentRefused`` when the agent refuses this process (another user, too many
+    ///   clients), ``DeviceError/Code/agentDisconnected`` when it goes away before it answers.
+    public static func connect(toAgentOf stateDirectory: String, clientName: String) throws -> DeviceAgentClient? {
+        let path = DeviceAgent.socketPath(in: stateDirectory)
+        guard SecureFile.exists(path) else { return nil }
+        let descriptor: Int32
+        switch try UnixSocket.connect(to: path) {
+        case .success(let connected): descriptor = connected
+        case .failure(let failure) where failure.code == ENOENT || failure.code == ECONNREFUSED: return nil
+        case .failure(let failure): throw DeviceError.agentRefused("cannot connect to \(path): \(failure)")
+        }
+        let link = AgentLink(descriptor: descriptor, stateDirectory: stateDirectory)
+        link.start()
+        let status: DeviceAgentStatus
+        do {
+            guard case .status(let greeted) = try link.request(.hello(protocolVersion: AgentWireFormat.protocolVersion, clientName: clientName)) else {
+                throw DeviceError.agentRefused("the agent answered hello with something else")
+            }
+            status = greeted
+        } catch {
+            link.shutDown()
+            throw error
+        }
+        return DeviceAgentClient(stateDirectory: stateDirectory, agentProcessID: status.agentProcessID, link: link)
+    }
+
+    private init(stateDirectory: String, agentProcessID: Int32, link: AgentLink) {
+        self.stateDirectory = stateDirectory
+        self.agentProcessID = agentProcessID
+        self.link = link
+    }
+
+    deinit { link.shutDown() }
+
+    /// Ends the connection. Subscribers get *did become unavailable* if anything was available.
+    public func disconnect() { link.shutDown() }
+
+    /// Whether the connection to the agent is still up.
+    public var isConnected: Bool { link.isConnected }
+
+    // MARK: The device's state
+
+    /// Asks the agent for the device's state. When it returns, every event the agent pushed before it has
+    /// been delivered to this client's subscribers.
+    public func status() throws -> DeviceAgentStatus {
+        try link.requestStatus(.status)
+    }
+
+    /// The device's state as the agent last sent it (with an answer or an event), without asking.
+    public var lastKnownStatus: DeviceAgentStatus { link.lastStatus }
+
+    public func isProtectedDataAvailable(for protectionClass: ProtectionClass) -> Bool {
+        link.lastStatus.availability.isAvailable(protectionClass)
+    }
+
+    public func subscribe(
+        _ handler: @escaping @Sendable (ProtectedDataEvent) -> Void
+    ) -> (availability: ProtectedDataAvailability, subscription: EventSubscription) {
+        link.subscribe(handler)
+    }
+
+    // MARK: Asking the device
+
+    /// Sets up a device in the agent's directory (it holds none yet); it is left unlocked.
+    ///
+    /// - Throws: ``DeviceError/Code/deviceExists`` when there is one.
+    public func setUp(passcode: SecureBytes, gracePeriod: Duration = .seconds(10), wipeAfterFailures: Int? = nil) throws {
+        _ = try link.requestStatus(.setUp(passcode: passcode, gracePeriod: gracePeriod, wipeAfterFailures: wipeAfterFailures))
+    }
+
+    /// Unlocks the device. A wrong passcode counts toward the delay and the wipe, whichever process sent it.
+    ///
+    /// - Throws: as `SimulatedDevice.unlock(passcode:)`.
+    public func unlock(passcode: SecureBytes) throws { _ = try link.requestStatus(.unlock(passcode: passcode)) }
+
+    /// Locks the device; every client gets *will become unavailable*.
+    public func lock() throws { _ = try link.requestStatus(.lock) }
+
+    /// Changes the passcode.
+    ///
+    /// - Throws: as `SimulatedDevice.changePasscode(from:to:)`.
+    public func changePasscode(from old: SecureBytes, to new: SecureBytes) throws {
+        _ = try link.requestStatus(.changePasscode(old: old, new: new))
+    }
+
+    /// Moves the device's virtual clock (grace periods and passcode delays count on it).
+    public func advanceClock(by duration: Duration) throws { _ = try link.requestStatus(.advanceClock(duration)) }
+
+    /// Powers the device off and boots it again, before the first unlock.
+    public func reboot() throws { _ = try link.requestStatus(.reboot) }
+
+    public func lookUpStoreKey(forStoreAt storePath: String) throws -> StoreKeyLookup {
+        guard case .storeKey(let lookup) = try link.request(.lookUpStoreKey(storePath: Self.absolute(storePath))) else {
+            throw DeviceError.agentRefused("the agent answered a store-key look-up with something else")
+        }
+        return lookup
+    }
+
+    public func createStoreKey(forStoreAt storePath: String, protectionClass: ProtectionClass) throws -> SecureBytes {
+        let reply = try link.request(.createStoreKey(storePath: Self.absolute(storePath), protectionClass: protectionClass))
+        guard case .storeKey(.available(let key)) = reply else {
+            throw DeviceError.agentRefused("the agent answered a store-key creation with something else")
+        }
+        return key
+    }
+
+    /// The agent may run in another directory: paths go absolute.
+    private static func absolute(_ path: String) -> String {
+        path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
+    }
+}
+
+/// The connection itself: requests out, answers matched to them by id, events to the hub — on a reader thread
+/// that holds this object (not the client), so the client can be released.
+private final class AgentLink: @unchecked Sendable {
+    // @unchecked Sendable: every `var` is read and written only while `condition` is locked.
+    private let descriptor: Int32
+    private let stateDirectory: String
+    private let condition = NSCondition()
+    private let sending = NSLock()
+    private let hub = EventHub<ProtectedDataEvent>()
+    private var answers: [UInt32: AgentReply] = [:]
+    private var nextID: UInt32 = 0
+    private var gone: DeviceError?
+    private var status: DeviceAgentStatus
+    private var shutDownOnce = false
+
+    /// How long a request may wait for its answer (an unlock at the default Argon2id cost takes well under one).
+    private static let answerTimeout: TimeInterval = 120
+
+    init(descriptor: Int32, stateDirectory: String) {
+        self.descriptor = descriptor
+        self.stateDirectory = stateDirectory
+        status = DeviceAgentStatus(
+            agentProcessID: 0, lockState: nil, availability: ProtectedDataAvailability(availableClasses: []),
+            failedPasscodeAttempts: 0, clock: .zero)
+    }
+
+    func start() {
+        Thread { [self] in readUntilClosed() }.start()
+    }
+
+    var isConnected: Bool { locked { gone == nil } }
+    var lastStatus: DeviceAgentStatus { locked { status } }
+
+    func subscribe(_ handler: @escaping @Sendable (ProtectedDataEvent) -> Void) -> (ProtectedDataAvailability, EventSubscription) {
+        locked { (status.availability, hub.subscribe(handler)) }
+    }
+
+    func shutDown() {
+        locked {
+            guard !shutDownOnce else { return }
+            shutDownOnce = true
+            _ = shutdown(descriptor, Int32(SHUT_RDWR))
+        }
+    }
+
+    /// Sends `request` and waits for its answer; a failure is thrown as the error it was in the agent.
+    func request(_ request: AgentRequest) throws -> AgentReply {
+        let id = try locked { () throws -> UInt32 in
+            if let gone { throw gone }
+            nextID &+= 1
+            if nextID == 0 { nextID = 1 }  // 0 is for events and refusals
+            return nextID
+        }
+        let frame = AgentWireFormat.encode(request, id: id)
+        // Under `sending`, which the reader holds to close the descriptor: never a send to a reused one.
+        let sent = sending.withLock { isConnected && FrameChannel.send(frame, on: descriptor) }
+        frame.wipe()
+        condition.lock()
+        defer { condition.unlock() }
+        if !sent && gone == nil { _ = shutdown(descriptor, Int32(SHUT_RDWR)) }
+        let deadline = Date(timeIntervalSinceNow: Self.answerTimeout)
+        while answers[id] == nil && gone == nil {
+            guard condition.wait(until: deadline) else {
+                throw DeviceError.agentDisconnected(stateDirectory)
+            }
+        }
+        guard let answer = answers.removeValue(forKey: id) else { throw gone ?? DeviceError.agentDisconnected(stateDirectory) }
+        if case .failure(let failure) = answer { throw failure.error }
+        return answer
+    }
+
+    func requestStatus(_ request: AgentRequest) throws -> DeviceAgentStatus {
+        guard case .status(let status) = try self.request(request) else {
+            throw DeviceError.agentRefused("the agent answered with something other than the device's state")
+        }
+        return status
+    }
+
+    private func readUntilClosed() {
+        var ending = DeviceError.agentDisconnected(stateDirectory)
+        reading: while true {
+            let body: SecureBytes
+            switch FrameChannel.receive(descriptor, bodyTimeout: .seconds(10)) {
+            case .closed, .broken: break reading
+            case .malformed(let malformed):
+                ending = .agentRefused("the agent sent \(malformed.reason)")
+                break reading
+            case .body(let received): body = received
+            }
+            let frame: AgentWireFormat.ReplyFrame
+            do {
+                frame = try body.withUnsafeBytes { try AgentWireFormat.decodeReply($0) }
+            } catch {
+                ending = .agentRefused("the agent sent a malformed reply: \(error)")
+                break reading
+            }
+            body.wipe()
+            switch frame.reply {
+            case .event(let event, let newStatus):
+                locked {
+                    status = newStatus
+                    hub.enqueue(event)
+                }
+                hub.deliverPending()
+            case .failure(let failure) where frame.id == 0:
+                // The agent refuses the connection (too many clients, a malformed request): it closes next.
+                if let refusal = failure.error as? DeviceError { ending = refusal }
+                break reading
+            case .status(let newStatus):
+                locked {
+                    status = newStatus
+                    answers[frame.id] = frame.reply
+                    condition.broadcast()
+                }
+            default:
+                locked {
+                    answers[frame.id] = frame.reply
+                    condition.broadcast()
+                }
+            }
+        }
+        // Gone: nothing is available any more, and every waiting request fails.
+        let hadProtectedData = locked { () -> Bool in
+            gone = ending
+            let had = !status.availability.availableClasses.isEmpty
+            status.availability = ProtectedDataAvailability(availableClasses: [])
+            if had { hub.enqueue(.didBecomeUnavailable) }
+            condition.broadcast()
+            shutDownOnce = true
+            return had
+        }
+        if hadProtectedData { hub.deliverPending() }
+        sending.withLock { _ = close(descriptor) }
+    }
+
+    private func locked<Result>(_ body: () throws -> Result) rethrows -> Result {
+        condition.lock()
+        defer { condition.unlock() }
+        return try body()
+    }
+}
