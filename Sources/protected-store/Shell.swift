@@ -14,6 +14,9 @@ extension ProtectedStoreCommand {
             abstract: "Type commands at a prompt that shows the device and the store (or pipe them in).",
             discussion: """
                 The state directory keeps the device and the store: quitting and starting again is a reboot. \
+                When `protected-store device serve` runs on the same directory, the device commands, the device \
+                clock and the store's key go through it; otherwise the shell opens the device itself, and is \
+                refused (state-in-use) while another process has it open. \
                 At a terminal, `device setup`, `device unlock` and `device change-passcode` without their passcodes \
                 ask for them without echoing them (a new passcode twice; Ctrl-D cancels). \
                 `help` lists the commands; `quit` leaves. \

@@ -33,8 +33,11 @@ public final class ScenarioSession {
     /// Where the session writes what commands print (values read, errors, status).
     public var output: (String) -> Void
 
-    /// The device, once set up or booted.
+    /// The device, once set up or booted in this process; `nil` while a device agent owns it (see ``agent``).
     public private(set) var device: SimulatedDevice?
+    /// The device agent's client when a `protected-store device serve` owns the state directory: the device's
+    /// commands go to it, and the app asks it for the store's key.
+    public private(set) var agent: DeviceAgentClient?
     /// The running app's controller, if an app runs.
     public private(set) var controller: DataController?
     /// Names of `ui` operations that ran, in the order they ran, across launches.
@@ -96,7 +99,10 @@ public final class ScenarioSession {
         started = clock.now
         try SecureFile.createDirectory(at: stateDirectory)
         disk = SimulatedDisk(root: stateDirectory)
-        if SecureFile.exists(stateDirectory + "/device/state.json") {
+        // An agent serving the directory owns the device; without one this process boots it, and takes the
+        // directory's lock (state-in-use if another process holds it).
+        agent = try DeviceAgentClient.connect(toAgentOf: stateDirectory, clientName: "protected-store \(getpid())")
+        if agent == nil, SecureFile.exists(stateDirectory + "/device/state.json") {
             device = try SimulatedDevice(bootingFrom: stateDirectory, clock: clock)
         }
     }
@@ -117,11 +123,18 @@ public final class ScenarioSession {
     ///   for `expect error`.
     @discardableResult
     public func execute(_ command: ScenarioCommand) async -> ExpectationFailure? {
+        // Every event the agent pushed before now (another process locked the device, say) is delivered and
+        // handled before the command runs or the expectation is checked.
+        if let agent {
+            _ = try? agent.status()
+            await settle()
+        }
         if case .expect(let expectation) = command {
             return await check(expectation)
         }
         operationError = nil
         do {
+            if let agent, !agent.isConnected { throw DeviceError(code: .agentDisconnected, message: "the device agent went away; start it again with `protected-store device serve --state-dir \(stateDirectory)`, then this shell") }
             try await perform(command)
             await settle()
             lastError = operationError
@@ -146,8 +159,58 @@ public final class ScenarioSession {
     }
 
     private func requireDevice() throws -> SimulatedDevice {
-        guard let device else { throw DeviceError(code: .noDevice, message: "no device is set up; run `device setup --passcode P` first") }
+        guard let device else { throw Self.noDevice }
         return device
+    }
+
+    private static let noDevice = DeviceError(code: .noDevice, message: "no device is set up; run `device setup --passcode P` first")
+
+    /// What the app asks for keys and availability: the device in this process, or the agent.
+    private func requireKeys() throws -> any KeyAvailabilityMonitor & StoreKeyProvider {
+        if let agent {
+            guard agent.lastKnownStatus.lockState != nil else { throw Self.noDevice }
+            return agent
+        }
+        return try requireDevice()
+    }
+
+    /// The device's lock state, what is available and the failed passcode attempts, from whichever owns it.
+    private var deviceFacts: (lockState: SimulatedDevice.LockState, availability: ProtectedDataAvailability, failedAttempts: Int)? {
+        if let agent {
+            let status = agent.lastKnownStatus
+            return status.lockState.map { ($0, status.availability, status.failedPasscodeAttempts) }
+        }
+        return device.map { ($0.lockState, $0.availability, $0.failedPasscodeAttempts) }
+    }
+
+    /// Device commands a device agent answers; `nil` when this process owns the device.
+    private func performThroughAgent(_ command: ScenarioCommand) throws -> Bool {
+        guard let agent else { return false }
+        switch command {
+        case .deviceSetup(let passcode, let grace, let wipeAfter, _):
+            try agent.setUp(passcode: SecureBytes(utf8: passcode ?? ""), gracePeriod: grace, wipeAfterFailures: wipeAfter)
+        case .deviceReboot:
+            try agent.reboot()
+            abandonApp()
+        case .devicePowerCut:
+            throw StoreError(
+                code: .init("needs-own-device"),
+                message: "device power-cut simulates this process's disk, and a device agent owns the device: "
+                    + "stop the agent, or cut the power in a session without one")
+        case .deviceLock:
+            try agent.lock()
+        case .deviceUnlock(let passcode):
+            try agent.unlock(passcode: SecureBytes(utf8: passcode ?? ""))
+        case .deviceChangePasscode(let old, let new, _):
+            try agent.changePasscode(from: SecureBytes(utf8: old ?? ""), to: SecureBytes(utf8: new ?? ""))
+        case .clockAdvance(let duration):
+            // The device's clock is the agent's; the app's timers run on this process's.
+            try agent.advanceClock(by: duration)
+            clock.advance(by: duration)
+        default:
+            return false
+        }
+        return true
     }
 
     private func requireApp() throws -> DataController {
@@ -156,6 +219,7 @@ public final class ScenarioSession {
     }
 
     private func perform(_ command: ScenarioCommand) async throws {
+        if try performThroughAgent(command) { return }
         switch command {
         case .deviceSetup(let passcode, let grace, let wipeAfter, _):
             // The session's own device owns the directory, so a set-up would be refused as state-in-use: say
@@ -223,7 +287,7 @@ public final class ScenarioSession {
                 self?.journal.append(.applied(.delete(key: key)))
             }
         case .inboxPut(let key, let value, let kind):
-            _ = try requireDevice()
+            _ = try requireKeys()
             writtenValues.insert(value)
             // With the app running it merges at once when the store is attached; with no app (a notification
             // extension, say) the record waits for the next attach.
@@ -240,7 +304,7 @@ public final class ScenarioSession {
             }
             output("inbox: sealed record \(id) for \(key)")
         case .inboxDelete(let key):
-            _ = try requireDevice()
+            _ = try requireKeys()
             let id: InboxEntry.ID
             if let controller {
                 id = try controller.appendToInbox(.delete(key: key))
@@ -273,7 +337,7 @@ public final class ScenarioSession {
     }
 
     private func launch(_ options: LaunchOptions, protection: ProtectionClass?, attachDelay: Duration) throws {
-        let device = try requireDevice()
+        let keys = try requireKeys()
         if controller != nil { throw StoreError(code: .init("app-running"), message: "the app is already running; `app terminate` or `app crash` first") }
         // A store keeps the class it was created with; its key file records it.
         var protectionClass = protection ?? .complete
@@ -287,7 +351,7 @@ public final class ScenarioSession {
         var configuration = DataController.Configuration(store: StoreConfiguration(path: storePath, protectionClass: protectionClass))
         configuration.attachDelay = attachDelay
         configuration.plantedFault = plantedFault
-        let controller = DataController(configuration: configuration, keys: device, clock: clock)
+        let controller = DataController(configuration: configuration, keys: keys, clock: clock)
         controller.observe { [weak self] event in
             guard let self else { return }
             switch event {
@@ -351,8 +415,8 @@ public final class ScenarioSession {
 
     /// The device's state as the word `expect device` uses.
     public var deviceStateWord: String {
-        guard let device else { return "none" }
-        switch device.lockState {
+        guard let facts = deviceFacts else { return "none" }
+        switch facts.lockState {
         case .unlocked: return "unlocked"
         case .beforeFirstUnlock: return "before-first-unlock"
         case .lockedInGracePeriod: return "grace-period"
@@ -369,7 +433,7 @@ public final class ScenarioSession {
         }
         switch expectation {
         case .protectedData(let available):
-            let got = device.map { $0.isProtectedDataAvailable(for: protectionClass) ? "available" : "unavailable" } ?? "no device"
+            let got = deviceFacts.map { $0.availability.isAvailable(protectionClass) ? "available" : "unavailable" } ?? "no device"
             return compare("protected-data \(available ? "available" : "unavailable")", "protected-data \(got)")
         case .store(let state):
             return compare("store \(state)", "store \(controller?.phase.name ?? "not-running")")
@@ -497,10 +561,13 @@ public final class ScenarioSession {
     /// The state of everything, as `status` prints it.
     public func statusLines() -> [String] {
         var lines = ["time            \(now.spoken == "0s" ? "0s" : now.spoken)"]
-        if let device {
-            lines.append("device          \(device.lockState)")
-            lines.append("protected data  \(device.availability.availableClasses.isEmpty ? "nothing" : device.availability.description)")
-            if device.failedPasscodeAttempts > 0 { lines.append("failed attempts \(device.failedPasscodeAttempts)") }
+        if let agent {
+            lines.append("device agent    process \(agent.agentProcessID)\(agent.isConnected ? "" : " (gone)")")
+        }
+        if let facts = deviceFacts {
+            lines.append("device          \(facts.lockState)")
+            lines.append("protected data  \(facts.availability.availableClasses.isEmpty ? "nothing" : facts.availability.description)")
+            if facts.failedAttempts > 0 { lines.append("failed attempts \(facts.failedAttempts)") }
         } else {
             lines.append("device          none (run `device setup --passcode P`)")
         }

@@ -27,7 +27,8 @@ import Darwin
 /// Not modelled: SQLite's shared-memory index (`-shm`, memory that a reboot discards: deleted at a cut); lock
 /// files (`*.lock`, such as the state directory's `owner.lock`: an `flock` lives in the kernel, not on the
 /// disk, and the file is never unlinked, so a cut leaves it as it is — recreating it would move a lock still
-/// held onto a dead inode); and a cut in the middle of one operation (cuts fall between the commands of a
+/// held onto a dead inode); sockets (a device agent's, left behind when it was killed: a meeting point, not
+/// data); and a cut in the middle of one operation (cuts fall between the commands of a
 /// scenario).
 package final class SimulatedDisk: @unchecked Sendable {
     // @unchecked Sendable: every mutable field is inside `state`, a LockedState.
@@ -609,14 +610,16 @@ package final class SimulatedDisk: @unchecked Sendable {
             var info = stat()
             guard lstat(path, &info) == 0 else { continue }
             let isDirectory = (info.st_mode & S_IFMT) == S_IFDIR
+            // Only files and folders hold data: a socket (a device agent's) is a meeting point, left alone.
+            guard isDirectory || (info.st_mode & S_IFMT) == S_IFREG else { continue }
             result.append((path, isDirectory))
             if isDirectory { result += listTree(path, skipping: skipping) }
         }
         return result
     }
 
-    /// Removes `path` and everything under it; with `keepingLockFiles`, but lock files and the folders that
-    /// hold one.
+    /// Removes `path` and everything under it; with `keepingLockFiles`, but lock files, sockets and the
+    /// folders that hold one.
     ///
     /// - Returns: whether something was kept.
     @discardableResult
@@ -630,7 +633,9 @@ package final class SimulatedDisk: @unchecked Sendable {
             }
             if kept || keepingRoot { return kept }
             if rmdir(path) != 0 { throw SecureKeysError.io("cannot remove", path: path, errno: errno) }
-        } else if keepingLockFiles && isLockFile(path) && (info.st_mode & S_IFMT) == S_IFREG {
+        } else if keepingLockFiles
+            && ((isLockFile(path) && (info.st_mode & S_IFMT) == S_IFREG) || (info.st_mode & S_IFMT) == S_IFSOCK)
+        {
             return true
         } else if unlink(path) != 0 {
             throw SecureKeysError.io("cannot remove", path: path, errno: errno)
