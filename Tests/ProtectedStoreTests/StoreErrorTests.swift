@@ -34,6 +34,7 @@ struct StoreErrorTests {
         let sources = [
             "Sources/EncryptedSQLite/SQLiteError.swift", "Sources/EncryptedSQLite/Migrations/DatabaseMigrator.swift",
             "Sources/SecureKeys/SecureKeysError.swift", "Sources/ProtectedData/DeviceError.swift",
+            "Sources/ProtectedData/Agent/DeviceError+Agent.swift",
             "Sources/ProtectedStore/Errors/StoreError.swift",
         ]
         // A code is spelled `Code("name")` or, behind a private enum, `case member = "name"`.

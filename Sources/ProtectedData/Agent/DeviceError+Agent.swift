@@ -1,11 +1,11 @@
 extension DeviceError.Code {
     /// The device agent refused this client: another user, too many clients at once, a malformed or
     /// oversized request, another protocol version.
-    public static let agentRefused = Self("agent-refused")
+    public static let agentRefused = DeviceError.Code("agent-refused")
     /// The device agent went away (it stopped or was killed) while this client talked to it.
-    public static let agentDisconnected = Self("agent-disconnected")
+    public static let agentDisconnected = DeviceError.Code("agent-disconnected")
     /// The device agent could not start: its socket cannot be made where the state directory is.
-    public static let agentFailed = Self("agent-failed")
+    public static let agentFailed = DeviceError.Code("agent-failed")
 }
 
 extension DeviceError {

@@ -124,6 +124,12 @@ public struct StoreError: Error, Sendable {
         /// Another device owns the state directory: another process runs one on it (the message names its
         /// process id), or this process already does.
         public static let stateInUse = Code("state-in-use")
+        /// The device agent refused this process (another user, too many clients, a malformed request).
+        public static let agentRefused = Code("agent-refused")
+        /// The device agent went away while this process used it; its state is on disk.
+        public static let agentDisconnected = Code("agent-disconnected")
+        /// The device agent could not start (its socket cannot be made).
+        public static let agentFailed = Code("agent-failed")
 
         /// Every code this version defines, in the order above.
         public static let all: [Code] = [
@@ -132,7 +138,7 @@ public struct StoreError: Error, Sendable {
             .notSQLCipher, .misuse, .closed, .sqliteError, .migrationFailed, .storeFromNewerApp, .keyFileDamaged, .unsupportedKeyFormat, .wrongDevice,
             .keyWiped, .storeExistsWithoutKey, .alreadyExists, .insecurePermissions, .invalidArgument, .ioError,
             .outOfMemory, .noDevice, .deviceExists, .wrongPasscode, .passcodeDelay, .deviceWiped, .deviceStateDamaged,
-            .stateInUse,
+            .stateInUse, .agentRefused, .agentDisconnected, .agentFailed,
         ]
     }
 
