@@ -23,7 +23,7 @@ extension ProtectedStoreCommand.Device {
                 the store's class is available; class keys never leave this process. Protected-data events reach \
                 every client. The socket is STATE-DIR/agent/device.sock (0600, in a 0700 directory); a peer of \
                 another user is refused, and so are clients past --max-clients, malformed or oversized requests \
-                and requests whose body does not arrive within 5 seconds. The device state is on disk after every \
+                and requests begun but not whole within 5 seconds. The device state is on disk after every \
                 change: killing the agent loses nothing. Ctrl-C or SIGTERM stops it.
                 """)
 

@@ -29,8 +29,8 @@ public final class DeviceAgent: Sendable {
         public var kdf: PasscodeKDF
         /// Clients served at once; one more is refused with `agent-refused` until one leaves.
         public var maximumClients: Int
-        /// How long a request's body may take to arrive after its length: a client that stalls or dies
-        /// part-way is cut off then.
+        /// How long the rest of a request may take once its first byte arrived (the rest of its length, then
+        /// its body, each): a client that stalls or dies part-way is cut off then.
         public var requestTimeout: Duration
         /// How long a send to a client may block: a client that stops reading is cut off then.
         public var sendTimeout: Duration
@@ -116,7 +116,7 @@ public final class DeviceAgent: Sendable {
                 if errno == EMFILE || errno == ENFILE { usleep(10_000) }  // out of descriptors: let clients leave
                 continue
             }
-            UnixSocket.setSendTimeout(descriptor, seconds: Int(configuration.sendTimeout.components.seconds))
+            UnixSocket.setSendTimeout(descriptor, configuration.sendTimeout)
             if let refusal = admissionRefusal(descriptor) {
                 logger.debug("client refused", metadata: ["reason": "\(refusal.message)"])
                 _ = FrameChannel.send(AgentWireFormat.encode(.failure(AgentFailure(refusal)), id: 0), on: descriptor)

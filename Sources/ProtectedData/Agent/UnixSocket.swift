@@ -82,9 +82,10 @@ package enum UnixSocket {
         return credentials.uid
     }
 
-    /// Makes a send that cannot finish within `seconds` fail instead of blocking (a client that stopped reading).
-    static func setSendTimeout(_ descriptor: Int32, seconds: Int) {
-        var timeout = timeval(tv_sec: seconds, tv_usec: 0)
+    /// Makes a send that cannot finish within `timeout` fail instead of blocking (a client that stopped reading).
+    static func setSendTimeout(_ descriptor: Int32, _ timeout: Duration) {
+        let microseconds = max(1000, timeout.components.seconds * 1_000_000 + timeout.components.attoseconds / 1_000_000_000_000)
+        var timeout = timeval(tv_sec: Int(microseconds / 1_000_000), tv_usec: Int(microseconds % 1_000_000))
         setsockopt(descriptor, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
     }
 
@@ -147,11 +148,17 @@ enum FrameChannel {
         case malformed(AgentWireFormat.Malformed)
     }
 
-    /// Reads one frame: the prefix waits as long as it takes (a client may be idle), the body must follow
-    /// within `bodyTimeout`.
-    static func receive(_ descriptor: Int32, bodyTimeout: Duration?) -> Received {
+    /// Reads one frame: its first byte may take as long as it takes (a client may be idle between requests);
+    /// the rest of the length, then the body, must each follow within `timeout`.
+    static func receive(_ descriptor: Int32, bodyTimeout timeout: Duration?) -> Received {
         var prefix: UInt32 = 0
-        let header = withUnsafeMutableBytes(of: &prefix) { UnixSocket.receiveExactly(descriptor, into: $0, timeout: nil) }
+        let header = withUnsafeMutableBytes(of: &prefix) { bytes in
+            switch UnixSocket.receiveExactly(descriptor, into: UnsafeMutableRawBufferPointer(rebasing: bytes[..<1]), timeout: nil) {
+            case .complete:
+                UnixSocket.receiveExactly(descriptor, into: UnsafeMutableRawBufferPointer(rebasing: bytes[1...]), timeout: timeout)
+            case let ended: ended
+            }
+        }
         switch header {
         case .endOfFile: return .closed
         case .broken: return .broken
@@ -164,7 +171,7 @@ enum FrameChannel {
             return .malformed(error)
         }
         let body = SecureBytes(count: length)
-        let read = (try? body.withUnsafeMutableBytes { UnixSocket.receiveExactly(descriptor, into: $0, timeout: bodyTimeout) }) ?? .broken
+        let read = (try? body.withUnsafeMutableBytes { UnixSocket.receiveExactly(descriptor, into: $0, timeout: timeout) }) ?? .broken
         return read == .complete ? .body(body) : .broken
     }
 
