@@ -357,6 +357,7 @@ private struct FrameReader {
         let pid = Int32(bitPattern: try u32("agent process id"))
         let lockKind = try u8("lock state")
         let remaining = try duration("grace period left")
+        guard lockKind == 3 || remaining == .zero else { throw Malformed(reason: "a grace period left for lock state \(lockKind)") }
         let lockState: SimulatedDevice.LockState?
         switch lockKind {
         case 0: lockState = nil
