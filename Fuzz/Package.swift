@@ -5,7 +5,7 @@ import PackageDescription
 // libFuzzer supplies it); build and run them with `make fuzz` from the top level, or:
 //   swift build -c release -Xswiftc -sanitize=fuzzer,address
 //   .build/release/FuzzKeybag -max_total_time=60 Corpus/keybag
-let fuzzTargets = ["FuzzKeybag", "FuzzStoreKeyFile", "FuzzInboxRecords", "FuzzScenarioLanguage"]
+let fuzzTargets = ["FuzzKeybag", "FuzzStoreKeyFile", "FuzzInboxRecords", "FuzzScenarioLanguage", "FuzzAgentWire"]
 
 let package = Package(
     name: "ProtectedStoreFuzz",
@@ -17,6 +17,7 @@ let package = Package(
             dependencies: [
                 "FuzzDriver",
                 .product(name: "SecureKeys", package: "ProtectedStore"),
+                .product(name: "ProtectedData", package: "ProtectedStore"),
                 .product(name: "ProtectedStore", package: "ProtectedStore"),
                 .product(name: "ProtectedStoreHarness", package: "ProtectedStore"),
             ])

@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 seconds=${1:-60}
-targets=(FuzzKeybag FuzzStoreKeyFile FuzzInboxRecords FuzzScenarioLanguage)
+targets=(FuzzKeybag FuzzStoreKeyFile FuzzInboxRecords FuzzScenarioLanguage FuzzAgentWire)
 swift build -c release -Xswiftc -sanitize=fuzzer,address -Xswiftc -use-ld=lld
 for target in "${targets[@]}"; do
     mkdir -p "Corpus/$target"
