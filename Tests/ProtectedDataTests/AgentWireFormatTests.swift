@@ -161,6 +161,23 @@ struct AgentWireFormatTests {
         #expect(reason { try decodeReply(status) } == "the device clock is negative")
     }
 
+    @Test("a clock advance or a grace period over 100 years is malformed; 100 years is not")
+    func durationOverOneHundredYears() throws {
+        let limit = AgentWireFormat.maximumRequestDuration.components.seconds * 1000
+        #expect(reason { try decodeRequest([9, 0, 0, 0, 1] + i64(limit + 1)) } == "the clock advance is over 100 years")
+        #expect(reason { try decodeRequest([9, 0, 0, 0, 1] + i64(.max)) } == "the clock advance is over 100 years")
+        let setUp = [3, 0, 0, 0, 1] + u32(1) + [0x31]
+        #expect(reason { try decodeRequest(setUp + i64(limit + 1) + i64(-1)) } == "the grace period is over 100 years")
+        guard case .advanceClock(let advance) = try decodeRequest([9, 0, 0, 0, 1] + i64(limit)).request else {
+            Issue.record("100 years did not decode as a clock advance")
+            return
+        }
+        #expect(advance == AgentWireFormat.maximumRequestDuration)
+        // A longer duration is still encoded (saturated, never trapping): the receiver refuses it.
+        let huge = body(of: AgentWireFormat.encode(.advanceClock(.seconds(Int64.max)), id: 1))
+        #expect(Array(huge.suffix(8)) == i64(.max))
+    }
+
     @Test("a grace period left beside any lock state but locked-in-grace-period is malformed: one encoding per status")
     func graceLeftOutsideGracePeriod() throws {
         var status = body(of: AgentWireFormat.encode(.status(Self.status), id: 1))

@@ -234,7 +234,7 @@ struct DeviceAgentTests {
         try fixture.expectStillServes(before)
     }
 
-    @Test("a client that sends half a body and stalls is cut off after the request timeout; others are served meanwhile")
+    @Test("a client that sends half a body and stalls is refused and cut off after the request timeout; others are served meanwhile")
     func stallsMidRequest() throws {
         let fixture = try AgentFixture(requestTimeout: .milliseconds(300))
         defer { fixture.stop() }
@@ -245,7 +245,7 @@ struct DeviceAgentTests {
         let frame = try AgentWireFormat.encode(.unlock(passcode: SecureBytes(utf8: "0000")), id: 2).withUnsafeBytes { Array($0) }
         bad.send(Array(frame.prefix(frame.count / 2)))
         #expect(try good.status().failedPasscodeAttempts == 0)
-        bad.expectClosed()
+        try bad.expectRefusal(naming: "did not arrive whole within 300ms")
         fixture.waitForClientCount(1)
         try fixture.expectStillServes(before)
         #expect(try good.status().lockState == before.lockState)

@@ -16,6 +16,9 @@ public enum AgentWireFormat {
     public static let maximumBodyBytes = 64 * 1024
     /// The length prefix.
     public static let headerBytes = 4
+    /// The longest grace period or clock advance a request may carry: 100 years. Longer is malformed, so no
+    /// client can push the device's clock toward the end of `Duration`'s milliseconds.
+    public static let maximumRequestDuration = Duration.seconds(100 * 365 * 24 * 3600)
 
     /// A body that is not a well-formed frame: what is wrong with it.
     public struct Malformed: Error, Sendable, Hashable, CustomStringConvertible {
@@ -156,14 +159,14 @@ public enum AgentWireFormat {
         case 2: request = .status
         case 3:
             request = .setUp(
-                passcode: try reader.secret("passcode"), gracePeriod: try reader.duration("grace period"),
+                passcode: try reader.secret("passcode"), gracePeriod: try reader.duration("grace period", atMost: maximumRequestDuration),
                 wipeAfterFailures: try reader.optionalCount("wipe-after"))
         case 4: request = .unlock(passcode: try reader.secret("passcode"))
         case 5: request = .lock
         case 6: request = .changePasscode(old: try reader.secret("old passcode"), new: try reader.secret("new passcode"))
         case 7: request = .lookUpStoreKey(storePath: try reader.path())
         case 8: request = .createStoreKey(storePath: try reader.path(), protectionClass: try reader.protectionClass())
-        case 9: request = .advanceClock(try reader.duration("clock advance"))
+        case 9: request = .advanceClock(try reader.duration("clock advance", atMost: maximumRequestDuration))
         case 10: request = .reboot
         default: throw Malformed(reason: "unknown request kind \(kind)")
         }
@@ -261,9 +264,17 @@ private struct FrameWriter {
         if (try? value.withUnsafeBytes({ bytes($0) })) == nil { count += value.count }
     }
 
-    /// Milliseconds; a negative duration cannot be written.
-    mutating func duration(_ value: Duration) { i64(max(0, value.milliseconds)) }
-    mutating func optionalDuration(_ value: Duration?) { i64(value.map { max(0, $0.milliseconds) } ?? -1) }
+    /// Milliseconds, from 0 to `Int64.max` (a negative duration is written as 0, a longer one as the most).
+    mutating func duration(_ value: Duration) { i64(Self.milliseconds(value)) }
+    mutating func optionalDuration(_ value: Duration?) { i64(value.map(Self.milliseconds) ?? -1) }
+
+    private static func milliseconds(_ value: Duration) -> Int64 {
+        let (seconds, attoseconds) = value.components
+        guard seconds >= 0 else { return 0 }
+        let (whole, overflow) = seconds.multipliedReportingOverflow(by: 1000)
+        guard !overflow else { return .max }
+        return whole.addingReportingOverflow(attoseconds / 1_000_000_000_000_000).overflow ? .max : whole + attoseconds / 1_000_000_000_000_000
+    }
     mutating func optionalCount(_ value: Int?) { i64(value.map { Int64(max(0, $0)) } ?? -1) }
 
     mutating func status(_ status: DeviceAgentStatus) {
@@ -329,9 +340,12 @@ private struct FrameReader {
         return SecureBytes(copying: try take(length, field))
     }
 
-    mutating func duration(_ field: String) throws(Malformed) -> Duration {
+    mutating func duration(_ field: String, atMost limit: Duration? = nil) throws(Malformed) -> Duration {
         let milliseconds = try i64(field)
         guard milliseconds >= 0 else { throw Malformed(reason: "the \(field) is negative") }
+        if let limit, milliseconds > limit.milliseconds {
+            throw Malformed(reason: "the \(field) is over \(limit.milliseconds / 31_536_000_000) years")
+        }
         return .milliseconds(milliseconds)
     }
 

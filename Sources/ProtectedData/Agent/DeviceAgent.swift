@@ -75,6 +75,8 @@ public final class DeviceAgent: Sendable {
     private let serial = NSLock()
     private let state = LockedState(State())
     private let logger = LogSubsystem.device.makeLogger()
+    /// How far clients may move the device's clock in all: far from where its milliseconds would overflow.
+    private static let clockLimit = Duration.seconds(1000 * 365 * 24 * 3600)
 
     /// Where the agent of `stateDirectory` listens.
     public static func socketPath(in stateDirectory: String) -> String {
@@ -123,11 +125,16 @@ public final class DeviceAgent: Sendable {
                 close(descriptor)
                 continue
             }
-            let connection = state.withLock { state -> AgentConnection in
+            let connection = state.withLock { state -> AgentConnection? in
+                guard !state.stopped else { return nil }  // stop() ran while this client was accepted
                 state.nextConnectionID += 1
                 let connection = AgentConnection(id: state.nextConnectionID, descriptor: descriptor)
                 state.connections[connection.id] = connection
                 return connection
+            }
+            guard let connection else {
+                close(descriptor)
+                return
             }
             Thread { [self] in talk(to: connection) }.start()
         }
@@ -169,7 +176,10 @@ public final class DeviceAgent: Sendable {
         while true {
             let body: SecureBytes
             switch FrameChannel.receive(connection.descriptor, bodyTimeout: configuration.requestTimeout) {
-            case .closed, .broken: return
+            case .closed: return
+            case .broken:
+                // Said in case the client only stalled; one that is gone never reads it.
+                return connection.refuse(.agentRefused("the request did not arrive whole within \(configuration.requestTimeout.spoken)"))
             case .malformed(let malformed):
                 return connection.refuse(.agentRefused("\(malformed.reason); the connection is closed"))
             case .body(let received): body = received
@@ -225,6 +235,9 @@ public final class DeviceAgent: Sendable {
             case .createStoreKey(let storePath, let protectionClass):
                 return .storeKey(.available(try requireDevice().createStoreKey(forStoreAt: storePath, protectionClass: protectionClass)))
             case .advanceClock(let duration):
+                guard clock.now.offset + duration <= Self.clockLimit else {
+                    throw DeviceError.agentRefused("the device clock would pass 1,000 years; it stays at \(clock.now.offset.spoken)")
+                }
                 clock.advance(by: duration)
             case .reboot:
                 let old = try requireDevice()

@@ -5,12 +5,12 @@ import Testing
 
 @_spi(DeviceAgentWire) @testable import ProtectedData
 
-/// Bad clients that still get the better of the agent: each test fails until the bug it names is fixed.
-@Suite("Device agent: open bugs", .timeLimit(.minutes(5)))
-struct DeviceAgentBugTests {
-    // DeviceAgent answers advanceClock with status(), whose clock goes through FrameWriter.duration →
-    // Duration.milliseconds (SimulatedDevice.swift), `components.seconds * 1000 + …`: past Int64.max
-    // milliseconds the multiplication overflows and the agent traps. Any client can send the two requests.
+/// Clients that push the agent's limits: a runaway clock, a client that stops reading.
+@Suite("Device agent: a runaway clock, a client that stops reading", .timeLimit(.minutes(5)))
+struct DeviceAgentLimitTests {
+    // Before the wire format bounded a clock advance (100 years) and the agent its clock (1,000 years), two
+    // advances past Int64.max milliseconds overflowed `Duration.milliseconds` encoding the status, and the agent
+    // trapped. It runs in a child process here, so a trap fails the test instead of ending the run.
     @Test("a client that advances the clock past Int64.max milliseconds does not crash the agent")
     func hugeClockAdvance() async {
         await #expect(processExitsWith: .success) {
@@ -25,9 +25,21 @@ struct DeviceAgentBugTests {
         }
     }
 
-    // DeviceAgent.serve() sets SO_SNDTIMEO from `Int(sendTimeout.components.seconds)`: a sendTimeout under a
-    // second becomes 0, which means *no* timeout, so a client that stops reading blocks the broadcast — under
-    // the agent's `serial` lock — for good, and every other client with it.
+    @Test("the device clock stops at 1,000 years: the advance past it is refused and the agent serves on")
+    func clockLimit() throws {
+        let fixture = try AgentFixture()
+        defer { fixture.stop() }
+        let client = try fixture.connect("clock")
+        for _ in 1...10 { try client.advanceClock(by: AgentWireFormat.maximumRequestDuration) }
+        let error = #expect(throws: DeviceError.self) { try client.advanceClock(by: .seconds(1)) }
+        #expect(error?.code == .agentRefused)
+        #expect(error?.message.contains("would pass 1,000 years") == true, "\(String(describing: error))")
+        #expect(try client.status().clock == AgentWireFormat.maximumRequestDuration * 10)
+    }
+
+    // SO_SNDTIMEO was set from `Int(sendTimeout.components.seconds)`: a sendTimeout under a second became 0,
+    // which means *no* timeout, so a client that stopped reading blocked the broadcast — under the agent's
+    // `serial` lock — for good, and every other client with it.
     @Test("with a sendTimeout under a second, a client that stops reading is still cut off", arguments: [1000, 500])
     func clientStopsReading(sendTimeoutMilliseconds: Int) throws {
         let fixture = try AgentFixture(sendTimeout: .milliseconds(sendTimeoutMilliseconds), setUp: .zero)
