@@ -111,10 +111,15 @@ public struct DeviceError: Error, Sendable, CustomStringConvertible, LocalizedEr
     /// - Parameters:
     ///   - directory: the state directory.
     ///   - holder: the process id its lock file names, if it could be read.
-    public static func stateInUse(_ directory: String, holder: Int32?) -> Self {
+    ///   - byAgent: whether the holder is a device agent.
+    public static func stateInUse(_ directory: String, holder: Int32?, byAgent: Bool = false) -> Self {
         let start = "the state directory \(directory) is in use by"
         let message: String
-        if let holder, holder == getpid() {
+        if byAgent {
+            message = "the state directory \(directory) is served by a device agent (process \(holder.map(String.init) ?? "?")) "
+                + "at \(directory)/agent/device.sock: a shell or script started on the directory goes through it, "
+                + "and one agent is all a directory has"
+        } else if let holder, holder == getpid() {
             message = "\(start) this process (\(holder)): another device is already open on it"
         } else {
             let owner = holder.map { "process \($0)" } ?? "another process"

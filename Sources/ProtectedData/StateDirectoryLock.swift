@@ -13,13 +13,25 @@ import SecureKeys
 /// the first one had persisted. The lock is an `flock(2)` on `<directory>/owner.lock`, held through an open
 /// file description for as long as the owner lives; the kernel drops it when the process ends, however it
 /// ends, so a crash never leaves a directory locked. The file holds the owner's process id in decimal, for
-/// the message of whoever is refused.
+/// the message of whoever is refused, and on a second line `device-agent` when the owner is a ``DeviceAgent``
+/// (so a refusal can say to go through it, and a client starting beside an agent can wait for its socket).
 ///
 /// `flock` locks conflict between open file descriptions, not processes: a second ``acquire(_:)`` in the
 /// process that holds the lock is refused too, as a second device on the same directory must be.
 public final class StateDirectoryLock: Sendable {
     /// The lock file's name in the state directory.
     package static let fileName = "owner.lock"
+
+    /// Who owns a state directory.
+    public enum Owner: Sendable, Hashable {
+        /// A process that runs the device itself (a shell, a script, an app in a test).
+        case process
+        /// A device agent, which serves the device to other processes.
+        case deviceAgent
+    }
+
+    /// The lock file's second line for a device agent.
+    private static let agentMark = "device-agent"
 
     /// The state directory this lock owns.
     public let directory: String
@@ -42,12 +54,14 @@ public final class StateDirectoryLock: Sendable {
     /// On a read-only file system an existing lock file is locked without writing the id (a holder that
     /// cannot write it is named as "another process").
     ///
-    /// - Parameter directory: the state directory.
+    /// - Parameters:
+    ///   - directory: the state directory.
+    ///   - owner: who takes it, written into the lock file for the messages of whoever is refused.
     /// - Returns: the lock, held until ``release()`` or until it is freed.
     /// - Throws: ``DeviceError`` with code ``DeviceError/Code/stateInUse`` naming the holder's process id when
     ///   another process — or another owner in this one — holds it; `SecureKeysError` with `io-error` when the
     ///   directory or the lock file cannot be created or locked.
-    public static func acquire(_ directory: String) throws -> StateDirectoryLock {
+    public static func acquire(_ directory: String, as owner: Owner = .process) throws -> StateDirectoryLock {
         try SecureFile.createDirectory(at: directory)
         let path = path(in: directory)
         // A plain `open`, not `DiskIO`: the lock file is no part of the device's durable state, and the
@@ -71,7 +85,7 @@ public final class StateDirectoryLock: Sendable {
             throw error
         }
         guard writable else { return StateDirectoryLock(directory: directory, descriptor: descriptor) }
-        let text = Array("\(getpid())\n".utf8)
+        let text = Array("\(getpid())\n\(owner == .deviceAgent ? agentMark + "\n" : "")".utf8)
         guard ftruncate(descriptor, 0) == 0,
               text.withUnsafeBytes({ pwrite(descriptor, $0.baseAddress, $0.count, 0) }) == text.count
         else {
@@ -92,8 +106,9 @@ public final class StateDirectoryLock: Sendable {
             let error = errno
             if error == EINTR { continue }
             guard error == EWOULDBLOCK else { throw SecureKeysError.io("cannot lock", path: path, errno: error) }
-            let holder = readProcessID(descriptor).flatMap { isAlive($0) ? $0 : nil }
-            if let holder { throw DeviceError.stateInUse(directory, holder: holder) }
+            if let (holder, owner) = readHolder(descriptor), isAlive(holder) {
+                throw DeviceError.stateInUse(directory, holder: holder, byAgent: owner == .deviceAgent)
+            }
             guard ContinuousClock.now < deadline else { throw DeviceError.stateInUse(directory, holder: nil) }
             usleep(5_000)
         }
@@ -123,6 +138,15 @@ public final class StateDirectoryLock: Sendable {
     ///
     /// - Parameter directory: the state directory.
     public static func holder(of directory: String) -> Int32? {
+        holderAndOwner(of: directory)?.0
+    }
+
+    /// Whether a device agent holds `directory` now (its socket may not be there yet: it is made just after).
+    package static func isHeldByAgent(_ directory: String) -> Bool {
+        holderAndOwner(of: directory)?.1 == .deviceAgent
+    }
+
+    private static func holderAndOwner(of directory: String) -> (Int32, Owner)? {
         let descriptor = open(path(in: directory), O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else { return nil }
         defer { close(descriptor) }
@@ -134,20 +158,21 @@ public final class StateDirectoryLock: Sendable {
         }
         let deadline = ContinuousClock.now + .milliseconds(50)
         while true {
-            if let holder = readProcessID(descriptor) { return holder }
+            if let holder = readHolder(descriptor) { return holder }
             guard ContinuousClock.now < deadline else { return nil }
             usleep(5_000)
         }
     }
 
-    /// The decimal process id at the start of the lock file, or `nil` when it holds none.
-    private static func readProcessID(_ descriptor: Int32) -> Int32? {
-        var bytes = [UInt8](repeating: 0, count: 32)
+    /// The decimal process id on the lock file's first line and the owner its second names, or `nil` when it
+    /// holds no id.
+    private static func readHolder(_ descriptor: Int32) -> (Int32, Owner)? {
+        var bytes = [UInt8](repeating: 0, count: 64)
         let count = bytes.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, $0.count, 0) }
         guard count > 0 else { return nil }
-        let text = String(decoding: bytes[..<count], as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-        guard let id = Int32(text), id > 0 else { return nil }
-        return id
+        let lines = String(decoding: bytes[..<count], as: UTF8.self).split(separator: "\n")
+        guard let first = lines.first, let id = Int32(first.trimmingCharacters(in: .whitespaces)), id > 0 else { return nil }
+        return (id, lines.dropFirst().first == Substring(agentMark) ? .deviceAgent : .process)
     }
 
     /// Whether a process with id `id` exists (`EPERM`: it does, as another user's).

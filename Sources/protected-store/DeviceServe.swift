@@ -24,7 +24,7 @@ extension ProtectedStoreCommand.Device {
                 every client. The socket is STATE-DIR/agent/device.sock (0600, in a 0700 directory); a peer of \
                 another user is refused, and so are clients past --max-clients, malformed or oversized requests \
                 and requests begun but not whole within 5 seconds. The device state is on disk after every \
-                change: killing the agent loses nothing. Ctrl-C or SIGTERM stops it.
+                change: killing the agent loses nothing. Ctrl-C or SIGTERM stops it and removes its socket (exit 130, 143).
                 """)
 
         @Option(name: .customLong("state-dir"), help: "The state directory to own.")
@@ -47,9 +47,21 @@ extension ProtectedStoreCommand.Device {
             let agent = try DeviceAgent(
                 stateDirectory: stateDirectory,
                 configuration: .init(kdf: fastKDF ? .minimal : .default, maximumClients: maximumClients))
+            // Ctrl-C and SIGTERM stop it cleanly: the socket goes, the lock with the process (exit 130, 143).
+            let stops = [(SIGINT, Int32(130)), (SIGTERM, Int32(143))].map { signalNumber, status in
+                signal(signalNumber, SIG_IGN)
+                let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
+                source.setEventHandler {
+                    agent.stop()
+                    Glibc.exit(status)
+                }
+                source.resume()
+                return source
+            }
             print("device agent (process \(getpid())) serves \(stateDirectory) at \(agent.socketPath)")
             fflush(nil)
             agent.serve()
+            withExtendedLifetime(stops) {}
         }
     }
 }

@@ -31,6 +31,9 @@ struct DeviceAgentProcessTests {
             state: state)
         #expect(second.status == 0, "\(second.output) \(second.error)")
         #expect(second.output.contains("wrong passcode (5 failed attempts); wait 1m"))
+        // The device's clock is the agent's: the next process sees the minute that passed.
+        let third = try ProtectedStoreBinary.shell(["status"], state: state)
+        #expect(third.output.contains("device clock    1m"), "\(third.output)")
     }
 
     @Test("an app process and an extension process through the agent: the extension's append is merged into the app's ready store, and a lock from a third process closes it")
@@ -164,5 +167,76 @@ struct DeviceAgentProcessTests {
         for path in [directory.path, state, state + "/agent"] { chmod(path, 0o700) }
         let owner = try ProtectedStoreBinary.shell(["expect device unlocked"], state: state)
         #expect(owner.status == 0, "\(owner.output) \(owner.error)")
+    }
+
+    @Test("SIGTERM and SIGINT stop the agent with 143 and 130 and remove its socket; the next process opens the device alone")
+    func signalsStopTheAgent() throws {
+        let directory = TemporaryDirectory()
+        let state = directory.file("s")
+        for (signalNumber, status) in [(SIGTERM, Int32(143)), (SIGINT, 130)] {
+            let agent = try LiveProcess.agent(state: state)
+            _ = kill(agent.processID, signalNumber)
+            #expect(agent.finish() == status)
+            #expect(!FileManager.default.fileExists(atPath: state + "/agent/device.sock"))
+            let alone = try ProtectedStoreBinary.shell(["status"], state: state)
+            #expect(alone.status == 0 && !alone.output.contains("device agent"), "\(alone.output) \(alone.error)")
+        }
+    }
+
+    @Test("when the agent dies, a connected shell still reports (the agent gone), its class-A store closes, and device commands say agent-disconnected")
+    func agentDiesUnderAShell() throws {
+        let directory = TemporaryDirectory()
+        let state = directory.file("s")
+        let agent = try LiveProcess.agent(state: state)
+        let app = try LiveProcess.shell(state: state)
+        defer { app.kill() }
+        try app.commands(["device setup --passcode 1234", "app launch", "expect store ready"])
+        agent.kill()
+        let after = try app.commands(["expect store waiting", "expect coordinator nil", "device lock", "expect error agent-disconnected"])
+        #expect(after.output.contains("device agent    process \(agent.processID) (gone)"), "\(after.output)")
+        #expect(after.output.contains("start it again with `protected-store device serve --state-dir"), "\(after.output)")
+    }
+
+    @Test("a stopped (SIGSTOP) agent is given up after a timeout with a clear error, not waited for forever")
+    func stoppedAgent() throws {
+        let directory = TemporaryDirectory()
+        let state = directory.file("s")
+        let agent = try LiveProcess.agent(state: state)
+        defer { agent.kill() }
+        _ = kill(agent.processID, SIGSTOP)
+        defer { _ = kill(agent.processID, SIGCONT) }
+        let client = try ProtectedStoreBinary.shell(["status"], state: state)
+        #expect(client.status != 0)
+        #expect(client.error.contains("agent-disconnected") && client.error.contains("did not answer within 10s"), "\(client.error)")
+    }
+
+    @Test("a state directory whose socket path does not fit is refused with agent-failed before anything is made")
+    func socketPathTooLong() throws {
+        let directory = TemporaryDirectory()
+        let state = directory.file(String(repeating: "d", count: 110))
+        let agent = try ProtectedStoreBinary.run(["device", "serve", "--state-dir", state])
+        #expect(agent.status != 0)
+        #expect(agent.error.contains("agent-failed") && agent.error.contains("use a shorter --state-dir"), "\(agent.error)")
+        #expect(!FileManager.default.fileExists(atPath: state))
+    }
+
+    @Test("a shell that finds the directory held by an agent whose socket is not there yet waits for it, then names the agent")
+    func shellWaitsForAStartingAgent() throws {
+        let directory = TemporaryDirectory()
+        let state = directory.file("s")
+        // An agent between taking the directory and making its socket — for five seconds, longer than any real one.
+        let holder = try LiveProcess(["device", "serve", "--state-dir", state])
+        try holder.waitFor("serves")
+        _ = kill(holder.processID, SIGSTOP)
+        try FileManager.default.removeItem(atPath: state + "/agent/device.sock")
+        defer {
+            _ = kill(holder.processID, SIGCONT)
+            holder.kill()
+        }
+        let started = ContinuousClock.now
+        let client = try ProtectedStoreBinary.shell(["status"], state: state)
+        #expect(ContinuousClock.now - started >= .seconds(4), "it did not wait for the agent's socket")
+        #expect(client.status != 0)
+        #expect(client.error.contains("served by a device agent (process \(holder.processID))"), "\(client.error)")
     }
 }

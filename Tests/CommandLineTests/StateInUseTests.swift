@@ -44,4 +44,19 @@ struct StateInUseTests {
         #expect(third.status == 0, "\(third.error)")
         #expect(third.output.contains("failed attempts 4"), "\(third.output)")
     }
+
+    @Test("a shell owns its directory from its start, before any device is set up: a second one is refused at once")
+    func ownedBeforeSetUp() throws {
+        let directory = TemporaryDirectory()
+        let state = directory.file("state")
+        let first = try LiveProcess.shell(state: state)
+        defer { first.kill() }
+        try first.commands([])
+        let second = try ProtectedStoreBinary.shell(["device setup --passcode 1234"], state: state)
+        #expect(second.status != 0, "\(second.output)")
+        #expect(second.error.contains("state-in-use") && second.error.contains("process \(first.processID)"), "\(second.error)")
+        // So the first one's set-up is its own, and its device is the one on disk.
+        try first.commands(["device setup --passcode 1234", "expect error none", "expect device unlocked"])
+        #expect(first.finish() == 0, "\(first.printed) \(first.errors)")
+    }
 }

@@ -94,8 +94,10 @@ public final class DeviceAgent: Sendable {
         self.configuration = configuration
         let layout = DeviceLayout(root: stateDirectory)
         socketPath = layout.agentSocketPath
+        // Nothing is made before the socket's path is known to fit.
+        _ = try UnixSocket.address(socketPath)
         try SecureFile.createDirectory(at: stateDirectory)
-        ownership = try StateDirectoryLock.acquire(stateDirectory)
+        ownership = try StateDirectoryLock.acquire(stateDirectory, as: .deviceAgent)
         if SecureFile.exists(layout.statePath) {
             let device = try SimulatedDevice(bootingFrom: stateDirectory, clock: clock, ownership: ownership)
             state.withLock { $0.device = device }
@@ -140,14 +142,17 @@ public final class DeviceAgent: Sendable {
         }
     }
 
-    /// Stops accepting, cuts every client off and powers the device off (its state is on disk). ``serve()``
-    /// returns.
+    /// Stops accepting, removes the socket and cuts every client off. ``serve()`` returns; the device is
+    /// powered off (its state is on disk) and the directory given up when the agent is freed.
     public func stop() {
         let connections = state.withLock { state -> [AgentConnection] in
             state.stopped = true
             return Array(state.connections.values)
         }
         shutdown(listener, Int32(SHUT_RDWR))
+        // Still the directory's owner: no other agent can have bound this path. Gone, it tells a client at once
+        // that nobody serves here.
+        unlink(socketPath)
         for connection in connections { connection.shutDown() }
     }
 
@@ -162,7 +167,8 @@ public final class DeviceAgent: Sendable {
         guard peer == own else { return .agentRefused("a process of user \(peer) may not use the device of user \(own)") }
         let count = state.withLock { $0.connections.count }
         guard count < configuration.maximumClients else {
-            return .agentRefused("\(count) clients are connected, the most it serves at once; try again when one leaves")
+            return .agentRefused(
+                "\(count) client\(count == 1 ? " is" : "s are") connected, the most it serves at once; try again when one leaves")
         }
         return nil
     }

@@ -41,7 +41,8 @@ public final class DeviceAgentClient: KeyAvailabilityMonitor, StoreKeyProvider {
         link.start()
         let status: DeviceAgentStatus
         do {
-            guard case .status(let greeted) = try link.request(.hello(protocolVersion: AgentWireFormat.protocolVersion, clientName: clientName)) else {
+            let hello = AgentRequest.hello(protocolVersion: AgentWireFormat.protocolVersion, clientName: clientName)
+            guard case .status(let greeted) = try link.request(hello, within: .seconds(10)) else {
                 throw DeviceError.agentRefused("the agent answered hello with something else")
             }
             status = greeted
@@ -153,8 +154,9 @@ private final class AgentLink: @unchecked Sendable {
     private var status: DeviceAgentStatus
     private var shutDownOnce = false
 
-    /// How long a request may wait for its answer (an unlock at the default Argon2id cost takes well under one).
-    private static let answerTimeout: TimeInterval = 120
+    /// How long a request may wait for its answer: an unlock at the default Argon2id cost takes well under a
+    /// second, so an agent this slow is stopped (Ctrl-Z) or stuck, and the connection is given up.
+    private static let answerTimeout = Duration.seconds(30)
 
     init(descriptor: Int32, stateDirectory: String) {
         self.descriptor = descriptor
@@ -183,8 +185,9 @@ private final class AgentLink: @unchecked Sendable {
         }
     }
 
-    /// Sends `request` and waits for its answer; a failure is thrown as the error it was in the agent.
-    func request(_ request: AgentRequest) throws -> AgentReply {
+    /// Sends `request` and waits for its answer, at most `timeout`; a failure is thrown as the error it was in
+    /// the agent. An answer that does not come in time ends the connection.
+    func request(_ request: AgentRequest, within timeout: Duration = answerTimeout) throws -> AgentReply {
         let id = try locked { () throws -> UInt32 in
             if let gone { throw gone }
             nextID &+= 1
@@ -198,10 +201,11 @@ private final class AgentLink: @unchecked Sendable {
         condition.lock()
         defer { condition.unlock() }
         if !sent && gone == nil { _ = shutdown(descriptor, Int32(SHUT_RDWR)) }
-        let deadline = Date(timeIntervalSinceNow: Self.answerTimeout)
+        let deadline = Date(timeIntervalSinceNow: Double(timeout.components.seconds))
         while answers[id] == nil && gone == nil {
             guard condition.wait(until: deadline) else {
-                throw DeviceError.agentDisconnected(stateDirectory)
+                _ = shutdown(descriptor, Int32(SHUT_RDWR))  // the reader ends the link: no late answer is taken
+                throw DeviceError.agentNotAnswering(stateDirectory, within: timeout)
             }
         }
         guard let answer = answers.removeValue(forKey: id) else { throw gone ?? DeviceError.agentDisconnected(stateDirectory) }

@@ -17,7 +17,14 @@ extension DeviceError {
         Self(
             code: .agentDisconnected,
             message: "the device agent of \(directory) went away; its device state is on disk: start it again with "
-                + "`protected-store device serve --state-dir \(directory)`")
+                + "`protected-store device serve --state-dir \(directory)`, then this process")
+    }
+
+    static func agentNotAnswering(_ directory: String, within timeout: Duration) -> Self {
+        Self(
+            code: .agentDisconnected,
+            message: "the device agent of \(directory) did not answer within \(timeout.spoken): it is stopped (Ctrl-Z, "
+                + "SIGSTOP) or stuck; this process no longer uses it")
     }
 
     static func agentFailed(_ why: String) -> Self {

@@ -38,6 +38,9 @@ public final class ScenarioSession {
     /// The device agent's client when a `protected-store device serve` owns the state directory: the device's
     /// commands go to it, and the app asks it for the store's key.
     public private(set) var agent: DeviceAgentClient?
+    /// The state directory's lock, held for the session's life when no agent serves the directory: every
+    /// device this session sets up or boots uses it.
+    private let ownership: StateDirectoryLock?
     /// The running app's controller, if an app runs.
     public private(set) var controller: DataController?
     /// Names of `ui` operations that ran, in the order they ran, across launches.
@@ -99,11 +102,29 @@ public final class ScenarioSession {
         started = clock.now
         try SecureFile.createDirectory(at: stateDirectory)
         disk = SimulatedDisk(root: stateDirectory)
-        // An agent serving the directory owns the device; without one this process boots it, and takes the
-        // directory's lock (state-in-use if another process holds it).
-        agent = try DeviceAgentClient.connect(toAgentOf: stateDirectory, clientName: "protected-store \(getpid())")
-        if agent == nil, SecureFile.exists(stateDirectory + "/device/state.json") {
-            device = try SimulatedDevice(bootingFrom: stateDirectory, clock: clock)
+        (agent, ownership) = try Self.connectOrOwn(stateDirectory)
+        if let ownership, SecureFile.exists(stateDirectory + "/device/state.json") {
+            device = try SimulatedDevice(bootingFrom: stateDirectory, clock: clock, ownership: ownership)
+        }
+    }
+
+    /// The agent that serves `directory`, or else the directory itself. Without an agent the session owns the
+    /// directory from its start, whether or not a device is set up yet, so a second process is refused at once
+    /// (state-in-use) rather than at its first device command. An agent that holds the directory but has not
+    /// made its socket yet (it was just started) is waited for, up to 5 seconds.
+    private static func connectOrOwn(_ directory: String) throws -> (DeviceAgentClient?, StateDirectoryLock?) {
+        let deadline = ContinuousClock.now + .seconds(5)
+        while true {
+            if let agent = try DeviceAgentClient.connect(toAgentOf: directory, clientName: "protected-store \(getpid())") {
+                return (agent, nil)
+            }
+            do {
+                return (nil, try StateDirectoryLock.acquire(directory))
+            } catch let error as DeviceError
+                where error.code == .stateInUse && StateDirectoryLock.isHeldByAgent(directory) && ContinuousClock.now < deadline
+            {
+                usleep(20_000)
+            }
         }
     }
 
@@ -134,7 +155,6 @@ public final class ScenarioSession {
         }
         operationError = nil
         do {
-            if let agent, !agent.isConnected { throw DeviceError(code: .agentDisconnected, message: "the device agent went away; start it again with `protected-store device serve --state-dir \(stateDirectory)`, then this shell") }
             try await perform(command)
             await settle()
             lastError = operationError
@@ -228,11 +248,11 @@ public final class ScenarioSession {
             device = try SimulatedDevice.setUp(
                 in: stateDirectory, passcode: SecureBytes(utf8: passcode ?? ""),
                 configuration: .init(gracePeriod: grace, attemptPolicy: .init(wipeAfterFailures: wipeAfter), kdf: kdf),
-                clock: clock)
+                clock: clock, ownership: ownership)
         case .deviceReboot:
             try requireDevice().powerOff()
             abandonApp()
-            device = try SimulatedDevice(bootingFrom: stateDirectory, clock: clock)
+            device = try SimulatedDevice(bootingFrom: stateDirectory, clock: clock, ownership: ownership)
         case .devicePowerCut(let mode, let seed):
             device?.powerOff()
             abandonApp()
@@ -244,7 +264,7 @@ public final class ScenarioSession {
                 "power cut (\(mode.rawValue)): \(report.droppedPieces) of \(report.unsyncedPieces) unsynced sectors and "
                     + "\(report.droppedEntryChanges) of \(report.unsyncedEntryChanges) unsynced file creations, renames and removals lost")
             if SecureFile.exists(stateDirectory + "/device/state.json") {
-                device = try SimulatedDevice(bootingFrom: stateDirectory, clock: clock)
+                device = try SimulatedDevice(bootingFrom: stateDirectory, clock: clock, ownership: ownership)
             }
         case .deviceLock:
             try requireDevice().lock()
@@ -563,6 +583,7 @@ public final class ScenarioSession {
         var lines = ["time            \(now.spoken == "0s" ? "0s" : now.spoken)"]
         if let agent {
             lines.append("device agent    process \(agent.agentProcessID)\(agent.isConnected ? "" : " (gone)")")
+            lines.append("device clock    \(agent.lastKnownStatus.clock.spoken)")
         }
         if let facts = deviceFacts {
             lines.append("device          \(facts.lockState)")
