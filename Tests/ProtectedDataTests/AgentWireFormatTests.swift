@@ -63,14 +63,14 @@ struct AgentWireFormatTests {
     func requestRoundTrip(_ request: AgentRequest) throws {
         let frame = try decodeRequest(body(of: AgentWireFormat.encode(request, id: 0xDEAD_BEEF)))
         #expect(frame.id == 0xDEAD_BEEF)
-        #expect(same(frame.request, request), "\(request) came back as \(frame.request)")
+        #expect(frame.request == request, "\(request) came back as \(frame.request)")
     }
 
     @Test("every reply kind decodes to the reply it was encoded from, with its id", arguments: replies)
     func replyRoundTrip(_ reply: AgentReply) throws {
         let frame = try decodeReply(body(of: AgentWireFormat.encode(reply, id: 7)))
         #expect(frame.id == 7)
-        #expect(same(frame.reply, reply), "\(reply) came back as \(frame.reply)")
+        #expect(frame.reply == reply, "\(reply) came back as \(frame.reply)")
     }
 
     @Test("the length prefix announces the body, big-endian")
@@ -240,29 +240,3 @@ struct AgentWireFormatTests {
     func i64(_ value: Int64) -> [UInt8] { withUnsafeBytes(of: value.bigEndian) { Array($0) } }
 }
 
-/// Field-by-field equality of requests and replies (they hold `SecureBytes`, compared in constant time).
-func same(_ a: AgentRequest, _ b: AgentRequest) -> Bool {
-    switch (a, b) {
-    case let (.hello(v1, n1), .hello(v2, n2)): v1 == v2 && n1 == n2
-    case (.status, .status), (.lock, .lock), (.reboot, .reboot): true
-    case let (.setUp(p1, g1, w1), .setUp(p2, g2, w2)): p1.constantTimeEquals(p2) && g1 == g2 && w1 == w2
-    case let (.unlock(p1), .unlock(p2)): p1.constantTimeEquals(p2)
-    case let (.changePasscode(o1, n1), .changePasscode(o2, n2)): o1.constantTimeEquals(o2) && n1.constantTimeEquals(n2)
-    case let (.lookUpStoreKey(s1), .lookUpStoreKey(s2)): s1 == s2
-    case let (.createStoreKey(s1, c1), .createStoreKey(s2, c2)): s1 == s2 && c1 == c2
-    case let (.advanceClock(d1), .advanceClock(d2)): d1 == d2
-    default: false
-    }
-}
-
-func same(_ a: AgentReply, _ b: AgentReply) -> Bool {
-    switch (a, b) {
-    case let (.status(s1), .status(s2)): s1 == s2
-    case let (.failure(f1), .failure(f2)): f1 == f2
-    case (.storeKey(.absent), .storeKey(.absent)): true
-    case let (.storeKey(.locked(c1)), .storeKey(.locked(c2))): c1 == c2
-    case let (.storeKey(.available(k1)), .storeKey(.available(k2))): k1.constantTimeEquals(k2)
-    case let (.event(e1, s1), .event(e2, s2)): e1 == e2 && s1 == s2
-    default: false
-    }
-}

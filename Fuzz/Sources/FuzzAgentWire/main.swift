@@ -18,40 +18,12 @@ func body(of frame: SecureBytes) -> [UInt8] {
     }
 }
 
-func same(_ a: SecureBytes, _ b: SecureBytes) -> Bool { a.constantTimeEquals(b) }
-
-func same(_ a: AgentRequest, _ b: AgentRequest) -> Bool {
-    switch (a, b) {
-    case let (.hello(v1, n1), .hello(v2, n2)): v1 == v2 && n1 == n2
-    case (.status, .status), (.lock, .lock), (.reboot, .reboot): true
-    case let (.setUp(p1, g1, w1), .setUp(p2, g2, w2)): same(p1, p2) && g1 == g2 && w1 == w2
-    case let (.unlock(p1), .unlock(p2)): same(p1, p2)
-    case let (.changePasscode(o1, n1), .changePasscode(o2, n2)): same(o1, o2) && same(n1, n2)
-    case let (.lookUpStoreKey(s1), .lookUpStoreKey(s2)): s1 == s2
-    case let (.createStoreKey(s1, c1), .createStoreKey(s2, c2)): s1 == s2 && c1 == c2
-    case let (.advanceClock(d1), .advanceClock(d2)): d1 == d2
-    default: false
-    }
-}
-
-func same(_ a: AgentReply, _ b: AgentReply) -> Bool {
-    switch (a, b) {
-    case let (.status(s1), .status(s2)): s1 == s2
-    case let (.failure(f1), .failure(f2)): f1 == f2
-    case (.storeKey(.absent), .storeKey(.absent)): true
-    case let (.storeKey(.locked(c1)), .storeKey(.locked(c2))): c1 == c2
-    case let (.storeKey(.available(k1)), .storeKey(.available(k2))): same(k1, k2)
-    case let (.event(e1, s1), .event(e2, s2)): e1 == e2 && s1 == s2
-    default: false
-    }
-}
-
 func checkRequest(_ input: [UInt8]) {
     guard let frame = try? input.withUnsafeBytes({ try AgentWireFormat.decodeRequest($0) }) else { return }
     let encoded = body(of: AgentWireFormat.encode(frame.request, id: frame.id))
     guard encoded == input else { fatalError("request re-encoded differently: \(hex(input)) became \(hex(encoded))") }
     let again = try! encoded.withUnsafeBytes { try AgentWireFormat.decodeRequest($0) }
-    guard again.id == frame.id, same(again.request, frame.request) else { fatalError("request decoded differently: \(hex(input))") }
+    guard again.id == frame.id, again.request == frame.request else { fatalError("request decoded differently: \(hex(input))") }
     guard body(of: AgentWireFormat.encode(again.request, id: again.id)) == encoded else { fatalError("request unstable: \(hex(input))") }
 }
 
@@ -60,7 +32,7 @@ func checkReply(_ input: [UInt8]) {
     let encoded = body(of: AgentWireFormat.encode(frame.reply, id: frame.id))
     guard encoded == input else { fatalError("reply re-encoded differently: \(hex(input)) became \(hex(encoded))") }
     let again = try! encoded.withUnsafeBytes { try AgentWireFormat.decodeReply($0) }
-    guard again.id == frame.id, same(again.reply, frame.reply) else { fatalError("reply decoded differently: \(hex(input))") }
+    guard again.id == frame.id, again.reply == frame.reply else { fatalError("reply decoded differently: \(hex(input))") }
     guard body(of: AgentWireFormat.encode(again.reply, id: again.id)) == encoded else { fatalError("reply unstable: \(hex(input))") }
 }
 

@@ -143,3 +143,37 @@ extension AgentFailure {
         }
     }
 }
+
+/// Field by field; passcodes compared in constant time. For the wire format's round-trip checks.
+@_spi(DeviceAgentWire)
+extension AgentRequest: Equatable {
+    public static func == (a: AgentRequest, b: AgentRequest) -> Bool {
+        switch (a, b) {
+        case let (.hello(v1, n1), .hello(v2, n2)): v1 == v2 && n1 == n2
+        case (.status, .status), (.lock, .lock), (.reboot, .reboot): true
+        case let (.setUp(p1, g1, w1), .setUp(p2, g2, w2)): p1.constantTimeEquals(p2) && g1 == g2 && w1 == w2
+        case let (.unlock(p1), .unlock(p2)): p1.constantTimeEquals(p2)
+        case let (.changePasscode(o1, n1), .changePasscode(o2, n2)): o1.constantTimeEquals(o2) && n1.constantTimeEquals(n2)
+        case let (.lookUpStoreKey(s1), .lookUpStoreKey(s2)): s1 == s2
+        case let (.createStoreKey(s1, c1), .createStoreKey(s2, c2)): s1 == s2 && c1 == c2
+        case let (.advanceClock(d1), .advanceClock(d2)): d1 == d2
+        default: false
+        }
+    }
+}
+
+/// Field by field; store keys compared in constant time. For the wire format's round-trip checks.
+@_spi(DeviceAgentWire)
+extension AgentReply: Equatable {
+    public static func == (a: AgentReply, b: AgentReply) -> Bool {
+        switch (a, b) {
+        case let (.status(s1), .status(s2)): s1 == s2
+        case let (.failure(f1), .failure(f2)): f1 == f2
+        case (.storeKey(.absent), .storeKey(.absent)): true
+        case let (.storeKey(.locked(c1)), .storeKey(.locked(c2))): c1 == c2
+        case let (.storeKey(.available(k1)), .storeKey(.available(k2))): k1.constantTimeEquals(k2)
+        case let (.event(e1, s1), .event(e2, s2)): e1 == e2 && s1 == s2
+        default: false
+        }
+    }
+}
