@@ -16,7 +16,7 @@ import SecureKeys
 /// the message of whoever is refused, and on a second line `device-agent` when the owner is a ``DeviceAgent``
 /// (so a refusal can say to go through it, and a client starting beside an agent can wait for its socket).
 ///
-/// `flock` locks conflict between open file descriptions, not processes: a second ``acquire(_:)`` in the
+/// `flock` locks conflict between open file descriptions, not processes: a second ``acquire(_:as:)`` in the
 /// process that holds the lock is refused too, as a second device on the same directory must be.
 public final class StateDirectoryLock: Sendable {
     /// The lock file's name in the state directory.
