@@ -9,7 +9,7 @@ public import SecureKeys
 ///
 /// Frames are built in guarded memory (`SecureBytes`): a passcode or a store key is never in an array.
 @_spi(DeviceAgentWire)
-public enum AgentWireFormat {
+public enum AgentWireFormat: Sendable {
     /// The protocol version `hello` carries; an agent refuses any other.
     public static let protocolVersion: UInt32 = 1
     /// The largest body a frame may carry: 64 KiB. A store path is at most 4 KiB, so no request comes near it.
