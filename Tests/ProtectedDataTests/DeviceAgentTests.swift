@@ -95,11 +95,11 @@ final class RawClient {
     deinit { close(descriptor) }
 
     func send(_ bytes: [UInt8]) {
-        #expect(bytes.withUnsafeBytes { UnixSocket.sendAll(descriptor, $0) }, "the agent closed before the bytes were sent")
+        #expect(bytes.withUnsafeBytes { UnixSocket.sendAll(descriptor, $0, deadline: nil) }, "the agent closed before the bytes were sent")
     }
 
     func send(_ request: AgentRequest, id: UInt32 = 1) {
-        #expect(FrameChannel.send(AgentWireFormat.encode(request, id: id), on: descriptor))
+        #expect(FrameChannel.send(AgentWireFormat.encode(request, id: id), on: descriptor, within: nil))
     }
 
     func hello() throws {
@@ -110,7 +110,7 @@ final class RawClient {
 
     /// The next frame from the agent.
     func receive(sourceLocation: SourceLocation = #_sourceLocation) throws -> AgentWireFormat.ReplyFrame {
-        guard case .body(let body) = FrameChannel.receive(descriptor, bodyTimeout: .seconds(30)) else {
+        guard case .body(let body) = FrameChannel.receive(descriptor, firstByteTimeout: .seconds(30), timeout: .seconds(30)) else {
             throw RawClientError.noFrame
         }
         return try body.withUnsafeBytes { try AgentWireFormat.decodeReply($0) }
@@ -231,6 +231,18 @@ struct DeviceAgentTests {
             fixture.waitForClientCount(1)
         }  // closed here
         fixture.waitForClientCount(0)
+        try fixture.expectStillServes(before)
+    }
+
+    @Test("a client that connects and never says hello is refused and cut off after the request timeout")
+    func silentClient() throws {
+        let fixture = try AgentFixture(requestTimeout: .milliseconds(300))
+        defer { fixture.stop() }
+        let good = try fixture.connect("good")
+        let before = try good.status()
+        let silent = try fixture.raw()
+        try silent.expectRefusal(naming: "no hello within 300ms")
+        fixture.waitForClientCount(1)
         try fixture.expectStillServes(before)
     }
 

@@ -51,7 +51,8 @@ public struct DeviceAgentStatus: Sendable, Hashable {
     public var availability: ProtectedDataAvailability
     /// Consecutive wrong passcodes, from every client, persisted across reboots and agent restarts.
     public var failedPasscodeAttempts: Int
-    /// The device's virtual clock: time since the agent started, moved only by `clock advance`.
+    /// The device's virtual clock: 0 when the agent started, moved only by clients' clock advances (never by
+    /// real time), at most 1,000 years.
     public var clock: Duration
 
     /// A status.

@@ -19,37 +19,42 @@ public import SecureKeys
 /// The agent takes the state directory's ``StateDirectoryLock`` for its whole life, so no process can write
 /// the device state beside it. Bad clients are refused and cut off, never served at the cost of others: a
 /// peer of another user, more than ``Configuration/maximumClients`` at once, a frame over 64 KiB or not
-/// well formed, a body that does not arrive within ``Configuration/requestTimeout``, a client that stops
-/// reading what the agent sends. The device state is on disk after every change, so killing the agent
+/// well formed, no `hello` or a request not whole within ``Configuration/requestTimeout``, a client that
+/// stops reading what the agent sends (an event finds its buffer full, or an answer is not taken within
+/// ``Configuration/sendTimeout``). The device state is on disk after every change, so killing the agent
 /// loses nothing: the next agent (or a lone process) boots from it, before the first unlock.
 public final class DeviceAgent: Sendable {
     /// How an agent serves.
     public struct Configuration: Sendable {
         /// The Argon2id cost for a device set up through the agent.
         public var kdf: PasscodeKDF
-        /// Clients served at once; one more is refused with `agent-refused` until one leaves.
+        /// Clients served at once (1 to 4096); one more is refused with `agent-refused` until one leaves.
         public var maximumClients: Int
-        /// How long the rest of a request may take once its first byte arrived (the rest of its length, then
-        /// its body, each): a client that stalls or dies part-way is cut off then.
+        /// How long a new client may take to say `hello`, and a request to arrive whole once its first byte
+        /// has (1 ms to a day): a client that stays silent, stalls or dies part-way is cut off then.
         public var requestTimeout: Duration
-        /// How long a send to a client may block: a client that stops reading is cut off then.
+        /// How long an answer may take to be taken by its client (1 ms to a day): a client that stops reading
+        /// is cut off then. An event is never waited for: a client whose buffer is full is cut off at once.
         public var sendTimeout: Duration
 
         /// A configuration.
         ///
+        /// Values outside their range are brought to its nearest end.
+        ///
         /// - Parameters:
         ///   - kdf: the Argon2id cost for a device set up through the agent.
         ///   - maximumClients: clients served at once (32).
-        ///   - requestTimeout: how long a request's body may take (5 s).
-        ///   - sendTimeout: how long a send to a client may block (2 s).
+        ///   - requestTimeout: how long `hello`, and a request once begun, may take (5 s).
+        ///   - sendTimeout: how long an answer may take to be taken (2 s).
         public init(
             kdf: PasscodeKDF = .default, maximumClients: Int = 32, requestTimeout: Duration = .seconds(5),
             sendTimeout: Duration = .seconds(2)
         ) {
+            let timeouts = Duration.milliseconds(1)...Duration.seconds(24 * 3600)
             self.kdf = kdf
-            self.maximumClients = maximumClients
-            self.requestTimeout = requestTimeout
-            self.sendTimeout = sendTimeout
+            self.maximumClients = min(max(maximumClients, 1), 4096)
+            self.requestTimeout = min(max(requestTimeout, timeouts.lowerBound), timeouts.upperBound)
+            self.sendTimeout = min(max(sendTimeout, timeouts.lowerBound), timeouts.upperBound)
         }
     }
 
@@ -120,10 +125,13 @@ public final class DeviceAgent: Sendable {
                 if errno == EMFILE || errno == ENFILE { usleep(10_000) }  // out of descriptors: let clients leave
                 continue
             }
-            UnixSocket.setSendTimeout(descriptor, configuration.sendTimeout)
+            // Not inherited by a process this one starts (a test's child, an app's helper): a copy there would
+            // keep a connection open that the agent closed.
+            _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
             if let refusal = admissionRefusal(descriptor) {
                 logger.debug("client refused", metadata: ["reason": "\(refusal.message)"])
-                _ = FrameChannel.send(AgentWireFormat.encode(.failure(AgentFailure(refusal)), id: 0), on: descriptor)
+                let frame = AgentWireFormat.encode(.failure(AgentFailure(refusal)), id: 0)
+                _ = FrameChannel.send(frame, on: descriptor, within: configuration.sendTimeout)
                 close(descriptor)
                 continue
             }
@@ -181,11 +189,13 @@ public final class DeviceAgent: Sendable {
         var greeted = false
         while true {
             let body: SecureBytes
-            switch FrameChannel.receive(connection.descriptor, bodyTimeout: configuration.requestTimeout) {
+            let timeout = configuration.requestTimeout
+            switch FrameChannel.receive(connection.descriptor, firstByteTimeout: greeted ? nil : timeout, timeout: timeout) {
             case .closed: return
             case .broken:
                 // Said in case the client only stalled; one that is gone never reads it.
-                return connection.refuse(.agentRefused("the request did not arrive whole within \(configuration.requestTimeout.spoken)"))
+                return connection.refuse(
+                    .agentRefused(greeted ? "the request did not arrive whole within \(timeout.spoken)" : "no hello within \(timeout.spoken)"))
             case .malformed(let malformed):
                 return connection.refuse(.agentRefused("\(malformed.reason); the connection is closed"))
             case .body(let received): body = received
@@ -206,9 +216,13 @@ public final class DeviceAgent: Sendable {
                 greeted = true
                 logger.debug("client connected", metadata: ["client": "\(name)", "connection": "\(connection.id)"])
             }
-            let reply = serial.withLock { answer(frame.request) }
-            let sent = connection.send(AgentWireFormat.encode(reply, id: frame.id))
-            if case .storeKey(.available(let key)) = reply { key.wipe() }
+            // Answered and sent in one turn: no event can be sent between them, so the state an answer carries is
+            // never older than an event the client already has.
+            let sent = serial.withLock {
+                let reply = answer(frame.request)
+                defer { if case .storeKey(.available(let key)) = reply { key.wipe() } }
+                return connection.send(AgentWireFormat.encode(reply, id: frame.id), within: configuration.sendTimeout)
+            }
             guard sent else { return }
         }
     }
@@ -278,7 +292,8 @@ public final class DeviceAgent: Sendable {
         let frame = AgentWireFormat.encode(.event(event, status()), id: 0)
         let connections = state.withLock { Array($0.connections.values) }
         logger.debug("event pushed", metadata: ["event": "\(event)", "clients": "\(connections.count)"])
-        for connection in connections where !connection.send(frame) { connection.shutDown() }
+        // Never waited for: a client whose buffer is full has stopped reading, and is cut off.
+        for connection in connections where !connection.send(frame, within: .zero) { connection.shutDown() }
     }
 
     private func status() -> DeviceAgentStatus {
@@ -302,14 +317,14 @@ private final class AgentConnection: Sendable {
         self.descriptor = descriptor
     }
 
-    /// Sends a frame; `false` when the client is gone or stopped reading.
-    func send(_ frame: SecureBytes) -> Bool {
-        closed.withLock { closed in !closed && FrameChannel.send(frame, on: descriptor) }
+    /// Sends a frame within `timeout`; `false` when the client is gone or does not take it in time.
+    func send(_ frame: SecureBytes, within timeout: Duration) -> Bool {
+        closed.withLock { closed in !closed && FrameChannel.send(frame, on: descriptor, within: timeout) }
     }
 
-    /// Sends why the connection ends; its reader then closes it.
+    /// Sends why the connection ends, if the client takes it within a second; its reader then closes it.
     func refuse(_ error: DeviceError) {
-        _ = send(AgentWireFormat.encode(.failure(AgentFailure(error)), id: 0))
+        _ = send(AgentWireFormat.encode(.failure(AgentFailure(error)), id: 0), within: .seconds(1))
     }
 
     /// Wakes the reader, which then closes the connection.

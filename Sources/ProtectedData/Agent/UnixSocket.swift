@@ -82,23 +82,44 @@ package enum UnixSocket {
         return credentials.uid
     }
 
-    /// Makes a send that cannot finish within `timeout` fail instead of blocking (a client that stopped reading).
-    static func setSendTimeout(_ descriptor: Int32, _ timeout: Duration) {
-        let microseconds = max(1000, timeout.components.seconds * 1_000_000 + timeout.components.attoseconds / 1_000_000_000_000)
-        var timeout = timeval(tv_sec: Int(microseconds / 1_000_000), tv_usec: Int(microseconds % 1_000_000))
-        setsockopt(descriptor, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-    }
-
-    /// Sends all of `bytes`; `false` when the peer is gone or stopped reading.
-    static func sendAll(_ descriptor: Int32, _ bytes: UnsafeRawBufferPointer) -> Bool {
+    /// Sends all of `bytes`. With a `deadline`, never blocks past it: a peer that stops reading makes the send
+    /// fail then, whatever it reads in between (`.now` fails at once if the peer's buffer is full). Without one,
+    /// blocks as long as it takes. `false` when the peer is gone or too slow.
+    static func sendAll(_ descriptor: Int32, _ bytes: UnsafeRawBufferPointer, deadline: ContinuousClock.Instant?) -> Bool {
         var offset = 0
         while offset < bytes.count {
-            let sent = send(descriptor, bytes.baseAddress! + offset, bytes.count - offset, Int32(MSG_NOSIGNAL))
+            let flags = Int32(MSG_NOSIGNAL) | (deadline == nil ? 0 : Int32(MSG_DONTWAIT))
+            let sent = send(descriptor, bytes.baseAddress! + offset, bytes.count - offset, flags)
+            if sent > 0 {
+                offset += sent
+                continue
+            }
             if sent < 0 && errno == EINTR { continue }
-            if sent <= 0 { return false }
-            offset += sent
+            guard sent < 0, errno == EAGAIN || errno == EWOULDBLOCK, let deadline,
+                wait(descriptor, for: Int16(POLLOUT), until: deadline)
+            else { return false }
         }
         return true
+    }
+
+    /// Waits until `descriptor` is ready for `events` (or closed or failed, which the next call reports), or
+    /// `deadline` passes: `false` then.
+    static func wait(_ descriptor: Int32, for events: Int16, until deadline: ContinuousClock.Instant) -> Bool {
+        while true {
+            let left = ContinuousClock.now.duration(to: deadline)
+            guard left > .zero else { return false }
+            var poller = pollfd(fd: descriptor, events: events, revents: 0)
+            let ready = poll(&poller, 1, pollMilliseconds(left))
+            if ready < 0 && errno == EINTR { continue }
+            return ready > 0
+        }
+    }
+
+    /// `left` in whole milliseconds for `poll(2)`: at least 1, at most `Int32.max`, never a trap.
+    private static func pollMilliseconds(_ left: Duration) -> Int32 {
+        let (seconds, attoseconds) = left.components
+        guard seconds < Int64(Int32.max / 1000) else { return Int32.max }
+        return Int32(max(1, seconds * 1000 + attoseconds / 1_000_000_000_000_000))
     }
 
     /// How a read of an exact count ended.
@@ -111,19 +132,13 @@ package enum UnixSocket {
         case broken
     }
 
-    /// Reads exactly `buffer.count` bytes. With a `timeout`, the whole read must end within it.
-    static func receiveExactly(_ descriptor: Int32, into buffer: UnsafeMutableRawBufferPointer, timeout: Duration?) -> ReadResult {
+    /// Reads exactly `buffer.count` bytes; with a `deadline`, the whole read must end by it.
+    static func receiveExactly(
+        _ descriptor: Int32, into buffer: UnsafeMutableRawBufferPointer, deadline: ContinuousClock.Instant?
+    ) -> ReadResult {
         var offset = 0
-        let deadline = timeout.map { ContinuousClock.now + $0 }
         while offset < buffer.count {
-            if let deadline {
-                let left = ContinuousClock.now.duration(to: deadline)
-                guard left > .zero else { return .broken }
-                var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
-                let ready = poll(&poller, 1, Int32(max(1, left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000)))
-                if ready < 0 && errno == EINTR { continue }
-                if ready <= 0 { return .broken }
-            }
+            if let deadline, !wait(descriptor, for: Int16(POLLIN), until: deadline) { return .broken }
             let count = recv(descriptor, buffer.baseAddress! + offset, buffer.count - offset, 0)
             if count < 0 && errno == EINTR { continue }
             if count == 0 && offset == 0 { return .endOfFile }
@@ -148,15 +163,20 @@ enum FrameChannel {
         case malformed(AgentWireFormat.Malformed)
     }
 
-    /// Reads one frame: its first byte may take as long as it takes (a client may be idle between requests);
-    /// the rest of the length, then the body, must each follow within `timeout`.
-    static func receive(_ descriptor: Int32, bodyTimeout timeout: Duration?) -> Received {
+    /// Reads one frame. Its first byte may take `firstByteTimeout` (`nil`: as long as it takes — a client may be
+    /// idle between requests); from that byte, the rest of the frame — length and body — must arrive within
+    /// `timeout`.
+    static func receive(_ descriptor: Int32, firstByteTimeout: Duration?, timeout: Duration?) -> Received {
         var prefix: UInt32 = 0
+        var deadline: ContinuousClock.Instant?
         let header = withUnsafeMutableBytes(of: &prefix) { bytes in
-            switch UnixSocket.receiveExactly(descriptor, into: UnsafeMutableRawBufferPointer(rebasing: bytes[..<1]), timeout: nil) {
+            let first = UnsafeMutableRawBufferPointer(rebasing: bytes[..<1])
+            switch UnixSocket.receiveExactly(descriptor, into: first, deadline: firstByteTimeout.map { .now + $0 }) {
             case .complete:
-                UnixSocket.receiveExactly(descriptor, into: UnsafeMutableRawBufferPointer(rebasing: bytes[1...]), timeout: timeout)
-            case let ended: ended
+                deadline = timeout.map { .now + $0 }
+                return UnixSocket.receiveExactly(descriptor, into: UnsafeMutableRawBufferPointer(rebasing: bytes[1...]), deadline: deadline)
+            case let ended:
+                return ended
             }
         }
         switch header {
@@ -171,12 +191,14 @@ enum FrameChannel {
             return .malformed(error)
         }
         let body = SecureBytes(count: length)
-        let read = (try? body.withUnsafeMutableBytes { UnixSocket.receiveExactly(descriptor, into: $0, timeout: timeout) }) ?? .broken
+        let read = (try? body.withUnsafeMutableBytes { UnixSocket.receiveExactly(descriptor, into: $0, deadline: deadline) }) ?? .broken
         return read == .complete ? .body(body) : .broken
     }
 
-    /// Sends a whole frame; `false` when the peer is gone or stopped reading.
-    static func send(_ frame: SecureBytes, on descriptor: Int32) -> Bool {
-        (try? frame.withUnsafeBytes { UnixSocket.sendAll(descriptor, $0) }) ?? false
+    /// Sends a whole frame, within `timeout` (`nil`: as long as it takes); `false` when the peer is gone or
+    /// does not take it in time.
+    static func send(_ frame: SecureBytes, on descriptor: Int32, within timeout: Duration?) -> Bool {
+        let deadline = timeout.map { ContinuousClock.now + $0 }
+        return (try? frame.withUnsafeBytes { UnixSocket.sendAll(descriptor, $0, deadline: deadline) }) ?? false
     }
 }
