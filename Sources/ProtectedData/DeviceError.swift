@@ -135,18 +135,21 @@ public struct DeviceError: Error, Sendable, CustomStringConvertible, LocalizedEr
 }
 
 extension Duration {
-    /// "1m 30s", "250ms", "1h" — how durations read in messages and timelines.
+    /// "1m 30s", "250ms", "1h" — how durations read in messages and timelines. A negative duration reads as
+    /// "-" and its length; none traps, however long.
     public var spoken: String {
-        let milliseconds = components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000
-        if milliseconds == 0 { return "0s" }
-        if milliseconds % 1000 != 0 && milliseconds < 60_000 {
-            return milliseconds < 1000 ? "\(milliseconds)ms" : String(format: "%.3gs", Double(milliseconds) / 1000)
+        let (seconds, attoseconds) = components
+        if seconds < 0 || attoseconds < 0 { return "-" + (Duration.zero - self).spoken }
+        let milliseconds = attoseconds / 1_000_000_000_000_000
+        if seconds == 0 && milliseconds == 0 { return "0s" }
+        if milliseconds != 0 && seconds < 60 {
+            return seconds == 0 ? "\(milliseconds)ms" : String(format: "%.3gs", Double(seconds) + Double(milliseconds) / 1000)
         }
-        var seconds = milliseconds / 1000
+        var rest = seconds
         var parts: [String] = []
-        for (unit, size) in [("h", Int64(3600)), ("m", 60), ("s", 1)] where seconds >= size {
-            parts.append("\(seconds / size)\(unit)")
-            seconds %= size
+        for (unit, size) in [("h", Int64(3600)), ("m", 60), ("s", 1)] where rest >= size {
+            parts.append("\(rest / size)\(unit)")
+            rest %= size
         }
         return parts.joined(separator: " ")
     }

@@ -37,6 +37,41 @@ struct DeviceAgentLimitTests {
         #expect(try client.status().clock == AgentWireFormat.maximumRequestDuration * 10)
     }
 
+    @Test("a clock advance or grace period the wire cannot carry fails that call alone (invalid-argument); the connection stays")
+    func outOfRangeValuesFailOneCall() throws {
+        let fixture = try AgentFixture()
+        defer { fixture.stop() }
+        let client = try fixture.connect("values")
+        for call in [
+            { try client.advanceClock(by: AgentWireFormat.maximumRequestDuration + .milliseconds(1)) },
+            { try client.setUp(passcode: SecureBytes(utf8: "1"), gracePeriod: .seconds(Int64.max)) },
+            { _ = try client.lookUpStoreKey(forStoreAt: "/" + String(repeating: "p", count: 5000)) },
+        ] {
+            let error = #expect(throws: SecureKeysError.self) { try call() }
+            #expect(error?.code == .invalidArgument)
+        }
+        #expect(client.isConnected)
+        #expect(try client.status().lockState == .unlocked)
+    }
+
+    @Test("a duration of any length, or a negative one, is spoken without trapping")
+    func spokenDurations() {
+        #expect(Duration.seconds(Int64.max).spoken == "2562047788015215h 30m 7s")
+        #expect(Duration.milliseconds(Int64.max).spoken == "2562047788015h 12m 55s")
+        #expect(Duration.milliseconds(-1500).spoken == "-1.5s")
+        #expect(Duration.milliseconds(250).spoken == "250ms")
+        #expect(Duration.seconds(90).spoken == "1m 30s")
+        #expect(Duration.zero.spoken == "0s")
+    }
+
+    @Test("configuration values outside their range are brought to its nearest end, so none can trap the agent")
+    func configurationIsClamped() {
+        let low = DeviceAgent.Configuration(maximumClients: 0, requestTimeout: .zero, sendTimeout: .seconds(-1))
+        #expect(low.maximumClients == 1 && low.requestTimeout == .milliseconds(1) && low.sendTimeout == .milliseconds(1))
+        let high = DeviceAgent.Configuration(maximumClients: .max, requestTimeout: .seconds(Int64.max), sendTimeout: .seconds(1 << 40))
+        #expect(high.maximumClients == 4096 && high.requestTimeout == .seconds(86_400) && high.sendTimeout == .seconds(86_400))
+    }
+
     // SO_SNDTIMEO was set from `Int(sendTimeout.components.seconds)`: a sendTimeout under a second became 0,
     // which means *no* timeout, so a client that stopped reading blocked the broadcast — under the agent's
     // `serial` lock — for good, and every other client with it.

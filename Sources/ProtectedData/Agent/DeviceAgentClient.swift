@@ -9,7 +9,9 @@ public import SecureKeys
 /// A process's view of the device when a ``DeviceAgent`` owns it: the same key-availability monitor and
 /// store-key provider a `DataController` takes, answered by the agent over its socket.
 ///
-/// Events the agent pushes are delivered in order, on the client's reader thread, to every subscriber.
+/// Events the agent pushes are delivered in order, on the client's reader thread, to every subscriber. A
+/// handler must not call this client and wait for its answer — the answer would arrive on that very thread —
+/// so it hops elsewhere first, as `DataController`'s does.
 /// Availability is what the agent last said; a store key is asked for each time, and is given only while
 /// its class is available. When the agent goes away, every class becomes unavailable (a
 /// *did become unavailable* event) and requests fail with ``DeviceError/Code/agentDisconnected``.
@@ -92,9 +94,12 @@ public final class DeviceAgentClient: KeyAvailabilityMonitor, StoreKeyProvider {
 
     /// Sets up a device in the agent's directory (it holds none yet); it is left unlocked.
     ///
-    /// - Throws: ``DeviceError/Code/deviceExists`` when there is one.
+    /// - Throws: ``DeviceError/Code/deviceExists`` when there is one; `SecureKeysError` with
+
+    ///   `invalid-argument` for a grace period outside 0 to 100 years.
     public func setUp(passcode: SecureBytes, gracePeriod: Duration = .seconds(10), wipeAfterFailures: Int? = nil) throws {
-        _ = try link.requestStatus(.setUp(passcode: passcode, gracePeriod: gracePeriod, wipeAfterFailures: wipeAfterFailures))
+        let grace = try Self.checked(gracePeriod, "a grace period")
+        _ = try link.requestStatus(.setUp(passcode: passcode, gracePeriod: grace, wipeAfterFailures: wipeAfterFailures))
     }
 
     /// Unlocks the device. A wrong passcode counts toward the delay and the wipe, whichever process sent it.
@@ -113,29 +118,47 @@ public final class DeviceAgentClient: KeyAvailabilityMonitor, StoreKeyProvider {
     }
 
     /// Moves the device's virtual clock (grace periods and passcode delays count on it).
-    public func advanceClock(by duration: Duration) throws { _ = try link.requestStatus(.advanceClock(duration)) }
+    ///
+    /// - Throws: `SecureKeysError` with `invalid-argument` for a step outside 0 to 100 years;
+    ///   ``DeviceError/Code/agentRefused`` past the device clock's end, 1,000 years.
+    public func advanceClock(by duration: Duration) throws {
+        _ = try link.requestStatus(.advanceClock(try Self.checked(duration, "a clock advance")))
+    }
 
     /// Powers the device off and boots it again, before the first unlock.
     public func reboot() throws { _ = try link.requestStatus(.reboot) }
 
     public func lookUpStoreKey(forStoreAt storePath: String) throws -> StoreKeyLookup {
-        guard case .storeKey(let lookup) = try link.request(.lookUpStoreKey(storePath: Self.absolute(storePath))) else {
+        guard case .storeKey(let lookup) = try link.request(.lookUpStoreKey(storePath: try Self.absolute(storePath))) else {
             throw DeviceError.agentRefused("the agent answered a store-key look-up with something else")
         }
         return lookup
     }
 
     public func createStoreKey(forStoreAt storePath: String, protectionClass: ProtectionClass) throws -> SecureBytes {
-        let reply = try link.request(.createStoreKey(storePath: Self.absolute(storePath), protectionClass: protectionClass))
+        let reply = try link.request(.createStoreKey(storePath: try Self.absolute(storePath), protectionClass: protectionClass))
         guard case .storeKey(.available(let key)) = reply else {
             throw DeviceError.agentRefused("the agent answered a store-key creation with something else")
         }
         return key
     }
 
-    /// The agent may run in another directory: paths go absolute.
-    private static func absolute(_ path: String) -> String {
-        path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
+    /// The agent may run in another directory: paths go absolute. One the wire format cannot carry is refused
+    /// here, for this call alone (the agent would take it for a broken client and close the connection).
+    private static func absolute(_ path: String) throws -> String {
+        let absolute = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
+        guard !absolute.utf8.contains(0), absolute.utf8.count <= 4096 else {
+            throw SecureKeysError(code: .invalidArgument, message: "a store path of \(absolute.utf8.count) bytes or with a NUL byte cannot be sent to the device agent (at most 4096 bytes)")
+        }
+        return absolute
+    }
+
+    /// `duration` if the wire format carries it (0 to 100 years); this call alone is refused otherwise.
+    private static func checked(_ duration: Duration, _ what: String) throws -> Duration {
+        guard duration >= .zero, duration <= AgentWireFormat.maximumRequestDuration else {
+            throw SecureKeysError(code: .invalidArgument, message: "\(what) of \(duration.spoken) is outside what the device agent takes (0 to 100 years)")
+        }
+        return duration
     }
 }
 
@@ -196,7 +219,7 @@ private final class AgentLink: @unchecked Sendable {
         }
         let frame = AgentWireFormat.encode(request, id: id)
         // Under `sending`, which the reader holds to close the descriptor: never a send to a reused one.
-        let sent = sending.withLock { isConnected && FrameChannel.send(frame, on: descriptor) }
+        let sent = sending.withLock { isConnected && FrameChannel.send(frame, on: descriptor, within: timeout) }
         frame.wipe()
         condition.lock()
         defer { condition.unlock() }
@@ -204,7 +227,9 @@ private final class AgentLink: @unchecked Sendable {
         let deadline = Date(timeIntervalSinceNow: Double(timeout.components.seconds))
         while answers[id] == nil && gone == nil {
             guard condition.wait(until: deadline) else {
-                _ = shutdown(descriptor, Int32(SHUT_RDWR))  // the reader ends the link: no late answer is taken
+                // The reader ends the link (no late answer is taken), unless it already has: then the descriptor
+                // may be closed and its number someone else's.
+                if gone == nil && !shutDownOnce { _ = shutdown(descriptor, Int32(SHUT_RDWR)) }
                 throw DeviceError.agentNotAnswering(stateDirectory, within: timeout)
             }
         }
@@ -224,7 +249,7 @@ private final class AgentLink: @unchecked Sendable {
         var ending = DeviceError.agentDisconnected(stateDirectory)
         reading: while true {
             let body: SecureBytes
-            switch FrameChannel.receive(descriptor, bodyTimeout: .seconds(10)) {
+            switch FrameChannel.receive(descriptor, firstByteTimeout: nil, timeout: .seconds(10)) {
             case .closed, .broken: break reading
             case .malformed(let malformed):
                 ending = .agentRefused("the agent sent \(malformed.reason)")
