@@ -22,8 +22,8 @@ extension ProtectedStoreCommand.Device {
                 (wrong passcodes count across every client), the device clock, and store keys — given only while \
                 the store's class is available; class keys never leave this process. Protected-data events reach \
                 every client. The socket is STATE-DIR/agent/device.sock (0600, in a 0700 directory); a peer of \
-                another user is refused, and so are clients past --max-clients, malformed or oversized requests \
-                and requests begun but not whole within 5 seconds. The device state is on disk after every \
+                another user is refused, and so are clients past --max-clients, malformed or oversized requests, \
+                no hello within 5 seconds and requests begun but not whole within 5 seconds. The device state is on disk after every \
                 change: killing the agent loses nothing. Ctrl-C or SIGTERM stops it and removes its socket (exit 130, 143).
                 """)
 
