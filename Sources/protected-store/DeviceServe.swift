@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import ProtectedData
+import SecureKeys
 
 extension ProtectedStoreCommand {
     /// `device …`: the device as a service for several processes.
@@ -48,12 +49,13 @@ extension ProtectedStoreCommand.Device {
                 stateDirectory: stateDirectory,
                 configuration: .init(kdf: fastKDF ? .minimal : .default, maximumClients: maximumClients))
             // Ctrl-C and SIGTERM stop it cleanly: the socket goes, the lock with the process (exit 130, 143).
+            let stoppedBy = LockedState<Int32?>(nil)
             let stops = [(SIGINT, Int32(130)), (SIGTERM, Int32(143))].map { signalNumber, status in
                 signal(signalNumber, SIG_IGN)
                 let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
                 source.setEventHandler {
+                    stoppedBy.withLock { $0 = $0 ?? status }
                     agent.stop()
-                    Glibc.exit(status)
                 }
                 source.resume()
                 return source
@@ -62,6 +64,7 @@ extension ProtectedStoreCommand.Device {
             fflush(nil)
             agent.serve()
             withExtendedLifetime(stops) {}
+            if let status = stoppedBy.withLock({ $0 }) { throw ExitCode(status) }
         }
     }
 }

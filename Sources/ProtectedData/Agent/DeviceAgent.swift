@@ -128,6 +128,10 @@ public final class DeviceAgent: Sendable {
             // Not inherited by a process this one starts (a test's child, an app's helper): a copy there would
             // keep a connection open that the agent closed.
             _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
+            // Frames are small (an event is tens of bytes, a frame at most 64 KiB): a client that leaves 64 KiB
+            // unread has stopped reading, and the next event finds its buffer full.
+            var sendBuffer: Int32 = 64 * 1024
+            _ = setsockopt(descriptor, SOL_SOCKET, SO_SNDBUF, &sendBuffer, socklen_t(MemoryLayout<Int32>.size))
             if let refusal = admissionRefusal(descriptor) {
                 logger.debug("client refused", metadata: ["reason": "\(refusal.message)"])
                 let frame = AgentWireFormat.encode(.failure(AgentFailure(refusal)), id: 0)
