@@ -50,21 +50,55 @@ extension ProtectedStoreCommand.Device {
                 configuration: .init(kdf: fastKDF ? .minimal : .default, maximumClients: maximumClients))
             // Ctrl-C and SIGTERM stop it cleanly: the socket goes, the lock with the process (exit 130, 143).
             let stoppedBy = LockedState<Int32?>(nil)
-            let stops = [(SIGINT, Int32(130)), (SIGTERM, Int32(143))].map { signalNumber, status in
-                signal(signalNumber, SIG_IGN)
-                let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
-                source.setEventHandler {
-                    stoppedBy.withLock { $0 = $0 ?? status }
-                    agent.stop()
-                }
-                source.resume()
-                return source
+            try StopSignals.install { number in
+                stoppedBy.withLock { $0 = $0 ?? 128 + number }
+                agent.stop()
             }
             print("device agent (process \(getpid())) serves \(stateDirectory) at \(agent.socketPath)")
             fflush(nil)
             agent.serve()
-            withExtendedLifetime(stops) {}
             if let status = stoppedBy.withLock({ $0 }) { throw ExitCode(status) }
         }
     }
 }
+
+/// SIGINT and SIGTERM for `device serve`: a plain handler that writes the signal's number into a pipe, and a
+/// thread that reads it and stops the agent.
+///
+/// Not a dispatch source: one is armed asynchronously, after `resume()` returns, so a signal sent as soon as
+/// the agent said it serves could find it unarmed and be ignored (a test's SIGTERM was, and the agent served
+/// on). The handler is installed before that line is printed, and only calls `write`, which is
+/// async-signal-safe.
+enum StopSignals {
+    /// Installs the handler and starts the thread that calls `stop` with the signal's number.
+    static func install(_ stop: @escaping @Sendable (Int32) -> Void) throws {
+        var ends: [Int32] = [-1, -1]
+        guard pipe(&ends) == 0 else { throw ExitCode.failure }
+        for end in ends { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
+        stopPipe.pointee = ends[1]
+        let reading = ends[0]
+        Thread {
+            var number: UInt8 = 0
+            while true {
+                let count = read(reading, &number, 1)
+                if count < 0 && errno == EINTR { continue }
+                guard count == 1 else { return }
+                stop(Int32(number))
+            }
+        }.start()
+        for number in [SIGINT, SIGTERM] {
+            signal(number) { number in
+                var byte = UInt8(truncatingIfNeeded: number)
+                _ = write(stopPipe.pointee, &byte, 1)
+            }
+        }
+    }
+}
+
+/// The pipe's writing end, read by the signal handler: a pointer set once before the handler is installed,
+/// so the handler reads plain memory (no lazy initialisation, no lock).
+nonisolated(unsafe) private let stopPipe: UnsafeMutablePointer<Int32> = {
+    let pointer = UnsafeMutablePointer<Int32>.allocate(capacity: 1)
+    pointer.initialize(to: -1)
+    return pointer
+}()

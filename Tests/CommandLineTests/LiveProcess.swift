@@ -106,9 +106,17 @@ final class LiveProcess: @unchecked Sendable {
         }
     }
 
-    /// Closes standard input and waits for the exit status.
-    func finish() -> Int32 {
+    /// Closes standard input and waits for the exit status, at most `timeout`: a process still running then is
+    /// killed and the test fails (a hang never blocks the test run).
+    func finish(timeout: Duration = .seconds(60), sourceLocation: SourceLocation = #_sourceLocation) -> Int32 {
         try? input.fileHandleForWriting.close()
+        let deadline = ContinuousClock.now + timeout
+        while process.isRunning && ContinuousClock.now < deadline { usleep(10_000) }
+        guard !process.isRunning else {
+            kill()
+            Issue.record("the process did not exit within \(timeout)", sourceLocation: sourceLocation)
+            return -1
+        }
         process.waitUntilExit()
         return process.terminationStatus
     }

@@ -128,9 +128,10 @@ public final class DeviceAgent: Sendable {
             // Not inherited by a process this one starts (a test's child, an app's helper): a copy there would
             // keep a connection open that the agent closed.
             _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
-            // Frames are small (an event is tens of bytes, a frame at most 64 KiB): a client that leaves 64 KiB
-            // unread has stopped reading, and the next event finds its buffer full.
-            var sendBuffer: Int32 = 64 * 1024
+            // Frames are small (an event is tens of bytes; an answer that does not fit waits for room, within
+            // sendTimeout): a client that leaves hundreds of events unread has stopped reading, and the next one
+            // finds its buffer full.
+            var sendBuffer: Int32 = 16 * 1024
             _ = setsockopt(descriptor, SOL_SOCKET, SO_SNDBUF, &sendBuffer, socklen_t(MemoryLayout<Int32>.size))
             if let refusal = admissionRefusal(descriptor) {
                 logger.debug("client refused", metadata: ["reason": "\(refusal.message)"])
@@ -161,11 +162,11 @@ public final class DeviceAgent: Sendable {
             state.stopped = true
             return Array(state.connections.values)
         }
-        shutdown(listener, Int32(SHUT_RDWR))
         // Still the directory's owner: no other agent can have bound this path. Gone, it tells a client at once
-        // that nobody serves here.
+        // that nobody serves here. Removed before serve() is woken, so it is gone when serve() returns.
         unlink(socketPath)
         for connection in connections { connection.shutDown() }
+        shutdown(listener, Int32(SHUT_RDWR))
     }
 
     /// The number of clients connected now.
