@@ -174,7 +174,7 @@ package enum DiskIO {
 
 /// What the file-system seam costs a real app, for the benchmark that shows it (Benchmarks, "File seam").
 @_spi(Benchmarks)
-public enum DiskSeam {
+public enum DiskSeam: Sendable {
     /// Whether a simulated disk covers `path`: the one thing every ``DiskIO`` call adds to its system call
     /// outside simulation (a lock and an empty-list check).
     public static func isSimulated(_ path: String) -> Bool { SimulatedDisk.covering(path) != nil }

@@ -91,7 +91,7 @@ package final class SimulatedDisk: @unchecked Sendable {
         var model = Model()
         // Inodes an earlier model kept for a power cut that never came: a clean shutdown frees them. Best
         // effort (a read-only folder keeps them; they are skipped below either way).
-        try? Self.removeTree(graveyard)
+        _ = try? Self.removeTree(graveyard)
         model.adopt(Self.listTree(self.root, skipping: graveyard))
         state = LockedState(model)
         Self.registry.withLock { $0.disks.append(self) }
@@ -101,7 +101,7 @@ package final class SimulatedDisk: @unchecked Sendable {
     package func stopModelling() {
         Self.registry.withLock { $0.disks.removeAll { $0 === self } }
         state.withLock { $0.handles.removeAll() }
-        try? Self.removeTree(graveyard)
+        _ = try? Self.removeTree(graveyard)
     }
 
     /// A planted missing `fsync` (for the simulator's self-test), or `nil`.
