@@ -24,6 +24,7 @@ struct SimulatedDiskTests {
             FileManager.default.contents(atPath: root + "/" + name).map(Array.init)
         }
 
+        @discardableResult
         func cut(_ mode: SimulatedDisk.PowerCutMode, seed: UInt64 = 1) throws -> SimulatedDisk.PowerCutReport {
             var random = SplitMix64(seed: seed)
             return try disk.powerCut(mode, random: &random)
