@@ -75,6 +75,8 @@ enum StopSignals {
         var ends: [Int32] = [-1, -1]
         guard pipe(&ends) == 0 else { throw ExitCode.failure }
         for end in ends { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
+        // Never blocks in the handler, however many signals pile up unread (one is enough to stop).
+        _ = fcntl(ends[1], F_SETFL, fcntl(ends[1], F_GETFL) | O_NONBLOCK)
         stopPipe.pointee = ends[1]
         let reading = ends[0]
         Thread {
@@ -88,15 +90,17 @@ enum StopSignals {
         }.start()
         for number in [SIGINT, SIGTERM] {
             signal(number) { number in
+                let savedErrno = errno
                 var byte = UInt8(truncatingIfNeeded: number)
                 _ = write(stopPipe.pointee, &byte, 1)
+                errno = savedErrno
             }
         }
     }
 }
 
-/// The pipe's writing end, read by the signal handler: a pointer set once before the handler is installed,
-/// so the handler reads plain memory (no lazy initialisation, no lock).
+/// The pipe's writing end, read by the signal handler: a global first touched (and so initialised) before the
+/// handler is installed, so the handler only ever takes the initialised fast path and reads plain memory.
 nonisolated(unsafe) private let stopPipe: UnsafeMutablePointer<Int32> = {
     let pointer = UnsafeMutablePointer<Int32>.allocate(capacity: 1)
     pointer.initialize(to: -1)

@@ -18,12 +18,12 @@ final class AgentFixture: @unchecked Sendable {
     private let served = DispatchSemaphore(value: 0)
 
     init(
-        maximumClients: Int = 32, requestTimeout: Duration = .seconds(30), sendTimeout: Duration = .seconds(2),
+        maximumClients: Int = 32, requestTimeout: Duration = .seconds(30),
         setUp gracePeriod: Duration? = .seconds(10)
     ) throws {
         agent = try DeviceAgent(
             stateDirectory: directory.path,
-            configuration: .init(kdf: .minimal, maximumClients: maximumClients, requestTimeout: requestTimeout, sendTimeout: sendTimeout))
+            configuration: .init(kdf: .minimal, maximumClients: maximumClients, requestTimeout: requestTimeout))
         Thread { [agent, served] in
             agent.serve()
             served.signal()

@@ -20,8 +20,8 @@ public import SecureKeys
 /// the device state beside it. Bad clients are refused and cut off, never served at the cost of others: a
 /// peer of another user, more than ``Configuration/maximumClients`` at once, a frame over 64 KiB or not
 /// well formed, no `hello` or a request not whole within ``Configuration/requestTimeout``, a client that
-/// stops reading what the agent sends (an event finds its buffer full, or an answer is not taken within
-/// ``Configuration/sendTimeout``). The device state is on disk after every change, so killing the agent
+/// stops reading what the agent sends (an answer or an event finds its socket's buffer full: nothing the agent
+/// sends ever waits for a client). The device state is on disk after every change, so killing the agent
 /// loses nothing: the next agent (or a lone process) boots from it, before the first unlock.
 public final class DeviceAgent: Sendable {
     /// How an agent serves.
@@ -30,12 +30,10 @@ public final class DeviceAgent: Sendable {
         public var kdf: PasscodeKDF
         /// Clients served at once (1 to 4096); one more is refused with `agent-refused` until one leaves.
         public var maximumClients: Int
-        /// How long a new client may take to say `hello`, and a request to arrive whole once its first byte
-        /// has (1 ms to a day): a client that stays silent, stalls or dies part-way is cut off then.
+        /// How long a new client may wait before it begins its `hello`, and how long a request (`hello`
+        /// included) may take to arrive whole once its first byte has (1 ms to a day): a client that stays
+        /// silent, stalls or dies part-way is cut off then.
         public var requestTimeout: Duration
-        /// How long an answer may take to be taken by its client (1 ms to a day): a client that stops reading
-        /// is cut off then. An event is never waited for: a client whose buffer is full is cut off at once.
-        public var sendTimeout: Duration
 
         /// A configuration.
         ///
@@ -44,17 +42,12 @@ public final class DeviceAgent: Sendable {
         /// - Parameters:
         ///   - kdf: the Argon2id cost for a device set up through the agent.
         ///   - maximumClients: clients served at once (32).
-        ///   - requestTimeout: how long `hello`, and a request once begun, may take (5 s).
-        ///   - sendTimeout: how long an answer may take to be taken (2 s).
-        public init(
-            kdf: PasscodeKDF = .default, maximumClients: Int = 32, requestTimeout: Duration = .seconds(5),
-            sendTimeout: Duration = .seconds(2)
-        ) {
+        ///   - requestTimeout: how long before `hello` begins, and a request once begun, may take (5 s).
+        public init(kdf: PasscodeKDF = .default, maximumClients: Int = 32, requestTimeout: Duration = .seconds(5)) {
             let timeouts = Duration.milliseconds(1)...Duration.seconds(24 * 3600)
             self.kdf = kdf
             self.maximumClients = min(max(maximumClients, 1), 4096)
             self.requestTimeout = min(max(requestTimeout, timeouts.lowerBound), timeouts.upperBound)
-            self.sendTimeout = min(max(sendTimeout, timeouts.lowerBound), timeouts.upperBound)
         }
     }
 
@@ -128,15 +121,10 @@ public final class DeviceAgent: Sendable {
             // Not inherited by a process this one starts (a test's child, an app's helper): a copy there would
             // keep a connection open that the agent closed.
             _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
-            // Frames are small (an event is tens of bytes; an answer that does not fit waits for room, within
-            // sendTimeout): a client that leaves hundreds of events unread has stopped reading, and the next one
-            // finds its buffer full.
-            var sendBuffer: Int32 = 16 * 1024
-            _ = setsockopt(descriptor, SOL_SOCKET, SO_SNDBUF, &sendBuffer, socklen_t(MemoryLayout<Int32>.size))
             if let refusal = admissionRefusal(descriptor) {
                 logger.debug("client refused", metadata: ["reason": "\(refusal.message)"])
                 let frame = AgentWireFormat.encode(.failure(AgentFailure(refusal)), id: 0)
-                _ = FrameChannel.send(frame, on: descriptor, within: configuration.sendTimeout)
+                _ = FrameChannel.send(frame, on: descriptor, within: .zero)
                 close(descriptor)
                 continue
             }
@@ -158,13 +146,14 @@ public final class DeviceAgent: Sendable {
     /// Stops accepting, removes the socket and cuts every client off. ``serve()`` returns; the device is
     /// powered off (its state is on disk) and the directory given up when the agent is freed.
     public func stop() {
+        // Still the directory's owner: no other agent can have bound this path. Gone, it tells a client at once
+        // that nobody serves here. Removed before anything can make serve() return (`stopped`, the listener's
+        // shutdown), so it is gone when serve() has returned.
+        unlink(socketPath)
         let connections = state.withLock { state -> [AgentConnection] in
             state.stopped = true
             return Array(state.connections.values)
         }
-        // Still the directory's owner: no other agent can have bound this path. Gone, it tells a client at once
-        // that nobody serves here. Removed before serve() is woken, so it is gone when serve() returns.
-        unlink(socketPath)
         for connection in connections { connection.shutDown() }
         shutdown(listener, Int32(SHUT_RDWR))
     }
@@ -226,7 +215,7 @@ public final class DeviceAgent: Sendable {
             let sent = serial.withLock {
                 let reply = answer(frame.request)
                 defer { if case .storeKey(.available(let key)) = reply { key.wipe() } }
-                return connection.send(AgentWireFormat.encode(reply, id: frame.id), within: configuration.sendTimeout)
+                return connection.send(AgentWireFormat.encode(reply, id: frame.id))
             }
             guard sent else { return }
         }
@@ -297,8 +286,7 @@ public final class DeviceAgent: Sendable {
         let frame = AgentWireFormat.encode(.event(event, status()), id: 0)
         let connections = state.withLock { Array($0.connections.values) }
         logger.debug("event pushed", metadata: ["event": "\(event)", "clients": "\(connections.count)"])
-        // Never waited for: a client whose buffer is full has stopped reading, and is cut off.
-        for connection in connections where !connection.send(frame, within: .zero) { connection.shutDown() }
+        for connection in connections where !connection.send(frame) { connection.shutDown() }
     }
 
     private func status() -> DeviceAgentStatus {
@@ -322,14 +310,16 @@ private final class AgentConnection: Sendable {
         self.descriptor = descriptor
     }
 
-    /// Sends a frame within `timeout`; `false` when the client is gone or does not take it in time.
-    func send(_ frame: SecureBytes, within timeout: Duration) -> Bool {
-        closed.withLock { closed in !closed && FrameChannel.send(frame, on: descriptor, within: timeout) }
+    /// Sends a frame without ever waiting: `false` when the client is gone or its socket's buffer is full —
+    /// hundreds of frames it has not read, so it has stopped reading (and the agent, which sends inside its
+    /// one-request-at-a-time turn, must not wait for it at the others' cost).
+    func send(_ frame: SecureBytes) -> Bool {
+        closed.withLock { closed in !closed && FrameChannel.send(frame, on: descriptor, within: .zero) }
     }
 
-    /// Sends why the connection ends, if the client takes it within a second; its reader then closes it.
+    /// Sends why the connection ends, if the client has room for it; its reader then closes it.
     func refuse(_ error: DeviceError) {
-        _ = send(AgentWireFormat.encode(.failure(AgentFailure(error)), id: 0), within: .seconds(1))
+        _ = send(AgentWireFormat.encode(.failure(AgentFailure(error)), id: 0))
     }
 
     /// Wakes the reader, which then closes the connection.

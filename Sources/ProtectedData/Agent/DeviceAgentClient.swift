@@ -156,7 +156,9 @@ public final class DeviceAgentClient: KeyAvailabilityMonitor, StoreKeyProvider {
     /// `duration` if the wire format carries it (0 to 100 years); this call alone is refused otherwise.
     private static func checked(_ duration: Duration, _ what: String) throws -> Duration {
         guard duration >= .zero, duration <= AgentWireFormat.maximumRequestDuration else {
-            throw SecureKeysError(code: .invalidArgument, message: "\(what) of \(duration.spoken) is outside what the device agent takes (0 to 100 years)")
+            throw SecureKeysError(
+                code: .invalidArgument,
+                message: "\(what) \(duration < .zero ? "is negative" : "is over 100 years"): more than the device agent takes")
         }
         return duration
     }
@@ -224,7 +226,7 @@ private final class AgentLink: @unchecked Sendable {
         condition.lock()
         defer { condition.unlock() }
         if !sent && gone == nil { _ = shutdown(descriptor, Int32(SHUT_RDWR)) }
-        let deadline = Date(timeIntervalSinceNow: Double(timeout.components.seconds))
+        let deadline = Date(timeIntervalSinceNow: Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18)
         while answers[id] == nil && gone == nil {
             guard condition.wait(until: deadline) else {
                 // The reader ends the link (no late answer is taken), unless it already has: then the descriptor
