@@ -203,7 +203,8 @@ public final class ScenarioSession {
         return device.map { ($0.lockState, $0.availability, $0.failedPasscodeAttempts) }
     }
 
-    /// Device commands a device agent answers; `nil` when this process owns the device.
+    /// Runs `command` through the device agent if it is a device command and an agent serves the directory:
+    /// `false` when this process owns the device, or the command is not the device's.
     private func performThroughAgent(_ command: ScenarioCommand) throws -> Bool {
         guard let agent else { return false }
         switch command {

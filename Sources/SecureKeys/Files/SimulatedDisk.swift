@@ -596,8 +596,10 @@ package final class SimulatedDisk: @unchecked Sendable {
         return lstat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR
     }
 
-    /// Whether `name` is a lock file, which the model leaves alone (see the type's notes).
-    private static func isLockFile(_ name: String) -> Bool { name.hasSuffix(".lock") }
+    /// Whether an entry is one the model leaves alone (see the type's notes): a lock file or a socket.
+    private static func isLeftAlone(_ name: String, type: mode_t) -> Bool {
+        (name.hasSuffix(".lock") && type == S_IFREG) || type == S_IFSOCK
+    }
 
     /// Every path under `root` (not `root` itself), with whether it is a folder; `-shm` files, lock files and
     /// `skipping` left out.
@@ -606,12 +608,13 @@ package final class SimulatedDisk: @unchecked Sendable {
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: root) else { return result }
         for name in names.sorted() {
             let path = root + "/" + name
-            guard path != skipping, !name.hasSuffix("-shm"), !isLockFile(name) else { continue }
+            guard path != skipping, !name.hasSuffix("-shm") else { continue }
             var info = stat()
             guard lstat(path, &info) == 0 else { continue }
-            let isDirectory = (info.st_mode & S_IFMT) == S_IFDIR
-            // Only files and folders hold data: a socket (a device agent's) is a meeting point, left alone.
-            guard isDirectory || (info.st_mode & S_IFMT) == S_IFREG else { continue }
+            let type = info.st_mode & S_IFMT
+            let isDirectory = type == S_IFDIR
+            // Only files and folders hold data, and lock files hold none the model keeps.
+            guard isDirectory || type == S_IFREG, !isLeftAlone(name, type: type) else { continue }
             result.append((path, isDirectory))
             if isDirectory { result += listTree(path, skipping: skipping) }
         }
@@ -633,9 +636,7 @@ package final class SimulatedDisk: @unchecked Sendable {
             }
             if kept || keepingRoot { return kept }
             if rmdir(path) != 0 { throw SecureKeysError.io("cannot remove", path: path, errno: errno) }
-        } else if keepingLockFiles
-            && ((isLockFile(path) && (info.st_mode & S_IFMT) == S_IFREG) || (info.st_mode & S_IFMT) == S_IFSOCK)
-        {
+        } else if keepingLockFiles && isLeftAlone(path, type: info.st_mode & S_IFMT) {
             return true
         } else if unlink(path) != 0 {
             throw SecureKeysError.io("cannot remove", path: path, errno: errno)
