@@ -72,8 +72,11 @@ fuzz: deps
 fuzz-smoke: deps
 	Fuzz/run-all.sh 15
 
-## The example app (Examples/Notes, a separate package): build it, then run its story, which exits non-zero
-## with what went wrong when a step does not behave as expected (CI builds and runs it).
+## The example apps, each a separate package (CI builds and runs both): Examples/Notes, an app on the data
+## layer, and Examples/PassphraseKeys, a key source of an app's own written against the public API. Each runs a
+## story that exits non-zero with what went wrong when a step does not behave as expected.
 example: deps
 	swift build --package-path Examples/Notes
 	swift run --package-path Examples/Notes --skip-build notes
+	swift build --package-path Examples/PassphraseKeys
+	swift run --package-path Examples/PassphraseKeys --skip-build passphrase-keys

@@ -77,7 +77,13 @@ package final class EventHub<Event: Sendable>: Sendable {
 public final class EventSubscription: Sendable {
     private let cancellation: LockedState<[@Sendable () -> Void]>
 
-    init(_ cancel: @escaping @Sendable () -> Void) {
+    /// A subscription that runs `cancel` once when it ends: when ``cancel()`` is called, or when it is released.
+    ///
+    /// For a ``KeyAvailabilityMonitor`` an app writes itself: `cancel` removes the subscriber's handler, so no
+    /// event reaches it afterwards.
+    ///
+    /// - Parameter cancel: what ends the delivery; called at most once, on the thread that cancels or releases.
+    public init(onCancel cancel: @escaping @Sendable () -> Void) {
         cancellation = LockedState([cancel])
     }
 

@@ -29,5 +29,10 @@ public protocol StoreKeyProvider: Sendable {
     /// The store's key, looked up three ways.
     func lookUpStoreKey(forStoreAt storePath: String) throws -> StoreKeyLookup
     /// Creates the key of a new store; only after a look-up said ``StoreKeyLookup/absent``.
+    ///
+    /// - Throws: when the class key is not held now (the device locked between the look-up and this call),
+    ///   an error whose code is `protected-data-unavailable` — ``DeviceError/protectedDataUnavailable(_:)``, or
+    ///   `StoreError.protectedDataUnavailable(_:)` from a source written against `ProtectedStore` — and the
+    ///   controller waits for *did become available*; any other error fails the attach and is presented.
     func createStoreKey(forStoreAt storePath: String, protectionClass: ProtectionClass) throws -> SecureBytes
 }
