@@ -50,8 +50,8 @@ final class ControllerFixture {
     }
 
     /// The app's process ends and the device reboots: a new device instance and a new controller.
-    func rebootDevice() throws {
-        controller.terminate()
+    func rebootDevice() async throws {
+        await controller.terminate()
         device.powerOff()
         device = try SimulatedDevice(bootingFrom: directory.path, clock: clock)
         controller = makeController()

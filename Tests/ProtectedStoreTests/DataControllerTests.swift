@@ -18,7 +18,7 @@ struct DataControllerTests {
         #expect(fixture.ran == ["put greeting"])
 
         // Reboot; a location event launches the app in the background before the first unlock.
-        try fixture.rebootDevice()
+        try await fixture.rebootDevice()
         fixture.ran.removeAll()
         await fixture.launch(LaunchOptions(reason: .location))
         #expect(fixture.controller.phase == .waitingForProtectedData)
@@ -51,7 +51,7 @@ struct DataControllerTests {
         let fixture = try ControllerFixture()
         await fixture.launch()
         let first = try #require(fixture.controller.coordinator)
-        try fixture.rebootDevice()
+        try await fixture.rebootDevice()
         await fixture.launch(LaunchOptions(reason: .remoteNotification))
         #expect(fixture.controller.coordinator == nil)
         try await fixture.unlock()
@@ -81,7 +81,7 @@ struct DataControllerTests {
     func unlockDuringAttach() async throws {
         let fixture = try ControllerFixture(attachDelay: .seconds(1))
         await fixture.launch()
-        try fixture.rebootDevice()
+        try await fixture.rebootDevice()
         fixture.controller.launch(LaunchOptions(reason: .backgroundFetch))
         try await fixture.unlock()  // the attach already read "locked"; its result is held for 1 s
         await fixture.advance(.seconds(1))
@@ -130,7 +130,7 @@ struct DataControllerTests {
         await fixture.launch()
         try fixture.put("k", "v")
         await fixture.controller.waitUntilIdle()
-        fixture.controller.terminate()
+        await fixture.controller.terminate()
         await fixture.controller.waitUntilIdle()
         fixture.ran.removeAll()
         var bytes = fileBytes(fixture.storePath)
@@ -187,7 +187,7 @@ struct DataControllerTests {
     func queueOverflow() async throws {
         let fixture = try ControllerFixture(queueCapacity: 2)
         await fixture.launch()
-        try fixture.rebootDevice()
+        try await fixture.rebootDevice()
         await fixture.launch()
         try fixture.ui("one")
         try fixture.ui("two")
@@ -201,7 +201,7 @@ struct DataControllerTests {
     func cancellationAndDeadlines() async throws {
         let fixture = try ControllerFixture()
         await fixture.launch()
-        try fixture.rebootDevice()
+        try await fixture.rebootDevice()
         await fixture.launch()
         let cancelled = try fixture.ui("cancelled")
         let expiring = try fixture.ui("expiring", deadline: .seconds(5))
@@ -221,10 +221,10 @@ struct DataControllerTests {
         let fixture = try ControllerFixture()
         await fixture.launch()
         #expect(try await fixture.controller.perform("count") { try await $0.allEntries().count } == 0)
-        try fixture.rebootDevice()
+        try await fixture.rebootDevice()
         await fixture.launch()
         let waiting = try fixture.ui("never")
-        fixture.controller.terminate()
+        await fixture.controller.terminate()
         #expect(waiting.outcome?.word == "cancelled")
         #expect(fixture.ran.isEmpty)
     }

@@ -156,7 +156,7 @@ struct InboxQuarantineControllerTests {
     func quarantineAcrossLaunchesAndUpdate() async throws {
         let fixture = try ControllerFixture()
         await fixture.launch()
-        try fixture.rebootDevice()
+        try await fixture.rebootDevice()
         await fixture.launch(LaunchOptions(reason: .location))
         try fixture.controller.appendToInbox(.put(key: "before", value: "1"))
         let starred = try fixture.controller.appendToInbox(NoteStarred(note: "groceries"))
@@ -169,7 +169,7 @@ struct InboxQuarantineControllerTests {
         #expect(kept.map(\.id) == [starred])
 
         // Relaunch: still ready, the record still kept.
-        fixture.controller.terminate()
+        await fixture.controller.terminate()
         await fixture.controller.waitUntilIdle()
         fixture.controller = fixture.makeController()
         await fixture.launch()
@@ -177,7 +177,7 @@ struct InboxQuarantineControllerTests {
         #expect(try await fixture.controller.perform("list") { try await $0.quarantinedInboxRecords() }.count == 1)
 
         // The app updates: a handler for the kind; the retry applies it and the report reaches observers.
-        fixture.controller.terminate()
+        await fixture.controller.terminate()
         await fixture.controller.waitUntilIdle()
         fixture.inboxHandlers = Self.updatedHandlers
         fixture.controller = fixture.makeController()

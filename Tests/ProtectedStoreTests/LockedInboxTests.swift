@@ -200,7 +200,7 @@ struct InboxControllerTests {
     func writeWhileLockedThenUnlock() async throws {
         let fixture = try ControllerFixture()
         await fixture.launch()
-        try fixture.rebootDevice()
+        try await fixture.rebootDevice()
         await fixture.launch(LaunchOptions(reason: .location))
         var reports: [InboxMergeReport] = []
         fixture.controller.observe { event in

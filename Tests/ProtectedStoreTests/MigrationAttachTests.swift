@@ -22,7 +22,7 @@ struct MigrationAttachTests {
     }
 
     func relaunch(_ fixture: ControllerFixture, with migrator: DatabaseMigrator) async {
-        fixture.controller.terminate()
+        await fixture.controller.terminate()
         await fixture.controller.waitUntilIdle()
         fixture.migrator = migrator
         fixture.controller = fixture.makeController()
@@ -68,7 +68,7 @@ struct MigrationAttachTests {
         fixture.controller = fixture.makeController()
         await fixture.launch()
         try await fixture.controller.coordinator?.put("k", "v")
-        fixture.controller.terminate()
+        await fixture.controller.terminate()
         await fixture.controller.waitUntilIdle()
         let files = [fixture.storePath, fixture.storePath + "-wal"]
         let before = files.map(fileBytes)
@@ -80,7 +80,7 @@ struct MigrationAttachTests {
         }
         #expect(error.code == .storeFromNewerApp)
         #expect(error.message.contains("`two`"))
-        fixture.controller.terminate()
+        await fixture.controller.terminate()
         await fixture.controller.waitUntilIdle()
         #expect(files.map(fileBytes) == before, "the store's files are byte for byte as they were")
     }
@@ -89,9 +89,9 @@ struct MigrationAttachTests {
     func migrationsRunBeforeInboxMerge() async throws {
         let fixture = try ControllerFixture()
         await fixture.launch()
-        fixture.controller.terminate()
+        await fixture.controller.terminate()
         await fixture.controller.waitUntilIdle()
-        try fixture.rebootDevice()  // locked: not unlocked since boot
+        try await fixture.rebootDevice()  // locked: not unlocked since boot
 
         // The updated app: a `starred` table made by a migration, and a handler that writes to it.
         var migrator = DatabaseMigrator.keyValue

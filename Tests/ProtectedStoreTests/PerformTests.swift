@@ -17,7 +17,7 @@ struct PerformTests {
     func appErrorKeepsItsType() async throws {
         let fixture = try ControllerFixture()
         await fixture.launch()
-        try fixture.rebootDevice()
+        try await fixture.rebootDevice()
         await fixture.launch(LaunchOptions(reason: .location))
         let caller = Task { @MainActor in
             try await fixture.controller.perform("save note") { _ -> Int in throw NoteTooLong(length: 4_096) }
@@ -50,7 +50,7 @@ struct PerformTests {
     func cancelledTaskNeverRuns() async throws {
         let fixture = try ControllerFixture()
         await fixture.launch()
-        try fixture.rebootDevice()
+        try await fixture.rebootDevice()
         await fixture.launch(LaunchOptions(reason: .location))
         var sideEffect: [String] = []
         let caller = Task { @MainActor in
@@ -73,7 +73,7 @@ struct PerformTests {
     func cancelledBeforeSubmitting() async throws {
         let fixture = try ControllerFixture()
         await fixture.launch()
-        try fixture.rebootDevice()
+        try await fixture.rebootDevice()
         await fixture.launch(LaunchOptions(reason: .location))
         let caller = Task { @MainActor in
             withUnsafeCurrentTask { $0?.cancel() }
@@ -87,7 +87,7 @@ struct PerformTests {
     func deadlineExpiresOnAdvance() async throws {
         let fixture = try ControllerFixture()
         await fixture.launch()
-        try fixture.rebootDevice()
+        try await fixture.rebootDevice()
         await fixture.launch(LaunchOptions(reason: .location))
         let caller = Task { @MainActor in
             try await fixture.controller.perform("sync", deadline: .seconds(30)) { _ in "synced" }
@@ -105,7 +105,7 @@ struct PerformTests {
     func attachErrorKeepsItsCause() async throws {
         let fixture = try ControllerFixture()
         await fixture.launch()
-        fixture.controller.terminate()
+        await fixture.controller.terminate()
         await fixture.controller.waitUntilIdle()
         var bytes = fileBytes(fixture.storePath)
         bytes[100] ^= 0xff
@@ -124,11 +124,11 @@ struct PerformTests {
 @MainActor
 @Suite("Observing a data controller", .timeLimit(.minutes(3)))
 struct ObservationTests {
-    @Test("the phase stream sees waiting → ready → waiting → ready across a class-A lock and unlock")
+    @Test("the phase stream sees waiting → launching → ready → waiting → launching → ready across a class-A lock and unlock")
     func phaseStreamAcrossLock() async throws {
         let fixture = try ControllerFixture()
         await fixture.launch()
-        try fixture.rebootDevice()
+        try await fixture.rebootDevice()
         let phases = fixture.controller.phases()
         var iterator = phases.makeAsyncIterator()
         #expect(await iterator.next() == .notLaunched, "a new subscriber gets the current phase first")
@@ -140,7 +140,7 @@ struct ObservationTests {
         for _ in 0..<6 { seen.append(await iterator.next() ?? .terminated) }
         #expect(seen == [.launching, .waitingForProtectedData, .launching, .ready, .waitingForProtectedData, .launching])
         #expect(await iterator.next() == .ready)
-        fixture.controller.terminate()
+        await fixture.controller.terminate()
         #expect(await iterator.next() == .terminated)
         #expect(await iterator.next() == nil, "the stream ends after terminated")
     }
@@ -184,7 +184,7 @@ struct ObservationTests {
             return
         }
         #expect(report.merged.count == 1)
-        fixture.controller.terminate()
+        await fixture.controller.terminate()
         guard case .phaseChanged(.terminated) = await events.next() else {
             Issue.record("expected the terminated phase")
             return

@@ -99,7 +99,7 @@ struct ReaderPoolTests {
         let fixture = try ControllerFixture()
         await fixture.launch()
         try await fixture.controller.coordinator?.put("k", "v")
-        try fixture.rebootDevice()
+        try await fixture.rebootDevice()
         await fixture.launch(LaunchOptions(reason: .location))
         #expect(fixture.controller.phase == .waitingForProtectedData)
         let controller = fixture.controller
@@ -142,7 +142,7 @@ struct ReaderPoolTests {
         await fixture.launch()
         let failed = await #expect(throws: StoreError.self) { try await fixture.controller.read { _ in 1 } }
         #expect(failed?.code == fixture.presented.first?.code)
-        fixture.controller.terminate()
+        await fixture.controller.terminate()
         let terminated = await #expect(throws: StoreError.self) { try await fixture.controller.read { _ in 1 } }
         #expect(terminated?.code == .terminated)
     }

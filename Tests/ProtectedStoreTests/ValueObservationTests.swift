@@ -124,7 +124,7 @@ struct ValueObservationTests {
 
         let quiet = Collector(fixture.controller.values(tracking: Self.keys(ReadCounter())))
         await quiet.wait { $0.values.count == 1 }
-        fixture.controller.terminate()
+        await fixture.controller.terminate()
         await quiet.wait { $0.finished }
         #expect(quiet.finished && quiet.failure == nil)
     }

@@ -68,8 +68,7 @@ let benchmarks: @Sendable () -> Void = {
                 benchmark.stopMeasurement()
                 blackHole(controller)
                 await controller.waitUntilIdle()
-                controller.terminate()
-                await controller.waitUntilIdle()
+                await controller.terminate()
             }
         }
     }
@@ -87,8 +86,7 @@ let benchmarks: @Sendable () -> Void = {
         await controller.waitUntilIdle()
         benchmark.stopMeasurement()
         precondition(controller.phase == .ready && controller.queuedOperationCount == 0)
-        controller.terminate()
-        await controller.waitUntilIdle()
+        await controller.terminate()
     }
 
     Benchmark(
@@ -119,8 +117,7 @@ let benchmarks: @Sendable () -> Void = {
         await controller.waitUntilIdle()
         benchmark.stopMeasurement()
         precondition(ran == 100_000)
-        controller.terminate()
-        await controller.waitUntilIdle()
+        await controller.terminate()
     }
 
     // Memory per queued operation: the heap in use after the submits minus before (glibc's mallinfo2),
@@ -140,8 +137,7 @@ let benchmarks: @Sendable () -> Void = {
         benchmark.stopMeasurement()
         precondition(controller.queuedOperationCount == 100_000)
         benchmark.measurement(bytesPerOperation, (heap_bytes_in_use() - heapBefore) / 100_000)
-        controller.terminate()
-        await controller.waitUntilIdle()
+        await controller.terminate()
     }
 }
 

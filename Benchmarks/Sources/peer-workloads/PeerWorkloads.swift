@@ -118,11 +118,12 @@ final class App {
         throw LaunchError(description: "the phases ended before the store was ready")
     }
 
-    /// Terminates the app and returns once its store is closed (checkpointed, its connection gone).
+    /// Terminates the app and returns once its store is closed (checkpointed, its connection gone): what
+    /// `terminate()` awaits.
     func terminate(_ coordinator: StoreCoordinator) async {
-        controller?.terminate()
+        await controller?.terminate()
         controller = nil
-        while await coordinator.isOpen { try? await Task.sleep(for: .milliseconds(1)) }
+        precondition(!(await coordinator.isOpen), "terminate() returned with the store open")
     }
 }
 

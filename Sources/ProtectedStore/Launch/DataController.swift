@@ -283,13 +283,28 @@ public final class DataController {
         apply(.launch(options))
     }
 
-    /// The app is terminating: close the store, cancel what waits, end the event sequences.
-    public func terminate() {
-        logger.debug("terminating")
-        apply(.terminate)
-        subscription?.cancel()
-        subscription = nil
-        finishObservers()
+    /// The app is terminating: closes the store, cancels what waits, ends the event sequences — and returns
+    /// once all of that has happened.
+    ///
+    /// The phase is ``Phase/terminated`` at once and nothing new starts; what was already under way is awaited:
+    /// the operation running now (it runs to its end), an attach in flight (its store is closed as soon as it
+    /// opens), the inbox merge, and the close itself — the writer and every reader closed, the store's key
+    /// wiped. When this returns, the store's files may be copied, moved or opened by another process.
+    /// Operations still waiting end as cancelled: ``perform(_:deadline:_:)`` throws
+    /// ``StoreError/Code/terminated``, as ``read(_:)`` does. Terminating twice waits the same way and changes
+    /// nothing more.
+    ///
+    /// From code that cannot wait (a synchronous termination callback), `Task { await controller.terminate() }`
+    /// starts it at once all the same: the phase changes before the task's first suspension.
+    public func terminate() async {
+        if case .terminated = phase {} else {
+            logger.debug("terminating")
+            apply(.terminate)
+            subscription?.cancel()
+            subscription = nil
+            finishObservers()
+        }
+        await work.waitUntilIdle()
     }
 
     /// Simulation only: the app's process is killed. Nothing is cleaned up — the store is neither
@@ -348,7 +363,8 @@ public final class DataController {
     /// - Returns: what `body` returned.
     /// - Throws: exactly what `body` threw, unchanged; `CancellationError` when the task was cancelled before
     ///   it ran; a ``StoreError`` with ``StoreError/Code/queueFull``, ``StoreError/Code/deadlineExceeded``,
-    ///   ``StoreError/Code/cancelled`` (the app terminated or ``cancel(_:)`` was called), or the attach's
+    ///   ``StoreError/Code/terminated`` (the app terminated before it ran), ``StoreError/Code/cancelled``
+    ///   (``cancel(_:)`` was called on its ticket), or the attach's
     ///   error when the store failed.
     @discardableResult
     public func perform<Result: Sendable>(
@@ -368,7 +384,11 @@ public final class DataController {
             guard let result else { preconditionFailure("operation \(ticket.id) completed without a result") }
             return result
         case .failed(let error): throw error
-        case .cancelled: throw ticket.isCancellationRequested ? CancellationError() : StoreError.cancelled()
+        case .cancelled:
+            if ticket.isCancellationRequested { throw CancellationError() }
+            // Cancelled by the app's termination: the same word ``read(_:)`` says for the same cause.
+            if case .terminated = phase { throw StoreError.terminated() }
+            throw StoreError.cancelled()
         case .expired: throw StoreError.deadlineExceeded()
         }
     }

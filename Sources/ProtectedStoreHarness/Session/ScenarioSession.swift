@@ -278,7 +278,7 @@ public final class ScenarioSession {
         case .appLaunch(let options, let protection, let attachDelay):
             try launch(options, protection: protection, attachDelay: attachDelay)
         case .appTerminate:
-            try requireApp().terminate()
+            try await requireApp().terminate()
             await settle()
             controller = nil
         case .appCrash:

@@ -288,7 +288,7 @@ final class NotesStory {
         }
 
         let before = try await fingerprint(of: coordinator())
-        controller.terminate()
+        await controller.terminate()
         list.stop()
         print("   the app terminates; an older build (migrations up to \"\(NotesStore.createNotes)\") launches on the same store")
         let older = DataController(
@@ -300,7 +300,7 @@ final class NotesStory {
         older.launch()
         let phase = try await follow(older, until: { $0 != .launching })
         olderObservation.cancel()
-        older.terminate()
+        await older.terminate()
         guard case .failed(let error) = phase else {
             throw StoryFailure("a store from a newer app must fail to attach; the phase is \(phase)")
         }
@@ -315,9 +315,9 @@ final class NotesStory {
         try check(again == .ready, "the current app attaches the store again; the phase is \(again)")
         guard let coordinator = current.coordinator else { throw StoryFailure("no coordinator in the ready phase") }
         let after = try await fingerprint(of: coordinator)
-        current.terminate()
-        // `terminate()` closes the store in the background; the folder is removed once it has closed.
-        while await coordinator.isOpen { try await Task.sleep(for: .milliseconds(1)) }
+        await current.terminate()
+        // `terminate()` returns once the store is closed: the folder can be removed now.
+        try check(!(await coordinator.isOpen), "the store is closed when terminate() returns")
         print("   the current build attaches it again: unchanged — \(after.count.spelled) notes, migrations \(after.migrations), same schema")
         try check(after == before, "the refused attach changed nothing; before \(before), after \(after)")
     }
