@@ -38,6 +38,36 @@ public final class Database {
         public var busyTimeoutMilliseconds: Int = 5000
         /// When a commit reaches the disk (`PRAGMA synchronous`, WAL mode). ``Synchronous/full`` by default.
         public var synchronous: Synchronous = .full
+        /// Whether SQLite enforces `FOREIGN KEY` constraints (`PRAGMA foreign_keys`). On by default, as in GRDB.
+        ///
+        /// Set on every connection when it opens: the pragma is a no-op inside a transaction, and every write
+        /// and migration of a store runs inside one. A violation fails the statement with
+        /// ``SQLiteError/Code/constraint`` and the extended code 787 (`SQLITE_CONSTRAINT_FOREIGNKEY`).
+        public var foreignKeysEnabled: Bool = true
+        /// What runs on each new connection, in the order added; see ``prepareDatabase(_:)``.
+        var preparations: [Preparation] = []
+
+        /// Adds code that runs on every connection right after it opened — its key validated, its settings
+        /// applied, before anything else uses it: the writer and each reader of a store, every time one opens
+        /// (after a lock, a store reopens). For the app's own per-connection set-up — a pragma, a collation —
+        /// as GRDB's `Configuration.prepareDatabase`.
+        ///
+        /// - Parameter body: the set-up; an error it throws fails the open (and so the store's attach) with it.
+        public mutating func prepareDatabase(_ body: @escaping @Sendable (Database) throws -> Void) {
+            preparations.append(Preparation(body))
+        }
+
+        /// One connection set-up; two configurations are equal when they hold the same set-ups.
+        struct Preparation: Sendable, Hashable {
+            final class Body: Sendable {
+                let run: @Sendable (Database) throws -> Void
+                init(_ run: @escaping @Sendable (Database) throws -> Void) { self.run = run }
+            }
+            let body: Body
+            init(_ run: @escaping @Sendable (Database) throws -> Void) { body = Body(run) }
+            static func == (left: Self, right: Self) -> Bool { left.body === right.body }
+            func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(body)) }
+        }
 
         /// When a commit in WAL mode reaches the disk.
         public enum Synchronous: String, Sendable, Hashable {
@@ -158,6 +188,8 @@ public final class Database {
                 try execute("PRAGMA journal_mode = WAL")
                 try execute("PRAGMA synchronous = \(configuration.synchronous.rawValue)")
             }
+            try execute("PRAGMA foreign_keys = \(configuration.foreignKeysEnabled ? "ON" : "OFF")")
+            for preparation in configuration.preparations { try preparation.body.run(self) }
         } catch let error as SQLiteError where error.code == .unavailable && Self.isOnReadOnlyFileSystem(path) {
             // SQLite says only "unable to open database file": in WAL mode it must create and write the -shm
             // and -wal files beside the store, which a read-only file system refuses. Say that.

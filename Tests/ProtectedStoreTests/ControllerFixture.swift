@@ -23,6 +23,8 @@ final class ControllerFixture {
     var inboxHandlers = InboxHandlers.keyValue
     /// The schema's migrations (the app version's).
     var migrator = DatabaseMigrator.keyValue
+    /// The connections' settings.
+    var database = Database.Configuration()
 
     var storePath: String { directory.file("app.sqlite") }
 
@@ -39,7 +41,9 @@ final class ControllerFixture {
 
     func makeController() -> DataController {
         var configuration = DataController.Configuration(
-            store: .init(path: storePath, protectionClass: protectionClass, migrator: migrator, inboxHandlers: inboxHandlers),
+            store: .init(
+                path: storePath, protectionClass: protectionClass, database: database, migrator: migrator,
+                inboxHandlers: inboxHandlers),
             queueCapacity: queueCapacity)
         configuration.attachDelay = attachDelay
         let controller = DataController(configuration: configuration, keys: device, clock: clock)
