@@ -184,7 +184,7 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     ///   - clock: the clock of grace periods and passcode delays.
     ///   - random: where keys come from.
     ///   - ownership: a lock on `directory` that the caller holds and keeps, as for
-    ///     ``setUp(in:passcode:configuration:clock:random:ownership:)``: the device uses it and never
+    ///     ``setUp(in:passcode:configuration:clock:random:ownership:allowsEmptyPasscode:)``: the device uses it and never
     ///     releases it. `nil`: the device takes the lock itself and releases it at ``powerOff()``.
     /// - Throws: ``DeviceError/Code/stateInUse`` when another device owns `directory` (power the previous
     ///   one off first: a reboot in the same process is `powerOff()`, then a new boot);
