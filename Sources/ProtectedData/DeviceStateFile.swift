@@ -72,6 +72,16 @@ enum DeviceStateFile {
         let form: JSONForm
         do {
             form = try JSONDecoder().decode(JSONForm.self, from: Data(bytes))
+        } catch let DecodingError.keyNotFound(key, _) {
+            throw DeviceError.stateDamaged(path, "\(key.stringValue) is missing")
+        } catch let DecodingError.typeMismatch(_, context), let DecodingError.valueNotFound(_, context),
+            let DecodingError.dataCorrupted(context)
+        {
+            // A number past Int64, a fraction, text where a number belongs: named by its field when there is one.
+            guard let field = context.codingPath.last?.stringValue ?? Self.fieldNotAWholeNumber(in: bytes) else {
+                throw DeviceError.stateDamaged(path, "not valid device state JSON")
+            }
+            throw DeviceError.stateDamaged(path, "\(field) is not a value of its type (a whole number in range, true or false)")
         } catch {
             throw DeviceError.stateDamaged(path, "not valid device state JSON")
         }
@@ -113,6 +123,24 @@ enum DeviceStateFile {
             gracePeriodMilliseconds: form.gracePeriodMilliseconds, wipeAfterFailures: form.wipeAfterFailures.map { Int($0) },
             failedPasscodeAttempts: Int(form.failedPasscodeAttempts), wiped: form.wiped)
         return Contents(state: state, formatVersion: Int(form.formatVersion), tag: tag)
+    }
+
+    /// The numeric fields read as any JSON number, to name the one that is not a whole `Int64`: Foundation's
+    /// decoder reports a fraction or a number past `Int64` as invalid JSON, without the field.
+    private struct NumbersOnly: Decodable {
+        var formatVersion: Double?
+        var gracePeriodMilliseconds: Double?
+        var wipeAfterFailures: Double?
+        var failedPasscodeAttempts: Double?
+    }
+
+    private static func fieldNotAWholeNumber(in bytes: [UInt8]) -> String? {
+        guard let numbers = try? JSONDecoder().decode(NumbersOnly.self, from: Data(bytes)) else { return nil }
+        let fields: [(String, Double?)] = [
+            ("formatVersion", numbers.formatVersion), ("gracePeriodMilliseconds", numbers.gracePeriodMilliseconds),
+            ("wipeAfterFailures", numbers.wipeAfterFailures), ("failedPasscodeAttempts", numbers.failedPasscodeAttempts),
+        ]
+        return fields.first { _, value in value.map { Int64(exactly: $0) == nil } ?? false }?.0
     }
 
     /// Checks a version-2 file's tag with this device's key. A version-1 file has none to check, and a wiped

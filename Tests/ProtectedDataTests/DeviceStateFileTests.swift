@@ -91,6 +91,28 @@ struct DeviceStateFileTests {
         #expect(error.message.contains(field), "\(error.message)")
     }
 
+    @Test(
+        "a field of the wrong type, past Int64 or missing is device-state-damaged naming the field",
+        arguments: [
+            ("failedPasscodeAttempts", "1e30"), ("failedPasscodeAttempts", "2.5"), ("wipeAfterFailures", "\"ten\""),
+            ("wiped", "\"yes\""), ("gracePeriodMilliseconds", "null"), ("failedPasscodeAttempts", "missing"),
+        ])
+    func malformedFieldsAreNamed(field: String, json: String) throws {
+        let fixture = try deviceWithFailures(0)
+        var text = ""
+        for (name, value) in [
+            ("formatVersion", "1"), ("gracePeriodMilliseconds", "10000"), ("wipeAfterFailures", "10"),
+            ("failedPasscodeAttempts", "0"), ("wiped", "false"),
+        ] {
+            let written = name == field ? json : value
+            if written != "missing" { text += (text.isEmpty ? "" : ", ") + "\"\(name)\": \(written)" }
+        }
+        try Data("{\(text)}".utf8).write(to: URL(fileURLWithPath: statePath(fixture)))
+        let error = try #require(bootError(fixture) as? DeviceError)
+        #expect(error.code == .stateDamaged)
+        #expect(error.message.contains(field), "\(error.message)")
+    }
+
     @Test("a counter at or over wipe-after on a device that is not wiped is device-state-damaged")
     func counterOverWipeAfterIsRefused() throws {
         let fixture = try deviceWithFailures(2, wipeAfter: 10)
