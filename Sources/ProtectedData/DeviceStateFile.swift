@@ -35,8 +35,9 @@ struct PersistedDeviceState: Sendable, Equatable {
 /// Format version 2 (keys/README.md, "Device state file"):
 /// `formatVersion` 2, `gracePeriodMilliseconds` (0…100 years), `wipeAfterFailures` (`null` or 1…1,000,000),
 /// `failedPasscodeAttempts` (0…1,000,000, and below `wipeAfterFailures` unless wiped), `wiped`, and `tag`:
-/// 64 hex digits (`null` once wiped), BLAKE2b-256 keyed with K_state = BLAKE2b(key: device key, "ProtectedStore.device-state.tag.v1")
-/// over the fields in a fixed binary form (``canonicalBytes(of:)``), so key order and spacing do not matter.
+/// 64 hex digits (`null` once wiped), BLAKE2b-256 keyed with
+/// K_state = BLAKE2b(key: device key, "ProtectedStore.device-state.tag.v1") over the fields in a fixed binary
+/// form (``canonicalBytes(of:)``), so key order and spacing do not matter.
 ///
 /// Version 1 (no tag) is what devices made before wrote: it is accepted, range-checked, and rewritten as
 /// version 2 at boot. A state that says `wiped` carries no tag and is honoured without one: it can only finish
