@@ -28,6 +28,11 @@ public struct DeviceError: Error, Sendable, CustomStringConvertible, LocalizedEr
         public static let stateDamaged = Code("device-state-damaged")
         /// Another device — in another process, or already in this one — owns the state directory.
         public static let stateInUse = Code("state-in-use")
+        /// A setting or a new passcode outside ``DeviceRules`` (an empty passcode not asked for, `wipe-after 0`).
+        public static let invalidSetting = Code("invalid-device-setting")
+        /// The device began erasing its keys but could not remove a key file yet; the erase is finished at the
+        /// next passcode attempt or boot. Until then the keys are still on disk: the device is not erased.
+        public static let wipeIncomplete = Code("wipe-incomplete")
     }
 
     /// What kind of failure.
@@ -127,6 +132,19 @@ public struct DeviceError: Error, Sendable, CustomStringConvertible, LocalizedEr
                 + "and let every process go through the agent"
         }
         return Self(code: .stateInUse, message: message, holderProcessID: holder)
+    }
+
+    static func invalidSetting(_ what: String) -> Self {
+        Self(code: .invalidSetting, message: what)
+    }
+
+    /// The erase of the device in `directory` stopped at `cause`: the key files it names are still on disk.
+    static func wipeIncomplete(_ directory: String, cause: any Error) -> Self {
+        Self(
+            code: .wipeIncomplete,
+            message: "the device in \(directory) began erasing its keys after too many wrong passcodes but is NOT erased yet: "
+                + "\(cause); no key is held in memory and no passcode is tried, and the erase is finished at the next "
+                + "attempt or boot")
     }
 
     static func stateDamaged(_ path: String, _ what: String) -> Self {

@@ -21,6 +21,13 @@ public struct PasscodeAttemptPolicy: Sendable, Hashable, Codable {
         }
     }
 
+    /// The count after one more wrong passcode: it stops at ``DeviceRules/maximumFailedAttempts`` and never
+    /// traps, whatever count it is given (a negative one counts as none).
+    public static func failures(afterOneMore failures: Int) -> Int {
+        guard failures >= 0 else { return 1 }
+        return failures >= DeviceRules.maximumFailedAttempts ? DeviceRules.maximumFailedAttempts : failures + 1
+    }
+
     /// Whether `failures` consecutive failures erase the device.
     public func wipes(afterFailures failures: Int) -> Bool {
         wipeAfterFailures.map { failures >= $0 } ?? false

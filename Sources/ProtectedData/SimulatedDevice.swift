@@ -48,7 +48,9 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
         case lockedInGracePeriod(remaining: Duration)
         /// Locked after the grace period: classes C and D are available.
         case locked
-        /// Erased after too many wrong passcodes.
+        /// Erased after too many wrong passcodes: no key is held, and no passcode is tried again. An erase that
+        /// could not remove a key file yet (``DeviceError/Code/wipeIncomplete``) is finished at the next
+        /// attempt or boot.
         case wiped
 
         /// The state in words (`locked (grace 4s left)`).
@@ -71,7 +73,37 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
         var isLocked = true
         var graceDeadline: Timekeeper.Instant?
         var lastFailure: Timekeeper.Instant?
+        /// Wiped in memory, but the erase on disk is not finished: the wiped state is not recorded yet
+        /// (``wipeRecorded``), or a key file is not removed yet.
+        var wipePending = false
+        var wipeRecorded = false
     }
+
+    /// Bugs planted on purpose, so the simulator's own tests can show it finds them.
+    package enum PlantedFault: String, Sendable, CaseIterable {
+        /// Boot does not finish an interrupted erase: the keybag and the device key stay on disk for good
+        /// after a state that says wiped.
+        case wipeNotRolledForward = "wipe-not-rolled-forward"
+    }
+
+    /// Where the erase can be stopped, for tests of an interrupted wipe.
+    package enum WipeFault: Sendable, Hashable {
+        /// Recording the wiped state fails with `EIO`: nothing is removed.
+        case recordingFails
+        /// The process dies once the wiped state is durable, before a key file is removed (a
+        /// ``SimulatedCrash`` is thrown and nothing more is done).
+        case crashAfterRecording
+        /// Removing the keybag fails with `EIO`.
+        case keybagRemovalFails
+        /// Removing the device key fails with `EIO`.
+        case deviceKeyRemovalFails
+    }
+
+    /// A crash simulated inside an erase (``WipeFault/crashAfterRecording``).
+    package struct SimulatedCrash: Error, Sendable, Equatable {}
+
+    /// Set (for the current task only) to make erases fail or stop there.
+    @TaskLocal package static var wipeFault: WipeFault?
 
     /// The state directory.
     public let directory: String
@@ -85,6 +117,9 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     /// passed in is the caller's to release.
     private let releasesOwnership: Bool
     private let hub = EventHub<ProtectedDataEvent>()
+    /// Held by a passcode attempt from its check through Argon2id to the count, so concurrent attempts are
+    /// evaluated one at a time against the count the previous one left; queries never take it.
+    private let attemptTurn = NSLock()
     /// `protected-store.device`: lock states and store-key look-ups; never a passcode or key byte.
     private let logger = LogSubsystem.device.makeLogger()
 
@@ -103,15 +138,19 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     ///     directory for its whole life, across reboots of its device): the device uses it instead of taking
     ///     one, and never releases it. `nil`: the device takes the lock itself and releases it at
     ///     ``powerOff()``. A lock on another directory is a programming error.
-    /// - Throws: ``DeviceError/Code/stateInUse`` when another device owns `directory`;
+    ///   - allowsEmptyPasscode: whether an empty passcode was asked for explicitly.
+    /// - Throws: ``DeviceError/Code/invalidSetting`` for a setting or passcode outside ``DeviceRules``;
+    ///   ``DeviceError/Code/stateInUse`` when another device owns `directory`;
     ///   ``DeviceError/Code/deviceExists`` when `directory` already holds a device (it is never replaced);
     ///   `SecureKeysError` for file-system failures.
     public static func setUp(
         in directory: String, passcode: SecureBytes, configuration: Configuration = Configuration(),
         clock: any Clock<Duration> = ContinuousClock(),
         random: any RandomSource = SystemRandom(),
-        ownership: StateDirectoryLock? = nil
+        ownership: StateDirectoryLock? = nil, allowsEmptyPasscode: Bool = false
     ) throws -> SimulatedDevice {
+        try DeviceRules.check(configuration)
+        try DeviceRules.checkNewPasscode(passcode, allowsEmpty: allowsEmptyPasscode)
         // The lock first: the files below are looked at only by the directory's one owner.
         let lock = try takeOwnership(of: directory, given: ownership)
         let layout = DeviceLayout(root: directory)
@@ -128,7 +167,7 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
         let persisted = PersistedDeviceState(
             gracePeriodMilliseconds: configuration.gracePeriod.milliseconds,
             wipeAfterFailures: configuration.attemptPolicy.wipeAfterFailures)
-        try persisted.write(to: layout.statePath, replacing: false)
+        try DeviceStateFile.write(persisted, deviceKey: deviceKey, to: layout.statePath, replacing: false)
         var state = State(persisted: persisted, keybag: keybag, deviceKey: deviceKey)
         for protectionClass in ProtectionClass.allCases { state.heldKeys[protectionClass] = keys[protectionClass] }
         state.isLocked = false
@@ -145,7 +184,7 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     ///   - clock: the clock of grace periods and passcode delays.
     ///   - random: where keys come from.
     ///   - ownership: a lock on `directory` that the caller holds and keeps, as for
-    ///     ``setUp(in:passcode:configuration:clock:random:ownership:)``: the device uses it and never
+    ///     ``setUp(in:passcode:configuration:clock:random:ownership:allowsEmptyPasscode:)``: the device uses it and never
     ///     releases it. `nil`: the device takes the lock itself and releases it at ``powerOff()``.
     /// - Throws: ``DeviceError/Code/stateInUse`` when another device owns `directory` (power the previous
     ///   one off first: a reboot in the same process is `powerOff()`, then a new boot);
@@ -156,17 +195,50 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
         random: any RandomSource = SystemRandom(),
         ownership: StateDirectoryLock? = nil
     ) throws {
+        try self.init(bootingFrom: directory, clock: clock, random: random, ownership: ownership, plantedFault: nil)
+    }
+
+    /// Boots the device kept in `directory`, with a bug planted (the simulator's self-test).
+    ///
+    /// A state that says wiped finishes its erase here, before anything reads a key file: a wipe interrupted
+    /// after it recorded itself (a crash, a failed unlink) leaves the keybag and the device key behind, and
+    /// they are removed, and their folders synced, now. A state that is not wiped is checked with the device
+    /// key (its integrity tag) and, when it is of format version 1, rewritten as version 2.
+    ///
+    /// - Throws: as ``init(bootingFrom:clock:random:ownership:)``; ``DeviceError/Code/wipeIncomplete`` when an
+    ///   erase cannot be finished; ``DeviceError/Code/stateDamaged`` for a state file out of range or whose tag
+    ///   does not verify; `SecureKeysError` with `key-file-damaged` naming `hardware/uid.key` for a device key
+    ///   that is not 32 bytes.
+    package convenience init(
+        bootingFrom directory: String, clock: any Clock<Duration> = ContinuousClock(),
+        random: any RandomSource = SystemRandom(),
+        ownership: StateDirectoryLock? = nil, plantedFault: PlantedFault?
+    ) throws {
         // The lock first: a state file read while another device may still write it could be stale.
         let lock = try Self.takeOwnership(of: directory, given: ownership)
         let layout = DeviceLayout(root: directory)
         guard SecureFile.exists(layout.statePath) else { throw DeviceError.noDevice(at: directory) }
-        var state = State(persisted: try PersistedDeviceState.load(from: layout.statePath))
-        if !state.persisted.wiped {
-            let deviceKey = try SecureFile.readSecret(layout.deviceKeyPath)
-            let keybag = try Keybag.load(from: layout.keybagPath, deviceKey: deviceKey)
-            state.deviceKey = deviceKey
-            state.keybag = keybag
-            state.heldKeys[.none] = try keybag.unwrapNoneClassKey(deviceKey: deviceKey)
+        let contents = try DeviceStateFile.load(from: layout.statePath)
+        var state = State(persisted: contents.state)
+        if state.persisted.wiped {
+            // Roll forward: the erase was decided and recorded; nothing may read its keys again.
+            state.wipeRecorded = true
+            if plantedFault != .wipeNotRolledForward { try Self.removeKeyFiles(layout) }
+        } else {
+            let deviceKey = try Self.readDeviceKey(layout)
+            do {
+                let keybag = try Keybag.load(from: layout.keybagPath, deviceKey: deviceKey)
+                try DeviceStateFile.verify(contents, deviceKey: deviceKey, path: layout.statePath)
+                if contents.formatVersion < DeviceStateFile.currentFormatVersion {
+                    try DeviceStateFile.write(state.persisted, deviceKey: deviceKey, to: layout.statePath)
+                }
+                state.deviceKey = deviceKey
+                state.keybag = keybag
+                state.heldKeys[.none] = try keybag.unwrapNoneClassKey(deviceKey: deviceKey)
+            } catch {
+                deviceKey.wipe()
+                throw error
+            }
         }
         let timekeeper = Timekeeper(clock)
         // A restart must not shorten a passcode delay: it starts again in full from boot.
@@ -176,6 +248,19 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
         self.init(
             layout: layout, state: state, clock: timekeeper, random: random, ownership: lock,
             releasesOwnership: ownership == nil)
+    }
+
+    /// The device key, `hardware/uid.key`: 32 bytes, or the file is damaged — said of that file, not of the
+    /// keybag it would fail to verify.
+    private static func readDeviceKey(_ layout: DeviceLayout) throws -> SecureBytes {
+        let deviceKey = try SecureFile.readSecret(layout.deviceKeyPath)
+        guard deviceKey.count == 32 else {
+            let count = deviceKey.count
+            deviceKey.wipe()
+            throw SecureKeysError.damaged(
+                "the device key \(layout.deviceKeyPath) is \(count) bytes, a device key is 32", path: layout.deviceKeyPath)
+        }
+        return deviceKey
     }
 
     private init(
@@ -214,6 +299,14 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
             return .locked
         }
     }
+
+    /// Whether an erase began and is not finished on disk yet (``DeviceError/Code/wipeIncomplete``): the key
+    /// files may still be there until the next attempt or boot. Package-only, for the simulator's oracle.
+    package var isErasePending: Bool { state.withLock { $0.wipePending } }
+
+    /// The files that hold the device's keys — the keybag and the device key — which an erase removes.
+    /// Package-only, for the simulator's oracle.
+    package var keyFilePaths: [String] { [layout.keybagPath, layout.deviceKeyPath] }
 
     /// Consecutive wrong passcodes so far (persisted across reboots).
     public var failedPasscodeAttempts: Int { state.withLock { $0.persisted.failedPasscodeAttempts } }
@@ -265,35 +358,39 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     ///   during a delay (not counted), ``DeviceError/Code/deviceWiped``.
     public func unlock(passcode: SecureBytes) throws {
         refresh()
-        let keybag: Keybag
-        let deviceKey: SecureBytes
-        switch try state.withLock({ state -> (Keybag, SecureBytes)? in
-            try checkAttemptAllowed(state)
-            guard state.isLocked else { return nil }
-            return (state.keybag!, state.deviceKey!)
-        }) {
-        case nil: return
-        case let (bag, key)?:
-            keybag = bag
-            deviceKey = key
-        }
-        // Argon2id runs outside the lock, so queries are not held up for its ~80 ms.
-        let keys = try attempt { try keybag.unlock(passcode: passcode, deviceKey: deviceKey) }
-        logger.debug("unlocked: class keys unwrapped")
-        state.withLock { state in
-            for protectionClass in ProtectionClass.allCases {
-                if state.heldKeys[protectionClass] == nil {
-                    state.heldKeys[protectionClass] = keys[protectionClass]
-                } else {
-                    keys[protectionClass]?.wipe()  // still held from before (grace period): keep that copy
-                }
+        // Events the attempt queued go out once its turn is over, so a subscriber may try a passcode itself.
+        defer { hub.deliverPending() }
+        try attemptTurn.withLock {
+            let keybag: Keybag
+            let deviceKey: SecureBytes
+            switch try state.withLock({ state -> (Keybag, SecureBytes)? in
+                try checkAttemptAllowed(&state)
+                guard state.isLocked else { return nil }
+                return (state.keybag!, state.deviceKey!)
+            }) {
+            case nil: return
+            case let (bag, key)?:
+                keybag = bag
+                deviceKey = key
             }
-            let wasLocked = state.isLocked
-            state.isLocked = false
-            state.graceDeadline = nil
-            if wasLocked { hub.enqueue(.didBecomeAvailable) }
+            // Argon2id runs outside the state lock, so queries are not held up for its ~80 ms; the attempt turn
+            // keeps other attempts waiting until this one is counted.
+            let keys = try attempt { try keybag.unlock(passcode: passcode, deviceKey: deviceKey) }
+            logger.debug("unlocked: class keys unwrapped")
+            state.withLock { state in
+                for protectionClass in ProtectionClass.allCases {
+                    if state.heldKeys[protectionClass] == nil {
+                        state.heldKeys[protectionClass] = keys[protectionClass]
+                    } else {
+                        keys[protectionClass]?.wipe()  // still held from before (grace period): keep that copy
+                    }
+                }
+                let wasLocked = state.isLocked
+                state.isLocked = false
+                state.graceDeadline = nil
+                if wasLocked { hub.enqueue(.didBecomeAvailable) }
+            }
         }
-        hub.deliverPending()
     }
 
     /// Locks the device: delivers *will become unavailable* now, and wipes class A and B keys when the grace
@@ -357,17 +454,26 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     /// Changes the passcode: the class keys are rewrapped and the keybag replaced atomically, so a crash at
     /// any point leaves the old or the new passcode working, never neither. No store needs rekeying.
     ///
-    /// - Throws: as ``unlock(passcode:)`` for the old passcode; `SecureKeysError` when the write fails
-    ///   (the old keybag is then intact).
-    public func changePasscode(from old: SecureBytes, to new: SecureBytes) throws {
+    /// - Parameters:
+    ///   - old: the passcode now.
+    ///   - new: the new passcode.
+    ///   - allowsEmptyPasscode: whether an empty new passcode was asked for explicitly.
+    /// - Throws: ``DeviceError/Code/invalidSetting`` for an empty new passcode not asked for; as
+    ///   ``unlock(passcode:)`` for the old passcode; `SecureKeysError` when the write fails (the old keybag is
+    ///   then intact).
+    public func changePasscode(from old: SecureBytes, to new: SecureBytes, allowsEmptyPasscode: Bool = false) throws {
+        try DeviceRules.checkNewPasscode(new, allowsEmpty: allowsEmptyPasscode)
         refresh()
-        let (keybag, deviceKey) = try state.withLock { state -> (Keybag, SecureBytes) in
-            try checkAttemptAllowed(state)
-            return (state.keybag!, state.deviceKey!)
+        defer { hub.deliverPending() }
+        try attemptTurn.withLock {
+            let (keybag, deviceKey) = try state.withLock { state -> (Keybag, SecureBytes) in
+                try checkAttemptAllowed(&state)
+                return (state.keybag!, state.deviceKey!)
+            }
+            let changed = try attempt { try keybag.changingPasscode(from: old, to: new, deviceKey: deviceKey, random: random) }
+            try changed.write(to: layout.keybagPath)
+            state.withLock { $0.keybag = changed }
         }
-        let changed = try attempt { try keybag.changingPasscode(from: old, to: new, deviceKey: deviceKey, random: random) }
-        try changed.write(to: layout.keybagPath)
-        state.withLock { $0.keybag = changed }
         logger.debug("passcode changed: class keys rewrapped")
     }
 
@@ -418,15 +524,20 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
         return remaining > .zero ? remaining : nil
     }
 
-    private func checkAttemptAllowed(_ state: State) throws {
-        if state.persisted.wiped { throw DeviceError.deviceWiped() }
+    /// Refuses an attempt on a wiped device — finishing its erase first, if it is not finished — or during a
+    /// delay.
+    private func checkAttemptAllowed(_ state: inout State) throws {
+        if state.persisted.wiped {
+            if state.wipePending { try finishWipe(&state) }
+            throw DeviceError.deviceWiped()
+        }
         if let remaining = remainingDelay(in: state) {
             throw DeviceError.passcodeDelay(remaining: remaining, failedAttempts: state.persisted.failedPasscodeAttempts)
         }
     }
 
     /// Runs a passcode check, counting a wrong passcode (persisted before the error is thrown) and resetting
-    /// the count on success.
+    /// the count on success. The caller holds the attempt turn.
     private func attempt<Result>(_ body: () throws -> Result) throws -> Result {
         do {
             let result = try body()
@@ -434,46 +545,82 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
                 guard state.persisted.failedPasscodeAttempts != 0 else { return }
                 state.persisted.failedPasscodeAttempts = 0
                 state.lastFailure = nil
-                try state.persisted.write(to: layout.statePath)
+                try DeviceStateFile.write(state.persisted, deviceKey: state.deviceKey, to: layout.statePath)
             }
             return result
         } catch let error as SecureKeysError where error.code == .wrongPasscode {
-            let failure = try state.withLock { state -> DeviceError in
-                state.persisted.failedPasscodeAttempts += 1
+            throw try state.withLock { state -> DeviceError in
+                let failures = PasscodeAttemptPolicy.failures(afterOneMore: state.persisted.failedPasscodeAttempts)
+                state.persisted.failedPasscodeAttempts = failures
                 state.lastFailure = clock.now
-                let failures = state.persisted.failedPasscodeAttempts
                 logger.debug("wrong passcode", metadata: ["failed-attempts": "\(failures)"])
                 if state.persisted.attemptPolicy.wipes(afterFailures: failures) {
                     logger.debug("too many wrong passcodes: erasing the device")
                     try wipe(&state)
                     return DeviceError.deviceWiped()
                 }
-                try state.persisted.write(to: layout.statePath)
+                try DeviceStateFile.write(state.persisted, deviceKey: state.deviceKey, to: layout.statePath)
                 return DeviceError.wrongPasscode(
                     failedAttempts: failures, delay: state.persisted.attemptPolicy.delay(afterFailures: failures))
             }
-            hub.deliverPending()
-            throw failure
         }
     }
 
     /// Erases the device: the keybag and the device key are destroyed, so nothing wrapped by them can be read
     /// again. This is the user's "Erase Data after 10 failed attempts" setting, never a recovery step.
+    ///
+    /// In memory the device is wiped at once: every key zeroed, no passcode tried again. On disk the erase
+    /// first records itself (`wiped: true`, durable), then removes the key files and syncs their folders;
+    /// boot finishes an erase that recorded itself, so a crash in between cannot keep the keys.
+    ///
+    /// - Throws: ``DeviceError/Code/wipeIncomplete`` when a step fails: the erase is then finished at the next
+    ///   attempt or boot, and nothing says erased before it is.
     private func wipe(_ state: inout State) throws {
-        state.persisted.wiped = true
-        try state.persisted.write(to: layout.statePath)
-        for key in state.heldKeys.values { key.wipe() }
         let hadProtectedData = state.heldKeys[.complete] != nil
+        state.persisted.wiped = true
+        state.wipePending = true
+        for key in state.heldKeys.values { key.wipe() }
         state.heldKeys.removeAll()
         state.deviceKey?.wipe()
         state.deviceKey = nil
         state.keybag = nil
-        // Removed for good only once their folders are synced: a power cut must not bring the keys back.
-        try DiskIO.unlink(layout.keybagPath)
-        try DiskIO.unlink(layout.deviceKeyPath)
-        try DiskIO.syncDirectory(SecureFile.folder(containing: layout.keybagPath))
-        try DiskIO.syncDirectory(SecureFile.folder(containing: layout.deviceKeyPath))
         if hadProtectedData { hub.enqueue(.didBecomeUnavailable) }
+        try finishWipe(&state)
+    }
+
+    /// The erase on disk, from wherever it stopped: record it, then remove the key files.
+    private func finishWipe(_ state: inout State) throws {
+        if !state.wipeRecorded {
+            do {
+                if Self.wipeFault == .recordingFails {
+                    throw SecureKeysError.io("cannot write", path: layout.statePath, errno: EIO)
+                }
+                try DeviceStateFile.write(state.persisted, deviceKey: nil, to: layout.statePath)
+            } catch {
+                throw DeviceError.wipeIncomplete(layout.root, cause: error)
+            }
+            state.wipeRecorded = true
+        }
+        if Self.wipeFault == .crashAfterRecording { throw SimulatedCrash() }
+        try Self.removeKeyFiles(layout)
+        state.wipePending = false
+    }
+
+    /// Removes the keybag and the device key, and syncs their folders: removed for good only then, as a power
+    /// cut must not bring the keys back. A missing file is not an error, so this finishes any erase.
+    ///
+    /// - Throws: ``DeviceError/Code/wipeIncomplete`` naming the file that stays.
+    private static func removeKeyFiles(_ layout: DeviceLayout) throws {
+        do {
+            for (path, fault) in [(layout.keybagPath, WipeFault.keybagRemovalFails), (layout.deviceKeyPath, .deviceKeyRemovalFails)] {
+                if wipeFault == fault { throw SecureKeysError.io("cannot remove", path: path, errno: EIO) }
+                try DiskIO.unlink(path)
+            }
+            try DiskIO.syncDirectory(SecureFile.folder(containing: layout.keybagPath))
+            try DiskIO.syncDirectory(SecureFile.folder(containing: layout.deviceKeyPath))
+        } catch {
+            throw DeviceError.wipeIncomplete(layout.root, cause: error)
+        }
     }
 }
 

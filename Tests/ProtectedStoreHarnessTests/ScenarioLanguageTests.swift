@@ -214,6 +214,14 @@ struct ScenarioLanguageTests {
         }
     }
 
+    @Test("device setup refuses at parse time what the device refuses (DeviceRules): wipe-after over a million, a grace period over 100 years")
+    func deviceSetupFollowsTheDeviceRules() throws {
+        #expect(throws: ScenarioParseError.self) { try ScenarioParser.parse("device setup --passcode 1 --wipe-after 1000001") }
+        #expect(throws: ScenarioParseError.self) { try ScenarioParser.parse("device setup --passcode 1 --grace 1000000h") }
+        #expect(throws: ScenarioParseError.self) { try ScenarioParser.parse("device setup --passcode 1 --wipe-after 0") }
+        #expect(try ScenarioParser.parse("device setup --passcode 1 --wipe-after 1000000") != nil)
+    }
+
     @Test("a tokenizer error never repeats the line's text, which may hold a passcode")
     func errorsDoNotEchoTheLine() {
         for line in [#"device unlock --passcode "s3cret\q""#, #"device unlock --passcode "s3cret"#, #"device unlock --passcode s3cret\x"#] {

@@ -10,14 +10,16 @@ public enum AgentRequest: Sendable {
     case hello(protocolVersion: UInt32, clientName: String)
     /// The device's state now; also what a client sends to catch up with every event pushed before it.
     case status
-    /// Set up a new device (the agent's directory holds none yet).
-    case setUp(passcode: SecureBytes, gracePeriod: Duration, wipeAfterFailures: Int?)
+    /// Set up a new device (the agent's directory holds none yet). The device checks the settings and the
+    /// passcode against ``DeviceRules``, as the command line does: an empty passcode only when
+    /// `allowsEmptyPasscode` says it was asked for.
+    case setUp(passcode: SecureBytes, gracePeriod: Duration, wipeAfterFailures: Int?, allowsEmptyPasscode: Bool = false)
     /// Unlock with the passcode; a wrong one counts, whoever sent it.
     case unlock(passcode: SecureBytes)
     /// Lock now; the grace period starts.
     case lock
-    /// Change the passcode.
-    case changePasscode(old: SecureBytes, new: SecureBytes)
+    /// Change the passcode; an empty new one only when `allowsEmptyPasscode` says it was asked for.
+    case changePasscode(old: SecureBytes, new: SecureBytes, allowsEmptyPasscode: Bool = false)
     /// The key of the store at an absolute path: given only while its class is available.
     case lookUpStoreKey(storePath: String)
     /// Create the key of a new store at an absolute path.
@@ -152,9 +154,9 @@ extension AgentRequest: Equatable {
         switch (a, b) {
         case let (.hello(v1, n1), .hello(v2, n2)): v1 == v2 && n1 == n2
         case (.status, .status), (.lock, .lock), (.reboot, .reboot): true
-        case let (.setUp(p1, g1, w1), .setUp(p2, g2, w2)): p1.constantTimeEquals(p2) && g1 == g2 && w1 == w2
+        case let (.setUp(p1, g1, w1, e1), .setUp(p2, g2, w2, e2)): p1.constantTimeEquals(p2) && g1 == g2 && w1 == w2 && e1 == e2
         case let (.unlock(p1), .unlock(p2)): p1.constantTimeEquals(p2)
-        case let (.changePasscode(o1, n1), .changePasscode(o2, n2)): o1.constantTimeEquals(o2) && n1.constantTimeEquals(n2)
+        case let (.changePasscode(o1, n1, e1), .changePasscode(o2, n2, e2)): o1.constantTimeEquals(o2) && n1.constantTimeEquals(n2) && e1 == e2
         case let (.lookUpStoreKey(s1), .lookUpStoreKey(s2)): s1 == s2
         case let (.createStoreKey(s1, c1), .createStoreKey(s2, c2)): s1 == s2 && c1 == c2
         case let (.advanceClock(d1), .advanceClock(d2)): d1 == d2

@@ -10,15 +10,16 @@ public import SecureKeys
 /// Frames are built in guarded memory (`SecureBytes`): a passcode or a store key is never in an array.
 @_spi(DeviceAgentWire)
 public enum AgentWireFormat: Sendable {
-    /// The protocol version `hello` carries; an agent refuses any other.
-    public static let protocolVersion: UInt32 = 1
+    /// The protocol version `hello` carries; an agent refuses any other. Version 2: `setUp` and
+    /// `changePasscode` end with a byte saying whether an empty passcode was asked for.
+    public static let protocolVersion: UInt32 = 2
     /// The largest body a frame may carry: 64 KiB. A store path is at most 4 KiB, so no request comes near it.
     public static let maximumBodyBytes = 64 * 1024
     /// The length prefix.
     public static let headerBytes = 4
     /// The longest grace period or clock advance a request may carry: 100 years. Longer is malformed, so no
     /// client can push the device's clock toward the end of `Duration`'s milliseconds.
-    public static let maximumRequestDuration = Duration.seconds(100 * 365 * 24 * 3600)
+    public static let maximumRequestDuration = DeviceRules.maximumGracePeriod
 
     /// A body that is not a well-formed frame: what is wrong with it.
     public struct Malformed: Error, Sendable, Hashable, CustomStringConvertible {
@@ -57,20 +58,22 @@ public enum AgentWireFormat: Sendable {
                 writer.text(name)
             case .status:
                 writer.header(kind: 2, id: id)
-            case .setUp(let passcode, let grace, let wipeAfter):
+            case .setUp(let passcode, let grace, let wipeAfter, let allowsEmpty):
                 writer.header(kind: 3, id: id)
                 writer.secret(passcode)
                 writer.duration(grace)
                 writer.optionalCount(wipeAfter)
+                writer.bool(allowsEmpty)
             case .unlock(let passcode):
                 writer.header(kind: 4, id: id)
                 writer.secret(passcode)
             case .lock:
                 writer.header(kind: 5, id: id)
-            case .changePasscode(let old, let new):
+            case .changePasscode(let old, let new, let allowsEmpty):
                 writer.header(kind: 6, id: id)
                 writer.secret(old)
                 writer.secret(new)
+                writer.bool(allowsEmpty)
             case .lookUpStoreKey(let path):
                 writer.header(kind: 7, id: id)
                 writer.text(path)
@@ -160,10 +163,13 @@ public enum AgentWireFormat: Sendable {
         case 3:
             request = .setUp(
                 passcode: try reader.secret("passcode"), gracePeriod: try reader.duration("grace period", atMost: maximumRequestDuration),
-                wipeAfterFailures: try reader.optionalCount("wipe-after"))
+                wipeAfterFailures: try reader.optionalCount("wipe-after"), allowsEmptyPasscode: try reader.bool("allow-empty-passcode"))
         case 4: request = .unlock(passcode: try reader.secret("passcode"))
         case 5: request = .lock
-        case 6: request = .changePasscode(old: try reader.secret("old passcode"), new: try reader.secret("new passcode"))
+        case 6:
+            request = .changePasscode(
+                old: try reader.secret("old passcode"), new: try reader.secret("new passcode"),
+                allowsEmptyPasscode: try reader.bool("allow-empty-passcode"))
         case 7: request = .lookUpStoreKey(storePath: try reader.path())
         case 8: request = .createStoreKey(storePath: try reader.path(), protectionClass: try reader.protectionClass())
         case 9: request = .advanceClock(try reader.duration("clock advance", atMost: maximumRequestDuration))
@@ -241,6 +247,7 @@ private struct FrameWriter {
     }
 
     mutating func u8(_ value: UInt8) { withUnsafeBytes(of: value) { bytes($0) } }
+    mutating func bool(_ value: Bool) { u8(value ? 1 : 0) }
     mutating func u32(_ value: UInt32) { withUnsafeBytes(of: value.bigEndian) { bytes($0) } }
     mutating func i64(_ value: Int64) { withUnsafeBytes(of: value.bigEndian) { bytes($0) } }
 
@@ -310,6 +317,14 @@ private struct FrameReader {
     }
 
     mutating func u8(_ field: String) throws(Malformed) -> UInt8 { try take(1, field)[0] }
+
+    mutating func bool(_ field: String) throws(Malformed) -> Bool {
+        switch try u8(field) {
+        case 0: return false
+        case 1: return true
+        case let other: throw Malformed(reason: "the \(field) is \(other), not 0 or 1")
+        }
+    }
 
     mutating func u32(_ field: String) throws(Malformed) -> UInt32 {
         try take(4, field).reduce(0) { $0 << 8 | UInt32($1) }

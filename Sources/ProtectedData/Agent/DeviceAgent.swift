@@ -228,13 +228,14 @@ public final class DeviceAgent: Sendable {
             switch request {
             case .hello, .status:
                 break
-            case .setUp(let passcode, let gracePeriod, let wipeAfterFailures):
+            case .setUp(let passcode, let gracePeriod, let wipeAfterFailures, let allowsEmptyPasscode):
+                // The device checks the settings and the passcode (DeviceRules), as for every other caller.
                 guard state.withLock({ $0.device }) == nil else { throw DeviceError.deviceExists(at: stateDirectory) }
                 let device = try SimulatedDevice.setUp(
                     in: stateDirectory, passcode: passcode,
                     configuration: .init(
                         gracePeriod: gracePeriod, attemptPolicy: .init(wipeAfterFailures: wipeAfterFailures), kdf: configuration.kdf),
-                    clock: clock, ownership: ownership)
+                    clock: clock, ownership: ownership, allowsEmptyPasscode: allowsEmptyPasscode)
                 state.withLock { $0.device = device }
                 watch(device)
                 broadcast(.didBecomeAvailable)
@@ -242,8 +243,8 @@ public final class DeviceAgent: Sendable {
                 try requireDevice().unlock(passcode: passcode)
             case .lock:
                 try requireDevice().lock()
-            case .changePasscode(let old, let new):
-                try requireDevice().changePasscode(from: old, to: new)
+            case .changePasscode(let old, let new, let allowsEmptyPasscode):
+                try requireDevice().changePasscode(from: old, to: new, allowsEmptyPasscode: allowsEmptyPasscode)
             case .lookUpStoreKey(let storePath):
                 return .storeKey(try requireDevice().lookUpStoreKey(forStoreAt: storePath))
             case .createStoreKey(let storePath, let protectionClass):
@@ -340,8 +341,8 @@ extension AgentRequest {
     /// Zeroes the passcodes the request carried, once it was answered.
     func wipeSecrets() {
         switch self {
-        case .setUp(let passcode, _, _), .unlock(let passcode): passcode.wipe()
-        case .changePasscode(let old, let new):
+        case .setUp(let passcode, _, _, _), .unlock(let passcode): passcode.wipe()
+        case .changePasscode(let old, let new, _):
             old.wipe()
             new.wipe()
         default: break

@@ -130,6 +130,10 @@ public struct StoreError: Error, Sendable {
         public static let agentDisconnected = Code("agent-disconnected")
         /// The device agent could not start (its socket cannot be made).
         public static let agentFailed = Code("agent-failed")
+        /// A device setting or new passcode outside the device's rules (an empty passcode not asked for).
+        public static let invalidDeviceSetting = Code("invalid-device-setting")
+        /// The device began erasing its keys and could not finish yet; it finishes at the next attempt or boot.
+        public static let wipeIncomplete = Code("wipe-incomplete")
 
         /// Every code this version defines, in the order above.
         public static let all: [Code] = [
@@ -138,7 +142,7 @@ public struct StoreError: Error, Sendable {
             .notSQLCipher, .misuse, .closed, .sqliteError, .migrationFailed, .storeFromNewerApp, .keyFileDamaged, .unsupportedKeyFormat, .wrongDevice,
             .keyWiped, .storeExistsWithoutKey, .alreadyExists, .insecurePermissions, .invalidArgument, .ioError,
             .outOfMemory, .noDevice, .deviceExists, .wrongPasscode, .passcodeDelay, .deviceWiped, .deviceStateDamaged,
-            .stateInUse, .agentRefused, .agentDisconnected, .agentFailed,
+            .stateInUse, .agentRefused, .agentDisconnected, .agentFailed, .invalidDeviceSetting, .wipeIncomplete,
         ]
     }
 

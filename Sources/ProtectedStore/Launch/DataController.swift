@@ -59,6 +59,10 @@ public final class DataController {
         /// A new key file's folder is not synced after the file is linked in: a power cut loses the key, and
         /// with it the store. Planted in the simulated disk, as ``missingInboxFsync``.
         case missingDirectoryFsync = "missing-directory-fsync"
+        /// Boot does not finish an erase that recorded itself: the keybag and the device key stay on disk after
+        /// a wipe. Planted in the simulated device (ProtectedData's `SimulatedDevice`), which the harness boots
+        /// with it.
+        case wipeNotRolledForward = "wipe-not-rolled-forward"
     }
 
     /// Where the store stack is.

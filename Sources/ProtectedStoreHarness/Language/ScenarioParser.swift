@@ -51,6 +51,14 @@ public enum ScenarioParser: Sendable {
                 if passcode == "", !allowEmpty { throw ScenarioParseError.emptyPasscode(arguments.command) }
                 let grace = try arguments.durationOption("--grace") ?? .seconds(10)
                 let wipeAfter = try arguments.integerOption("--wipe-after")
+                // The device's own rules (DeviceRules), which it checks again for every caller: said here first,
+                // before the script runs.
+                do {
+                    try DeviceRules.checkGracePeriod(grace)
+                    try DeviceRules.checkWipeAfterFailures(wipeAfter)
+                } catch {
+                    throw ScenarioParseError(message: "\(arguments.command): \(error.message)")
+                }
                 try arguments.finish()
                 return .deviceSetup(passcode: passcode, grace: grace, wipeAfter: wipeAfter, allowEmptyPasscode: allowEmpty)
             case "reboot":

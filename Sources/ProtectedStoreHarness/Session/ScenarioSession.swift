@@ -68,9 +68,13 @@ public final class ScenarioSession {
             disk.plantedFault = switch plantedFault {
             case .missingInboxFsync: .skipInboxSync
             case .missingDirectoryFsync: .skipNewFileDirectorySync
-            case .keepCoordinatorAfterClose, nil: nil
+            case .keepCoordinatorAfterClose, .wipeNotRolledForward, nil: nil
             }
         }
+    }
+    /// The planted bug of the device this session boots, from ``plantedFault``.
+    private var devicePlant: SimulatedDevice.PlantedFault? {
+        plantedFault == .wipeNotRolledForward ? .wipeNotRolledForward : nil
     }
     /// The disk every file of the session is written through: it forgets what was not synced at a power cut.
     package let disk: SimulatedDisk
@@ -104,7 +108,7 @@ public final class ScenarioSession {
         disk = SimulatedDisk(root: stateDirectory)
         (agent, ownership) = try Self.connectOrOwn(stateDirectory)
         if let ownership, SecureFile.exists(stateDirectory + "/device/state.json") {
-            device = try SimulatedDevice(bootingFrom: stateDirectory, clock: clock, ownership: ownership)
+            device = try SimulatedDevice(bootingFrom: stateDirectory, clock: clock, ownership: ownership, plantedFault: devicePlant)
         }
     }
 
@@ -242,18 +246,18 @@ public final class ScenarioSession {
     private func perform(_ command: ScenarioCommand) async throws {
         if try performThroughAgent(command) { return }
         switch command {
-        case .deviceSetup(let passcode, let grace, let wipeAfter, _):
+        case .deviceSetup(let passcode, let grace, let wipeAfter, let allowsEmpty):
             // The session's own device owns the directory, so a set-up would be refused as state-in-use: say
             // what it would find instead.
             if device != nil { throw DeviceError.deviceExists(at: stateDirectory) }
             device = try SimulatedDevice.setUp(
                 in: stateDirectory, passcode: SecureBytes(utf8: passcode ?? ""),
                 configuration: .init(gracePeriod: grace, attemptPolicy: .init(wipeAfterFailures: wipeAfter), kdf: kdf),
-                clock: clock, ownership: ownership)
+                clock: clock, ownership: ownership, allowsEmptyPasscode: allowsEmpty)
         case .deviceReboot:
             try requireDevice().powerOff()
             abandonApp()
-            device = try SimulatedDevice(bootingFrom: stateDirectory, clock: clock, ownership: ownership)
+            device = try SimulatedDevice(bootingFrom: stateDirectory, clock: clock, ownership: ownership, plantedFault: devicePlant)
         case .devicePowerCut(let mode, let seed):
             device?.powerOff()
             abandonApp()
@@ -265,14 +269,15 @@ public final class ScenarioSession {
                 "power cut (\(mode.rawValue)): \(report.droppedPieces) of \(report.unsyncedPieces) unsynced sectors and "
                     + "\(report.droppedEntryChanges) of \(report.unsyncedEntryChanges) unsynced file creations, renames and removals lost")
             if SecureFile.exists(stateDirectory + "/device/state.json") {
-                device = try SimulatedDevice(bootingFrom: stateDirectory, clock: clock, ownership: ownership)
+                device = try SimulatedDevice(bootingFrom: stateDirectory, clock: clock, ownership: ownership, plantedFault: devicePlant)
             }
         case .deviceLock:
             try requireDevice().lock()
         case .deviceUnlock(let passcode):
             try requireDevice().unlock(passcode: SecureBytes(utf8: passcode ?? ""))
-        case .deviceChangePasscode(let old, let new, _):
-            try requireDevice().changePasscode(from: SecureBytes(utf8: old ?? ""), to: SecureBytes(utf8: new ?? ""))
+        case .deviceChangePasscode(let old, let new, let allowsEmpty):
+            try requireDevice().changePasscode(
+                from: SecureBytes(utf8: old ?? ""), to: SecureBytes(utf8: new ?? ""), allowsEmptyPasscode: allowsEmpty)
         case .clockAdvance(let duration):
             clock.advance(by: duration)
         case .appLaunch(let options, let protection, let attachDelay):

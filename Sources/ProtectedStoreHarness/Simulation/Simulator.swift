@@ -191,6 +191,14 @@ public enum Simulator {
                 invariant: "oracle: device state", message: "expected device \(model.deviceWord), got \(session.deviceStateWord)",
                 expectation: .device(model.deviceWord))
         }
+        // 9. An erased key never comes back: a wiped device whose erase is not pending has no key file left.
+        if let device = session.device, device.lockState == .wiped, !device.isErasePending,
+            let left = device.keyFilePaths.first(where: SecureFile.exists)
+        {
+            return Failure(
+                invariant: "9 no erased key comes back", message: "the device is wiped but \(left) is still on disk",
+                expectation: nil)
+        }
         let storeClass = session.controller?.configuration.store.protectionClass ?? model.storeClass ?? .complete
         if let device = session.device {
             for protectionClass in ProtectionClass.allCases where device.isProtectedDataAvailable(for: protectionClass) != model.keysHeld(protectionClass) {
