@@ -161,7 +161,11 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
         try SecureFile.createDirectory(at: layout.hardwareDirectory)
         let deviceKey = SecureBytes.random(count: 32, using: random)
         try SecureFile.writeSecret(deviceKey, to: layout.deviceKeyPath)
-        let (keybag, keys) = try Keybag.create(passcode: passcode, deviceKey: deviceKey, kdf: configuration.kdf, random: random)
+        // The keybag records that this device's state file is authenticated, so a version-1 file (untagged)
+        // put in its place later is refused instead of read as an old device's.
+        let (keybag, keys) = try Keybag.create(
+            passcode: passcode, deviceKey: deviceKey, kdf: configuration.kdf, options: [.authenticatedDeviceState],
+            random: random)
         try SecureFile.writeAtomically(keybag.bytes, to: layout.keybagPath, replacing: false)
         // The state file is written last: its presence says the set-up completed.
         let persisted = PersistedDeviceState(
@@ -229,6 +233,13 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
             do {
                 let keybag = try Keybag.load(from: layout.keybagPath, deviceKey: deviceKey)
                 try DeviceStateFile.verify(contents, deviceKey: deviceKey, path: layout.statePath)
+                if contents.formatVersion < DeviceStateFile.currentFormatVersion,
+                    keybag.options.contains(.authenticatedDeviceState)
+                {
+                    throw DeviceError.stateDamaged(
+                        layout.statePath,
+                        "it is an untagged version-1 file, but this device's keybag says its state is authenticated: the file was replaced (a counter set back, say)")
+                }
                 if contents.formatVersion < DeviceStateFile.currentFormatVersion {
                     try DeviceStateFile.write(state.persisted, deviceKey: deviceKey, to: layout.statePath)
                 }
@@ -377,6 +388,7 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
             // keeps other attempts waiting until this one is counted.
             let keys = try attempt { try keybag.unlock(passcode: passcode, deviceKey: deviceKey) }
             logger.debug("unlocked: class keys unwrapped")
+            recordAuthenticatedState(in: keybag, passcode: passcode, deviceKey: deviceKey)
             state.withLock { state in
                 for protectionClass in ProtectionClass.allCases {
                     if state.heldKeys[protectionClass] == nil {
@@ -390,6 +402,22 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
                 state.graceDeadline = nil
                 if wasLocked { hub.enqueue(.didBecomeAvailable) }
             }
+        }
+    }
+
+    /// A device set up before its state file was authenticated has a keybag without the option that says so;
+    /// the first unlock records it (the option is bound to the wrapped keys, so it needs the passcode). From
+    /// then on a version-1 state file is refused. Best effort: a failed write leaves the old keybag, intact,
+    /// and the next unlock tries again.
+    private func recordAuthenticatedState(in keybag: Keybag, passcode: SecureBytes, deviceKey: SecureBytes) {
+        guard !keybag.options.contains(.authenticatedDeviceState) else { return }
+        do {
+            let recorded = try keybag.adding([.authenticatedDeviceState], passcode: passcode, deviceKey: deviceKey, random: random)
+            try recorded.write(to: layout.keybagPath)
+            state.withLock { $0.keybag = recorded }
+            logger.debug("keybag records that the device state is authenticated")
+        } catch {
+            logger.debug("keybag not updated; the next unlock tries again", metadata: ["error": "\(error)"])
         }
     }
 

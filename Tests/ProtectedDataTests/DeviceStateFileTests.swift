@@ -152,9 +152,33 @@ struct DeviceStateFileTests {
         #expect(FileManager.default.fileExists(atPath: fixture.directory.file("device/device.keybag")))
     }
 
-    @Test("a version-1 state from an existing device boots with its counter and is rewritten as version 2, tagged")
+    /// Makes the fixture's device look like one set up before the state file was authenticated: its keybag
+    /// without the option that says so.
+    private func makeLegacyKeybag(_ fixture: DeviceFixture) throws {
+        let key = try deviceKey(fixture)
+        defer { key.wipe() }
+        let path = fixture.directory.file("device/device.keybag")
+        let keybag = try Keybag.load(from: path, deviceKey: key)
+        try keybag.removing([.authenticatedDeviceState], passcode: SecureBytes(utf8: "1234"), deviceKey: key).write(to: path)
+    }
+
+    @Test("a counter set back by rewriting the state file as an untagged version-1 file is refused: the keybag says the state is authenticated")
+    func versionOneRollbackIsRefused() throws {
+        let fixture = try deviceWithFailures(5)
+        try editJSON(fixture) { object in
+            object["formatVersion"] = 1
+            object["tag"] = nil
+            object["failedPasscodeAttempts"] = 0
+        }
+        let error = try #require(bootError(fixture) as? DeviceError)
+        #expect(error.code == .stateDamaged)
+        #expect(error.message.contains("version-1"), "\(error.message)")
+    }
+
+    @Test("a version-1 state from an existing device boots with its counter and is rewritten as version 2, tagged; its first unlock makes a later version-1 file refused")
     func versionOneIsUpgraded() throws {
         let fixture = try deviceWithFailures(3)
+        try makeLegacyKeybag(fixture)
         // What the version-1 code wrote: no tag.
         let legacy = """
             {
@@ -174,6 +198,14 @@ struct DeviceStateFileTests {
         // Now tagged: a reset is refused.
         try editJSON(fixture) { $0["failedPasscodeAttempts"] = 0 }
         #expect((bootError(fixture) as? DeviceError)?.code == .stateDamaged)
+        // Until the first unlock records the option, a version-1 file is still an old device's.
+        try Data(legacy.utf8).write(to: URL(fileURLWithPath: statePath(fixture)))
+        fixture.device = try SimulatedDevice(bootingFrom: fixture.directory.path, clock: fixture.clock)
+        fixture.clock.advance(by: .seconds(60))
+        try fixture.unlock("1234")
+        fixture.device.powerOff()
+        try Data(legacy.utf8).write(to: URL(fileURLWithPath: statePath(fixture)))
+        #expect((bootError(fixture) as? DeviceError)?.code == .stateDamaged, "a version-1 file after the option was recorded")
     }
 
     @Test("a 16-byte uid.key is reported as a damaged device key, naming hardware/uid.key, not blamed on the keybag")

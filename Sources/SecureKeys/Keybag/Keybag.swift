@@ -48,11 +48,26 @@ public struct Keybag: Sendable {
     public let kdf: PasscodeKDF
     /// How many times the passcode was changed since set-up.
     public let generation: UInt32
+    /// What the device that owns this keybag promises about its other files (the header's flags field).
+    public let options: Options
     /// The public half of the class-B key pair: always available, for sealing data while locked.
     public let completeUnlessOpenPublicKey: [UInt8]
 
     let salt: [UInt8]
     let entries: [ProtectionClass: Entry]
+
+    /// The keybag's flags (offset 44, u32; keybags from before the field was named hold 0).
+    ///
+    /// Authenticated by the keybag's tag and bound to every wrapped class key (the header is their
+    /// associated data), so they cannot be cleared without the device key *and* the passcode.
+    public struct Options: OptionSet, Sendable, Hashable {
+        public let rawValue: UInt32
+        /// Creates options from the field's bits.
+        public init(rawValue: UInt32) { self.rawValue = rawValue }
+        /// The device's state file is authenticated (version 2 or later): a version-1 state file beside this
+        /// keybag is a replaced one — a wrong-passcode counter set back — and is refused.
+        public static let authenticatedDeviceState = Options(rawValue: 1)
+    }
 
     // MARK: Reading
 
@@ -96,7 +111,7 @@ public struct Keybag: Sendable {
         guard kdf.isValid else { throw SecureKeysError.damaged("Argon2id parameters out of range", path: path) }
         let salt = Array(reader.read(PasscodeKDF.saltLength)!)
         let generation = reader.readUInt32()!
-        _ = reader.readUInt32()  // reserved
+        let options = Options(rawValue: reader.readUInt32()!)
         let header = Array(bytes[..<Self.headerLength])
 
         var entries: [ProtectionClass: Entry] = [:]
@@ -116,6 +131,7 @@ public struct Keybag: Sendable {
         self.bytes = bytes
         self.kdf = kdf
         self.generation = generation
+        self.options = options
         self.salt = salt
         self.entries = entries
         self.completeUnlessOpenPublicKey = entries[.completeUnlessOpen]!.publicKey
@@ -180,10 +196,11 @@ public struct Keybag: Sendable {
     ///   - passcode: the new passcode.
     ///   - deviceKey: the device's key (32 bytes).
     ///   - kdf: the Argon2id cost to store.
+    ///   - options: the flags to record (none by default, as the known-answer vectors have).
     ///   - random: where keys, salt and nonces come from.
     /// - Returns: the keybag and its class keys, unwrapped (the device is unlocked after set-up).
     public static func create(
-        passcode: SecureBytes, deviceKey: SecureBytes, kdf: PasscodeKDF = .default,
+        passcode: SecureBytes, deviceKey: SecureBytes, kdf: PasscodeKDF = .default, options: Options = [],
         random: any RandomSource = SystemRandom()
     ) throws -> (keybag: Keybag, keys: ClassKeys) {
         var keys: [ProtectionClass: SecureBytes] = [:]
@@ -201,7 +218,7 @@ public struct Keybag: Sendable {
         let salt = random.bytes(count: PasscodeKDF.saltLength)
         let keybag = try seal(
             classKeys, classBPublicKey: publicKey, passcode: passcode, deviceKey: deviceKey, kdf: kdf, salt: salt,
-            generation: 0, random: random)
+            generation: 0, options: options, random: random)
         return (keybag, classKeys)
     }
 
@@ -221,12 +238,42 @@ public struct Keybag: Sendable {
         return try Self.seal(
             keys, classBPublicKey: completeUnlessOpenPublicKey, passcode: new, deviceKey: deviceKey,
             kdf: newKDF ?? kdf, salt: random.bytes(count: PasscodeKDF.saltLength), generation: generation &+ 1,
+            options: options, random: random)
+    }
+
+    /// The same class keys and passcode with `added` options recorded: a new salt, the same generation.
+    ///
+    /// The options are bound to every wrapped key, so recording one needs the passcode: a device records
+    /// them at an unlock. Write the result with ``write(to:)``.
+    ///
+    /// - Throws: ``SecureKeysError/Code/wrongPasscode`` when `passcode` is wrong.
+    public func adding(
+        _ added: Options, passcode: SecureBytes, deviceKey: SecureBytes, random: any RandomSource = SystemRandom()
+    ) throws -> Keybag {
+        let keys = try unlock(passcode: passcode, deviceKey: deviceKey)
+        defer { keys.wipeAll() }
+        return try Self.seal(
+            keys, classBPublicKey: completeUnlessOpenPublicKey, passcode: passcode, deviceKey: deviceKey, kdf: kdf,
+            salt: random.bytes(count: PasscodeKDF.saltLength), generation: generation, options: options.union(added),
             random: random)
+    }
+
+    /// The same keybag without `removed` options: what a device from before an option existed wrote, for
+    /// tests of the upgrade path.
+    package func removing(
+        _ removed: Options, passcode: SecureBytes, deviceKey: SecureBytes, random: any RandomSource = SystemRandom()
+    ) throws -> Keybag {
+        let keys = try unlock(passcode: passcode, deviceKey: deviceKey)
+        defer { keys.wipeAll() }
+        return try Self.seal(
+            keys, classBPublicKey: completeUnlessOpenPublicKey, passcode: passcode, deviceKey: deviceKey, kdf: kdf,
+            salt: random.bytes(count: PasscodeKDF.saltLength), generation: generation,
+            options: options.subtracting(removed), random: random)
     }
 
     private static func seal(
         _ keys: ClassKeys, classBPublicKey: [UInt8], passcode: SecureBytes, deviceKey: SecureBytes,
-        kdf: PasscodeKDF, salt: [UInt8], generation: UInt32, random: any RandomSource
+        kdf: PasscodeKDF, salt: [UInt8], generation: UInt32, options: Options, random: any RandomSource
     ) throws -> Keybag {
         guard deviceKey.count == 32 else { throw SecureKeysError.invalidArgument("the device key must be 32 bytes") }
         var header = ByteWriter()
@@ -238,7 +285,7 @@ public struct Keybag: Sendable {
         header.write(kdf.memLimit)
         header.write(salt)
         header.write(generation)
-        header.write(UInt32(0))
+        header.write(options.rawValue)
 
         let passcodeKey = try kdf.deriveKey(from: passcode, salt: salt)
         defer { passcodeKey.wipe() }
