@@ -67,14 +67,18 @@ public actor StoreCoordinator {
         case .available(let key):
             storeKey = key
             keyWasAuthenticated = true
-            // The key exists, so the store must too — unless its creation was interrupted after the key was
-            // written. Never make a new empty store in place of a lost one.
-            databaseConfiguration.createIfMissing = SecureFile.exists(files.creationMarker)
+            // The key exists, so the store must too — unless this key's creation was interrupted before the
+            // store was made. Never make a new empty store in place of a lost one.
+            do {
+                databaseConfiguration.createIfMissing = try resumesInterruptedCreation(files)
+            } catch {
+                key.wipe()
+                throw error
+            }
         case .locked(let protectionClass):
             throw StoreError.protectedDataUnavailable(protectionClass)
         case .absent:
-            try SecureFile.writeAtomically([], to: files.creationMarker, replacing: true)
-            storeKey = try keys.createStoreKey(forStoreAt: configuration.path, protectionClass: configuration.protectionClass)
+            storeKey = try createStoreKey(configuration, keys: keys)
         }
         // The key goes to the reader pool, which wipes it when the store closes; wiped here if the attach fails.
         var keyOwnedByPool = false
@@ -91,15 +95,20 @@ public actor StoreCoordinator {
         // its last good migration (or untouched, for a store from a newer app) and fails the attach.
         let migrationLogger = LogSubsystem.migrations.makeLogger()
         migrationLogger.trace("migrating", metadata: ["store": "\(configuration.path)"])
-        let applied = try configuration.migrator.migrate(database)
+        let applied: [String]
+        do {
+            applied = try configuration.migrator.migrate(database)
+        } catch let error as MigrationError {
+            // A page that fails its HMAC, a failed read or write, a full disk: the store failed, not the
+            // migration, and that is what the app must hear (named where the migrations found it).
+            if let storageFailure = StoreError.storageFailure(during: error) { throw storageFailure }
+            throw error
+        }
         if !applied.isEmpty {
             migrationLogger.debug("migrations applied", metadata: ["store": "\(configuration.path)", "migrations": "\(applied)"])
         }
-        if SecureFile.exists(files.creationMarker) {
-            // The store exists with its schema: creation is complete.
-            try DiskIO.unlink(files.creationMarker)
-            try SecureFile.syncDirectory(SecureFile.folder(containing: configuration.path))
-        }
+        // The store exists with its schema: its creation, if one was in progress, is complete.
+        try StoreCreationMarker.remove(at: files.creationMarker)
         // Writes sealed while the store was locked are applied now, before anything else sees the store.
         let inbox = LockedInbox(files: files)
         let (publicKey, privateKey) = try inbox.openKeyPair(storeKey: storeKey)
