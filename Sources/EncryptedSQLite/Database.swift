@@ -42,9 +42,9 @@ public final class Database {
         /// take for a torn write — silently dropping every transaction committed after a damaged frame — and
         /// refuse to open with ``SQLiteError/Code/corrupt`` instead, every file left as it is. On by default;
         /// it runs only for a writer opened with ``Synchronous/full`` (with `NORMAL`, a power cut may tear
-        /// several unsynced transactions, which is not damage) while no other connection of this process has
-        /// the database open, and costs one read of the log, only when there is one. keys/README.md says what
-        /// it detects and what it cannot.
+        /// several unsynced transactions, which is not damage) while no other connection, of this process or
+        /// another, has the database open, and costs one read of the log, only when there is one.
+        /// keys/README.md says what it detects and what it cannot.
         public var checksWriteAheadLog: Bool = true
 
         /// When a commit in WAL mode reaches the disk.
@@ -226,13 +226,15 @@ public final class Database {
 
     /// Refuses to open a database whose write-ahead log SQLite's recovery would cut short at a damaged frame,
     /// dropping transactions committed after it (``Configuration/checksWriteAheadLog``). A log that another
-    /// connection of this process has open is live, and left alone.
+    /// connection has open, of this process or another, is live, and left alone.
     ///
     /// - Throws: ``SQLiteError/Code/corrupt`` naming the log, the frame and its byte offset;
     ///   ``SQLiteError/Code/unavailable`` when the log cannot be read.
     private static func checkWriteAheadLog(ofDatabaseAt path: String, pageSize: Int) throws {
         let file = resolved(path)
-        guard openFiles.withLock({ $0[file] == nil }) else { return }
+        guard openFiles.withLock({ $0[file] == nil }), !WriteAheadLogCheck.isOpenInAnotherProcess(databaseAt: path) else {
+            return
+        }
         let logPath = path + "-wal"
         guard let damage = try WriteAheadLogCheck(path: logPath, expectedPageSize: pageSize).findDamage() else { return }
         throw SQLiteError(

@@ -145,6 +145,26 @@ struct WriteAheadLogCheck {
         return nil
     }
 
+    /// Whether a connection of another process has the database's log open, so the log is live, not left by a
+    /// crash: SQLite's unix VFS holds a read lock on the "dead man switch" byte of the `-shm` index (byte 128:
+    /// `UNIX_SHM_DMS` in `os_unix.c`, 3.15) for as long as a connection maps it. `F_GETLK` does not see the
+    /// locks of this process; ``Database`` counts its own connections.
+    static func isOpenInAnotherProcess(databaseAt databasePath: String) -> Bool {
+        let descriptor = open(databasePath + "-shm", O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        guard descriptor >= 0 else { return false }  // no index: no connection has the log open
+        defer { close(descriptor) }
+        var lock = flock()
+        lock.l_type = Int16(F_WRLCK)
+        lock.l_whence = Int16(SEEK_SET)
+        lock.l_start = off_t(Self.sharedMemoryDeadManSwitch)
+        lock.l_len = 1
+        guard fcntl(descriptor, F_GETLK, &lock) == 0 else { return false }
+        return lock.l_type != Int16(F_UNLCK)
+    }
+
+    /// The byte of the `-shm` file every connection that maps it holds a read lock on.
+    static let sharedMemoryDeadManSwitch = 128
+
     /// A page size SQLite accepts in a log header.
     static func isPageSize(_ size: Int) -> Bool {
         size >= 512 && size <= 65536 && size & (size - 1) == 0

@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import SecureKeys
 import TestSupport
 import Testing
@@ -165,5 +168,28 @@ struct WriteAheadLogCheckTests {
         try file.close()
         let second = try Database(path: path, key: key)
         second.close()
+    }
+
+    @Test("a log whose shared-memory index another process holds (its lock on the index's dead man switch byte) is live, and not checked")
+    func logOfAnotherProcessIsNotChecked() throws {
+        var image = try crashImage(rows: 8)
+        image.log[offset(ofFrame: 2) + 24 + 2000] ^= 0x01
+        restore(database: image.database, log: image.log)
+        #expect(openError()?.code == .corrupt, "no one holds the index: the log is checked")
+        _ = FileManager.default.createFile(atPath: path + "-shm", contents: Data(), attributes: [.posixPermissions: 0o600])
+        // An open-file-description lock conflicts with this process's own record locks, as another process's
+        // lock would: SQLite's read lock on the dead man switch byte, held while that process has the log open.
+        let descriptor = open(path + "-shm", O_RDWR)
+        #expect(descriptor >= 0)
+        defer { close(descriptor) }
+        var lock = flock()
+        lock.l_type = Int16(F_RDLCK)
+        lock.l_whence = Int16(SEEK_SET)
+        lock.l_start = off_t(WriteAheadLogCheck.sharedMemoryDeadManSwitch)
+        lock.l_len = 1
+        let openFileDescriptionSetLock: Int32 = 37  // F_OFD_SETLK (Linux)
+        #expect(fcntl(descriptor, openFileDescriptionSetLock, &lock) == 0)
+        #expect(WriteAheadLogCheck.isOpenInAnotherProcess(databaseAt: path))
+        #expect(openError()?.code != .corrupt, "a live log is not judged")
     }
 }

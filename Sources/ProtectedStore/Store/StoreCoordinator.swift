@@ -48,16 +48,22 @@ public actor StoreCoordinator {
     /// Opens the store with its key, creating the key and the store only when neither exists.
     ///
     /// Creation is two files, the key file and then the store, so a crash can fall between them. A marker
-    /// (`<store>.creating`) is written before the key and removed once the store exists with its schema:
-    /// a key without a store *and* with the marker is an interrupted creation, finished now; a key without a
-    /// store and without the marker is a lost store, reported and never replaced by a new empty one.
+    /// (`<store>.creating`) describes the creation in progress and names the key file it made: a key without
+    /// a store is an interrupted creation, finished now, only when the marker names that key file; otherwise
+    /// it is a lost store, reported and never replaced by a new empty one (`StoreCreationMarker`).
+    ///
+    /// Before SQLite recovers a write-ahead log a crash left, the log is checked for damage that recovery
+    /// would take for a torn write and silently drop committed transactions over (`Database/Configuration/
+    /// checksWriteAheadLog`).
     ///
     /// Synchronous and blocking (Argon2id is not involved, but file I/O and the first page read are): call it
     /// from a background executor.
     ///
     /// - Throws: ``StoreError`` with ``StoreError/Code/protectedDataUnavailable`` when the key is locked — and
-    ///   only then; the lower layers' errors as they come (`store-exists-without-key` when a store file has no
-    ///   key file; `wrong-key`, `store-unavailable` from the open), or ``StoreError/Code/storeDamaged``.
+    ///   only then; ``StoreError/Code/storeUnavailable`` for a lost store (its key file without it);
+    ///   ``StoreError/Code/storeDamaged`` (a page or the log, also when the migrations find it); the lower
+    ///   layers' errors as they come (`store-exists-without-key` when a store file has no key file;
+    ///   `wrong-key`, `store-unavailable` from the open; `migration-failed`).
     package static func attach(_ configuration: StoreConfiguration, keys: any StoreKeyProvider) throws -> StoreCoordinator {
         let files = configuration.files
         let storeKey: SecureBytes
