@@ -70,7 +70,7 @@ struct StoreCreationTests {
         #expect(!exists(files.creationMarker))
     }
 
-    @Test("a marker that names another key file, names no key file, or is an older empty one never re-creates a missing store: store-unavailable, nothing changed")
+    @Test("a marker that names another key file, names none beside an inbox key file, or is an older empty one never re-creates a missing store: store-unavailable, nothing changed")
     func markerOfAnotherCreationIsNotEnough() async throws {
         let other = try ControllerFixture()
         let otherKey = try StoreCoordinator.createStoreKey(.init(path: other.storePath), keys: other.device)
@@ -78,7 +78,7 @@ struct StoreCreationTests {
         let foreignMarker = fileBytes(other.storePath + ".creating")
         let markers: [(String, [UInt8], reason: String)] = [
             ("another key file's", foreignMarker, "belongs to the creation of another key file"),
-            ("no key file's", StoreCreationMarker(stage: .makingKey).bytes, "before its marker"),
+            ("no key file's", StoreCreationMarker(stage: .makingKey).bytes, "shows that the key file's store existed"),
             ("an older empty", [], "names no creation (key-file-damaged"),
         ]
         for (name, marker, reason) in markers {
@@ -88,6 +88,8 @@ struct StoreCreationTests {
             let files = StoreFiles(database: fixture.storePath)
             _ = FileManager.default.createFile(
                 atPath: files.creationMarker, contents: Data(marker), attributes: [.posixPermissions: 0o600])
+            // What a store's first attach leaves beside its key file.
+            _ = FileManager.default.createFile(atPath: files.inboxKey, contents: Data(), attributes: [.posixPermissions: 0o600])
             await fixture.launch()
             #expect(fixture.presented.map(\.code.name) == ["store-unavailable"], "\(name) marker")
             let message = fixture.presented.first?.message ?? ""
@@ -125,5 +127,19 @@ struct StoreCreationTests {
             #expect(!exists(files.key))
             try FileManager.default.removeItem(atPath: existing)
         }
+    }
+
+    @Test("a crash between the key file and the marker naming it (stage 1) finishes the creation when nothing shows the key's store existed")
+    func creationInterruptedBeforeTheMarkerNamedTheKey() async throws {
+        let fixture = try ControllerFixture()
+        let key = try StoreCoordinator.createStoreKey(.init(path: fixture.storePath), keys: fixture.device)
+        key.wipe()
+        let files = StoreFiles(database: fixture.storePath)
+        try StoreCreationMarker(stage: .makingKey).write(to: files.creationMarker)
+        await fixture.launch()
+        #expect(fixture.controller.phase == .ready)
+        #expect(!exists(files.creationMarker))
+        try await fixture.controller.coordinator?.put("k", "v")
+        #expect(try await fixture.value("k") == "v")
     }
 }

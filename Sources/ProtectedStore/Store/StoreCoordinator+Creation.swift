@@ -7,7 +7,9 @@ internal import SecureKeys
 /// Creation is two files, the key file and then the store, so a crash can fall between them. The creation
 /// marker (``StoreCreationMarker``) describes one creation in progress: written when a creation starts, told
 /// which key file the creation made as soon as it exists, removed once the store exists with its schema. A key
-/// file without its store is finished only when the marker names that very key file.
+/// file without its store is finished only when the marker names that very key file — or, for a crash in the
+/// instant between the key file's creation and the marker naming it, when the marker names none and nothing
+/// shows that the key file's store ever existed.
 extension StoreCoordinator {
     /// Starts the creation of a new store and makes its key.
     ///
@@ -57,7 +59,8 @@ extension StoreCoordinator {
     }
 
     /// Whether the store at `files` must be created now, although its key file exists: only when its creation
-    /// was interrupted after the key file was made and the marker names that key file.
+    /// was interrupted after the key file was made and the marker names that key file, or names none (stage 1:
+    /// the key was being made) while no inbox key file — made at a store's first attach — is beside it.
     ///
     /// - Returns: `false` when the store file exists (it is opened as it is); `true` for an interrupted
     ///   creation.
@@ -80,9 +83,17 @@ extension StoreCoordinator {
             throw StoreError.storeLost(files, reason: "no creation of it was in progress (no creation marker)")
         }
         guard case .keyMade = marker.stage else {
-            throw StoreError.storeLost(
-                files,
-                reason: "a creation was interrupted before its marker \(files.creationMarker) recorded which key file it made, so the key file may belong to another, lost store")
+            // The creation was interrupted between asking for the key and naming its key file (a crash in that
+            // instant): the key file is the one it made — unless something shows that the key file's store
+            // existed. The inbox key file is made at a store's first attach, after its schema.
+            if SecureFile.exists(files.inboxKey) {
+                throw StoreError.storeLost(
+                    files,
+                    reason: "the creation marker \(files.creationMarker) names no key file while the inbox key file \(files.inboxKey) shows that the key file's store existed")
+            }
+            LogSubsystem.store.makeLogger().debug(
+                "finishing a store creation interrupted while its key was made", metadata: ["store": "\(files.database)"])
+            return true
         }
         let keyFile: StoreKeyFile
         do {

@@ -49,8 +49,9 @@ public actor StoreCoordinator {
     ///
     /// Creation is two files, the key file and then the store, so a crash can fall between them. A marker
     /// (`<store>.creating`) describes the creation in progress and names the key file it made: a key without
-    /// a store is an interrupted creation, finished now, only when the marker names that key file; otherwise
-    /// it is a lost store, reported and never replaced by a new empty one (`StoreCreationMarker`).
+    /// a store is an interrupted creation, finished now, only when the marker names that key file (or none yet,
+    /// with no sign that the key's store existed); otherwise it is a lost store, reported and never replaced
+    /// by a new empty one (`StoreCreationMarker`).
     ///
     /// Before SQLite recovers a write-ahead log a crash left, the log is checked for damage that recovery
     /// would take for a torn write and silently drop committed transactions over (`Database/Configuration/

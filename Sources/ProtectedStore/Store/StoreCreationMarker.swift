@@ -6,9 +6,10 @@ internal import SecureKeys
 /// marker says which creation was interrupted: it is written when a creation starts (nothing of the store
 /// exists yet), records the new key file's store identifier as soon as that file exists, and is removed once
 /// the store exists with its schema — or when the creation ends without making a key. A key file without a
-/// store is finished as an interrupted creation only when the marker names *that* key file; a marker that
-/// names no key file, or another one, never re-creates a store: a key file without its store is then a lost
-/// store, reported.
+/// store is finished as an interrupted creation only when the marker names *that* key file (or names none yet
+/// and nothing shows the key file's store existed: a crash between the key and the marker's second write); a
+/// marker naming another key file never re-creates a store: a key file without its store is then a lost store,
+/// reported.
 struct StoreCreationMarker: Sendable, Equatable {
     /// How far the creation got.
     enum Stage: Sendable, Equatable {
