@@ -38,6 +38,14 @@ public final class Database {
         public var busyTimeoutMilliseconds: Int = 5000
         /// When a commit reaches the disk (`PRAGMA synchronous`, WAL mode). ``Synchronous/full`` by default.
         public var synchronous: Synchronous = .full
+        /// Before SQLite recovers a write-ahead log a crash left behind, look for damage its recovery would
+        /// take for a torn write — silently dropping every transaction committed after a damaged frame — and
+        /// refuse to open with ``SQLiteError/Code/corrupt`` instead, every file left as it is. On by default;
+        /// it runs only for a writer opened with ``Synchronous/full`` (with `NORMAL`, a power cut may tear
+        /// several unsynced transactions, which is not damage) while no other connection, of this process or
+        /// another, has the database open, and costs one read of the log, only when there is one.
+        /// keys/README.md says what it detects and what it cannot.
+        public var checksWriteAheadLog: Bool = true
         /// Whether SQLite enforces `FOREIGN KEY` constraints (`PRAGMA foreign_keys`). On by default, as in GRDB.
         ///
         /// Set on every connection when it opens: the pragma is a no-op inside a transaction, and every write
@@ -94,6 +102,12 @@ public final class Database {
     private var handle: OpaquePointer?
     private var cachedStatements: [String: Statement] = [:]
     private let hooks = ConnectionHooks()
+    /// The file this connection counts as open in ``openFiles``, once it is open.
+    private var registeredFile: String?
+
+    /// How many connections of this process have each database file open (by its resolved path): a
+    /// write-ahead log is only checked when none does, since an open one is live, not left by a crash.
+    private static let openFiles = LockedState<[String: Int]>([:])
 
     /// Opens (or creates) the database at `path` with `key`.
     ///
@@ -156,6 +170,11 @@ public final class Database {
         var connection: OpaquePointer?
         var existing = stat()
         let isNewFile = lstat(path, &existing) != 0
+        if !isNewFile && configuration.checksWriteAheadLog && configuration.usesWAL && !configuration.readOnly
+            && configuration.synchronous == .full
+        {
+            try Self.checkWriteAheadLog(ofDatabaseAt: path, pageSize: configuration.pageSize)
+        }
         // In simulation, a store under a simulated disk is opened through the VFS that reports to it.
         let code = sqlite3_open_v2(path, &connection, flags, DiskModelVFS.name(forOpening: path))
         // sqlite3_open_v2 returns a handle even on failure; it must be closed either way.
@@ -165,6 +184,9 @@ public final class Database {
             close()
             throw SQLiteError(resultCode: code, message: message, path: path)
         }
+        let file = Self.resolved(path)
+        registeredFile = file
+        Self.openFiles.withLock { $0[file, default: 0] += 1 }
         // A new store is private to its owner, like its key file; SQLite gives the -wal and -shm files the
         // database file's permissions, so this must happen before the journal mode is set.
         if isNewFile && SecureFile.exists(path) { chmod(path, 0o600) }
@@ -225,6 +247,40 @@ public final class Database {
         // sqlite3_close_v2 defers the close until every statement is finalised.
         sqlite3_close_v2(handle)
         self.handle = nil
+        if let registeredFile {
+            Self.openFiles.withLock { counts in
+                counts[registeredFile, default: 1] -= 1
+                if counts[registeredFile] == 0 { counts[registeredFile] = nil }
+            }
+            self.registeredFile = nil
+        }
+    }
+
+    /// Refuses to open a database whose write-ahead log SQLite's recovery would cut short at a damaged frame,
+    /// dropping transactions committed after it (``Configuration/checksWriteAheadLog``). A log that another
+    /// connection has open, of this process or another, is live, and left alone.
+    ///
+    /// - Throws: ``SQLiteError/Code/corrupt`` naming the log, the frame and its byte offset;
+    ///   ``SQLiteError/Code/unavailable`` when the log cannot be read.
+    private static func checkWriteAheadLog(ofDatabaseAt path: String, pageSize: Int) throws {
+        let file = resolved(path)
+        guard openFiles.withLock({ $0[file] == nil }), !WriteAheadLogCheck.isOpenInAnotherProcess(databaseAt: path) else {
+            return
+        }
+        let logPath = path + "-wal"
+        guard let damage = try WriteAheadLogCheck(path: logPath, expectedPageSize: pageSize).findDamage() else { return }
+        throw SQLiteError(
+            code: .corrupt,
+            message: "the write-ahead log is damaged at \(damage.place): it fails its checksum, yet \(damage.committedTransactions) commits verify after it, so SQLite's recovery would silently drop transactions that were committed. The store was not opened; the store file and its log were left as they are",
+            path: logPath)
+    }
+
+    /// `path` with its links and `.`/`..` resolved, so two spellings of one file count as one; `path` itself
+    /// when it cannot be resolved.
+    private static func resolved(_ path: String) -> String {
+        guard let pointer = realpath(path, nil) else { return path }
+        defer { free(pointer) }
+        return String(cString: pointer)
     }
 
     // MARK: Statements

@@ -154,12 +154,13 @@ struct DataControllerTests {
         #expect(fileBytes(fixture.storePath) == bytes)
     }
 
-    @Test("a key file whose store creation was interrupted (marker present) finishes the creation; without the marker the store is lost and nothing is created")
+    @Test("a key file whose store creation was interrupted (its marker names the key file) finishes the creation; without the marker the store is lost and nothing is created")
     func interruptedCreationAndLostStore() async throws {
         let interrupted = try ControllerFixture()
-        let key = try interrupted.device.createStoreKey(forStoreAt: interrupted.storePath, protectionClass: .complete)
+        // The creation's first half, as a crash after the key file was made leaves it.
+        let key = try StoreCoordinator.createStoreKey(.init(path: interrupted.storePath), keys: interrupted.device)
         key.wipe()
-        _ = FileManager.default.createFile(atPath: interrupted.storePath + ".creating", contents: Data())
+        #expect(FileManager.default.fileExists(atPath: interrupted.storePath + ".creating"))
         await interrupted.launch()
         #expect(interrupted.controller.phase == .ready)
         #expect(!FileManager.default.fileExists(atPath: interrupted.storePath + ".creating"), "the marker is removed once the store exists")

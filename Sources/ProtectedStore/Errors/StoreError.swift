@@ -287,6 +287,42 @@ extension StoreError {
             cause: cause, function: function, file: file, line: line)
     }
 
+    /// The store's key file exists but the store file does not, and no interrupted creation of that key's
+    /// store explains it: the store was lost. No new empty store is made in its place.
+    package static func storeLost(
+        _ files: StoreFiles, reason: String, cause: (any Error)? = nil,
+        function: String = #function, file: String = #fileID, line: Int = #line
+    ) -> Self {
+        Self(
+            code: .storeUnavailable,
+            message: "the store file \(files.database) is missing but its key file \(files.key) exists, and \(reason): the store was lost (moved, deleted, or not restored with its key file). No new empty store is made in its place; every file was left as it is",
+            cause: cause, function: function, file: file, line: line)
+    }
+
+    /// The store itself failed while the migrations read or wrote it — a page that fails its HMAC
+    /// (`store-damaged`), a read or write the file system refused (`store-unavailable`), a full disk, a
+    /// read-only file — or `nil` when the migration failed for a reason of its own (`migration-failed`).
+    ///
+    /// - Parameter error: the migrator's error; it stays the ``cause``, and its own cause is SQLite's error.
+    package static func storageFailure(
+        during error: MigrationError, function: String = #function, file: String = #fileID, line: Int = #line
+    ) -> Self? {
+        guard let storage = error.cause as? SQLiteError else { return nil }
+        let code: Code
+        switch storage.code {
+        case .corrupt, .wrongKey: code = .storeDamaged  // the key is the store's own: a page that fails is damage
+        case .unavailable: code = .storeUnavailable
+        case .diskFull: code = .diskFull
+        case .readOnly: code = .readOnly
+        default: return nil
+        }
+        let place = error.migration.map { "while migration `\($0)` ran (it was rolled back)" } ?? "while the applied migrations were read"
+        let what = code == .storeDamaged ? "the store is damaged: " : ""
+        return Self(
+            code: code, message: "\(what)\(storage.detail) — found \(place); the store was left as it is, at its last good migration",
+            cause: error, function: function, file: file, line: line)
+    }
+
     /// An inbox record would hold more than `SecureKeys/InboxRecord/maximumPayloadLength` bytes.
     public static func inboxRecordTooLarge(
         payloadLength: Int, function: String = #function, file: String = #fileID, line: Int = #line

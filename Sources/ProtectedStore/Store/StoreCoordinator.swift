@@ -48,16 +48,23 @@ public actor StoreCoordinator {
     /// Opens the store with its key, creating the key and the store only when neither exists.
     ///
     /// Creation is two files, the key file and then the store, so a crash can fall between them. A marker
-    /// (`<store>.creating`) is written before the key and removed once the store exists with its schema:
-    /// a key without a store *and* with the marker is an interrupted creation, finished now; a key without a
-    /// store and without the marker is a lost store, reported and never replaced by a new empty one.
+    /// (`<store>.creating`) describes the creation in progress and names the key file it made: a key without
+    /// a store is an interrupted creation, finished now, only when the marker names that key file (or none yet,
+    /// with no sign that the key's store existed); otherwise it is a lost store, reported and never replaced
+    /// by a new empty one (`StoreCreationMarker`).
+    ///
+    /// Before SQLite recovers a write-ahead log a crash left, the log is checked for damage that recovery
+    /// would take for a torn write and silently drop committed transactions over (`Database/Configuration/
+    /// checksWriteAheadLog`).
     ///
     /// Synchronous and blocking (Argon2id is not involved, but file I/O and the first page read are): call it
     /// from a background executor.
     ///
     /// - Throws: ``StoreError`` with ``StoreError/Code/protectedDataUnavailable`` when the key is locked — and
-    ///   only then; the lower layers' errors as they come (`store-exists-without-key` when a store file has no
-    ///   key file; `wrong-key`, `store-unavailable` from the open), or ``StoreError/Code/storeDamaged``.
+    ///   only then; ``StoreError/Code/storeUnavailable`` for a lost store (its key file without it);
+    ///   ``StoreError/Code/storeDamaged`` (a page or the log, also when the migrations find it); the lower
+    ///   layers' errors as they come (`store-exists-without-key` when a store file has no key file;
+    ///   `wrong-key`, `store-unavailable` from the open; `migration-failed`).
     package static func attach(_ configuration: StoreConfiguration, keys: any StoreKeyProvider) throws -> StoreCoordinator {
         let files = configuration.files
         let storeKey: SecureBytes
@@ -67,14 +74,18 @@ public actor StoreCoordinator {
         case .available(let key):
             storeKey = key
             keyWasAuthenticated = true
-            // The key exists, so the store must too — unless its creation was interrupted after the key was
-            // written. Never make a new empty store in place of a lost one.
-            databaseConfiguration.createIfMissing = SecureFile.exists(files.creationMarker)
+            // The key exists, so the store must too — unless this key's creation was interrupted before the
+            // store was made. Never make a new empty store in place of a lost one.
+            do {
+                databaseConfiguration.createIfMissing = try resumesInterruptedCreation(files)
+            } catch {
+                key.wipe()
+                throw error
+            }
         case .locked(let protectionClass):
             throw StoreError.protectedDataUnavailable(protectionClass)
         case .absent:
-            try SecureFile.writeAtomically([], to: files.creationMarker, replacing: true)
-            storeKey = try keys.createStoreKey(forStoreAt: configuration.path, protectionClass: configuration.protectionClass)
+            storeKey = try createStoreKey(configuration, keys: keys)
         }
         // The key goes to the reader pool, which wipes it when the store closes; wiped here if the attach fails.
         var keyOwnedByPool = false
@@ -91,15 +102,20 @@ public actor StoreCoordinator {
         // its last good migration (or untouched, for a store from a newer app) and fails the attach.
         let migrationLogger = LogSubsystem.migrations.makeLogger()
         migrationLogger.trace("migrating", metadata: ["store": "\(configuration.path)"])
-        let applied = try configuration.migrator.migrate(database)
+        let applied: [String]
+        do {
+            applied = try configuration.migrator.migrate(database)
+        } catch let error as MigrationError {
+            // A page that fails its HMAC, a failed read or write, a full disk: the store failed, not the
+            // migration, and that is what the app must hear (named where the migrations found it).
+            if let storageFailure = StoreError.storageFailure(during: error) { throw storageFailure }
+            throw error
+        }
         if !applied.isEmpty {
             migrationLogger.debug("migrations applied", metadata: ["store": "\(configuration.path)", "migrations": "\(applied)"])
         }
-        if SecureFile.exists(files.creationMarker) {
-            // The store exists with its schema: creation is complete.
-            try DiskIO.unlink(files.creationMarker)
-            try SecureFile.syncDirectory(SecureFile.folder(containing: configuration.path))
-        }
+        // The store exists with its schema: its creation, if one was in progress, is complete.
+        try StoreCreationMarker.remove(at: files.creationMarker)
         // Writes sealed while the store was locked are applied now, before anything else sees the store.
         let inbox = LockedInbox(files: files)
         let (publicKey, privateKey) = try inbox.openKeyPair(storeKey: storeKey)

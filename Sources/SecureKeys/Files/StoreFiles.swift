@@ -21,8 +21,9 @@ public struct StoreFiles: Sendable, Hashable {
     public var inbox: String { database + ".inbox" }
     /// The inbox key pair: the public key in the clear, the private key wrapped by the store key (`<store>.inbox-key`).
     public var inboxKey: String { database + ".inbox-key" }
-    /// Present from just before the store's key is created until the store exists with its schema
-    /// (`<store>.creating`): a key without a store is an interrupted creation only while it exists.
+    /// Present only while the store is being created (`<store>.creating`, keys/README.md): it names the key
+    /// file its creation made, and a key file without its store is an interrupted creation only when the
+    /// marker names that key file.
     public var creationMarker: String { database + ".creating" }
 
     /// Every file, the database first.

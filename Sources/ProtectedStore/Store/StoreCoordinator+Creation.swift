@@ -1,0 +1,111 @@
+internal import Logging
+internal import ProtectedData
+internal import SecureKeys
+
+/// Creating a store, and telling an interrupted creation from a lost store.
+///
+/// Creation is two files, the key file and then the store, so a crash can fall between them. The creation
+/// marker (``StoreCreationMarker``) describes one creation in progress: written when a creation starts, told
+/// which key file the creation made as soon as it exists, removed once the store exists with its schema. A key
+/// file without its store is finished only when the marker names that very key file — or, for a crash in the
+/// instant between the key file's creation and the marker naming it, when the marker names none and nothing
+/// shows that the key file's store ever existed.
+extension StoreCoordinator {
+    /// Starts the creation of a new store and makes its key.
+    ///
+    /// Nothing is written where a store file or its log exists without a key file (`store-exists-without-key`):
+    /// that is someone's data, never given a new key, and not a creation. Otherwise the marker is written, the
+    /// key made through `keys`, and the marker told the new key file's store identifier. A creation that ends
+    /// without a key file removes its marker.
+    ///
+    /// - Returns: the new store key.
+    /// - Throws: `store-exists-without-key`; what `keys` or the marker's write throws.
+    static func createStoreKey(_ configuration: StoreConfiguration, keys: any StoreKeyProvider) throws -> SecureBytes {
+        let files = configuration.files
+        for existing in [files.database, files.writeAheadLog] where SecureFile.exists(existing) {
+            throw SecureKeysError.storeExistsWithoutKey(storePath: existing)
+        }
+        try StoreCreationMarker(stage: .makingKey).write(to: files.creationMarker)
+        let storeKey: SecureBytes
+        do {
+            storeKey = try keys.createStoreKey(forStoreAt: configuration.path, protectionClass: configuration.protectionClass)
+        } catch {
+            // Without a key file this creation made nothing, and its marker must not outlive it. With one (made
+            // before the failure was reported, or by a creation beside this one) the marker stays as it is: it
+            // names no key file, so it never finishes a creation on its own.
+            if !SecureFile.exists(files.key) {
+                do {
+                    try StoreCreationMarker.remove(at: files.creationMarker)
+                } catch let removal {
+                    // Harmless if left: a creation marker without a key file is replaced by the next creation.
+                    LogSubsystem.store.makeLogger().debug(
+                        "creation marker not removed", metadata: ["marker": "\(files.creationMarker)", "error": "\(removal)"])
+                }
+            }
+            throw error
+        }
+        do {
+            let keyFile = try StoreKeyFile.load(from: files.key)
+            try StoreCreationMarker(stage: .keyMade(storeID: keyFile.storeID)).write(to: files.creationMarker)
+        } catch {
+            // The creation goes on: the store is made now and the marker removed. Only if it is interrupted
+            // before that does the marker matter; naming no key file, it then finishes nothing, and the store is
+            // reported (`store-unavailable`), never made empty in place of another.
+            LogSubsystem.store.makeLogger().debug(
+                "creation marker could not name the new key file",
+                metadata: ["marker": "\(files.creationMarker)", "error": "\(error)"])
+        }
+        return storeKey
+    }
+
+    /// Whether the store at `files` must be created now, although its key file exists: only when its creation
+    /// was interrupted after the key file was made and the marker names that key file, or names none (stage 1:
+    /// the key was being made) while no inbox key file — made at a store's first attach — is beside it.
+    ///
+    /// - Returns: `false` when the store file exists (it is opened as it is); `true` for an interrupted
+    ///   creation.
+    /// - Throws: ``StoreError/Code/storeUnavailable`` when the store file is missing in any other case: the
+    ///   store was lost (moved, deleted, or not restored with its key file), and no new empty store is made in
+    ///   its place. Nothing is changed on disk.
+    static func resumesInterruptedCreation(_ files: StoreFiles) throws -> Bool {
+        guard !SecureFile.exists(files.database) else { return false }
+        if SecureFile.exists(files.writeAheadLog) {
+            throw StoreError.storeLost(files, reason: "its write-ahead log \(files.writeAheadLog) is there without it")
+        }
+        let marker: StoreCreationMarker?
+        do {
+            marker = try StoreCreationMarker.read(at: files.creationMarker)
+        } catch {
+            throw StoreError.storeLost(
+                files, reason: "the creation marker \(files.creationMarker) names no creation (\(error))", cause: error)
+        }
+        guard let marker else {
+            throw StoreError.storeLost(files, reason: "no creation of it was in progress (no creation marker)")
+        }
+        guard case .keyMade = marker.stage else {
+            // The creation was interrupted between asking for the key and naming its key file (a crash in that
+            // instant): the key file is the one it made — unless something shows that the key file's store
+            // existed. The inbox key file is made at a store's first attach, after its schema.
+            if SecureFile.exists(files.inboxKey) {
+                throw StoreError.storeLost(
+                    files,
+                    reason: "the creation marker \(files.creationMarker) names no key file while the inbox key file \(files.inboxKey) shows that the key file's store existed")
+            }
+            LogSubsystem.store.makeLogger().debug(
+                "finishing a store creation interrupted while its key was made", metadata: ["store": "\(files.database)"])
+            return true
+        }
+        let keyFile: StoreKeyFile
+        do {
+            keyFile = try StoreKeyFile.load(from: files.key)
+        } catch {
+            throw StoreError.storeLost(files, reason: "its key file cannot be compared with the creation marker (\(error))", cause: error)
+        }
+        guard marker.names(keyFile) else {
+            throw StoreError.storeLost(
+                files, reason: "the creation marker \(files.creationMarker) belongs to the creation of another key file")
+        }
+        LogSubsystem.store.makeLogger().debug("finishing an interrupted store creation", metadata: ["store": "\(files.database)"])
+        return true
+    }
+}

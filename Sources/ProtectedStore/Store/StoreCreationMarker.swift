@@ -1,0 +1,114 @@
+internal import SecureKeys
+
+/// The marker of one store creation in progress (`<store>.creating`, format v1 in keys/README.md).
+///
+/// Creating a store writes two files, its key file and then the store, so a crash can fall between them. The
+/// marker says which creation was interrupted: it is written when a creation starts (nothing of the store
+/// exists yet), records the new key file's store identifier as soon as that file exists, and is removed once
+/// the store exists with its schema — or when the creation ends without making a key. A key file without a
+/// store is finished as an interrupted creation only when the marker names *that* key file (or names none yet
+/// and nothing shows the key file's store existed: a crash between the key and the marker's second write); a
+/// marker naming another key file never re-creates a store: a key file without its store is then a lost store,
+/// reported.
+struct StoreCreationMarker: Sendable, Equatable {
+    /// How far the creation got.
+    enum Stage: Sendable, Equatable {
+        /// The store's key was being made; which key file it became is not known.
+        case makingKey
+        /// The key file with this store identifier was made; the store was not created yet.
+        case keyMade(storeID: [UInt8])
+    }
+
+    /// How far the creation got.
+    let stage: Stage
+
+    static let magic: [UInt8] = Array("PSSC".utf8)
+    static let formatVersion: UInt8 = 1
+    static let checksumLength = 16
+    /// Magic, version, stage, reserved, store identifier, checksum.
+    static let fileLength = 4 + 1 + 1 + 2 + StoreKeyFile.storeIDLength + checksumLength
+
+    /// The marker of a creation at `stage`.
+    init(stage: Stage) { self.stage = stage }
+
+    /// Parses a marker.
+    ///
+    /// - Throws: `SecureKeysError` `key-file-damaged` when the bytes are not a v1 marker (an empty file is
+    ///   one: older versions wrote an empty marker, which names no creation), `unsupported-key-format` for
+    ///   another version.
+    init(bytes: [UInt8], path: String) throws {
+        guard bytes.count >= Self.magic.count + 1, Array(bytes[0..<Self.magic.count]) == Self.magic else {
+            throw SecureKeysError.damaged("not a store creation marker v1 (\(bytes.count) bytes, bad magic)", path: path)
+        }
+        guard bytes[Self.magic.count] == Self.formatVersion else {
+            throw SecureKeysError.unsupportedFormat(
+                "store creation marker version \(bytes[Self.magic.count]); this build reads version \(Self.formatVersion)", path: path)
+        }
+        guard bytes.count == Self.fileLength else {
+            throw SecureKeysError.damaged("store creation marker is \(bytes.count) bytes, a v1 marker is \(Self.fileLength)", path: path)
+        }
+        let body = bytes[..<(Self.fileLength - Self.checksumLength)]
+        guard KeyDerivation.constantTimeEquals(
+            KeyDerivation.checksum(of: body, length: Self.checksumLength), Array(bytes[body.endIndex...]))
+        else { throw SecureKeysError.damaged("store creation marker checksum mismatch (truncated or altered)", path: path) }
+        var reader = ByteReader(bytes, offset: Self.magic.count + 1)
+        let stage = reader.readUInt8()
+        _ = reader.readUInt16()  // reserved
+        let storeID = Array(reader.read(StoreKeyFile.storeIDLength)!)
+        switch stage {
+        case 1: self.stage = .makingKey
+        case 2: self.stage = .keyMade(storeID: storeID)
+        default: throw SecureKeysError.damaged("store creation marker has an unknown stage \(stage ?? 0)", path: path)
+        }
+    }
+
+    /// The marker's bytes.
+    var bytes: [UInt8] {
+        var writer = ByteWriter()
+        writer.write(Self.magic)
+        writer.write(Self.formatVersion)
+        switch stage {
+        case .makingKey:
+            writer.write(UInt8(1))
+            writer.write(UInt16(0))
+            writer.write([UInt8](repeating: 0, count: StoreKeyFile.storeIDLength))
+        case .keyMade(let storeID):
+            writer.write(UInt8(2))
+            writer.write(UInt16(0))
+            writer.write(storeID)
+        }
+        writer.write(KeyDerivation.checksum(of: writer.bytes[...], length: Self.checksumLength))
+        return writer.bytes
+    }
+
+    /// Whether this marker names the key file `keyFile`: the creation it describes made that key file.
+    func names(_ keyFile: StoreKeyFile) -> Bool {
+        guard case .keyMade(let storeID) = stage else { return false }
+        return storeID == keyFile.storeID
+    }
+
+    /// The marker at `path`, or `nil` when there is none.
+    ///
+    /// - Throws: `SecureKeysError` when it cannot be read or is not a v1 marker.
+    static func read(at path: String) throws -> StoreCreationMarker? {
+        guard SecureFile.exists(path) else { return nil }
+        return try StoreCreationMarker(bytes: try SecureFile.read(path, maximumSize: 4096), path: path)
+    }
+
+    /// Writes the marker at `path` atomically (temporary file, `fsync`, `rename`, folder `fsync`), replacing
+    /// the one there.
+    ///
+    /// - Throws: `SecureKeysError` `io-error`.
+    func write(to path: String) throws {
+        try SecureFile.writeAtomically(bytes, to: path, replacing: true)
+    }
+
+    /// Removes the marker at `path`, if any, and syncs its folder so the removal survives a crash.
+    ///
+    /// - Throws: `SecureKeysError` `io-error`.
+    static func remove(at path: String) throws {
+        guard SecureFile.exists(path) else { return }
+        try DiskIO.unlink(path)
+        try SecureFile.syncDirectory(SecureFile.folder(containing: path))
+    }
+}

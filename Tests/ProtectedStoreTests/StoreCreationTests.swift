@@ -1,0 +1,145 @@
+import Foundation
+import SecureKeys
+import TestSupport
+import Testing
+
+@_spi(Testing) @testable import ProtectedStore
+
+/// The store creation marker (`<store>.creating`, keys/README.md): it describes one creation in progress, and
+/// never lets a lost store be replaced by a new empty one.
+@Suite("Store creation", .timeLimit(.minutes(3)))
+@MainActor
+struct StoreCreationTests {
+    func relaunch(_ fixture: ControllerFixture) async {
+        fixture.controller.terminate()
+        await fixture.controller.waitUntilIdle()
+        fixture.controller = fixture.makeController()
+        await fixture.launch()
+    }
+
+    func exists(_ path: String) -> Bool { FileManager.default.fileExists(atPath: path) }
+
+    func move(_ path: String, to destination: String) throws {
+        try FileManager.default.moveItem(atPath: path, toPath: destination)
+    }
+
+    @Test("an attach refused with store-exists-without-key leaves no marker: when the key comes back and the store is missing, the store is reported lost, not re-created empty")
+    func refusedAttachLeavesNoMarker() async throws {
+        let fixture = try ControllerFixture()
+        await fixture.launch()
+        try await fixture.controller.coordinator?.put("k", "v")
+        fixture.controller.terminate()
+        await fixture.controller.waitUntilIdle()
+        let files = StoreFiles(database: fixture.storePath)
+        let aside = fixture.directory.file("aside")
+        try FileManager.default.createDirectory(atPath: aside, withIntermediateDirectories: false)
+
+        // The key file goes missing: the attach is refused, and nothing of a creation is left behind.
+        try move(files.key, to: aside + "/app.sqlite.key")
+        await relaunch(fixture)
+        #expect(fixture.presented.map(\.code.name) == ["store-exists-without-key"])
+        #expect(!exists(files.creationMarker), "a refused creation leaves no marker")
+        #expect(!exists(files.key), "no key is made over existing data")
+
+        // The key file comes back and the store file goes missing: a lost store, never an empty new one.
+        try move(aside + "/app.sqlite.key", to: files.key)
+        try move(files.database, to: aside + "/app.sqlite")
+        await relaunch(fixture)
+        #expect(fixture.presented.map(\.code.name) == ["store-exists-without-key", "store-unavailable"])
+        #expect(fixture.controller.coordinator == nil)
+        #expect(!exists(files.database), "no empty store in place of a lost one")
+
+        // With its file back, the store attaches with its data.
+        try move(aside + "/app.sqlite", to: files.database)
+        await relaunch(fixture)
+        #expect(fixture.controller.phase == .ready)
+        #expect(try await fixture.value("k") == "v")
+    }
+
+    @Test("a creation that ends without a key (the device is locked) removes its marker")
+    func creationWithoutKeyRemovesMarker() async throws {
+        let fixture = try ControllerFixture()
+        try fixture.rebootDevice()  // before the first unlock: the class key is not held
+        await fixture.launch()
+        #expect(fixture.controller.phase == .waitingForProtectedData)
+        let files = StoreFiles(database: fixture.storePath)
+        #expect(!exists(files.key))
+        #expect(!exists(files.creationMarker), "no creation is in progress")
+        try await fixture.unlock()
+        #expect(fixture.controller.phase == .ready)
+        #expect(!exists(files.creationMarker))
+    }
+
+    @Test("a marker that names another key file, names none beside an inbox key file, or is an older empty one never re-creates a missing store: store-unavailable, nothing changed")
+    func markerOfAnotherCreationIsNotEnough() async throws {
+        let other = try ControllerFixture()
+        let otherKey = try StoreCoordinator.createStoreKey(.init(path: other.storePath), keys: other.device)
+        otherKey.wipe()
+        let foreignMarker = fileBytes(other.storePath + ".creating")
+        let markers: [(String, [UInt8], reason: String)] = [
+            ("another key file's", foreignMarker, "belongs to the creation of another key file"),
+            ("no key file's", StoreCreationMarker(stage: .makingKey).bytes, "shows that the key file's store existed"),
+            ("an older empty", [], "names no creation (key-file-damaged"),
+        ]
+        for (name, marker, reason) in markers {
+            let fixture = try ControllerFixture()
+            let key = try fixture.device.createStoreKey(forStoreAt: fixture.storePath, protectionClass: .complete)
+            key.wipe()
+            let files = StoreFiles(database: fixture.storePath)
+            _ = FileManager.default.createFile(
+                atPath: files.creationMarker, contents: Data(marker), attributes: [.posixPermissions: 0o600])
+            // What a store's first attach leaves beside its key file.
+            _ = FileManager.default.createFile(atPath: files.inboxKey, contents: Data(), attributes: [.posixPermissions: 0o600])
+            await fixture.launch()
+            #expect(fixture.presented.map(\.code.name) == ["store-unavailable"], "\(name) marker")
+            let message = fixture.presented.first?.message ?? ""
+            #expect(message.contains(files.key), "\(name) marker: the message names the key file")
+            #expect(message.contains(reason), "\(name) marker: \(message)")
+            #expect(!exists(files.database), "\(name) marker: no empty store in place of a lost one")
+            #expect(fileBytes(files.creationMarker) == marker, "\(name) marker: left as it is")
+        }
+    }
+
+    @Test("the marker is written in the creation and names the new key file's store identifier until the store exists")
+    func markerNamesTheNewKeyFile() throws {
+        let fixture = try ControllerFixture()
+        let key = try StoreCoordinator.createStoreKey(.init(path: fixture.storePath), keys: fixture.device)
+        key.wipe()
+        let files = StoreFiles(database: fixture.storePath)
+        let marker = try StoreCreationMarker(bytes: fileBytes(files.creationMarker), path: files.creationMarker)
+        let keyFile = try StoreKeyFile.load(from: files.key)
+        #expect(marker.stage == .keyMade(storeID: keyFile.storeID))
+        #expect(marker.names(keyFile))
+        #expect(try StoreCoordinator.resumesInterruptedCreation(files))
+    }
+
+    @Test("a store file without a key file is refused before any marker is written")
+    func existingStoreWithoutKeyWritesNoMarker() throws {
+        let fixture = try ControllerFixture()
+        let files = StoreFiles(database: fixture.storePath)
+        for existing in [files.database, files.writeAheadLog] {
+            _ = FileManager.default.createFile(atPath: existing, contents: Data("someone's data".utf8))
+            let error = #expect(throws: SecureKeysError.self) {
+                _ = try StoreCoordinator.createStoreKey(.init(path: fixture.storePath), keys: fixture.device)
+            }
+            #expect(error?.code == .storeExistsWithoutKey)
+            #expect(!exists(files.creationMarker))
+            #expect(!exists(files.key))
+            try FileManager.default.removeItem(atPath: existing)
+        }
+    }
+
+    @Test("a crash between the key file and the marker naming it (stage 1) finishes the creation when nothing shows the key's store existed")
+    func creationInterruptedBeforeTheMarkerNamedTheKey() async throws {
+        let fixture = try ControllerFixture()
+        let key = try StoreCoordinator.createStoreKey(.init(path: fixture.storePath), keys: fixture.device)
+        key.wipe()
+        let files = StoreFiles(database: fixture.storePath)
+        try StoreCreationMarker(stage: .makingKey).write(to: files.creationMarker)
+        await fixture.launch()
+        #expect(fixture.controller.phase == .ready)
+        #expect(!exists(files.creationMarker))
+        try await fixture.controller.coordinator?.put("k", "v")
+        #expect(try await fixture.value("k") == "v")
+    }
+}
