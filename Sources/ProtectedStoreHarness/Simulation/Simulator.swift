@@ -176,7 +176,7 @@ public enum Simulator {
         let journalCount: Int
     }
 
-    private struct Failure {
+    struct Failure {
         let invariant: String
         let message: String
         let expectation: Expectation?
@@ -184,7 +184,7 @@ public enum Simulator {
 
     /// 9. A wipe is final: the keybag and the device key never exist again, whatever happens after it
     /// (reboots, power cuts, launches), and the store is never ready again.
-    private static func checkWipe(session: ScenarioSession, model: SimulationModel) -> Failure? {
+    static func checkWipe(session: ScenarioSession, model: SimulationModel) -> Failure? {
         guard model.wiped else { return nil }
         // DeviceLayout (ProtectedData): device/device.keybag, hardware/uid.key.
         for name in ["device/device.keybag", "hardware/uid.key"] where SecureFile.exists(session.stateDirectory + "/" + name) {
