@@ -103,8 +103,8 @@ public struct CoverageTally: Sendable, Equatable {
         lhs.readsChecked += rhs.readsChecked
     }
 
-    /// The tally in lines of at most 100 columns, each `subject: N what, N what…`, so several processes'
-    /// lines can be summed number by number (scripts/simulate-long.sh).
+    /// The tally in lines of at most 100 columns, each `subject: N what, N what…` with no number but counts,
+    /// so several processes' lines can be summed number by number (scripts/simulate-long.sh).
     public var summaryLines: [String] {
         [
             "passcodes: \(passcodeChanges) changed, \(passcodeChangesRefused) changes and \(wrongUnlocks) unlocks wrong, "
@@ -112,9 +112,9 @@ public struct CoverageTally: Sendable, Equatable {
             "wipes: \(wipes) devices erased, \(stepsAfterWipe) steps after checked: no key file back, nothing available",
             "quarantine: \(unknownKindRecords) unknown-kind records, \(quarantined) quarantined, \(retries) retries, "
                 + "\(discards) discards of \(discardedRecords)",
-            "inbox: \(otherProcessAppends) appends by another process, \(largeInboxAppends) at the 4 MiB limit "
+            "inbox: \(otherProcessAppends) appends by another process, \(largeInboxAppends) at the record size limit "
                 + "(\(largeInboxRefused) refused)",
-            "reads: \(readsChecked) gets compared with the model, \(largePuts) puts of about 4 MiB",
+            "values: \(readsChecked) gets compared with the model, \(largePuts) large puts (about four MiB)",
         ]
     }
 }
