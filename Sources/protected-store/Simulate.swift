@@ -68,10 +68,12 @@ extension ProtectedStoreCommand {
             let progress = SimulationProgress(total: seeds, wanted: self.progress)
             var totalSteps = 0
             var powerCuts = PowerCutTally()
+            var coverage = CoverageTally()
             for (done, seed) in (start...(start + UInt64(seeds - 1))).enumerated() {
                 let run = try await Simulator.run(seed: seed, steps: steps, plantedFault: plant)
                 totalSteps += run.commands.count
                 powerCuts += run.powerCuts
+                coverage += run.coverage
                 if trace {
                     progress?.clear()
                     for line in run.trace { print("seed \(seed) \(line)") }
@@ -100,8 +102,10 @@ extension ProtectedStoreCommand {
             progress?.clear()
             let elapsed = started.duration(to: clock.now)
             let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-            if powerCuts.cuts > 0 { print(powerCuts.summary) }
+            // The summary first (scripts and tests read it), then what the runs covered.
             print("\(seeds) seeds, \(totalSteps) steps, 0 violations (\(Int(Double(totalSteps) / max(seconds, 0.001))) steps/s, \(String(format: "%.1f", seconds)) s)")
+            if powerCuts.cuts > 0 { print(powerCuts.summary) }
+            for line in coverage.summaryLines { print(line) }
         }
     }
 }

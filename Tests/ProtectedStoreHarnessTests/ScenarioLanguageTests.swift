@@ -79,6 +79,7 @@ struct ScenarioLanguageTests {
             .appLaunch(LaunchOptions(reason: .location, inBackground: true), protection: .completeUnlessOpen, attachDelay: .seconds(2)),
             .appTerminate, .appCrash, .inboxQuarantine, .inboxRetry, .inboxDiscard(nil), .status,
             .put(key: "k", value: ScenarioValue.filled(100)), .inboxPut(key: "k", value: ScenarioValue.filled(1000)),
+            .inboxPut(key: "k", value: ScenarioValue.filled(70), kind: "note", otherProcess: true),
             .expect(.value(key: "k", value: ScenarioValue.filled(65))), .expect(.ran([])),
             .expect(.protectedData(available: true)), .expect(.protectedData(available: false)),
             .expect(.coordinator(assigned: true)), .expect(.coordinator(assigned: false)),
@@ -94,7 +95,8 @@ struct ScenarioLanguageTests {
                 .deviceUnlock(passcode: value), .deviceChangePasscode(old: value, new: value + "2"),
                 .deviceChangePasscode(old: value, new: value, allowEmptyPasscode: true), .ui(value), .put(key: value, value: value),
                 .put(key: "k", value: value), .get(key: value), .delete(key: value),
-                .inboxPut(key: value, value: value), .inboxPut(key: value, value: value, kind: value), .inboxDelete(key: value),
+                .inboxPut(key: value, value: value), .inboxPut(key: value, value: value, kind: value),
+                .inboxPut(key: value, value: value, otherProcess: true), .inboxDelete(key: value),
                 .inboxDiscard(value), .expect(.ran([value])), .expect(.ran([value, "b", value])),
                 .expect(.value(key: value, value: value)), .expect(.missing(key: value)), .expect(.error(value)),
                 .expect(.presentedError(value)),
@@ -168,6 +170,10 @@ struct ScenarioLanguageTests {
         #expect(try ScenarioParser.parse(#"ui "--background""#) == .ui("--background"))
         #expect(try ScenarioParser.parse(#"inbox put k "--bytes" 3"#) == .inboxPut(key: "k", value: "--bytes 3"))
         #expect(try ScenarioParser.parse("inbox put k --bytes 3") == .inboxPut(key: "k", value: "012"))
+        #expect(try ScenarioParser.parse(#"put k "--bytes" 3"#) == .put(key: "k", value: "--bytes 3"))
+        #expect(try ScenarioParser.parse("put k --bytes 3") == .put(key: "k", value: "012"))
+        #expect(try ScenarioParser.parse("inbox put --other-process k v") == .inboxPut(key: "k", value: "v", otherProcess: true))
+        #expect(try ScenarioParser.parse(#"inbox put k "--other-process""#) == .inboxPut(key: "k", value: "--other-process"))
         #expect(try ScenarioParser.parse(#"inbox discard "all""#) == .inboxDiscard("all"))
         #expect(try ScenarioParser.parse("inbox discard all") == .inboxDiscard(nil))
         #expect(try ScenarioParser.parse(#"device unlock --passcode "--grace""#) == .deviceUnlock(passcode: "--grace"))

@@ -26,11 +26,12 @@ extension ScenarioCommand {
         case .appTerminate: return "app terminate"
         case .appCrash: return "app crash"
         case .ui(let name): return "ui \(quoted(name))"
-        case .put(let key, let value): return "put \(quoted(key)) \(quoted(value))"
+        case .put(let key, let value): return "put \(quoted(key)) \(ScenarioValue.words(value))"
         case .get(let key): return "get \(quoted(key))"
         case .delete(let key): return "delete \(quoted(key))"
-        case .inboxPut(let key, let value, let kind):
-            return "inbox put " + (kind.map { "--kind \(quoted($0)) " } ?? "") + "\(quoted(key)) \(ScenarioValue.words(value))"
+        case .inboxPut(let key, let value, let kind, let otherProcess):
+            return "inbox put " + (kind.map { "--kind \(quoted($0)) " } ?? "") + (otherProcess ? "--other-process " : "")
+                + "\(quoted(key)) \(ScenarioValue.words(value))"
         case .inboxDelete(let key): return "inbox delete \(quoted(key))"
         case .inboxQuarantine: return "inbox quarantine"
         case .inboxRetry: return "inbox retry"

@@ -31,14 +31,14 @@ public enum ScenarioCommand: Sendable, Hashable {
     case appCrash
     /// `ui NAME`: a UI-facing operation that records its name when it runs.
     case ui(String)
-    /// `put KEY VALUE`: a UI-facing write.
+    /// `put KEY VALUE|--bytes N`: a UI-facing write.
     case put(key: String, value: String)
     /// `get KEY`: a UI-facing read that prints the value.
     case get(key: String)
     /// `delete KEY`: a UI-facing removal.
     case delete(key: String)
-    /// `inbox put [--kind NAME] KEY VALUE`: a write sealed into the locked inbox, which works while the store is locked; a kind other than `put` is an app-defined change this tool's app cannot apply (it is quarantined).
-    case inboxPut(key: String, value: String, kind: String? = nil)
+    /// `inbox put [--kind NAME] [--other-process] KEY VALUE`: a write sealed into the locked inbox, which works while the store is locked; a kind other than `put` is an app-defined change this tool's app cannot apply (it is quarantined). With `--other-process` the record is appended as another process (an extension) would, through the inbox file alone: a running app merges it at its next poll, not at once.
+    case inboxPut(key: String, value: String, kind: String? = nil, otherProcess: Bool = false)
     /// `inbox delete KEY`: a removal sealed into the locked inbox.
     case inboxDelete(key: String)
     /// `inbox quarantine`: list the inbox records the store keeps because they could not be applied.

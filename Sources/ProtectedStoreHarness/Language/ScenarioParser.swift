@@ -139,8 +139,7 @@ public enum ScenarioParser: Sendable {
             return .ui(name)
         case "put":
             let key = try arguments.positional("a key")
-            let value = try arguments.rest("a value")
-            return .put(key: key, value: value)
+            return .put(key: key, value: try arguments.value())
         case "get":
             let key = try arguments.positional("a key")
             try arguments.finish()
@@ -155,8 +154,9 @@ public enum ScenarioParser: Sendable {
             switch action {
             case "put":
                 let kind = try arguments.optionalOption("--kind")
+                let otherProcess = arguments.flag("--other-process")
                 let key = try arguments.positional("a key")
-                return .inboxPut(key: key, value: try arguments.value(), kind: kind)
+                return .inboxPut(key: key, value: try arguments.value(), kind: kind, otherProcess: otherProcess)
             case "delete":
                 let key = try arguments.positional("a key")
                 try arguments.finish()

@@ -52,8 +52,15 @@ public final class ScenarioSession {
     public enum JournalEntry: Sendable, Hashable {
         /// A UI-facing put or delete completed.
         case applied(InboxEntry.Change)
-        /// A merge applied this many inbox records (the oldest pending ones).
-        case inboxMerged(Int)
+        /// A merge handled the oldest pending inbox records: applied `merged` of them and moved `quarantined`
+        /// (records of a kind the app cannot apply) to the store's quarantine.
+        case inboxMerged(Int, quarantined: Int)
+        /// `inbox retry` applied `merged` quarantined records; `stillQuarantined` stay.
+        case quarantineRetried(merged: Int, stillQuarantined: Int)
+        /// `inbox discard` removed `removed` quarantined records (`which`: the id asked for, `nil` for all).
+        case quarantineDiscarded(which: String?, removed: Int)
+        /// A UI-facing `get` read `value` (`nil`: missing) for `key`.
+        case read(key: String, value: String?)
         /// A `ui` operation ran; whether the store was ready (with a coordinator) when it did.
         case ran(String, storeWasReady: Bool)
     }
@@ -304,6 +311,7 @@ public final class ScenarioSession {
         case .get(let key):
             try requireApp().submit("get \(key)") { [weak self] coordinator in
                 let value = try await coordinator.value(forKey: key)
+                self?.journal.append(.read(key: key, value: value))
                 // Written as a script writes it, so a newline, a trailing space or an empty value can be seen.
                 self?.output(value.map { "\(quoted(key)) = \(ScenarioValue.words($0))" } ?? "\(quoted(key)) is missing")
             }
@@ -312,13 +320,13 @@ public final class ScenarioSession {
                 try await $0.removeValue(forKey: key)
                 self?.journal.append(.applied(.delete(key: key)))
             }
-        case .inboxPut(let key, let value, let kind):
+        case .inboxPut(let key, let value, let kind, let otherProcess):
             _ = try requireKeys()
             writtenValues.insert(value)
             // With the app running it merges at once when the store is attached; with no app (a notification
-            // extension, say) the record waits for the next attach.
+            // extension, say), or from another process, the record waits for the next attach or the app's poll.
             let id: InboxEntry.ID
-            switch (controller, kind) {
+            switch (otherProcess ? nil : controller, kind) {
             case (let controller?, let kind?) where kind != "put":
                 id = try controller.appendToInbox(kind: kind, key: key, value: value)
             case (let controller?, _):
@@ -353,6 +361,7 @@ public final class ScenarioSession {
             let ids = try which.map { [try Self.recordID($0)] }
             try requireApp().submit("inbox discard") { [weak self] coordinator in
                 let removed = try await coordinator.discardQuarantinedInboxRecords(ids)
+                self?.journal.append(.quarantineDiscarded(which: which, removed: removed))
                 self?.output("inbox: discarded \(removed) quarantined record\(removed == 1 ? "" : "s")")
             }
         case .status:
@@ -399,7 +408,10 @@ public final class ScenarioSession {
 
     /// Journals and prints what a merge (or a retry of the quarantine) did.
     private func record(_ report: InboxMergeReport, retried: Bool) {
-        journal.append(.inboxMerged(report.merged.count))
+        journal.append(
+            retried
+                ? .quarantineRetried(merged: report.merged.count, stillQuarantined: report.quarantined.count)
+                : .inboxMerged(report.merged.count, quarantined: report.quarantined.count))
         var line = "inbox: merged \(report.merged.count) record\(report.merged.count == 1 ? "" : "s")"
         if !report.quarantined.isEmpty { line += ", \(report.quarantined.count) \(retried ? "still " : "")quarantined" }
         if report.alreadyApplied > 0 { line += ", \(report.alreadyApplied) already applied" }

@@ -4,14 +4,39 @@ import SecureKeys
 
 /// Draws a random but valid next command from the model's state: mostly what makes sense now (unlock when
 /// locked, launch when no app runs), sometimes a mistake (a wrong passcode, a UI operation with no app).
+///
+/// It covers the whole product: passcode changes (right and wrong old passcodes), in one seed in eight a
+/// device set up to erase itself after a few wrong passcodes and then attacked until it does, inbox records
+/// of kinds the app cannot apply (quarantined, retried, discarded), values at the inbox's 4 MiB limit and
+/// direct puts as large, reads beside writes, and appends by another process while the app runs.
 struct CommandGenerator {
     private var random: SplitMix64
     private let seed: UInt64
     private var step = 0
+    /// The device's `--wipe-after`: a few failures, in one seed in eight (decided by the seed); `nil` otherwise.
+    let wipeAfter: Int?
+    /// In one other seed in eight, wrong passcodes are tried often enough to reach the delays (the 5th
+    /// consecutive failure imposes a minute), so attempts during a delay and reboots that restart it are seen.
+    let guessesOften: Bool
+    /// From this step on, a seed with ``wipeAfter`` guesses passcodes until the device erases itself, so the
+    /// rest of the run checks that nothing erased comes back.
+    static let attackFromStep = 60
+
+    /// A device erased while the app runs leaves a class B, C or D store open and writable (reported from
+    /// issue 26's simulator work: the wipe tells the app nothing when class A was not held, and the launch
+    /// machine closes only class-A stores). Until that is decided, the generator makes the failure that
+    /// erases the device only with no app running; the oracle still flags the case if a shrunk or replayed
+    /// sequence reaches it.
+    static let avoidsWipeWhileAppRuns = true
 
     init(seed: UInt64) {
         self.seed = seed
         random = SplitMix64(seed: seed)
+        // A stream of its own, so the choice does not shift the commands of the other seeds.
+        var decider = SplitMix64(seed: seed ^ 0x5749_5045_5749_5045)
+        let draw = decider.next() % 8
+        wipeAfter = draw == 0 ? Int(3 + decider.next() % 3) : nil
+        guessesOften = draw == 1
     }
 
     private mutating func pick<T>(_ choices: [T]) -> T { choices[Int(random.next() % UInt64(choices.count))] }
@@ -19,8 +44,26 @@ struct CommandGenerator {
     mutating func next(_ model: SimulationModel) -> ScenarioCommand {
         step += 1
         if !model.deviceSetUp {
-            return .deviceSetup(passcode: SimulationModel.passcode, grace: model.gracePeriod, wipeAfter: nil)
+            return .deviceSetup(passcode: SimulationModel.passcode, grace: model.gracePeriod, wipeAfter: wipeAfter)
         }
+        // Rare and slow: a value at the edge of the inbox's 4 MiB record limit, or a direct put as large. Only
+        // in the second half of a run: each step after one rescans and rereads megabytes.
+        let rare = random.next() % Self.largeValueOdds
+        if step >= Self.largeValuesFromStep, rare == 0, model.storeAttachedOnce {
+            let key = pick(Self.keys)
+            let kind: String? = pick([nil, nil, pick(Self.unknownKinds)])
+            let fits = InboxRecord.maximumPayloadLength - SimulationModel.inboxPayloadLength(key: key, value: "", kind: kind)
+            return .inboxPut(key: key, value: ScenarioValue.filled(fits - 3 + Int(random.next() % 7)), kind: kind)
+        }
+        if step >= Self.largeValuesFromStep, rare == 1, model.appRunning {
+            return .put(key: pick(Self.keys), value: ScenarioValue.filled((4 << 20) - Int(random.next() % 4096)))
+        }
+        let attacking = wipeAfter != nil && step >= Self.attackFromStep && !model.wiped
+        // A wrong passcode may be tried unless it would only run into delays, or erase the device with the
+        // app running (see avoidsWipeWhileAppRuns).
+        let wrongAllowed = !model.wiped && (attacking || model.failures < 5)
+            && !(Self.avoidsWipeWhileAppRuns && model.appRunning && model.nextFailureWipes)
+        let wrongWeight = attacking ? 20 : guessesOften ? 12 : 3
         var weighted: [(Int, ScenarioCommand)] = [
             (10, .clockAdvance(pick([.milliseconds(100), .seconds(1), .seconds(5), .milliseconds(9999), .seconds(10), .seconds(60)]))),
             (3, .deviceReboot),
@@ -30,26 +73,46 @@ struct CommandGenerator {
         if model.unlocked {
             weighted.append((8, .deviceLock))
         } else {
-            weighted.append((14, .deviceUnlock(passcode: model.passcode)))
-            // Wrong passcodes, but not so many that the delays swallow the run.
-            if model.failures < 5 { weighted.append((3, .deviceUnlock(passcode: "0000"))) }
+            weighted.append((model.wiped || attacking ? 2 : guessesOften ? 4 : 14, .deviceUnlock(passcode: model.passcode)))
+            if wrongAllowed { weighted.append((wrongWeight, .deviceUnlock(passcode: Self.wrongPasscode))) }
+        }
+        if !model.wiped {
+            // A right passcode resets the count: seldom while guessing.
+            if !attacking, !guessesOften || model.failures == 0 {
+                weighted.append((2, .deviceChangePasscode(old: model.passcode, new: pick(Self.passcodes))))
+            }
+            if wrongAllowed { weighted.append((wrongWeight / 3 + 1, .deviceChangePasscode(old: Self.wrongPasscode, new: pick(Self.passcodes)))) }
+        } else {
+            weighted.append((1, .deviceChangePasscode(old: model.passcode, new: pick(Self.passcodes))))
         }
         if model.appRunning {
             weighted += [
                 (10, .ui("op\(step)")),
                 (16, .put(key: pick(Self.keys), value: "val-\(seed)-\(step)")),
+                (6, .get(key: pick(Self.keys))),
                 (4, .delete(key: pick(Self.keys))),
                 (3, .appTerminate),
                 (3, .appCrash),
+                (2, .inboxRetry),
+                (1, .inboxDiscard(nil)),
+                (1, .inboxQuarantine),
             ]
+            // An attack with the app running: end the app, so the erasing failure may come.
+            if attacking, !wrongAllowed { weighted.append((20, pick([.appTerminate, .appCrash]))) }
         } else {
             let reason = pick(LaunchOptions.Reason.allCases)
             let protection: ProtectionClass? = model.storeClass == nil ? pick(ProtectionClass.allCases) : nil
             let delay: Duration = pick([.zero, .zero, .zero, .milliseconds(500), .seconds(2)])
-            weighted.append((30, .appLaunch(LaunchOptions(reason: reason), protection: protection, attachDelay: delay)))
+            weighted.append((attacking ? 5 : 30, .appLaunch(LaunchOptions(reason: reason), protection: protection, attachDelay: delay)))
             weighted.append((1, .ui("op\(step)")))
         }
-        if model.storeAttachedOnce { weighted.append((6, .inboxPut(key: pick(Self.keys), value: "inbox-\(seed)-\(step)"))) }
+        if model.storeAttachedOnce {
+            weighted += [
+                (6, .inboxPut(key: pick(Self.keys), value: "inbox-\(seed)-\(step)")),
+                (2, .inboxPut(key: pick(Self.keys), value: "inbox-\(seed)-\(step)", kind: pick(Self.unknownKinds))),
+                (model.appRunning ? 3 : 1, .inboxPut(key: pick(Self.keys), value: "inbox-\(seed)-\(step)", otherProcess: true)),
+            ]
+        }
         let total = weighted.reduce(0) { $0 + $1.0 }
         var roll = Int(random.next() % UInt64(total))
         for (weight, command) in weighted {
@@ -59,8 +122,20 @@ struct CommandGenerator {
         return weighted[0].1
     }
 
-    static let keys = ["a", "b", "c", "d", "e"]
+    /// One step in this many (from ``largeValuesFromStep``) appends a value at the inbox's limit, and as many
+    /// put a 4 MiB value.
+    static let largeValueOdds: UInt64 = 800
+    static let largeValuesFromStep = 100
 
-    /// Every value this generator writes for `seed` starts with one of these.
-    static func valuePrefixes(seed: UInt64) -> [String] { ["val-\(seed)-", "inbox-\(seed)-"] }
+    static let keys = ["a", "b", "c", "d", "e"]
+    /// Passcodes a change may set; never ``wrongPasscode``.
+    static let passcodes = ["1234", "5678", "2580", "1111"]
+    /// The passcode every wrong attempt uses.
+    static let wrongPasscode = "0000"
+    /// Kinds of inbox record this tool's app has no handler for: each is quarantined at the merge.
+    static let unknownKinds = ["note-starred", "sticker", "reaction"]
+
+    /// Every value this generator writes for `seed` starts with one of these (a large value is
+    /// ``ScenarioValue/filled(_:)``, which starts with its first 32 bytes).
+    static func valuePrefixes(seed: UInt64) -> [String] { ["val-\(seed)-", "inbox-\(seed)-", ScenarioValue.filled(32)] }
 }

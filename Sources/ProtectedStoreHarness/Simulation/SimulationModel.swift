@@ -1,10 +1,15 @@
 import ProtectedStore
 import ProtectedData
+import SecureKeys
 
 /// The oracle: what the device and the store must look like after each command, kept independently of
 /// the code under test — from the rules in DESIGN.md, not by replaying the implementation.
 struct SimulationModel {
     static let passcode = "1234"
+    /// How often a running app looks for records another process appended (the controller's default, which
+    /// the sessions the simulator drives keep).
+    static let inboxPollInterval: Duration =
+        DataController.Configuration(store: StoreConfiguration(path: "/", protectionClass: .complete)).inboxPollInterval ?? .seconds(1)
     let gracePeriod: Duration
     let policy = PasscodeAttemptPolicy()
 
@@ -16,6 +21,11 @@ struct SimulationModel {
     var graceDeadline: Duration?
     var failures = 0
     var delayUntil: Duration?
+    /// The device's "erase after N failures" setting.
+    var wipeAfter: Int?
+    /// Whether the device erased its keys: from then on no key of any class is ever available again, and the
+    /// keybag and device key files must never exist again (invariant 9).
+    var wiped = false
 
     var appRunning = false
     /// The class the store was created with; fixed by the first launch.
@@ -24,16 +34,35 @@ struct SimulationModel {
     var storeAttachedOnce = false
     /// Acknowledged contents of the store.
     var contents: [String: String] = [:]
+
+    /// An acknowledged inbox append not merged yet.
+    struct PendingRecord {
+        let key: String
+        /// `nil`: a removal.
+        let value: String?
+        /// `nil` for the built-in put and delete, which the app applies; otherwise a kind it cannot apply, so
+        /// the merge must move the record to the quarantine.
+        let kind: String?
+        /// When another process appended it: a running app merges it at its next poll, within one interval.
+        let otherProcessAt: Duration?
+    }
+
     /// Acknowledged inbox writes not merged yet, oldest first.
-    var pendingInbox: [(key: String, value: String?)] = []
+    var pendingInbox: [PendingRecord] = []
+    /// The kinds of the records in the store's quarantine, oldest first: kept until discarded (invariant 7).
+    var quarantine: [String] = []
     /// `ui` operations in submission order.
     var submitted: [String] = []
+
+    /// Something the store reported that the model contradicts (a read, a merge's counts), found while
+    /// absorbing the journal; the simulator reports it as a violation.
+    var finding: (invariant: String, message: String, expectation: Expectation?)?
 
     init(gracePeriod: Duration) { self.gracePeriod = gracePeriod }
 
     /// Whether the keys of `protectionClass` are held.
     func keysHeld(_ protectionClass: ProtectionClass) -> Bool {
-        guard deviceSetUp else { return false }
+        guard deviceSetUp, !wiped else { return false }
         switch protectionClass {
         case .complete, .completeUnlessOpen: return unlocked || graceDeadline != nil
         case .completeUntilFirstUserAuthentication: return unlockedSinceBoot
@@ -44,21 +73,38 @@ struct SimulationModel {
     /// The device as `expect device` names it.
     var deviceWord: String {
         guard deviceSetUp else { return "none" }
+        if wiped { return "wiped" }
         if unlocked { return "unlocked" }
         if !unlockedSinceBoot { return "before-first-unlock" }
         return graceDeadline != nil ? "grace-period" : "locked"
     }
 
-    private var delayActive: Bool { delayUntil.map { now < $0 } ?? false }
+    var delayActive: Bool { delayUntil.map { now < $0 } ?? false }
+
+    /// Whether the next wrong passcode erases the device.
+    var nextFailureWipes: Bool { wipeAfter.map { failures + 1 >= $0 } ?? false }
+
+    /// The length of the payload an inbox append of `value` under `key` seals (keys/README.md, "Inbox
+    /// records"): version, id, kind, schema version and body length, then the body — for the built-in put
+    /// the key and the value, each after its u32 length; for another kind the JSON `{"key":…,"value":…}`
+    /// (the generator's keys and values need no escaping).
+    static func inboxPayloadLength(key: String, value: String, kind: String?) -> Int {
+        let kindName = kind ?? "put"
+        let header = 1 + 16 + 1 + kindName.utf8.count + 4 + 4
+        if kind == nil { return header + 4 + key.utf8.count + 4 + value.utf8.count }
+        return header + #"{"key":"","value":""}"#.utf8.count + key.utf8.count + value.utf8.count
+    }
 
     /// Applies a command's effect on the device and predicts the error code it must end with.
     mutating func apply(_ command: ScenarioCommand) -> String? {
         switch command {
-        case .deviceSetup:
+        case .deviceSetup(let passcode, _, let wipeAfter, _):
             if deviceSetUp { return "device-exists" }
             deviceSetUp = true
             unlocked = true
             unlockedSinceBoot = true
+            self.passcode = passcode ?? ""
+            self.wipeAfter = wipeAfter
             return nil
         case .deviceLock:
             guard deviceSetUp else { return "no-device" }
@@ -70,6 +116,7 @@ struct SimulationModel {
             return nil
         case .deviceUnlock(let passcode):
             guard deviceSetUp else { return "no-device" }
+            if wiped { return "device-wiped" }
             if delayActive { return "passcode-delay" }
             if unlocked { return nil }
             guard passcode == self.passcode else { return recordFailure() }
@@ -80,7 +127,10 @@ struct SimulationModel {
             graceDeadline = nil
             return nil
         case .deviceChangePasscode(let old, let new, _):
+            // Allowed locked or unlocked; the lock state does not change. A wrong old passcode is a failed
+            // attempt like a wrong unlock: counted, delayed, and the N-th erases the device.
             guard deviceSetUp else { return "no-device" }
+            if wiped { return "device-wiped" }
             if delayActive { return "passcode-delay" }
             guard (old ?? "") == passcode else { return recordFailure() }
             passcode = new ?? ""
@@ -115,15 +165,19 @@ struct SimulationModel {
             return nil
         case .put, .get, .delete:
             return appRunning ? nil : "app-not-running"
-        case .inboxPut(let key, let value, _):
+        case .inboxPut(let key, let value, let kind, let otherProcess):
             guard deviceSetUp else { return "no-device" }
             guard storeAttachedOnce else { return "inbox-unavailable" }
-            pendingInbox.append((key, value))
+            let unknownKind = kind == "put" ? nil : kind
+            if Self.inboxPayloadLength(key: key, value: value, kind: unknownKind) > InboxRecord.maximumPayloadLength {
+                return "inbox-record-too-large"
+            }
+            pendingInbox.append(PendingRecord(key: key, value: value, kind: unknownKind, otherProcessAt: otherProcess ? now : nil))
             return nil
         case .inboxDelete(let key):
             guard deviceSetUp else { return "no-device" }
             guard storeAttachedOnce else { return "inbox-unavailable" }
-            pendingInbox.append((key, nil))
+            pendingInbox.append(PendingRecord(key: key, value: nil, kind: nil, otherProcessAt: nil))
             return nil
         case .inboxQuarantine, .inboxRetry, .inboxDiscard:
             return appRunning ? nil : "app-not-running"
@@ -142,8 +196,17 @@ struct SimulationModel {
         delayUntil = delay > .zero ? now + delay : nil
     }
 
+    /// A wrong passcode: counted; the N-th of a device set up with `--wipe-after N` erases it, otherwise the
+    /// count sets the delay before the next attempt.
     private mutating func recordFailure() -> String {
         failures += 1
+        if let wipeAfter, failures >= wipeAfter {
+            wiped = true
+            unlocked = false
+            unlockedSinceBoot = false
+            graceDeadline = nil
+            return "device-wiped"
+        }
         let delay = policy.delay(afterFailures: failures)
         delayUntil = delay > .zero ? now + delay : nil
         return "wrong-passcode"
@@ -153,17 +216,71 @@ struct SimulationModel {
         if let deadline = graceDeadline, now >= deadline { graceDeadline = nil }
     }
 
-    /// Applies what the store acknowledged since the last step.
+    /// The inbox records a ready store may still hold: only those another process appended less than a poll
+    /// interval ago (every other record was merged at the attach or at once after its append).
+    var inboxRecordsAReadyStoreMayHold: Int {
+        pendingInbox.allSatisfy { $0.otherProcessAt.map { now < $0 + Self.inboxPollInterval } ?? false } ? pendingInbox.count : 0
+    }
+
+    /// Applies what the store acknowledged since the last step, and checks what it read and reported.
     mutating func absorb(_ journal: ArraySlice<ScenarioSession.JournalEntry>) {
         for entry in journal {
             switch entry {
             case .applied(.put(let key, let value)): contents[key] = value
             case .applied(.delete(let key)): contents[key] = nil
-            case .inboxMerged(let count):
-                for (key, value) in pendingInbox.prefix(count) { contents[key] = value }
-                pendingInbox.removeFirst(min(count, pendingInbox.count))
+            case .inboxMerged(let merged, let quarantined):
+                // A merge handles the oldest records, in order: those of a kind the app applies are applied,
+                // the others move to the quarantine. Nothing is dropped.
+                let handled = pendingInbox.prefix(merged + quarantined)
+                let applicable = handled.filter { $0.kind == nil }.count
+                if finding == nil, handled.count != merged + quarantined || applicable != merged {
+                    finding = (
+                        "7 inbox records merged or quarantined",
+                        "a merge applied \(merged) and quarantined \(quarantined) records; the oldest \(handled.count) "
+                            + "waiting held \(applicable) the app applies and \(handled.count - applicable) it cannot",
+                        .quarantined(quarantine.count + handled.count - applicable)
+                    )
+                }
+                for record in handled {
+                    if let kind = record.kind { quarantine.append(kind) } else { contents[record.key] = record.value }
+                }
+                pendingInbox.removeFirst(handled.count)
+            case .quarantineRetried(let merged, let stillQuarantined):
+                // The app knows none of the quarantined kinds: a retry applies nothing and keeps them all.
+                if finding == nil, merged != 0 || stillQuarantined != quarantine.count {
+                    finding = (
+                        "7 inbox records merged or quarantined",
+                        "a retry of \(quarantine.count) quarantined records of unknown kinds applied \(merged) and kept \(stillQuarantined)",
+                        .quarantined(quarantine.count)
+                    )
+                }
+            case .quarantineDiscarded(let which, let removed):
+                let expected = which == nil ? quarantine.count : min(1, quarantine.count)
+                if finding == nil, removed != expected {
+                    finding = (
+                        "7 inbox records merged or quarantined",
+                        "inbox discard \(which ?? "all") removed \(removed) of \(quarantine.count) quarantined records",
+                        .quarantined(which == nil ? 0 : quarantine.count - expected)
+                    )
+                }
+                // By id the model cannot say which record went: it keeps the count right.
+                if which == nil { quarantine.removeAll() } else { quarantine.removeFirst(min(removed, quarantine.count)) }
+            case .read(let key, let value):
+                // A read sees every write acknowledged before it and none after: the operations run in order.
+                if finding == nil, value != contents[key] {
+                    finding = (
+                        "4 acknowledged writes readable",
+                        "get \(key) read \(value.map(Self.shown) ?? "missing"), expected \(contents[key].map(Self.shown) ?? "missing")",
+                        contents[key].map { .value(key: key, value: $0) } ?? .missing(key: key)
+                    )
+                }
             case .ran: break
             }
         }
+    }
+
+    /// A value in a message: a long one by its start and length.
+    static func shown(_ value: String) -> String {
+        value.utf8.count <= 80 ? value : "\(value.prefix(40))… (\(value.utf8.count) bytes)"
     }
 }

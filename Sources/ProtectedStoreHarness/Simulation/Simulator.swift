@@ -29,6 +29,9 @@ public struct SimulationRun: Sendable {
     public let violation: Violation?
     /// What the run's power cuts lost and what was checked after them.
     public var powerCuts = PowerCutTally()
+    /// What the run exercised beyond the everyday commands: passcode changes, wipes, the quarantine, large
+    /// values, reads, another process's appends.
+    public var coverage = CoverageTally()
 }
 
 /// What the power cuts of a run (or of many) lost, and what was checked after them.
@@ -110,12 +113,16 @@ public enum Simulator {
         var seenClassKeys: [SecureBytes] = []
         var lastComparedStore: StoreView?
         var tally = PowerCutTally()
+        var coverage = CoverageTally()
         var checkAfterPowerCut = false
         while let command = next(model) {
             commands.append(command)
+            let wipedBefore = model.wiped
             let expectedError = model.apply(command)
+            coverage.count(command, expectedError: expectedError, wipedBefore: wipedBefore)
             await session.execute(command)
             model.absorb(session.journal[journalSeen...])
+            coverage.count(session.journal[journalSeen...])
             journalSeen = session.journal.count
             // Sticky: once the inbox key existed it must stay (a power cut losing it is a violation: appends fail).
             model.storeAttachedOnce = model.storeAttachedOnce || SecureFile.exists(session.storeFiles.inboxKey)
@@ -144,7 +151,7 @@ public enum Simulator {
             {
                 let violation = Violation(
                     step: commands.count, invariant: failure.invariant, message: failure.message, expectation: failure.expectation)
-                return SimulationRun(commands: commands, trace: trace, violation: violation, powerCuts: tally)
+                return SimulationRun(commands: commands, trace: trace, violation: violation, powerCuts: tally, coverage: coverage)
             }
             // The first time the store is ready after a power cut: every page decrypts and checks out, and every
             // acknowledged write was just compared (above, as after any attach).
@@ -156,11 +163,11 @@ public enum Simulator {
                     let violation = Violation(
                         step: commands.count, invariant: "power cut: store intact",
                         message: "integrity check after a power cut: \(failure)", expectation: .integrityOK)
-                    return SimulationRun(commands: commands, trace: trace, violation: violation, powerCuts: tally)
+                    return SimulationRun(commands: commands, trace: trace, violation: violation, powerCuts: tally, coverage: coverage)
                 }
             }
         }
-        return SimulationRun(commands: commands, trace: trace, violation: nil, powerCuts: tally)
+        return SimulationRun(commands: commands, trace: trace, violation: nil, powerCuts: tally, coverage: coverage)
     }
 
     /// What the store looked like at the last full comparison with the model.
@@ -169,16 +176,50 @@ public enum Simulator {
         let journalCount: Int
     }
 
-    private struct Failure {
+    struct Failure {
         let invariant: String
         let message: String
         let expectation: Expectation?
+    }
+
+    /// 9. A wipe is final: the keybag and the device key never exist again, whatever happens after it
+    /// (reboots, power cuts, launches), and the store is never ready again.
+    static func checkWipe(session: ScenarioSession, model: SimulationModel) -> Failure? {
+        guard model.wiped else { return nil }
+        // DeviceLayout (ProtectedData): device/device.keybag, hardware/uid.key.
+        for name in ["device/device.keybag", "hardware/uid.key"] where SecureFile.exists(session.stateDirectory + "/" + name) {
+            return Failure(
+                invariant: "9 never brings an erased key back", message: "\(name) exists after the device was wiped",
+                expectation: nil)
+        }
+        if let controller = session.controller, controller.phase == .ready || controller.coordinator != nil {
+            return Failure(
+                invariant: "9 a wiped device's store is never ready",
+                message: "the store of a wiped device is \(controller.phase.name)\(controller.coordinator == nil ? "" : ", with a coordinator")",
+                expectation: .store("waiting"))
+        }
+        return nil
+    }
+
+    /// 7. Every record of a kind the app cannot apply is kept in the quarantine, in order, until discarded.
+    private static func checkQuarantine(_ coordinator: StoreCoordinator, model: SimulationModel) async -> Failure? {
+        guard let records = try? await coordinator.quarantinedInboxRecords() else {
+            return Failure(invariant: "7 inbox records merged or quarantined", message: "the quarantine cannot be read", expectation: nil)
+        }
+        let kinds = records.map { $0.kind ?? "?" }
+        guard kinds != model.quarantine else { return nil }
+        return Failure(
+            invariant: "7 inbox records merged or quarantined",
+            message: "quarantined \(kinds), expected \(model.quarantine)", expectation: .quarantined(model.quarantine.count))
     }
 
     private static func check(
         session: ScenarioSession, model: SimulationModel, expectedError: String?, seenClassKeys: [SecureBytes], seed: UInt64,
         lastComparedStore: inout StoreView?
     ) async -> Failure? {
+        if let finding = model.finding {
+            return Failure(invariant: finding.invariant, message: finding.message, expectation: finding.expectation)
+        }
         let gotError = session.lastError?.code.name
         if gotError != expectedError {
             return Failure(
@@ -208,6 +249,7 @@ public enum Simulator {
                     expectation: protectionClass == storeClass ? .protectedData(available: model.keysHeld(protectionClass)) : nil)
             }
         }
+        if let failure = checkWipe(session: session, model: model) { return failure }
         // 6. After the grace period no class-A/B secret remains in memory.
         if !model.keysHeld(.complete), let live = seenClassKeys.first(where: { !$0.isWiped }) {
             return Failure(invariant: "6 keys wiped after the grace period", message: "a class A/B key (\(live)) was not wiped", expectation: nil)
@@ -260,12 +302,16 @@ public enum Simulator {
                         message: "key \(key): expected \(model.contents[key] ?? "missing"), stored \(stored[key] ?? "missing")",
                         expectation: model.contents[key].map { .value(key: key, value: $0) } ?? .missing(key: key))
                 }
+                if let failure = await checkQuarantine(coordinator, model: model) { return failure }
             }
         }
         // Acknowledged inbox appends are never lost: a ready store has merged them all (an attach merges the
         // whole inbox, and an append to a ready store is merged before the command returns); while the store
         // is not ready, they wait in the inbox file.
-        if let controller = session.controller, controller.phase == .ready, !model.pendingInbox.isEmpty {
+        // Another process's append waits for the app's next poll, at most one interval.
+        if let controller = session.controller, controller.phase == .ready,
+            model.pendingInbox.count > model.inboxRecordsAReadyStoreMayHold
+        {
             return Failure(
                 invariant: "4 acknowledged writes readable",
                 message: "\(model.pendingInbox.count) acknowledged inbox write(s) not merged into the ready store",

@@ -1,0 +1,120 @@
+import ProtectedStore
+import SecureKeys
+
+/// What a run (or many) exercised beyond the everyday commands, and how each ended: the proof that the
+/// generator reaches every feature, printed by `simulate` under its summary.
+public struct CoverageTally: Sendable, Equatable {
+    /// Passcode changes that succeeded.
+    public var passcodeChanges = 0
+    /// Passcode changes refused for a wrong old passcode (counted as failed attempts).
+    public var passcodeChangesRefused = 0
+    /// Unlocks refused for a wrong passcode.
+    public var wrongUnlocks = 0
+    /// Attempts refused because a passcode delay was running.
+    public var passcodeDelays = 0
+    /// Devices that erased themselves after too many wrong passcodes.
+    public var wipes = 0
+    /// Steps after a wipe, each checked: no keybag, no device key, nothing available.
+    public var stepsAfterWipe = 0
+    /// Inbox records of a kind the app cannot apply, appended.
+    public var unknownKindRecords = 0
+    /// Records merges moved to the quarantine.
+    public var quarantined = 0
+    /// `inbox retry` runs.
+    public var retries = 0
+    /// `inbox discard` runs.
+    public var discards = 0
+    /// The records they removed.
+    public var discardedRecords = 0
+    /// Inbox appends by another process.
+    public var otherProcessAppends = 0
+    /// Inbox appends at the 4 MiB record limit.
+    public var largeInboxAppends = 0
+    /// Of those, the ones refused as too large (nothing written).
+    public var largeInboxRefused = 0
+    /// Direct puts of about 4 MiB.
+    public var largePuts = 0
+    /// `get` results compared with the model.
+    public var readsChecked = 0
+
+    /// An empty tally.
+    public init() {}
+
+    /// Counts a command and the error the model predicted for it (the run checked they agree).
+    mutating func count(_ command: ScenarioCommand, expectedError: String?, wipedBefore: Bool) {
+        if wipedBefore { stepsAfterWipe += 1 }
+        if expectedError == "passcode-delay" { passcodeDelays += 1 }
+        // A wrong passcode ends in wrong-passcode, or in device-wiped when it is the one that erases.
+        let wrongPasscode = expectedError == "wrong-passcode" || (expectedError == "device-wiped" && !wipedBefore)
+        if wrongPasscode, expectedError == "device-wiped" { wipes += 1 }
+        switch command {
+        case .deviceChangePasscode:
+            if expectedError == nil { passcodeChanges += 1 }
+            if wrongPasscode { passcodeChangesRefused += 1 }
+        case .deviceUnlock:
+            if wrongPasscode { wrongUnlocks += 1 }
+        case .inboxPut(_, let value, let kind, let otherProcess):
+            if value.utf8.count > InboxRecord.maximumPayloadLength - 256 {
+                largeInboxAppends += 1
+                if expectedError == "inbox-record-too-large" { largeInboxRefused += 1 }
+            }
+            guard expectedError == nil else { break }
+            if kind != nil { unknownKindRecords += 1 }
+            if otherProcess { otherProcessAppends += 1 }
+        case .put(_, let value):
+            if value.utf8.count > 1 << 20 { largePuts += 1 }
+        default:
+            break
+        }
+    }
+
+    /// Counts what the store reported doing.
+    mutating func count(_ journal: ArraySlice<ScenarioSession.JournalEntry>) {
+        for entry in journal {
+            switch entry {
+            case .inboxMerged(_, let quarantined): self.quarantined += quarantined
+            case .quarantineRetried: retries += 1
+            case .quarantineDiscarded(_, let removed):
+                discards += 1
+                discardedRecords += removed
+            case .read: readsChecked += 1
+            case .applied, .ran: break
+            }
+        }
+    }
+
+    /// Adds another tally.
+    public static func += (lhs: inout CoverageTally, rhs: CoverageTally) {
+        lhs.passcodeChanges += rhs.passcodeChanges
+        lhs.passcodeChangesRefused += rhs.passcodeChangesRefused
+        lhs.wrongUnlocks += rhs.wrongUnlocks
+        lhs.passcodeDelays += rhs.passcodeDelays
+        lhs.wipes += rhs.wipes
+        lhs.stepsAfterWipe += rhs.stepsAfterWipe
+        lhs.unknownKindRecords += rhs.unknownKindRecords
+        lhs.quarantined += rhs.quarantined
+        lhs.retries += rhs.retries
+        lhs.discards += rhs.discards
+        lhs.discardedRecords += rhs.discardedRecords
+        lhs.otherProcessAppends += rhs.otherProcessAppends
+        lhs.largeInboxAppends += rhs.largeInboxAppends
+        lhs.largeInboxRefused += rhs.largeInboxRefused
+        lhs.largePuts += rhs.largePuts
+        lhs.readsChecked += rhs.readsChecked
+    }
+
+    /// The tally in lines of at most 100 columns, each `subject: N what, N what…` with no number but counts,
+    /// so several processes' lines can be summed number by number (scripts/simulate-long.sh).
+    public var summaryLines: [String] {
+        [
+            "passcodes: \(passcodeChanges) changed, \(passcodeChangesRefused) changes and \(wrongUnlocks) unlocks wrong, "
+                + "\(passcodeDelays) delays",
+            "wipes: \(wipes) devices erased, \(stepsAfterWipe) steps after checked: no key file back, nothing available",
+            "quarantine: \(unknownKindRecords) unknown-kind records, \(quarantined) quarantined, \(retries) retries, "
+                + "\(discards) discards of \(discardedRecords)",
+            "inbox: \(otherProcessAppends) appends by another process, \(largeInboxAppends) at the record size limit "
+                + "(\(largeInboxRefused) refused)",
+            "values: \(readsChecked) gets compared with the model, \(largePuts) large puts (about four MiB)",
+        ]
+    }
+}
