@@ -116,6 +116,7 @@ struct IOFaultSweepTests {
     enum KnownIssue: String, CaseIterable {
         case inboxAppendLost = "issue 26 finding 1: an acknowledged inbox record is lost after an append that failed part-way"
         case wipeLeavesKeys = "issue 26 finding 6: a wipe that failed part-way leaves the keybag or uid.key while the state says wiped"
+        case migrationHidesCause = "issue 26 finding 15 (wrong error words): a migration whose commit failed on a full or failing disk says migration-failed and drops the cause"
         case setUpStuck = "issue 26, found by the I/O sweep: a device set-up that failed part-way neither boots (no-device) nor can be set up again (device-exists)"
     }
 
@@ -125,6 +126,7 @@ struct IOFaultSweepTests {
         case ("inbox append", .shortWrite): [.inboxAppendLost]
         case ("wipe", .noSpace), ("wipe", .ioError), ("wipe", .powerCut): [.wipeLeavesKeys]
         case ("device set-up", _): [.setUpStuck]
+        case ("store creation", _): [.migrationHidesCause]
         default: []
         }
     }
@@ -132,6 +134,19 @@ struct IOFaultSweepTests {
     /// Whether an error is one of the project's typed errors (what a caller can show and act on).
     static func isTyped(_ error: any Error) -> Bool {
         error is StoreError || error is SecureKeysError || error is DeviceError || error is SQLiteError || error is MigrationError
+    }
+
+    /// Whether the error, as the app shows it (a `StoreError`), says what the disk did: a write that found
+    /// the disk full says it is full; anything else says the disk failed or a file could not be opened (SQLite,
+    /// like its unix VFS, reports ENOSPC from an fsync as an I/O error).
+    static func saysWhatFailed(_ error: any Error, failedCall: DiskFaultPlan.Call, _ kind: DiskFaultSweep.Kind) -> Bool {
+        let text = "\(StoreError(wrapping: error))"
+        let full = ["disk-full", "No space left on device", "database or disk is full"]
+        let failing = ["I/O error", "Input/output error", "unable to open database file"]
+        switch kind.fault {
+        case .noSpace where failedCall == .write, .shortWrite: return full.contains { text.contains($0) }
+        default: return (full + failing).contains { text.contains($0) }
+        }
     }
 
     /// Runs the sweep of `operation` under `kind`, gathers what each round's check found, and reports it:
@@ -155,6 +170,11 @@ struct IOFaultSweepTests {
             let label = "\(name), \(kind), \(round.label)"
             if let error = round.error {
                 if !Self.isTyped(error) { violations.append(Violation(message: "\(label): an untyped error: \(error)")) }
+                if let failure = round.plan.failures.first, !Self.saysWhatFailed(error, failedCall: failure.call, kind) {
+                    violations.append(Violation(
+                        known: error is MigrationError ? .migrationHidesCause : nil,
+                        message: "\(label): the error does not say what the disk did: \(StoreError(wrapping: error))"))
+                }
                 if !round.faultFired { violations.append(Violation(message: "\(label): failed with no fault: \(error)")) }
             }
             // Every other round the power goes before the reboot: what was acknowledged must be durable too.
