@@ -101,7 +101,10 @@ final class FaultFixture {
 /// A check that fails because of a bug another change of issue 26 fixes is wrapped in `withKnownIssue`
 /// naming the finding, for exactly the operations and kinds of fault where it happens; the wrapper fails as
 /// soon as the bug is gone, so it is removed with the fix.
-@Suite("I/O fault sweeps")
+///
+/// Serialized: each round blocks its thread on file and SQLite calls, and 49 sweeps at once would hold every
+/// thread of the test pool, starving the suites that run beside them with time limits.
+@Suite("I/O fault sweeps", .serialized)
 struct IOFaultSweepTests {
     static let kinds = DiskFaultSweep.Kind.errors + [.powerCut()]
 
