@@ -115,7 +115,10 @@ struct DiskFaultPlanTests {
         #expect(Self.errnoOf { try DiskIO.makeDirectory(theirs.file("x")) } == nil)
         #expect(Self.errnoOf { try SecureFile.writeAtomically([1], to: theirs.file("key"), replacing: false) } == nil)
         #expect(plan.callsSeen == 0 && !plan.fired)
+        #expect(DiskFaultPlan.isArmed(over: mine.file("x")) && !DiskFaultPlan.isArmed(over: theirs.file("x")))
         #expect(Self.errnoOf { try DiskIO.makeDirectory(mine.file("x")) } == EIO)
+        plan.disarm()
+        #expect(!DiskFaultPlan.isArmed(over: mine.file("x")))
     }
 
     @Test("only the kinds of call asked for are counted")

@@ -193,6 +193,16 @@ package final class DiskFaultPlan: @unchecked Sendable {
 
     private static let registry = LockedState<[DiskFaultPlan]>([])
 
+    /// Whether an armed plan counts the calls under `path`; counts nothing. Outside tests this is what every
+    /// ``DiskIO`` call pays for the plans: a lock and an empty-list check.
+    package static func isArmed(over path: String) -> Bool {
+        registry.withLock { plans in
+            guard !plans.isEmpty else { return false }
+            let absolute = SimulatedDisk.normalize(path)
+            return plans.contains { absolute == $0.root || absolute.hasPrefix($0.root + "/") }
+        }
+    }
+
     /// What the call of `kind` on `path` must do instead of its work, or `nil` to do it. Counts the call in the
     /// armed plan whose root holds `path` (the first such plan). A planned power cut happens here, before the
     /// call.

@@ -210,7 +210,9 @@ package enum DiskIO {
 /// What the file-system seam costs a real app, for the benchmark that shows it (Benchmarks, "File seam").
 @_spi(Benchmarks)
 public enum DiskSeam: Sendable {
-    /// Whether a simulated disk covers `path`: the one thing every ``DiskIO`` call adds to its system call
-    /// outside simulation (a lock and an empty-list check).
-    public static func isSimulated(_ path: String) -> Bool { SimulatedDisk.covering(path) != nil }
+    /// Whether a simulated disk or an armed fault plan covers `path`: the two things every ``DiskIO`` call adds
+    /// to its system call outside simulation (each a lock and an empty-list check).
+    public static func isSimulated(_ path: String) -> Bool {
+        SimulatedDisk.covering(path) != nil || DiskFaultPlan.isArmed(over: path)
+    }
 }
