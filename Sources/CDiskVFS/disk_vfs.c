@@ -3,6 +3,7 @@
 #include <sqlcipher/sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
 #include <sys/stat.h>
 #include "disk_vfs.h"
 
@@ -10,6 +11,7 @@ typedef struct DiskFile {
     sqlite3_file base;        // must come first
     sqlite3_file *real;       // the default VFS's file, allocated right after this struct
     int64_t handle;           // 0: not covered, passed through
+    const char *name;         // the path it was opened at (SQLite keeps it valid until xClose), or NULL
     int syncsDirectory;       // a new journal or log: its first sync also syncs its folder
 } DiskFile;
 
@@ -37,9 +39,32 @@ static int currentSize(DiskFile *file, sqlite3_int64 *size) {
     return file->real->pMethods->xFileSize(file->real, size);
 }
 
+// The errno a fault plan fails the call with (0: none); for a short write, `*partial` bytes are written first.
+static int plannedFault(DiskFile *file, int call, int count, int *partial) {
+    if (partial != NULL) *partial = 0;
+    if (file->handle == 0 || file->name == NULL || callbacks.planned == NULL) return 0;
+    return callbacks.planned(call, file->name, count, partial);
+}
+
+static int recordedWrite(DiskFile *file, const void *buffer, int amount, sqlite3_int64 offset);
+
 static int diskWrite(sqlite3_file *base, const void *buffer, int amount, sqlite3_int64 offset) {
     DiskFile *file = (DiskFile *)base;
     if (file->handle == 0) return file->real->pMethods->xWrite(file->real, buffer, amount, offset);
+    int partial = 0;
+    int fault = plannedFault(file, PS_DISK_CALL_WRITE, amount, &partial);
+    if (fault != 0) {
+        // A disk that fills during the write: part of it lands, then the unix VFS's answer to a short write.
+        if (partial > 0 && partial < amount) {
+            int rc = recordedWrite(file, buffer, partial, offset);
+            if (rc != SQLITE_OK) return rc;
+        }
+        return fault == ENOSPC ? SQLITE_FULL : SQLITE_IOERR_WRITE;
+    }
+    return recordedWrite(file, buffer, amount, offset);
+}
+
+static int recordedWrite(DiskFile *file, const void *buffer, int amount, sqlite3_int64 offset) {
     sqlite3_int64 size = 0;
     int rc = currentSize(file, &size);
     if (rc != SQLITE_OK) return rc;
@@ -60,6 +85,7 @@ static int diskWrite(sqlite3_file *base, const void *buffer, int amount, sqlite3
 static int diskTruncate(sqlite3_file *base, sqlite3_int64 newSize) {
     DiskFile *file = (DiskFile *)base;
     if (file->handle == 0) return file->real->pMethods->xTruncate(file->real, newSize);
+    if (plannedFault(file, PS_DISK_CALL_TRUNCATE, 0, NULL) != 0) return SQLITE_IOERR_TRUNCATE;
     sqlite3_int64 size = 0;
     int rc = currentSize(file, &size);
     if (rc != SQLITE_OK) return rc;
@@ -80,6 +106,7 @@ static int diskTruncate(sqlite3_file *base, sqlite3_int64 newSize) {
 static int diskSync(sqlite3_file *base, int flags) {
     DiskFile *file = (DiskFile *)base;
     if (file->handle == 0) return file->real->pMethods->xSync(file->real, flags);
+    if (plannedFault(file, PS_DISK_CALL_SYNC, 0, NULL) != 0) return SQLITE_IOERR_FSYNC;
     // Recorded, not performed: the model decides what a power cut keeps.
     if (!callbacks.synced(file->handle, file->syncsDirectory)) return SQLITE_IOERR_FSYNC;
     file->syncsDirectory = 0;
@@ -166,12 +193,19 @@ static int diskOpen(sqlite3_vfs *vfs, const char *name, sqlite3_file *base, int 
     // Not xAccess: the unix VFS reports an empty file as missing.
     struct stat info;
     int existed = name == NULL || stat(name, &info) == 0;
+    // Opens for writing only, as DiskIO.open: a fault plan fails writes, not reads.
+    if (name != NULL && !(flags & SQLITE_OPEN_DELETEONCLOSE) && (flags & SQLITE_OPEN_READWRITE) && callbacks.planned != NULL
+        && callbacks.planned(PS_DISK_CALL_OPEN, name, 0, NULL) != 0) {
+        base->pMethods = NULL;
+        return SQLITE_CANTOPEN;
+    }
     int rc = defaultVFS->xOpen(defaultVFS, name, file->real, flags, outFlags);
     if (rc != SQLITE_OK) { file->real->pMethods = NULL; base->pMethods = NULL; return rc; }
     base->pMethods = &diskMethods;
     if (name != NULL && !(flags & SQLITE_OPEN_DELETEONCLOSE)) {
         int created = !existed;
         file->handle = callbacks.opened(name, created);
+        file->name = name;
         // As the unix VFS: every handle that opens a journal or log with SQLITE_OPEN_CREATE syncs the folder on
         // its first sync, whether or not this open was the one that created the file.
         file->syncsDirectory = (flags & SQLITE_OPEN_CREATE)

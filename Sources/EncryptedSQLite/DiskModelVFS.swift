@@ -1,9 +1,16 @@
 internal import CDiskVFS
 internal import CSQLCipher
 internal import SecureKeys
+#if canImport(Glibc)
+internal import Glibc
+#elseif canImport(Darwin)
+internal import Darwin
+#endif
 
 /// Connects SQLite to the simulated disk: the `protected-store-disk` VFS (Sources/CDiskVFS) reports every write,
-/// truncation, sync and deletion of a store's files to the ``SimulatedDisk`` covering them.
+/// truncation, sync and deletion of a store's files to the ``SimulatedDisk`` covering them, and asks the armed
+/// ``DiskFaultPlan`` (if any) before each open, write, sync and truncation (a deletion goes through ``DiskIO``,
+/// which asks it too).
 ///
 /// ``Database`` opens a file through this VFS only when a simulated disk covers its path — in simulation.
 /// Every real app opens with SQLite's default VFS and never reaches this code.
@@ -58,6 +65,26 @@ enum DiskModelVFS {
         }
         callbacks.alive = { handle in
             SimulatedDisk.owner(of: Int(handle))?.isAlive(Int(handle)) == true ? 1 : 0
+        }
+        callbacks.planned = { call, path, count, partial in
+            guard let path else { return 0 }
+            let kind: DiskFaultPlan.Call
+            switch call {
+            case PS_DISK_CALL_OPEN: kind = .open
+            case PS_DISK_CALL_WRITE: kind = .write
+            case PS_DISK_CALL_SYNC: kind = .sync
+            case PS_DISK_CALL_TRUNCATE: kind = .truncate
+            default: return 0
+            }
+            switch DiskFaultPlan.action(for: kind, path: String(cString: path), byteCount: Int(count)) {
+            case nil:
+                return 0
+            case .fail(let code):
+                return code
+            case .writePart(let bytes):
+                partial?.pointee = Int32(bytes)
+                return ENOSPC
+            }
         }
         return ps_disk_vfs_register(&callbacks) == SQLITE_OK
     }()

@@ -116,6 +116,8 @@ extension ProtectedStoreCommand {
             ui NAME | put KEY VALUE | get KEY | delete KEY
             inbox put KEY VALUE                         a write while locked: sealed now, merged at the next attach
             status
+            fault next-io ENOSPC|EIO|short-write|power-cut [--after N] [--persistent] [--mode M] [--seed S]
+                                                        the next command's call N+1 fails (a full or failing disk, a cut)
             expect protected-data available|unavailable     expect store launching|waiting|ready|failed
             expect coordinator assigned|nil                 expect interaction enabled|disabled
             expect queued N | expect ran NAME... | expect value KEY VALUE | expect missing KEY

@@ -39,6 +39,7 @@ struct ScenarioLanguageTests {
         case .inboxRetry: "inbox retry"
         case .inboxDiscard: "inbox discard"
         case .status: "status"
+        case .faultNextIO: "fault next-io"
         case .expect(let expectation):
             switch expectation {
             case .protectedData: "expect protected-data"
@@ -66,7 +67,7 @@ struct ScenarioLanguageTests {
         "inbox quarantine", "inbox retry", "inbox discard", "status", "expect protected-data", "expect store",
         "expect coordinator", "expect interaction", "expect queued", "expect ran", "expect value", "expect missing",
         "expect error", "expect presented-error", "expect device", "expect inbox", "expect quarantined",
-        "expect no-plaintext", "expect integrity",
+        "expect no-plaintext", "expect integrity", "fault next-io",
     ]
 
     /// Every kind of command, those that carry text once with each awkward value.
@@ -87,6 +88,10 @@ struct ScenarioLanguageTests {
             .expect(.queued(3)), .expect(.inbox(0)), .expect(.quarantined(12)), .expect(.noPlaintext), .expect(.integrityOK),
         ]
         commands += PowerCutMode.allCases.map { .devicePowerCut($0, seed: 7) }
+        commands += [
+            .faultNextIO(.init(.noSpace)), .faultNextIO(.init(.ioError, after: 3, persistent: true)),
+            .faultNextIO(.init(.shortWrite, after: 1)), .faultNextIO(.init(.powerCut(.tornOp, seed: .max), after: 12)),
+        ]
         commands += ScenarioParser.storeStates.map { .expect(.store($0)) }
         commands += ScenarioParser.deviceStates.map { .expect(.device($0)) }
         for value in awkwardValues {

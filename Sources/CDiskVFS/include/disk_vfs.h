@@ -9,6 +9,12 @@
 /// it is opened with it (EncryptedSQLite does so for paths a simulated disk covers).
 #define PS_DISK_VFS_NAME "protected-store-disk"
 
+/// The calls a fault plan (SecureKeys' DiskFaultPlan) may fail, as `planned` names them.
+#define PS_DISK_CALL_OPEN 0
+#define PS_DISK_CALL_WRITE 1
+#define PS_DISK_CALL_SYNC 2
+#define PS_DISK_CALL_TRUNCATE 3
+
 /// What the VFS reports. A handle is the model's name for an open file; a callback returning 0 means the
 /// handle is dead (the power was cut since it was opened): the operation fails with SQLITE_IOERR.
 typedef struct ps_disk_callbacks {
@@ -30,6 +36,11 @@ typedef struct ps_disk_callbacks {
     int (*deleted)(const char *path, int syncDirectory);
     /// Whether the handle is still alive.
     int (*alive)(int64_t handle);
+    /// Asked before an xOpen, xWrite, xSync or xTruncate of a named file (`call` is a PS_DISK_CALL_*; `count`
+    /// the size of a write): 0 to do it, or the `errno` it fails with instead — ENOSPC becomes SQLITE_FULL for
+    /// a write, anything else the call's SQLITE_IOERR_* (SQLITE_CANTOPEN for an open), as the unix VFS maps
+    /// them. For a short write it also sets `*partial` to the bytes to write first (then SQLITE_FULL).
+    int (*planned)(int call, const char *path, int count, int *partial);
 } ps_disk_callbacks;
 
 /// Registers the VFS (once; later calls only replace the callbacks). Returns an SQLite result code.

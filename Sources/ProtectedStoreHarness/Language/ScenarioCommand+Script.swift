@@ -39,6 +39,7 @@ extension ScenarioCommand {
             // A record id spelled like the keyword is quoted, which makes it a value.
             return "inbox discard " + (which.map { $0 == "all" ? "\"all\"" : quoted($0) } ?? "all")
         case .status: return "status"
+        case .faultNextIO(let fault): return "fault next-io " + fault.scriptText
         case .expect(let expectation): return "expect " + expectation.scriptText
         }
     }

@@ -49,8 +49,17 @@ public enum ScenarioCommand: Sendable, Hashable {
     case inboxDiscard(String?)
     /// `status`: print the device, the app and the store.
     case status
+    /// `fault next-io ENOSPC|EIO|short-write|power-cut [--after N] [--persistent] [--mode M] [--seed S]`: one
+    /// file-system call of the next command fails (see ``ScenarioFault``).
+    case faultNextIO(ScenarioFault)
     /// `expect …`: check a fact; a script fails when it does not hold.
     case expect(Expectation)
+
+    /// Whether the command plans a fault for the next one (it runs under no plan itself).
+    var isFault: Bool {
+        if case .faultNextIO = self { return true }
+        return false
+    }
 
     /// Whether the line hides a secret and must not be echoed or logged as typed.
     public var containsPasscode: Bool {

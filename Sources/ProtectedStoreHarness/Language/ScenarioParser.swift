@@ -178,12 +178,49 @@ public enum ScenarioParser: Sendable {
         case "status":
             try arguments.finish()
             return .status
+        case "fault":
+            return .faultNextIO(try parseFault(&arguments))
         case "expect":
             return .expect(try parseExpectation(&arguments))
         default:
             throw ScenarioParseError(
-                message: "unknown command '\(verb)' (device, clock, app, ui, put, get, delete, inbox, status, expect)")
+                message: "unknown command '\(verb)' (device, clock, app, ui, put, get, delete, inbox, status, expect, fault)")
         }
+    }
+
+    /// `fault next-io ENOSPC|EIO|short-write|power-cut [--after N] [--persistent] [--mode M] [--seed S]`.
+    private static func parseFault(_ arguments: inout Arguments) throws -> ScenarioFault {
+        let action = try arguments.positional("'next-io'")
+        guard action == "next-io" else { throw ScenarioParseError(message: "unknown fault action '\(action)' (next-io)") }
+        arguments.command = "fault next-io"
+        let word = try arguments.positional("a fault: ENOSPC, EIO, short-write or power-cut")
+        let after = try arguments.integerOption("--after") ?? 0
+        guard after >= 0 else { throw ScenarioParseError(message: "fault next-io: --after takes a number of calls, 0 or more, got \(after)") }
+        let persistent = arguments.flag("--persistent")
+        let modeText = try arguments.optionalOption("--mode")
+        let seedText = try arguments.optionalOption("--seed")
+        let kind: ScenarioFault.Kind
+        switch word {
+        case "ENOSPC": kind = .noSpace
+        case "EIO": kind = .ioError
+        case "short-write": kind = .shortWrite
+        case "power-cut":
+            let modeWord = modeText ?? PowerCutMode.drop.rawValue
+            guard let mode = PowerCutMode(rawValue: modeWord) else {
+                throw ScenarioParseError(message: "fault next-io power-cut: unknown --mode '\(modeWord)' (drop, torn-sequence, torn-op)")
+            }
+            guard let seed = UInt64(seedText ?? "0") else {
+                throw ScenarioParseError(message: "fault next-io power-cut: --seed takes a number from 0 to \(UInt64.max), got '\(seedText ?? "")'")
+            }
+            kind = .powerCut(mode, seed: seed)
+        default:
+            throw ScenarioParseError(message: "fault next-io: unknown fault '\(word)' (ENOSPC, EIO, short-write, power-cut)")
+        }
+        if case .powerCut = kind {} else if modeText != nil || seedText != nil {
+            throw ScenarioParseError(message: "fault next-io: --mode and --seed are for power-cut only")
+        }
+        try arguments.finish()
+        return ScenarioFault(kind, after: after, persistent: persistent)
     }
 
     private static func parseExpectation(_ arguments: inout Arguments) throws -> Expectation {

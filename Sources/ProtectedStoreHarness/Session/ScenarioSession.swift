@@ -87,6 +87,10 @@ public final class ScenarioSession {
     package let disk: SimulatedDisk
     /// What the last `device power-cut` did.
     package private(set) var lastPowerCut: SimulatedDisk.PowerCutReport?
+    /// The fault `fault next-io` planned, waiting for the next command.
+    package private(set) var plannedFault: ScenarioFault?
+    /// The plan of the last command that ran under a `fault next-io`, disarmed: the calls it counted and failed.
+    package private(set) var lastFault: DiskFaultPlan?
 
     /// Size and modification time of each file at its last plaintext scan.
     private var scannedFiles: [String: [Int]] = [:]
@@ -165,6 +169,11 @@ public final class ScenarioSession {
             return await check(expectation)
         }
         operationError = nil
+        var plan: DiskFaultPlan?
+        if let fault = plannedFault, !command.isFault {
+            plannedFault = nil
+            plan = try? fault.arm(under: stateDirectory)
+        }
         do {
             try await perform(command)
             await settle()
@@ -175,7 +184,36 @@ public final class ScenarioSession {
             lastError = coded
             output("error: \(coded)" + Self.clockHint(for: error))
         }
+        if let plan { finish(plan) }
         return nil
+    }
+
+    /// Ends the fault a command ran under: says which call failed and, after a planned power cut, boots the
+    /// device again as `device power-cut` does (the app died with the power).
+    private func finish(_ plan: DiskFaultPlan) {
+        plan.disarm()
+        lastFault = plan
+        if let first = plan.failures.first {
+            let later = plan.failures.count - 1
+            output("fault: call \(first) failed (\(plan.fault))" + (later > 0 ? ", and \(later) later calls" : ""))
+        } else {
+            output("fault: not reached (the command made \(plan.callsSeen) calls)")
+        }
+        guard plan.powerCutReport != nil || plan.powerCutError != nil else { return }
+        device?.powerOff()
+        abandonApp()
+        device = nil
+        lastPowerCut = plan.powerCutReport
+        do {
+            if let error = plan.powerCutError { throw error }
+            if SecureFile.exists(stateDirectory + "/device/state.json") {
+                device = try SimulatedDevice(bootingFrom: stateDirectory, clock: clock, ownership: ownership)
+            }
+        } catch {
+            let coded = StoreError(wrapping: error)
+            lastError = coded
+            output("error: \(coded)")
+        }
     }
 
     /// For a passcode delay, the command that ends it: the session's device counts the delay on the manual
@@ -224,6 +262,14 @@ public final class ScenarioSession {
         case .deviceReboot:
             try agent.reboot()
             abandonApp()
+        case .faultNextIO(let fault):
+            // The agent's own calls (the device's files) happen in its process, out of this plan's reach: the
+            // fault still reaches this process's calls, but a power cut needs the whole disk.
+            guard case .powerCut = fault.kind else { return false }
+            throw StoreError(
+                code: .init("needs-own-device"),
+                message: "fault next-io power-cut simulates this process's disk, and a device agent owns the device: "
+                    + "stop the agent, or cut the power in a session without one")
         case .devicePowerCut:
             throw StoreError(
                 code: .init("needs-own-device"),
@@ -366,6 +412,9 @@ public final class ScenarioSession {
             }
         case .status:
             for line in statusLines() { output(line) }
+        case .faultNextIO(let fault):
+            plannedFault = fault
+            output("fault: the next command's call \(fault.after + 1) fails (\(fault.kind.word)\(fault.persistent ? ", and every later call" : ""))")
         case .expect:
             break
         }

@@ -181,7 +181,7 @@ struct SimulationModel {
             return nil
         case .inboxQuarantine, .inboxRetry, .inboxDiscard:
             return appRunning ? nil : "app-not-running"
-        case .status, .expect:
+        case .status, .expect, .faultNextIO:
             return nil
         }
     }

@@ -10,6 +10,9 @@ import Darwin
 /// Each call is the plain system call. When a ``SimulatedDisk`` covers the path (in simulation only), the
 /// call is also recorded in it, and `fsync` is recorded instead of performed; see ``SimulatedDisk``. The
 /// store's own files reach the model through the `protected-store-disk` SQLite VFS instead.
+///
+/// When a ``DiskFaultPlan`` is armed over the path (in tests and simulation only), the call is counted and
+/// may fail as the plan says — before it does anything, or, for a short write, after part of its bytes.
 package enum DiskIO {
     /// A file open for writing (and reading), closed with ``close()``.
     package struct File {
@@ -33,6 +36,21 @@ package enum DiskIO {
         /// - Throws: ``SecureKeysError/Code/io`` naming the path.
         package func write(_ bytes: some Collection<UInt8>) throws {
             let bytes = Array(bytes)
+            switch DiskFaultPlan.action(for: .write, path: path, byteCount: bytes.count) {
+            case nil:
+                try writeAll(bytes)
+            case .fail(let code):
+                throw SecureKeysError.io("cannot write", path: path, errno: code)
+            case .writePart(let count):
+                // A disk that fills during the write: part of it lands (and is what a cut may keep), then ENOSPC.
+                var part = Array(bytes.prefix(count))
+                defer { secureZero(&part) }  // a key file's bytes, maybe
+                try writeAll(part)
+                throw SecureKeysError.io("cannot write", path: path, errno: ENOSPC)
+            }
+        }
+
+        private func writeAll(_ bytes: [UInt8]) throws {
             guard let disk else { return try SecureFile.writeAll(bytes, to: descriptor, path: path) }
             var info = stat()
             guard fstat(descriptor, &info) == 0 else { throw SecureKeysError.io("cannot stat", path: path, errno: errno) }
@@ -51,6 +69,7 @@ package enum DiskIO {
         ///
         /// - Throws: ``SecureKeysError/Code/io`` naming the path.
         package func truncate(to size: Int) throws {
+            try DiskIO.failIfPlanned(.truncate, "cannot truncate", path: path)
             var removed: [UInt8] = []
             var sizeBefore = 0
             if disk != nil {
@@ -73,6 +92,7 @@ package enum DiskIO {
         /// - Parameter purpose: why; a planted fault of a ``SimulatedDisk`` skips one purpose.
         /// - Throws: ``SecureKeysError/Code/io`` naming the path.
         package func sync(purpose: SimulatedDisk.SyncPurpose = .data) throws {
+            try DiskIO.failIfPlanned(.sync, "cannot fsync", path: path)
             if let disk {
                 guard disk.synced(handle, purpose: purpose) else {
                     throw SecureKeysError.io("cannot fsync (the power was cut)", path: path, errno: EIO)
@@ -98,6 +118,7 @@ package enum DiskIO {
     ///
     /// - Throws: ``SecureKeysError/Code/io`` naming the path (`EEXIST` with `O_EXCL` for an existing file).
     package static func open(_ path: String, flags: Int32, mode: UInt32 = 0o600) throws -> File {
+        try failIfPlanned(.open, "cannot open", path: path)
         let disk = SimulatedDisk.covering(path)
         let existed = disk != nil && SecureFile.exists(path)
         let truncating = flags & O_TRUNC != 0
@@ -117,6 +138,7 @@ package enum DiskIO {
     ///
     /// - Throws: ``SecureKeysError/Code/io`` naming the folder.
     package static func syncDirectory(_ path: String, purpose: SimulatedDisk.SyncPurpose = .data) throws {
+        try failIfPlanned(.syncDirectory, "cannot fsync directory", path: path)
         if let disk = SimulatedDisk.covering(path) {
             disk.syncedDirectory(path, purpose: purpose)
             return
@@ -131,6 +153,7 @@ package enum DiskIO {
     ///
     /// - Throws: ``SecureKeysError/Code/io`` naming `to`.
     package static func rename(_ from: String, to: String) throws {
+        try failIfPlanned(.rename, "cannot rename onto", path: to)
         try SimulatedDisk.covering(to)?.willRename(from, to: to)
         guard Glibc.rename(from, to) == 0 else { throw SecureKeysError.io("cannot rename onto", path: to, errno: errno) }
     }
@@ -139,6 +162,7 @@ package enum DiskIO {
     ///
     /// - Throws: ``SecureKeysError/Code/alreadyExists`` when `to` exists, ``SecureKeysError/Code/io`` otherwise.
     package static func link(_ from: String, to: String) throws {
+        try failIfPlanned(.link, "cannot create", path: to)
         guard Glibc.link(from, to) == 0 else {
             let code = errno
             if code == EEXIST { throw SecureKeysError.alreadyExists(path: to) }
@@ -151,6 +175,7 @@ package enum DiskIO {
     ///
     /// - Throws: ``SecureKeysError/Code/io`` when it exists and cannot be removed.
     package static func unlink(_ path: String) throws {
+        try failIfPlanned(.unlink, "cannot remove", path: path)
         try SimulatedDisk.covering(path)?.willRemove(path)
         guard Glibc.unlink(path) == 0 || errno == ENOENT else {
             throw SecureKeysError.io("cannot remove", path: path, errno: errno)
@@ -163,6 +188,7 @@ package enum DiskIO {
     /// - Throws: ``SecureKeysError/Code/io`` naming the folder.
     @discardableResult
     package static func makeDirectory(_ path: String, mode: UInt32 = 0o700) throws -> Bool {
+        try failIfPlanned(.makeDirectory, "cannot create directory", path: path)
         guard mkdir(path, mode_t(mode)) == 0 else {
             if errno == EEXIST { return false }
             throw SecureKeysError.io("cannot create directory", path: path, errno: errno)
@@ -170,12 +196,23 @@ package enum DiskIO {
         SimulatedDisk.covering(path)?.madeDirectory(path)
         return true
     }
+
+    /// Throws the planned failure of a call that is not a write, if a ``DiskFaultPlan`` fails this one.
+    fileprivate static func failIfPlanned(_ call: DiskFaultPlan.Call, _ operation: String, path: String) throws {
+        switch DiskFaultPlan.action(for: call, path: path) {
+        case nil: return
+        case .fail(let code): throw SecureKeysError.io(operation, path: path, errno: code)
+        case .writePart: throw SecureKeysError.io(operation, path: path, errno: ENOSPC)  // only writes are short
+        }
+    }
 }
 
 /// What the file-system seam costs a real app, for the benchmark that shows it (Benchmarks, "File seam").
 @_spi(Benchmarks)
 public enum DiskSeam: Sendable {
-    /// Whether a simulated disk covers `path`: the one thing every ``DiskIO`` call adds to its system call
-    /// outside simulation (a lock and an empty-list check).
-    public static func isSimulated(_ path: String) -> Bool { SimulatedDisk.covering(path) != nil }
+    /// Whether a simulated disk or an armed fault plan covers `path`: the two things every ``DiskIO`` call adds
+    /// to its system call outside simulation (each a lock and an empty-list check).
+    public static func isSimulated(_ path: String) -> Bool {
+        SimulatedDisk.covering(path) != nil || DiskFaultPlan.isArmed(over: path)
+    }
 }

@@ -28,8 +28,8 @@ import Darwin
 /// files (`*.lock`, such as the state directory's `owner.lock`: an `flock` lives in the kernel, not on the
 /// disk, and the file is never unlinked, so a cut leaves it as it is — recreating it would move a lock still
 /// held onto a dead inode); sockets (a device agent's, left behind when it was killed: a meeting point, not
-/// data); and a cut in the middle of one operation (cuts fall between the commands of a
-/// scenario).
+/// data). A cut falls between two calls, never inside one: between the commands of a scenario, or — planned
+/// with a ``DiskFaultPlan`` — between two file-system calls of one operation.
 package final class SimulatedDisk: @unchecked Sendable {
     // @unchecked Sendable: every mutable field is inside `state`, a LockedState.
 
@@ -322,8 +322,9 @@ package final class SimulatedDisk: @unchecked Sendable {
 
     /// Cuts the power: the folder is rewritten as the disk kept it, by `mode`, and every handle dies.
     ///
-    /// Call it with no write in flight (between commands). Afterwards the model starts again from the
-    /// rewritten folder, everything durable.
+    /// Call it with no write in flight: between commands, or between two calls of an operation (a
+    /// ``DiskFaultPlan/Fault/powerCut(_:seed:)`` does so, and the plan then fails the operation's later calls).
+    /// Afterwards the model starts again from the rewritten folder, everything durable.
     ///
     /// - Throws: ``SecureKeysError`` when the folder cannot be rewritten.
     @discardableResult

@@ -1,0 +1,275 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A planned I/O failure: the N-th file-system call under a folder fails as a full disk, a failing disk or a
+/// power cut would make it fail — SQLite's `do_ioerr_test` (test/tester.tcl) for the project's own files.
+///
+/// While a plan is armed, every ``DiskIO`` call and every write, sync, truncation and open of a store file
+/// through the `protected-store-disk` SQLite VFS whose path is under ``root`` is counted, in one sequence, if
+/// its kind is one of ``calls``. The ``failingCall``-th counted call fails with the ``fault``; with
+/// ``Persistence/persistent`` every counted call after it fails too. Calls under other folders are neither
+/// counted nor failed, so tests that run in parallel on their own folders do not disturb each other.
+///
+/// A sweep runs an operation with N = 1, 2, … and stops once ``fired`` is false after it: the operation made
+/// fewer than N calls, so every call has failed once.
+///
+/// Outside tests and the simulator no plan is armed, and each call pays one lock and an empty-list check.
+package final class DiskFaultPlan: @unchecked Sendable {
+    // @unchecked Sendable: the mutable fields are inside `state`, a LockedState.
+
+    /// A kind of file-system call a plan can fail.
+    package enum Call: String, Sendable, Hashable, CaseIterable, CustomStringConvertible {
+        /// `open(2)` of a file for writing (``DiskIO/open(_:flags:mode:)``, SQLite's xOpen).
+        case open
+        /// A write (``DiskIO/File/write(_:)``, xWrite).
+        case write
+        /// `fsync` of a file (``DiskIO/File/sync(purpose:)``, xSync).
+        case sync
+        /// `fsync` of a folder (``DiskIO/syncDirectory(_:purpose:)``).
+        case syncDirectory = "sync-directory"
+        /// `rename(2)`.
+        case rename
+        /// `link(2)`.
+        case link
+        /// `unlink(2)` (also SQLite's xDelete, which goes through ``DiskIO/unlink(_:)``).
+        case unlink
+        /// `mkdir(2)`.
+        case makeDirectory = "mkdir"
+        /// `ftruncate(2)` (``DiskIO/File/truncate(to:)``, xTruncate).
+        case truncate
+
+        /// The call's name, as ``Failure`` reports it.
+        package var description: String { rawValue }
+    }
+
+    /// How the failing call fails.
+    package enum Fault: Sendable, Hashable, CustomStringConvertible {
+        /// `ENOSPC`: the disk is full. Nothing of the call is done.
+        case noSpace
+        /// `EIO`: the disk failed. Nothing of the call is done.
+        case ioError
+        /// A write stores part of its bytes (half, at least one when it has more than one), then fails with
+        /// `ENOSPC`, as `write(2)` does when the disk fills during it; any other kind of call fails with
+        /// `ENOSPC`. Later failing writes of a persistent plan store nothing.
+        case shortWrite
+        /// The power goes just before the call: the ``SimulatedDisk`` covering ``DiskFaultPlan/root`` is cut
+        /// (``SimulatedDisk/powerCut(_:random:)`` with this mode and seed), the call fails with `EIO`, and so
+        /// does every later counted call — the process is dead as far as the disk can tell — until the plan
+        /// is disarmed. Always persistent.
+        case powerCut(SimulatedDisk.PowerCutMode, seed: UInt64)
+
+        /// `ENOSPC`, `EIO`, `short-write` or `power-cut` (the words of the scenario language).
+        package var description: String {
+            switch self {
+            case .noSpace: "ENOSPC"
+            case .ioError: "EIO"
+            case .shortWrite: "short-write"
+            case .powerCut(let mode, let seed): "power-cut(\(mode.rawValue), seed \(seed))"
+            }
+        }
+    }
+
+    /// Whether calls after the failing one fail too.
+    package enum Persistence: String, Sendable, Hashable, CaseIterable {
+        /// Only the ``DiskFaultPlan/failingCall``-th call fails (a disk that was full for a moment).
+        case transient
+        /// Every counted call from the ``DiskFaultPlan/failingCall``-th on fails (a disk that stays full).
+        case persistent
+    }
+
+    /// What a counted call must do instead of its work.
+    package enum Action: Sendable, Equatable {
+        /// Fail with this `errno`, doing nothing.
+        case fail(errno: Int32)
+        /// Write the first `count` bytes of the write, then fail with `ENOSPC`.
+        case writePart(count: Int)
+    }
+
+    /// One call the plan failed.
+    package struct Failure: Sendable, Equatable, CustomStringConvertible {
+        /// Its ordinal among the counted calls, from 1.
+        package var ordinal: Int
+        /// Its kind.
+        package var call: Call
+        /// The path it named.
+        package var path: String
+
+        /// `#ordinal call path`.
+        package var description: String { "#\(ordinal) \(call) \(path)" }
+    }
+
+    /// The folder whose calls the plan counts (absolute, standardized).
+    package let root: String
+    /// The kinds of call it counts; others pass untouched and uncounted.
+    package let calls: Set<Call>
+    /// The ordinal of the first call that fails, from 1.
+    package let failingCall: Int
+    /// How it fails.
+    package let fault: Fault
+    /// Whether later calls fail too.
+    package let persistence: Persistence
+
+    private struct Progress {
+        var seen = 0
+        var failures: [Failure] = []
+        var powerCutReport: SimulatedDisk.PowerCutReport?
+        var powerCutError: SecureKeysError?
+        /// The planned cut was decided (it may still be running on another thread).
+        var cutStarted = false
+        var isArmed = true
+    }
+
+    private let state = LockedState(Progress())
+
+    /// Arms a plan: from now on the calls under `root` are counted, and the `failingCall`-th fails.
+    ///
+    /// - Parameters:
+    ///   - root: the folder whose calls count (a test's own directory, a session's state directory).
+    ///   - failingCall: the ordinal of the call that fails, from 1.
+    ///   - fault: how it fails.
+    ///   - persistence: whether the calls after it fail too (a power cut always makes them fail).
+    ///   - calls: the kinds of call counted (all of them by default; a short-write sweep counts writes only).
+    /// - Returns: the plan, armed until ``disarm()``.
+    /// - Throws: ``SecureKeysError/Code/invalidArgument`` for an ordinal below 1, an empty set of calls, or a
+    ///   power cut planned where no ``SimulatedDisk`` covers `root`.
+    @discardableResult
+    package static func arm(
+        under root: String, failingCall: Int, fault: Fault, persistence: Persistence = .transient,
+        calls: Set<Call> = Set(Call.allCases)
+    ) throws -> DiskFaultPlan {
+        guard failingCall >= 1 else {
+            throw SecureKeysError(code: .invalidArgument, message: "a fault plan fails call 1 or later, not \(failingCall)")
+        }
+        guard !calls.isEmpty else {
+            throw SecureKeysError(code: .invalidArgument, message: "a fault plan needs at least one kind of call to count")
+        }
+        let root = SimulatedDisk.normalize(root)
+        if case .powerCut = fault, SimulatedDisk.covering(root) == nil {
+            throw SecureKeysError(
+                code: .invalidArgument, message: "a power cut needs a simulated disk covering the folder", path: root)
+        }
+        let plan = DiskFaultPlan(root: root, calls: calls, failingCall: failingCall, fault: fault, persistence: persistence)
+        registry.withLock { $0.append(plan) }
+        return plan
+    }
+
+    private init(root: String, calls: Set<Call>, failingCall: Int, fault: Fault, persistence: Persistence) {
+        self.root = root
+        self.calls = calls
+        self.failingCall = failingCall
+        self.fault = fault
+        self.persistence = persistence
+    }
+
+    /// Disarms the plan: calls under ``root`` are plain calls again. What it saw stays readable.
+    package func disarm() {
+        state.withLock { $0.isArmed = false }
+        Self.registry.withLock { $0.removeAll { $0 === self } }
+    }
+
+    /// Whether the plan still counts calls.
+    package var isArmed: Bool { state.withLock { $0.isArmed } }
+
+    /// How many calls it counted.
+    package var callsSeen: Int { state.withLock { $0.seen } }
+
+    /// The calls it failed, in order.
+    package var failures: [Failure] { state.withLock { $0.failures } }
+
+    /// Whether it failed a call: false once an operation made fewer calls than ``failingCall``, which ends a
+    /// sweep.
+    package var fired: Bool { state.withLock { !$0.failures.isEmpty } }
+
+    /// What the planned power cut did, once it happened.
+    package var powerCutReport: SimulatedDisk.PowerCutReport? { state.withLock { $0.powerCutReport } }
+
+    /// Why the planned power cut could not rewrite the folder, if it could not (the call failed anyway).
+    package var powerCutError: SecureKeysError? { state.withLock { $0.powerCutError } }
+
+    // MARK: Asked by DiskIO and the SQLite VFS
+
+    private static let registry = LockedState<[DiskFaultPlan]>([])
+
+    /// Whether an armed plan counts the calls under `path`; counts nothing. Outside tests this is what every
+    /// ``DiskIO`` call pays for the plans: a lock and an empty-list check.
+    package static func isArmed(over path: String) -> Bool {
+        registry.withLock { plans in
+            guard !plans.isEmpty else { return false }
+            let absolute = SimulatedDisk.normalize(path)
+            return plans.contains { absolute == $0.root || absolute.hasPrefix($0.root + "/") }
+        }
+    }
+
+    /// What the call of `kind` on `path` must do instead of its work, or `nil` to do it. Counts the call in the
+    /// armed plan whose root holds `path` (the first such plan). A planned power cut happens here, before the
+    /// call.
+    ///
+    /// - Parameters:
+    ///   - kind: the kind of call.
+    ///   - path: the path it names (for a write, sync or truncation, the path the file was opened at).
+    ///   - byteCount: the size of a write, for a short write.
+    package static func action(for kind: Call, path: String, byteCount: Int = 0) -> Action? {
+        let plan: DiskFaultPlan? = registry.withLock { plans in
+            guard !plans.isEmpty else { return nil }
+            let absolute = SimulatedDisk.normalize(path)
+            return plans.first { absolute == $0.root || absolute.hasPrefix($0.root + "/") }
+        }
+        guard let plan else { return nil }
+        return plan.count(kind, path: SimulatedDisk.normalize(path), byteCount: byteCount)
+    }
+
+    private func count(_ kind: Call, path: String, byteCount: Int) -> Action? {
+        enum Decision { case none, act(Action), cut(SimulatedDisk.PowerCutMode, UInt64) }
+        let decision: Decision = state.withLock { progress in
+            guard progress.isArmed else { return .none }
+            let alreadyCut = progress.cutStarted
+            // After the planned cut every call fails, whatever its kind: the process is dead to the disk.
+            guard calls.contains(kind) || alreadyCut else { return .none }
+            progress.seen += 1
+            let ordinal = progress.seen
+            let firstFailure = ordinal == failingCall
+            let fails: Bool
+            switch fault {
+            case .powerCut: fails = ordinal >= failingCall
+            default: fails = firstFailure || (persistence == .persistent && ordinal > failingCall)
+            }
+            guard fails else { return .none }
+            progress.failures.append(Failure(ordinal: ordinal, call: kind, path: path))
+            switch fault {
+            case .noSpace: return .act(.fail(errno: ENOSPC))
+            case .ioError: return .act(.fail(errno: EIO))
+            case .shortWrite:
+                guard kind == .write, firstFailure, byteCount > 1 else { return .act(.fail(errno: ENOSPC)) }
+                return .act(.writePart(count: max(1, byteCount / 2)))
+            case .powerCut(let mode, let seed):
+                if alreadyCut { return .act(.fail(errno: EIO)) }
+                progress.cutStarted = true
+                return .cut(mode, seed)
+            }
+        }
+        switch decision {
+        case .none:
+            return nil
+        case .act(let action):
+            return action
+        case .cut(let mode, let seed):
+            // Outside the lock: the cut takes the disk's own locks, and SQLite's callbacks may be on this stack.
+            var random = SplitMix64(seed: seed)
+            do {
+                guard let disk = SimulatedDisk.covering(root) else {
+                    throw SecureKeysError.io("no simulated disk covers the folder to cut", path: root, errno: ENODEV)
+                }
+                let report = try disk.powerCut(mode, random: &random)
+                state.withLock { $0.powerCutReport = report }
+            } catch {
+                let failure = error as? SecureKeysError
+                    ?? SecureKeysError.io("the planned power cut failed: \(error)", path: root, errno: EIO)
+                state.withLock { $0.powerCutError = failure }
+            }
+            return .fail(errno: EIO)
+        }
+    }
+}

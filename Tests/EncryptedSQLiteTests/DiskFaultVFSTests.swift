@@ -1,0 +1,92 @@
+import TestSupport
+import Foundation
+import SecureKeys
+import Testing
+
+@testable import EncryptedSQLite
+
+/// The fault plan through the protected-store-disk VFS: SQLite's own I/O-error tests, for SQLCipher's files.
+@Suite("Disk faults under SQLite")
+struct DiskFaultVFSTests {
+    let key = SecureBytes.random(count: 32)
+
+    /// A store under a simulated disk with rows 0..<5 committed (and its folder synced), closed.
+    final class Fixture {
+        let directory = TemporaryDirectory()
+        let disk: SimulatedDisk
+        var path: String { directory.file("store.sqlite") }
+
+        init(key: SecureBytes) throws {
+            disk = SimulatedDisk(root: directory.path)
+            let database = try Database(path: directory.file("store.sqlite"), key: key)
+            defer { database.close() }
+            try database.execute("CREATE TABLE rows(n INTEGER PRIMARY KEY, data BLOB NOT NULL)")
+            try DiskIO.syncDirectory(directory.path)
+            for n in 0..<5 { try database.execute("INSERT INTO rows(n, data) VALUES (?, ?)", [.integer(Int64(n)), .blob([UInt8](repeating: 1, count: 700))]) }
+        }
+
+        deinit { disk.stopModelling() }
+
+        /// The rows and `integrity_check` of the store, reopened.
+        func reopen(key: SecureBytes) throws -> (rows: [Int64], integrity: [String]) {
+            let database = try Database(path: path, key: key)
+            defer { database.close() }
+            let rows = try database.rows("SELECT n FROM rows ORDER BY n").map { row -> Int64 in
+                guard case .integer(let n) = row[0] else { return -1 }
+                return n
+            }
+            return (rows, try database.integrityCheck())
+        }
+    }
+
+    /// Opens the store, inserts row 5 in one transaction (two pages: the row spills to an overflow page), closes.
+    func insertRow(_ fixture: Fixture) throws {
+        let database = try Database(path: fixture.path, key: key)
+        defer { database.close() }
+        try database.execute("INSERT INTO rows(n, data) VALUES (5, ?)", [.blob([UInt8](repeating: 2, count: 6000))])
+    }
+
+    @Test("ENOSPC on a write of the log is disk-full; a short write too; EIO on its fsync is an I/O error (store-unavailable)")
+    func errorsSayWhatFailed() throws {
+        func code(_ fault: DiskFaultPlan.Fault, _ calls: Set<DiskFaultPlan.Call>) throws -> SQLiteError.Code? {
+            let fixture = try Fixture(key: key)
+            let plan = try DiskFaultPlan.arm(under: fixture.directory.path, failingCall: 1, fault: fault, persistence: .persistent, calls: calls)
+            defer { plan.disarm() }
+            do {
+                try insertRow(fixture)
+                return nil
+            } catch let error as SQLiteError {
+                #expect(plan.fired)
+                return error.code
+            }
+        }
+        #expect(try code(.noSpace, [.write]) == .diskFull)
+        #expect(try code(.shortWrite, [.write]) == .diskFull)
+        #expect(try code(.ioError, [.sync]) == .unavailable)
+        #expect(try code(.ioError, [.write]) == .unavailable)
+    }
+
+    @Test("every call of a commit failed in turn, each way: the commit fails with an SQLiteError or succeeds, and the reopened store holds the old rows or the new, intact", arguments: [
+        DiskFaultSweep.Kind.errors, [DiskFaultSweep.Kind.powerCut(.drop), .powerCut(.tornOp, seed: 3)],
+    ].flatMap { $0 })
+    func commitSweep(kind: DiskFaultSweep.Kind) async throws {
+        var succeeded = false
+        let report = try await DiskFaultSweep.run(kind) {
+            let fixture = try Fixture(key: key)
+            succeeded = false
+            return (fixture.directory.path, fixture)
+        } operation: { fixture in
+            try insertRow(fixture)
+            succeeded = true
+        } check: { fixture, round in
+            let label = "\(kind), \(round.label)"
+            if let error = round.error { #expect(error is SQLiteError, "\(label): \(error)") }
+            if !round.faultFired { #expect(succeeded, "\(label): failed without a fault") }
+            let after = try fixture.reopen(key: key)
+            #expect(after.integrity == ["ok"], "\(label)")
+            #expect(after.rows == Array(0..<5) || after.rows == Array(0...5), "\(label): \(after.rows)")
+            if succeeded { #expect(after.rows == Array(0...5), "\(label): said committed") }
+        }
+        #expect(report.faultPoints >= 3, "\(kind): \(report)")
+    }
+}

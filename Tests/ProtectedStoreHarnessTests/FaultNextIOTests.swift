@@ -1,0 +1,64 @@
+import TestSupport
+import ProtectedData
+import ProtectedStore
+import SecureKeys
+import Testing
+
+@testable import ProtectedStoreHarness
+
+/// `fault next-io`: the command language's way into the fault plan, for scripts and the simulator.
+@Suite("fault next-io")
+@MainActor
+struct FaultNextIOTests {
+    @Test("a bad fault line is refused with what is wrong")
+    func badLinesAreRefused() throws {
+        for line in [
+            "fault", "fault now ENOSPC", "fault next-io", "fault next-io ENOSPACE", "fault next-io EIO --mode drop",
+            "fault next-io short-write --seed 3", "fault next-io ENOSPC --after -1", "fault next-io ENOSPC --after x",
+            "fault next-io power-cut --mode sideways", "fault next-io power-cut --seed -1", "fault next-io EIO extra",
+        ] {
+            #expect(throws: ScenarioParseError.self, "\(line)") { try ScenarioParser.parse(line) }
+        }
+        #expect(try ScenarioParser.parse("fault next-io power-cut") == .faultNextIO(.init(.powerCut(.drop, seed: 0))))
+    }
+
+    /// Runs `lines` in a session; returns the failed expectations.
+    func run(_ lines: [String], in session: ScenarioSession) async throws -> [String] {
+        var failures: [String] = []
+        for line in lines {
+            if let failure = await session.execute(try #require(try ScenarioParser.parse(line))) { failures.append("\(line): \(failure)") }
+        }
+        return failures
+    }
+
+    @Test("the plan covers only the next command, counts its calls through DiskIO and SQLite alike, and is kept for the simulator")
+    func planCoversTheNextCommand() async throws {
+        let directory = TemporaryDirectory()
+        let session = try ScenarioSession(stateDirectory: directory.file("state"), kdf: .minimal) { _ in }
+        #expect(try await run(["device setup --passcode 1234", "app launch", "put a 1", "app terminate"], in: session).isEmpty)
+        #expect(try await run(["fault next-io short-write --persistent"], in: session).isEmpty)
+        #expect(session.plannedFault != nil && session.lastFault == nil, "planned, not yet armed")
+        #expect(try await run(["inbox put b 2", "expect error io-error"], in: session).isEmpty)
+        let plan = try #require(session.lastFault)
+        #expect(session.plannedFault == nil && !plan.isArmed && plan.fired)
+        #expect(plan.failures.first?.call == .write && plan.failures.first?.path.hasSuffix("app.sqlite.inbox") == true)
+        #expect(try await run(["app launch", "put c 3", "expect error none", "expect value c 3", "expect value a 1"], in: session).isEmpty)
+        #expect(session.lastFault === plan, "the next command ran under no plan")
+    }
+
+    @Test("issue 26 finding 1 as a script: after a short inbox append, the next acknowledged one survives the merge")
+    func shortAppendThenAcknowledgedAppend() async throws {
+        let directory = TemporaryDirectory()
+        let session = try ScenarioSession(stateDirectory: directory.file("state"), kdf: .minimal) { _ in }
+        let setUp = ["device setup --passcode 1234", "app launch", "put a 1", "app terminate", "device lock"]
+        #expect(try await run(setUp, in: session).isEmpty)
+        #expect(try await run(["fault next-io short-write", "inbox put b 2", "expect error io-error"], in: session).isEmpty)
+        #expect(try await run(["inbox put c 3", "expect error none"], in: session).isEmpty)
+        let merged = try await run(["device unlock --passcode 1234", "app launch", "expect store ready", "expect value a 1"], in: session)
+        #expect(merged.isEmpty)
+        let lost = try await run(["expect value c 3"], in: session)
+        withKnownIssue("issue 26 finding 1: an acknowledged inbox record is lost after an append that failed part-way") {
+            #expect(lost.isEmpty, "\(lost)")
+        }
+    }
+}
