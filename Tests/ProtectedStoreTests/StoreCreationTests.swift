@@ -11,7 +11,7 @@ import Testing
 @MainActor
 struct StoreCreationTests {
     func relaunch(_ fixture: ControllerFixture) async {
-        fixture.controller.terminate()
+        await fixture.controller.terminate()
         await fixture.controller.waitUntilIdle()
         fixture.controller = fixture.makeController()
         await fixture.launch()
@@ -28,7 +28,7 @@ struct StoreCreationTests {
         let fixture = try ControllerFixture()
         await fixture.launch()
         try await fixture.controller.coordinator?.put("k", "v")
-        fixture.controller.terminate()
+        await fixture.controller.terminate()
         await fixture.controller.waitUntilIdle()
         let files = StoreFiles(database: fixture.storePath)
         let aside = fixture.directory.file("aside")
@@ -59,7 +59,7 @@ struct StoreCreationTests {
     @Test("a creation that ends without a key (the device is locked) removes its marker")
     func creationWithoutKeyRemovesMarker() async throws {
         let fixture = try ControllerFixture()
-        try fixture.rebootDevice()  // before the first unlock: the class key is not held
+        try await fixture.rebootDevice()  // before the first unlock: the class key is not held
         await fixture.launch()
         #expect(fixture.controller.phase == .waitingForProtectedData)
         let files = StoreFiles(database: fixture.storePath)

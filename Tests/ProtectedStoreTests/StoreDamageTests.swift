@@ -23,7 +23,7 @@ struct StoreDamageTests {
             try await fixture.controller.coordinator?.put("k\(index)", "value \(index)")
         }
         let image = (database: fileBytes(fixture.storePath), log: fileBytes(fixture.storePath + "-wal"))
-        fixture.controller.terminate()
+        await fixture.controller.terminate()
         await fixture.controller.waitUntilIdle()
         #expect(image.log.count >= Self.walHeaderLength + 4 * Self.frameLength, "the log holds the commits")
         return image
@@ -62,7 +62,7 @@ struct StoreDamageTests {
         #expect(error.message.contains(fixture.storePath + "-wal"), "\(error.message)")
         #expect(error.message.contains("frame 2"), "\(error.message)")
         #expect(fixture.presented.map(\.code) == [.storeDamaged])
-        fixture.controller.terminate()
+        await fixture.controller.terminate()
         await fixture.controller.waitUntilIdle()
         #expect(same(fixture.storePath, image.database), "the store file is untouched")
         #expect(same(fixture.storePath + "-wal", image.log), "the log is untouched: not checkpointed, not reset")
@@ -78,7 +78,7 @@ struct StoreDamageTests {
 
             await relaunch(fixture)
             #expect(fixture.presented.map(\.code) == [.storeDamaged], "header byte \(field)")
-            fixture.controller.terminate()
+            await fixture.controller.terminate()
             await fixture.controller.waitUntilIdle()
             #expect(same(fixture.storePath + "-wal", image.log), "header byte \(field)")
         }
@@ -105,7 +105,7 @@ struct StoreDamageTests {
         for index in 0..<20 {
             try await fixture.controller.coordinator?.put("k\(index)", String(repeating: "v", count: 500))
         }
-        fixture.controller.terminate()
+        await fixture.controller.terminate()
         await fixture.controller.waitUntilIdle()
         var bytes = fileBytes(fixture.storePath)
         #expect(bytes.count >= 3 * 4096)
@@ -120,7 +120,7 @@ struct StoreDamageTests {
         #expect(error.code == .storeDamaged, "\(error)")
         #expect(error.message.contains("migration"), "\(error.message)")
         #expect(fixture.presented.map(\.code) == [.storeDamaged])
-        fixture.controller.terminate()
+        await fixture.controller.terminate()
         await fixture.controller.waitUntilIdle()
         #expect(same(fixture.storePath, bytes), "the store file is untouched")
     }
