@@ -74,6 +74,12 @@ public struct DeviceError: Error, Sendable, CustomStringConvertible, LocalizedEr
         Self(code: .noDevice, message: "no device is set up in \(directory); run `device setup` first")
     }
 
+    static func interruptedSetUp(at directory: String) -> Self {
+        Self(
+            code: .noDevice,
+            message: "the device set-up in \(directory) stopped part-way (a full or failing disk, or a crash); run `device setup` again")
+    }
+
     package static func deviceExists(at directory: String) -> Self {
         Self(code: .deviceExists, message: "a device is already set up in \(directory); it is never replaced")
     }

@@ -12,6 +12,9 @@ struct DeviceLayout: Sendable {
     var keybagPath: String { deviceDirectory + "/device.keybag" }
     var statePath: String { deviceDirectory + "/state.json" }
     var deviceKeyPath: String { hardwareDirectory + "/uid.key" }
+    /// Present from the start of a set-up until its state file is written: key files beside it and no state
+    /// file are what a set-up that stopped part-way left, which protect nothing yet.
+    var setUpMarkerPath: String { deviceDirectory + "/set-up.incomplete" }
     /// The device agent's directory (0700) and socket (0600), when an agent serves the device.
     var agentDirectory: String { root + "/agent" }
     var agentSocketPath: String { agentDirectory + "/device.sock" }

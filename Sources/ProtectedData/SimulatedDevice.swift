@@ -154,24 +154,40 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
         // The lock first: the files below are looked at only by the directory's one owner.
         let lock = try takeOwnership(of: directory, given: ownership)
         let layout = DeviceLayout(root: directory)
-        for path in [layout.statePath, layout.keybagPath, layout.deviceKeyPath] where SecureFile.exists(path) {
-            throw DeviceError.deviceExists(at: directory)
-        }
-        try SecureFile.createDirectory(at: layout.deviceDirectory)
-        try SecureFile.createDirectory(at: layout.hardwareDirectory)
+        try startSetUp(layout)
         let deviceKey = SecureBytes.random(count: 32, using: random)
-        try SecureFile.writeSecret(deviceKey, to: layout.deviceKeyPath)
-        // The keybag records that this device's state file is authenticated, so a version-1 file (untagged)
-        // put in its place later is refused instead of read as an old device's.
-        let (keybag, keys) = try Keybag.create(
-            passcode: passcode, deviceKey: deviceKey, kdf: configuration.kdf, options: [.authenticatedDeviceState],
-            random: random)
-        try SecureFile.writeAtomically(keybag.bytes, to: layout.keybagPath, replacing: false)
-        // The state file is written last: its presence says the set-up completed.
+        let keybag: Keybag
+        let keys: ClassKeys
         let persisted = PersistedDeviceState(
             gracePeriodMilliseconds: configuration.gracePeriod.milliseconds,
             wipeAfterFailures: configuration.attemptPolicy.wipeAfterFailures)
-        try DeviceStateFile.write(persisted, deviceKey: deviceKey, to: layout.statePath, replacing: false)
+        do {
+            try SecureFile.writeSecret(deviceKey, to: layout.deviceKeyPath)
+            // The keybag records that this device's state file is authenticated, so a version-1 file (untagged)
+            // put in its place later is refused instead of read as an old device's.
+            (keybag, keys) = try Keybag.create(
+                passcode: passcode, deviceKey: deviceKey, kdf: configuration.kdf, options: [.authenticatedDeviceState],
+                random: random)
+            do {
+                try SecureFile.writeAtomically(keybag.bytes, to: layout.keybagPath, replacing: false)
+                // The state file is written last: its presence says the set-up completed.
+                try DeviceStateFile.write(persisted, deviceKey: deviceKey, to: layout.statePath, replacing: false)
+            } catch {
+                keys.wipeAll()
+                throw error
+            }
+        } catch {
+            deviceKey.wipe()
+            throw error  // the marker stays: the next set-up starts over
+        }
+        // Done: the marker has nothing left to say. A failure to remove it is harmless (boot and set-up both
+        // look at the state file first) and is not the set-up's failure.
+        do {
+            try DiskIO.unlink(layout.setUpMarkerPath)
+            try DiskIO.syncDirectory(layout.deviceDirectory)
+        } catch {
+            LogSubsystem.device.makeLogger().debug("set-up marker not removed", metadata: ["error": "\(error)"])
+        }
         var state = State(persisted: persisted, keybag: keybag, deviceKey: deviceKey)
         for protectionClass in ProtectionClass.allCases { state.heldKeys[protectionClass] = keys[protectionClass] }
         state.isLocked = false
@@ -221,7 +237,10 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
         // The lock first: a state file read while another device may still write it could be stale.
         let lock = try Self.takeOwnership(of: directory, given: ownership)
         let layout = DeviceLayout(root: directory)
-        guard SecureFile.exists(layout.statePath) else { throw DeviceError.noDevice(at: directory) }
+        guard SecureFile.exists(layout.statePath) else {
+            if SecureFile.exists(layout.setUpMarkerPath) { throw DeviceError.interruptedSetUp(at: directory) }
+            throw DeviceError.noDevice(at: directory)
+        }
         let contents = try DeviceStateFile.load(from: layout.statePath)
         var state = State(persisted: contents.state)
         if state.persisted.wiped {
@@ -259,6 +278,26 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
         self.init(
             layout: layout, state: state, clock: timekeeper, random: random, ownership: lock,
             releasesOwnership: ownership == nil)
+    }
+
+    /// Makes the folders and the set-up marker, after checking that no device is there — or finishing off what
+    /// a set-up that stopped part-way left: key files without a state file, beside the marker, protect nothing
+    /// (no store key can be made before the state file exists), and are removed, durably, before new ones are
+    /// written. Key files without a state file and without the marker are a device's whose state file went:
+    /// never removed, `device-exists`.
+    private static func startSetUp(_ layout: DeviceLayout) throws {
+        if SecureFile.exists(layout.statePath) { throw DeviceError.deviceExists(at: layout.root) }
+        let leftovers = [layout.keybagPath, layout.deviceKeyPath].filter(SecureFile.exists)
+        if !leftovers.isEmpty {
+            guard SecureFile.exists(layout.setUpMarkerPath) else { throw DeviceError.deviceExists(at: layout.root) }
+            for path in leftovers { try DiskIO.unlink(path) }
+            for folder in [layout.deviceDirectory, layout.hardwareDirectory] where SecureFile.exists(folder) {
+                try DiskIO.syncDirectory(folder)
+            }
+        }
+        try SecureFile.createDirectory(at: layout.deviceDirectory)
+        try SecureFile.writeAtomically([], to: layout.setUpMarkerPath, replacing: true)
+        try SecureFile.createDirectory(at: layout.hardwareDirectory)
     }
 
     /// The device key, `hardware/uid.key`: 32 bytes, or the file is damaged — said of that file, not of the
@@ -604,7 +643,8 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     /// - Throws: ``DeviceError/Code/wipeIncomplete`` when a step fails: the erase is then finished at the next
     ///   attempt or boot, and nothing says erased before it is.
     private func wipe(_ state: inout State) throws {
-        let hadProtectedData = state.heldKeys[.complete] != nil
+        // Every class goes, `none` included: every subscriber hears it, whatever class its store has.
+        let hadKeys = !state.heldKeys.isEmpty
         state.persisted.wiped = true
         state.wipePending = true
         for key in state.heldKeys.values { key.wipe() }
@@ -612,7 +652,7 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
         state.deviceKey?.wipe()
         state.deviceKey = nil
         state.keybag = nil
-        if hadProtectedData { hub.enqueue(.didBecomeUnavailable) }
+        if hadKeys { hub.enqueue(.didBecomeUnavailable) }
         try finishWipe(&state)
     }
 

@@ -228,7 +228,7 @@ struct SimulatorCoverageTests {
         #expect(Simulator.checkWipe(session: session, model: model)?.invariant == "9 never brings an erased key back")
     }
 
-    @Test("a device erased while the app runs leaves its class-C store ready: avoided by the generator, flagged by the oracle")
+    @Test("a device erased while the app runs closes its class-C store: the oracle's wipe rule holds (found by the simulator, issue 26)")
     func wipeWithTheAppRunning() async throws {
         let commands: [ScenarioCommand] = [
             .deviceSetup(passcode: "1234", grace: .seconds(10), wipeAfter: 3),
@@ -236,11 +236,7 @@ struct SimulatorCoverageTests {
             .put(key: "k", value: "v"), .deviceLock, .clockAdvance(.seconds(60)),
             .deviceUnlock(passcode: "0"), .deviceUnlock(passcode: "0"), .deviceUnlock(passcode: "0"),
         ]
-        #expect(CommandGenerator.avoidsWipeWhileAppRuns)
         let run = try await Simulator.replay(commands, seed: 1)
-        withKnownIssue("a wipe tells a running app nothing unless class A was held; only class-A stores close (issue 26)") {
-            #expect(run.violation == nil, "\(run.violation.map(String.init(describing:)) ?? "")")
-        }
-        #expect(run.violation == nil || run.violation?.invariant == "9 a wiped device's store is never ready")
+        #expect(run.violation == nil, "\(run.violation.map(String.init(describing:)) ?? "")")
     }
 }

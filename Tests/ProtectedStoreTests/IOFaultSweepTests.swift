@@ -118,18 +118,12 @@ struct IOFaultSweepTests {
     /// Bugs the sweeps find that other changes of issue 26 fix.
     enum KnownIssue: String, CaseIterable {
         case inboxAppendLost = "issue 26 finding 1: an acknowledged inbox record is lost after an append that failed part-way"
-        case wipeLeavesKeys = "issue 26 finding 6: a wipe that failed part-way leaves the keybag or uid.key while the state says wiped"
-        case migrationHidesCause = "issue 26 finding 15 (wrong error words): a migration whose commit failed on a full or failing disk says migration-failed and drops the cause"
-        case setUpStuck = "issue 26, found by the I/O sweep: a device set-up that failed part-way neither boots (no-device) nor can be set up again (device-exists)"
     }
 
     /// The known issues expected for an operation under a kind of fault (found by these sweeps on main).
     static func expectedIssues(_ operation: String, _ kind: DiskFaultSweep.Kind) -> Set<KnownIssue> {
         switch (operation, kind.fault) {
         case ("inbox append", .shortWrite): [.inboxAppendLost]
-        case ("wipe", .noSpace), ("wipe", .ioError), ("wipe", .powerCut): [.wipeLeavesKeys]
-        case ("device set-up", _): [.setUpStuck]
-        case ("store creation", _): [.migrationHidesCause]
         default: []
         }
     }
@@ -175,7 +169,6 @@ struct IOFaultSweepTests {
                 if !Self.isTyped(error) { violations.append(Violation(message: "\(label): an untyped error: \(error)")) }
                 if let failure = round.plan.failures.first, !Self.saysWhatFailed(error, failedCall: failure.call, kind) {
                     violations.append(Violation(
-                        known: error is MigrationError ? .migrationHidesCause : nil,
                         message: "\(label): the error does not say what the disk did: \(StoreError(wrapping: error))"))
                 }
                 if !round.faultFired { violations.append(Violation(message: "\(label): failed with no fault: \(error)")) }
@@ -352,7 +345,6 @@ struct IOFaultSweepTests {
             let bootsWiped = fixture.device!.lockState == .wiped
             if reportedWiped || bootsWiped, !keysLeft.isEmpty {
                 violations.append(Violation(
-                    known: .wipeLeavesKeys,
                     message: "\(reportedWiped ? "said erased" : "boots wiped") yet \(keysLeft.map { ($0 as NSString).lastPathComponent }) left"))
             }
             if reportedWiped, !bootsWiped { violations.append(Violation(message: "said erased, boots not wiped")) }
@@ -398,7 +390,7 @@ struct IOFaultSweepTests {
                 do {
                     try fixture.setUpDevice()
                 } catch {
-                    violations.append(Violation(known: .setUpStuck, message: "neither boots (no device) nor can be set up again: \(error)"))
+                    violations.append(Violation(message: "neither boots (no device) nor can be set up again: \(error)"))
                 }
             }
         }

@@ -536,7 +536,22 @@ public final class DataController {
         switch event {
         case .willBecomeUnavailable: apply(.protectedDataWillBecomeUnavailable)
         case .didBecomeAvailable: apply(.protectedDataDidBecomeAvailable)
-        case .didBecomeUnavailable: apply(.protectedDataDidBecomeUnavailable)
+        case .didBecomeUnavailable:
+            apply(.protectedDataDidBecomeUnavailable)
+            if storeKeysDestroyed { apply(.storeKeysDestroyed) }
+        }
+    }
+
+    /// Whether the keys the store was opened with are gone for good, not merely locked away: a class C or D
+    /// store's class is unavailable (only an erase or a power-off takes those), or — for class B, whose
+    /// private key goes at every grace period's end while its store stays open by design — nothing at all is
+    /// available any more, not even class `none`.
+    private var storeKeysDestroyed: Bool {
+        let storeClass = configuration.store.protectionClass
+        switch storeClass {
+        case .complete: return false  // closed at the lock already
+        case .completeUnlessOpen: return !keys.isProtectedDataAvailable(for: .none)
+        case .completeUntilFirstUserAuthentication, .none: return !keys.isProtectedDataAvailable(for: storeClass)
         }
     }
 

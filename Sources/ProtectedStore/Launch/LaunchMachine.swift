@@ -8,6 +8,9 @@ package enum LaunchEvent<Store: Sendable>: Sendable {
     case protectedDataDidBecomeUnavailable
     /// The device unlocked.
     case protectedDataDidBecomeAvailable
+    /// The keys the store was opened with are gone for good (the device erased itself): a store of any class
+    /// closes, as a class-A store does at the lock.
+    case storeKeysDestroyed
     /// The attach started by ``LaunchEffect/attachStore(attempt:)`` with this `attempt` opened `store`.
     case attachSucceeded(Store, attempt: Int)
     /// The attach with this `attempt` did not open the store.
@@ -26,6 +29,7 @@ package enum LaunchEvent<Store: Sendable>: Sendable {
         case .protectedDataWillBecomeUnavailable: "protected-data-will-become-unavailable"
         case .protectedDataDidBecomeUnavailable: "protected-data-did-become-unavailable"
         case .protectedDataDidBecomeAvailable: "protected-data-did-become-available"
+        case .storeKeysDestroyed: "store-keys-destroyed"
         case .attachSucceeded: "attach-succeeded"
         case .attachFailed: "attach-failed"
         case .operationSubmitted: "operation-submitted"
@@ -187,10 +191,11 @@ package struct LaunchMachine<Store: Sendable>: Sendable {
                 return []
             }
 
-        case .protectedDataWillBecomeUnavailable, .protectedDataDidBecomeUnavailable:
+        case .protectedDataWillBecomeUnavailable, .protectedDataDidBecomeUnavailable, .storeKeysDestroyed:
             // A class-A store closes at the lock; one that attached during the grace period (after the lock's
-            // event) closes when its keys are wiped. Class B, C and D stores stay open.
-            guard closesAtLock else { return [] }
+            // event) closes when its keys are wiped. Class B, C and D stores stay open — unless their keys
+            // were destroyed.
+            if case .storeKeysDestroyed = event {} else { guard closesAtLock else { return [] } }
             switch state {
             case .ready(let store):
                 state = .waitingForProtectedData

@@ -16,10 +16,11 @@ extension StoreCoordinator {
     /// Nothing is written where a store file or its log exists without a key file (`store-exists-without-key`):
     /// that is someone's data, never given a new key, and not a creation. Otherwise the marker is written, the
     /// key made through `keys`, and the marker told the new key file's store identifier. A creation that ends
-    /// without a key file removes its marker.
+    /// without a key file removes its marker; one whose marker cannot be told the new key file's identifier
+    /// fails with that write's error, and the next attach finishes it.
     ///
     /// - Returns: the new store key.
-    /// - Throws: `store-exists-without-key`; what `keys` or the marker's write throws.
+    /// - Throws: `store-exists-without-key`; what `keys` or the marker's writes throw.
     static func createStoreKey(_ configuration: StoreConfiguration, keys: any StoreKeyProvider) throws -> SecureBytes {
         let files = configuration.files
         for existing in [files.database, files.writeAheadLog] where SecureFile.exists(existing) {
@@ -48,12 +49,11 @@ extension StoreCoordinator {
             let keyFile = try StoreKeyFile.load(from: files.key)
             try StoreCreationMarker(stage: .keyMade(storeID: keyFile.storeID)).write(to: files.creationMarker)
         } catch {
-            // The creation goes on: the store is made now and the marker removed. Only if it is interrupted
-            // before that does the marker matter; naming no key file, it then finishes nothing, and the store is
-            // reported (`store-unavailable`), never made empty in place of another.
-            LogSubsystem.store.makeLogger().debug(
-                "creation marker could not name the new key file",
-                metadata: ["marker": "\(files.creationMarker)", "error": "\(error)"])
+            // Said, not swallowed: the disk that refused the marker (full, failing) would refuse the store next,
+            // and the error must name it. The key file stays beside a stage-1 marker, which the next attach
+            // takes for this interrupted creation and finishes.
+            storeKey.wipe()
+            throw error
         }
         return storeKey
     }

@@ -22,13 +22,6 @@ struct CommandGenerator {
     /// rest of the run checks that nothing erased comes back.
     static let attackFromStep = 60
 
-    /// A device erased while the app runs leaves a class B, C or D store open and writable (reported from
-    /// issue 26's simulator work: the wipe tells the app nothing when class A was not held, and the launch
-    /// machine closes only class-A stores). Until that is decided, the generator makes the failure that
-    /// erases the device only with no app running; the oracle still flags the case if a shrunk or replayed
-    /// sequence reaches it.
-    static let avoidsWipeWhileAppRuns = true
-
     init(seed: UInt64) {
         self.seed = seed
         random = SplitMix64(seed: seed)
@@ -59,10 +52,9 @@ struct CommandGenerator {
             return .put(key: pick(Self.keys), value: ScenarioValue.filled((4 << 20) - Int(random.next() % 4096)))
         }
         let attacking = wipeAfter != nil && step >= Self.attackFromStep && !model.wiped
-        // A wrong passcode may be tried unless it would only run into delays, or erase the device with the
-        // app running (see avoidsWipeWhileAppRuns).
+        // A wrong passcode may be tried unless it would only run into delays; the one that erases the device
+        // comes with or without the app running (its store, of any class, must close then).
         let wrongAllowed = !model.wiped && (attacking || model.failures < 5)
-            && !(Self.avoidsWipeWhileAppRuns && model.appRunning && model.nextFailureWipes)
         let wrongWeight = attacking ? 20 : guessesOften ? 12 : 3
         var weighted: [(Int, ScenarioCommand)] = [
             (10, .clockAdvance(pick([.milliseconds(100), .seconds(1), .seconds(5), .milliseconds(9999), .seconds(10), .seconds(60)]))),
