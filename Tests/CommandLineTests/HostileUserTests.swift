@@ -179,4 +179,28 @@ struct HostileUserTests {
         let received = agent.waitForConnections(1, timeout: .seconds(20))
         #expect(received == [0], "the fake agent received \(received) bytes")
     }
+
+    @Test("a per-user folder of temporary state directories another account made first is refused by run, naming it; the run's keys go nowhere")
+    func anotherAccountsTemporaryFolderIsRefused() throws {
+        let playground = try Playground()
+        let folder = playground.shared + "/protected-store-\(geteuid())"
+        try Self.asOtherUser(["mkdir", "-m", "777", folder])
+        let process = Process()
+        process.executableURL = ProtectedStoreBinary.url
+        process.arguments = ["run", "--fast-kdf", "-"]
+        process.environment = ProcessInfo.processInfo.environment.merging(["TMPDIR": playground.shared + "/"]) { $1 }
+        let input = Pipe()
+        let errors = Pipe()
+        process.standardInput = input
+        process.standardError = errors
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        try input.fileHandleForWriting.write(contentsOf: Data("device setup --passcode 4321\n".utf8))
+        try input.fileHandleForWriting.close()
+        let error = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(process.terminationStatus != 0)
+        #expect(error.contains("insecure-state-directory: refusing \(folder): it belongs to user nobody"), "\(error)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folder).isEmpty)
+    }
 }
