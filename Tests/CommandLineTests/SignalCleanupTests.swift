@@ -117,7 +117,7 @@ struct SignalCleanupTests {
         #expect(leftovers(in: temporary).isEmpty, "left behind: \(leftovers(in: temporary))")
     }
 
-    @Test("`demo | head -1`: the reader goes away (SIGPIPE), the demo removes its state directory and exits 141")
+    @Test("the demo's reader goes away (SIGPIPE, as in `demo | head -1`): the demo removes its state directory and exits 141")
     func brokenPipeDuringDemo() throws {
         let directory = TemporaryDirectory()
         let temporary = directory.file("tmp")
@@ -132,17 +132,12 @@ struct SignalCleanupTests {
         process.standardOutput = output
         process.standardInput = FileHandle.nullDevice
         try process.run()
-        // As `head -1` does: read the first line, then close the pipe.
-        var first = Data()
-        while !first.contains(UInt8(ascii: "\n")) {
-            let chunk = output.fileHandleForReading.availableData
-            if chunk.isEmpty { break }
-            first += chunk
-        }
+        // The reader goes away before the demo writes (its whole output fits in a pipe's buffer: a reader that
+        // waited for a line could close it after a demo that had already ended). The demo makes its directory
+        // before its first line.
         try output.fileHandleForReading.close()
         process.waitUntilExit()
         let errors = try String(contentsOfFile: directory.file("stderr"), encoding: .utf8)
-        #expect(String(decoding: first, as: UTF8.self).hasPrefix("protected-store demo:"))
         #expect(process.terminationReason == .exit && process.terminationStatus == 141, "\(process.terminationReason) \(process.terminationStatus) \(errors)")
         #expect(leftovers(in: temporary).isEmpty, "left behind: \(leftovers(in: temporary))")
         #expect(errors.contains("protected-store: its output was closed (SIGPIPE); removed 1 temporary state directory"), "\(errors)")
