@@ -59,26 +59,45 @@ public final class StateDirectoryLock: Sendable {
     ///   - owner: who takes it, written into the lock file for the messages of whoever is refused.
     /// - Returns: the lock, held until ``release()`` or until it is freed.
     /// - Throws: ``DeviceError`` with code ``DeviceError/Code/stateInUse`` naming the holder's process id when
-    ///   another process — or another owner in this one — holds it; `SecureKeysError` with `io-error` when the
-    ///   directory or the lock file cannot be created or locked.
+    ///   another process — or another owner in this one — holds it; `SecureKeysError` with
+    ///   `insecure-state-directory` when the directory, a folder in it (`device/`, `hardware/`, `agent/`) or the
+    ///   lock file is another user's, writable by others or a link; `io-error` when the directory or the lock
+    ///   file cannot be created or locked.
     public static func acquire(_ directory: String, as owner: Owner = .process) throws -> StateDirectoryLock {
+        // The directory and every folder the device keeps in it are this user's and nobody else's, before a
+        // file in them is opened (invariant 10).
         try SecureFile.createDirectory(at: directory)
+        let layout = DeviceLayout(root: directory)
+        for folder in [layout.deviceDirectory, layout.hardwareDirectory, layout.agentDirectory] where SecureFile.exists(folder) {
+            try PrivateDirectory.check(folder, ancestors: false)
+        }
         let path = path(in: directory)
         // A plain `open`, not `DiskIO`: the lock file is no part of the device's durable state, and the
         // simulated disk leaves `*.lock` files alone (a power cut must not swap the inode under a held lock).
-        var descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        // O_NOFOLLOW: a link in its place would have the lock truncate the file it points to.
+        let flags = O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK
+        var descriptor = open(path, O_RDWR | O_CREAT | flags, 0o600)
         // On a read-only mount (or file) the existing lock file is locked all the same — `flock` needs no write
         // access, and a writable mount of the same directory elsewhere sees the lock — only without an id.
         var writable = true
         if descriptor < 0 && (errno == EROFS || errno == EACCES) {
-            descriptor = open(path, O_RDONLY | O_CLOEXEC)
+            descriptor = open(path, O_RDONLY | flags)
             writable = false
         }
-        guard descriptor >= 0 else { throw SecureKeysError.io("cannot open the lock file", path: path, errno: errno) }
+        guard descriptor >= 0 else {
+            let code = errno
+            if code == ELOOP {
+                throw SecureKeysError.insecureStateDirectory(
+                    "it is a symbolic link; the lock file is never opened through one (it would truncate the file it "
+                        + "points to). Remove the link, and check what else in \(directory) is not yours", path: path)
+            }
+            throw SecureKeysError.io("cannot open the lock file", path: path, errno: code)
+        }
         // The lock file is never unlinked, not even at release: a process that opened it before the unlink
         // would lock the removed inode while the next one creates and locks a new file, and both would own
         // the directory.
         do {
+            try checkLockFile(descriptor, path: path, directory: directory)
             try lock(descriptor, path: path, directory: directory)
         } catch {
             close(descriptor)
@@ -94,6 +113,23 @@ public final class StateDirectoryLock: Sendable {
             throw SecureKeysError.io("cannot write the process id into", path: path, errno: error)
         }
         return StateDirectoryLock(directory: directory, descriptor: descriptor)
+    }
+
+    /// The lock file is a regular file of this user's with no other name: a hard link to another file (made
+    /// while the directory was open to others) would have its content replaced by a process id.
+    private static func checkLockFile(_ descriptor: Int32, path: String, directory: String) throws {
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else { throw SecureKeysError.io("cannot stat", path: path, errno: errno) }
+        let problem: String? =
+            if (info.st_mode & S_IFMT) != S_IFREG { "it is not a regular file" }
+            else if info.st_uid != geteuid() { "it belongs to \(PrivateDirectory.user(info.st_uid)), not to you" }
+            else if info.st_nlink != 1 { "it has \(info.st_nlink) names (a hard link to another file)" }
+            else { nil }
+        if let problem {
+            throw SecureKeysError.insecureStateDirectory(
+                "\(problem); the lock file is written, so it must be yours alone. Remove it (it holds nothing but a "
+                    + "process id), and check what else in \(directory) is not yours", path: path)
+        }
     }
 
     /// Waits out the moments a refusal would name no live holder, then locks or throws.
@@ -147,9 +183,11 @@ public final class StateDirectoryLock: Sendable {
     }
 
     private static func holderAndOwner(of directory: String) -> (Int32, Owner)? {
-        let descriptor = open(path(in: directory), O_RDONLY | O_CLOEXEC)
+        let descriptor = open(path(in: directory), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
         guard descriptor >= 0 else { return nil }
         defer { close(descriptor) }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return nil }
         var result: Int32
         repeat { result = flock(descriptor, LOCK_SH | LOCK_NB) } while result != 0 && errno == EINTR
         if result == 0 {

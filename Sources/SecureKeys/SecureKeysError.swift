@@ -15,6 +15,7 @@ public struct SecureKeysError: Error, Sendable {
             case storeExistsWithoutKey = "store-exists-without-key"
             case alreadyExists = "already-exists"
             case insecurePermissions = "insecure-permissions"
+            case insecureStateDirectory = "insecure-state-directory"
             case invalidArgument = "invalid-argument"
             case io = "io-error"
             case outOfMemory = "out-of-memory"
@@ -47,6 +48,10 @@ public struct SecureKeysError: Error, Sendable {
         public static let alreadyExists = Code(.alreadyExists)
         /// A key file or directory is readable by others.
         public static let insecurePermissions = Code(.insecurePermissions)
+        /// A state directory (or a folder or the lock file in it) that another user owns or may write, a
+        /// symbolic link, or one under a folder another user could swap it out of: refused, as OpenSSH's
+        /// StrictModes refuses such a home folder.
+        public static let insecureStateDirectory = Code(.insecureStateDirectory)
         /// A parameter is outside what the format or libsodium accepts.
         public static let invalidArgument = Code(.invalidArgument)
         /// The file system refused a read or write.
@@ -143,6 +148,13 @@ extension SecureKeysError {
             code: .insecurePermissions,
             message: "\(path) is accessible to other users (mode \(String(mode & 0o777, radix: 8))); expected 0600 for files, 0700 for directories",
             path: path, file: file, line: line)
+    }
+
+    /// The folder (or lock file) at `path` is not safe to keep keys in: `problem` says what was found and the fix.
+    public static func insecureStateDirectory(
+        _ problem: String, path: String, file: StaticString = #fileID, line: UInt = #line
+    ) -> Self {
+        Self(code: .insecureStateDirectory, message: "refusing \(path): \(problem)", path: path, file: file, line: line)
     }
 
     /// A parameter outside what a format or libsodium accepts.

@@ -23,7 +23,8 @@ enum TextFile {
     /// - Throws: ``WriteFailure`` naming the file and the reason.
     static func write(_ text: String, to path: String) throws(WriteFailure) {
         let partial = path + ".partial"
-        let descriptor = open(partial, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        // O_NOFOLLOW: a link put at PATH.partial would have this write truncate the file it points to.
+        let descriptor = open(partial, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o644)
         guard descriptor >= 0 else { throw WriteFailure(path: path, reason: String(cString: strerror(errno))) }
         let bytes = Array(text.utf8)
         var written = 0

@@ -145,7 +145,7 @@ struct DeviceAgentProcessTests {
     }
 
     @Test(
-        "a process of another user is refused by the agent's peer check even when the socket's permissions let it connect",
+        "a process of another user is refused by the agent's peer check even when the socket's permissions let it connect (and its own protected-store refuses a directory not its own)",
         .enabled(if: getuid() == 0, "needs root to run a client as another user"))
     func otherUserRefused() throws {
         let directory = TemporaryDirectory()
@@ -158,11 +158,25 @@ struct DeviceAgentProcessTests {
         for path in [directory.path, state, state + "/agent"] { chmod(path, 0o711) }
         chmod(state + "/agent/device.sock", 0o666)
 
+        // The intruder's own `protected-store` would refuse the directory first (it is not its own), so it is a
+        // plain client: it connects and prints whatever the agent sends before it closes.
+        let client = #"""
+            use Socket;
+            socket(my $socket, PF_UNIX, SOCK_STREAM, 0) or die "socket: $!";
+            connect($socket, pack_sockaddr_un($ARGV[0])) or die "connect: $!";
+            my $buffer = '';
+            while (sysread($socket, my $chunk, 65536)) { $buffer .= $chunk; }
+            print $buffer;
+            """#
         let intruder = try ProtectedStoreBinary.run(
+            ["--reuid=65534", "--regid=65534", "--clear-groups", "perl", "-e", client, state + "/agent/device.sock"],
+            executable: "setpriv")
+        #expect(intruder.status == 0, "\(intruder.error)")
+        #expect(intruder.output.contains("agent-refused") && intruder.output.contains("user 65534"), "\(intruder.output)")
+        let shell = try ProtectedStoreBinary.run(
             ["--reuid=65534", "--regid=65534", "--clear-groups", ProtectedStoreBinary.url.path, "shell", "--state-dir", state],
             input: "status\n", executable: "setpriv")
-        #expect(intruder.status != 0, "\(intruder.output)")
-        #expect(intruder.error.contains("agent-refused") && intruder.error.contains("user 65534"), "\(intruder.error)")
+        #expect(shell.status != 0 && shell.error.contains("insecure-state-directory"), "\(shell.error)")
 
         for path in [directory.path, state, state + "/agent"] { chmod(path, 0o700) }
         let owner = try ProtectedStoreBinary.shell(["expect device unlocked"], state: state)

@@ -89,5 +89,57 @@ struct StateDirectoryLockTests {
         lock.release()
         _ = try SimulatedDevice(bootingFrom: directory.path, clock: ManualClock())
     }
-}
 
+    /// The `SecureKeysError` `body` throws, or `nil`.
+    func keysError(_ body: () throws -> Void) -> SecureKeysError? {
+        do {
+            try body()
+            return nil
+        } catch {
+            return error as? SecureKeysError
+        }
+    }
+
+    @Test("a symbolic link where owner.lock goes is refused (O_NOFOLLOW) and the file it points to is untouched")
+    func lockFileLinkRefused() throws {
+        let directory = TemporaryDirectory()
+        let state = directory.file("state")
+        try SecureFile.createDirectory(at: state)
+        let victim = directory.file("victim.txt")
+        try Data("the victim's own data".utf8).write(to: URL(fileURLWithPath: victim))
+        try FileManager.default.createSymbolicLink(atPath: state + "/owner.lock", withDestinationPath: victim)
+        let error = try #require(keysError { _ = try StateDirectoryLock.acquire(state) })
+        #expect(error.code == .insecureStateDirectory)
+        #expect(error.message.contains("refusing \(state)/owner.lock: it is a symbolic link"), "\(error.message)")
+        #expect(try String(contentsOfFile: victim, encoding: .utf8) == "the victim's own data")
+        #expect(StateDirectoryLock.holder(of: state) == nil, "holder(of:) reads no link either")
+    }
+
+    @Test("a hard link to another file where owner.lock goes is refused and the file is untouched")
+    func lockFileHardLinkRefused() throws {
+        let directory = TemporaryDirectory()
+        let state = directory.file("state")
+        try SecureFile.createDirectory(at: state)
+        let victim = directory.file("victim.txt")
+        try Data("the victim's own data".utf8).write(to: URL(fileURLWithPath: victim))
+        #expect(link(victim, state + "/owner.lock") == 0)
+        let error = try #require(keysError { _ = try StateDirectoryLock.acquire(state) })
+        #expect(error.code == .insecureStateDirectory)
+        #expect(error.message.contains("it has 2 names (a hard link to another file)"), "\(error.message)")
+        #expect(try String(contentsOfFile: victim, encoding: .utf8) == "the victim's own data")
+    }
+
+    @Test("an existing device/, hardware/ or agent/ folder others may write is refused when the directory is taken, naming the folder")
+    func writableDeviceFoldersRefused() throws {
+        for folder in ["device", "hardware", "agent"] {
+            let directory = TemporaryDirectory()
+            let state = directory.file("state")
+            try SecureFile.createDirectory(at: state + "/" + folder)
+            chmod(state + "/" + folder, 0o777)
+            let error = try #require(keysError { _ = try StateDirectoryLock.acquire(state) })
+            #expect(error.code == .insecureStateDirectory)
+            #expect(error.path == state + "/" + folder)
+            #expect(error.message.contains("other users may write in it (mode 0777)"), "\(error.message)")
+        }
+    }
+}

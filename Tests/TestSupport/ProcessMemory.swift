@@ -7,17 +7,23 @@ public enum ProcessMemory: Sendable {
     /// sanitizer's shadow memory is, are skipped) where `needle` occurs, apart from the
     /// ranges in `excluding` (the test's own reference copy). Read through `/proc/self/mem`, so guard pages
     /// and unmapped gaps are skipped instead of faulting.
-    public static func occurrences(of needle: UnsafeRawBufferPointer, excluding: [Range<UInt>] = []) throws -> [UInt] {
+    ///
+    /// With `processID`, searches that process instead (a child the test started; reading its memory needs the
+    /// right to trace it, which root has).
+    public static func occurrences(
+        of needle: UnsafeRawBufferPointer, excluding: [Range<UInt>] = [], inProcess processID: Int32? = nil
+    ) throws -> [UInt] {
         precondition(needle.count > 0)
-        let maps = try readToEnd("/proc/self/maps")
-        let memory = open("/proc/self/mem", O_RDONLY)
+        let process = processID.map(String.init) ?? "self"
+        let maps = try readToEnd("/proc/\(process)/maps")
+        let memory = open("/proc/\(process)/mem", O_RDONLY)
         guard memory >= 0 else { throw CocoaError(.fileReadNoPermission) }
         defer { close(memory) }
         let chunkSize = 1 << 20
         let chunk = UnsafeMutableRawBufferPointer.allocate(byteCount: chunkSize + needle.count, alignment: 16)
         defer { chunk.deallocate() }
         let chunkRange = UInt(bitPattern: chunk.baseAddress)..<UInt(bitPattern: chunk.baseAddress) + UInt(chunk.count)
-        let skip = excluding + [chunkRange]
+        let skip = excluding + (processID == nil ? [chunkRange] : [])
         var found: [UInt] = []
         for line in maps.split(separator: "\n") {
             let fields = line.split(separator: " ", omittingEmptySubsequences: true)

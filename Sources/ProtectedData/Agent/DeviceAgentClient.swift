@@ -28,16 +28,30 @@ public final class DeviceAgentClient: KeyAvailabilityMonitor, StoreKeyProvider {
     ///   - stateDirectory: the state directory the agent serves.
     ///   - clientName: a name for the agent's log (`app`, `extension`, …).
     /// - Returns: the client, or `nil` when no agent is running there (no socket, or a stale one).
-    /// - Throws: ``DeviceError/Code/agentRefused`` when the agent refuses this process (another user, too many
+    /// - Throws: ``DeviceError/Code/untrustedAgent`` when the process serving the socket runs as another user
+    ///   (nothing is sent to it); `SecureKeysError` with `insecure-state-directory` when the state directory or
+    ///   its `agent/` folder is another user's or writable by others (checked before connecting);
+    ///   ``DeviceError/Code/agentRefused`` when the agent refuses this process (another user, too many
     ///   clients), ``DeviceError/Code/agentDisconnected`` when it goes away before it answers.
     public static func connect(toAgentOf stateDirectory: String, clientName: String) throws -> DeviceAgentClient? {
         let path = DeviceAgent.socketPath(in: stateDirectory)
         guard SecureFile.exists(path) else { return nil }
+        // Only a socket in folders of this user's alone is one of its own agents (invariant 10)...
+        try PrivateDirectory.check(stateDirectory)
+        try PrivateDirectory.check(SecureFile.folder(containing: path), ancestors: false)
         let descriptor: Int32
         switch try UnixSocket.connect(to: path) {
         case .success(let connected): descriptor = connected
         case .failure(let failure) where failure.code == ENOENT || failure.code == ECONNREFUSED: return nil
         case .failure(let failure): throw DeviceError.agentRefused("cannot connect to \(path): \(failure)")
+        }
+        // ...and the kernel says who listens, before a byte is sent: another user's process there (a socket
+        // moved in, a folder once open to others) never sees a hello, let alone a passcode.
+        let peer = UnixSocket.peerUserID(descriptor)
+        guard peer == geteuid() else {
+            close(descriptor)
+            guard let peer else { throw DeviceError.agentRefused("the user of the process serving \(path) cannot be read; nothing was sent to it") }
+            throw DeviceError.untrustedAgent(socket: path, user: PrivateDirectory.user(peer), you: PrivateDirectory.user(geteuid()))
         }
         let link = AgentLink(descriptor: descriptor, stateDirectory: stateDirectory)
         link.start()

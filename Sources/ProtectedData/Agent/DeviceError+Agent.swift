@@ -6,6 +6,9 @@ extension DeviceError.Code {
     public static let agentDisconnected = DeviceError.Code("agent-disconnected")
     /// The device agent could not start: its socket cannot be made where the state directory is.
     public static let agentFailed = DeviceError.Code("agent-failed")
+    /// The process serving the state directory's socket runs as another user: this process sent it nothing
+    /// (no hello, no passcode) and does not use it.
+    public static let untrustedAgent = DeviceError.Code("untrusted-agent")
 }
 
 extension DeviceError {
@@ -25,6 +28,14 @@ extension DeviceError {
             code: .agentDisconnected,
             message: "the device agent of \(directory) did not answer within \(timeout.spoken): it is stopped (Ctrl-Z, "
                 + "SIGSTOP) or stuck; this process no longer uses it")
+    }
+
+    static func untrustedAgent(socket path: String, user: String, you: String) -> Self {
+        Self(
+            code: .untrustedAgent,
+            message: "the process serving \(path) runs as \(user), not as you, \(you): nothing was "
+                + "sent to it, not even a hello, and no passcode ever will be. Only your own `protected-store device serve` "
+                + "is a device agent of yours: stop the other one, or use a state directory of your own")
     }
 
     static func agentFailed(_ why: String) -> Self {

@@ -100,6 +100,8 @@ public struct StoreError: Error, Sendable {
         public static let alreadyExists = Code("already-exists")
         /// A key file or folder is accessible to other users.
         public static let insecurePermissions = Code("insecure-permissions")
+        /// A state directory, or a folder or the lock file in it, that another user owns or may write, or a link.
+        public static let insecureStateDirectory = Code("insecure-state-directory")
         /// A parameter is outside what a format or libsodium accepts.
         public static let invalidArgument = Code("invalid-argument")
         /// The file system refused a read or a write.
@@ -134,15 +136,18 @@ public struct StoreError: Error, Sendable {
         public static let invalidDeviceSetting = Code("invalid-device-setting")
         /// The device began erasing its keys and could not finish yet; it finishes at the next attempt or boot.
         public static let wipeIncomplete = Code("wipe-incomplete")
+        /// The process serving the state directory's agent socket runs as another user: nothing was sent to it.
+        public static let untrustedAgent = Code("untrusted-agent")
 
         /// Every code this version defines, in the order above.
         public static let all: [Code] = [
             .queueFull, .cancelled, .deadlineExceeded, .terminated, .protectedDataUnavailable, .inboxUnavailable,
             .inboxRecordTooLarge, .inboxUnknownKind, .inboxNewerSchema, .inboxRecordMalformed, .storeError, .wrongKey, .storeUnavailable, .storeDamaged, .constraint, .diskFull, .readOnly, .busy,
             .notSQLCipher, .misuse, .closed, .sqliteError, .migrationFailed, .storeFromNewerApp, .keyFileDamaged, .unsupportedKeyFormat, .wrongDevice,
-            .keyWiped, .storeExistsWithoutKey, .alreadyExists, .insecurePermissions, .invalidArgument, .ioError,
+            .keyWiped, .storeExistsWithoutKey, .alreadyExists, .insecurePermissions, .insecureStateDirectory, .invalidArgument, .ioError,
             .outOfMemory, .noDevice, .deviceExists, .wrongPasscode, .passcodeDelay, .deviceWiped, .deviceStateDamaged,
             .stateInUse, .agentRefused, .agentDisconnected, .agentFailed, .invalidDeviceSetting, .wipeIncomplete,
+            .untrustedAgent,
         ]
     }
 

@@ -40,20 +40,31 @@ package enum SecureFile {
     /// Directories holding keys: owner only.
     static let directoryMode: mode_t = 0o700
 
-    /// Creates `path` (and its parents) with mode 0700 when missing; an existing directory is left as it is.
+    /// Creates `path` (and its parents) with mode 0700 when missing, then checks it as a folder holding keys
+    /// must be: this user's, writable by nobody else, not a link, under folders nobody else can swap it out of
+    /// (``PrivateDirectory``). An existing directory is checked the same way, and otherwise left as it is.
     ///
-    /// - Throws: ``SecureKeysError/Code/io`` when it cannot be created or is not a directory.
+    /// - Throws: ``SecureKeysError/Code/insecureStateDirectory`` naming the folder, what was found and the fix;
+    ///   ``SecureKeysError/Code/io`` when it cannot be created or is not a directory.
     package static func createDirectory(at path: String) throws {
+        try PrivateDirectory.checkFoldersAbove(path)
+        try makeDirectories(path)
+        try PrivateDirectory.check(path, ancestors: false)
+    }
+
+    /// `mkdir -p` with mode 0700, each new folder made durable in its parent.
+    private static func makeDirectories(_ path: String) throws {
         var info = stat()
         if lstat(path, &info) == 0 {
-            guard (info.st_mode & S_IFMT) == S_IFDIR else {
+            // A link is left for the check to name; anything else that is not a folder is an error here.
+            guard (info.st_mode & S_IFMT) == S_IFDIR || (info.st_mode & S_IFMT) == S_IFLNK else {
                 throw SecureKeysError.io("expected a directory at", path: path, errno: ENOTDIR)
             }
             return
         }
         let parent = folder(containing: path)
         if parent != path, lstat(parent, &info) != 0 {
-            try createDirectory(at: parent)
+            try makeDirectories(parent)
         }
         // The new entry is durable only once its parent folder is synced: without this, a power cut right
         // after `device setup` could lose the whole device folder.
@@ -70,13 +81,14 @@ package enum SecureFile {
 
     /// Reads a whole key file.
     ///
-    /// Refuses a symbolic link, a directory or anything else that is not a regular file, and a file that
-    /// other users can read or write (a key file should be 0600).
+    /// Refuses a symbolic link, a directory or anything else that is not a regular file, a file that other
+    /// users can read or write (a key file should be 0600), and a file another user owns.
     ///
     /// - Throws: ``SecureKeysError/Code/io`` (missing, unreadable, not a regular file) or
     ///   ``SecureKeysError/Code/insecurePermissions``.
     package static func read(_ path: String, maximumSize: Int = 1 << 20) throws -> [UInt8] {
-        let descriptor = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        // O_NONBLOCK: a FIFO put in a key file's place is refused below instead of blocking the open.
+        let descriptor = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
         guard descriptor >= 0 else {
             let code = errno
             throw SecureKeysError.io(code == ELOOP ? "refusing a symbolic link at" : "cannot open", path: path, errno: code)
@@ -89,6 +101,13 @@ package enum SecureFile {
         }
         guard info.st_mode & 0o077 == 0 else {
             throw SecureKeysError.insecurePermissions(path: path, mode: UInt32(info.st_mode))
+        }
+        // Another user's file, even 0600, is one they wrote and may rewrite (planted while the folder was open).
+        guard info.st_uid == geteuid() else {
+            throw SecureKeysError(
+                code: .insecurePermissions,
+                message: "\(path) belongs to \(PrivateDirectory.user(info.st_uid)), not to you, \(PrivateDirectory.user(geteuid())): a key file is only read from its owner",
+                path: path)
         }
         guard Int(info.st_size) <= maximumSize else {
             throw SecureKeysError.damaged("\(info.st_size) bytes is larger than any key file", path: path)
