@@ -87,3 +87,26 @@ struct DeviceRulesTests {
         #expect(throws: AgentWireFormat.Malformed.self) { try bytes.withUnsafeBytes { try AgentWireFormat.decodeRequest($0) } }
     }
 }
+
+/// The same rules through a device agent's client: what the command line allows (an empty passcode asked for)
+/// reaches the agent, and what it refuses is refused.
+@Suite("Device rules through the agent's client")
+struct DeviceRulesThroughClientTests {
+    @Test("a client sets up an empty passcode only when it asks for one, and changes to one the same way")
+    func emptyPasscodeThroughTheClient() throws {
+        let fixture = try AgentFixture(setUp: nil)
+        defer { fixture.stop() }
+        let client = try fixture.connect("rules")
+        defer { client.disconnect() }
+        #expect { try client.setUp(passcode: SecureBytes(utf8: "")) } throws: {
+            ($0 as? DeviceError)?.code == .invalidSetting
+        }
+        try client.setUp(passcode: SecureBytes(utf8: ""), allowsEmptyPasscode: true)
+        #expect { try client.changePasscode(from: SecureBytes(utf8: ""), to: SecureBytes(utf8: "")) } throws: {
+            ($0 as? DeviceError)?.code == .invalidSetting
+        }
+        try client.changePasscode(from: SecureBytes(utf8: ""), to: SecureBytes(utf8: "5678"))
+        try client.lock()
+        try client.unlock(passcode: SecureBytes(utf8: "5678"))
+    }
+}

@@ -110,10 +110,17 @@ public final class DeviceAgentClient: KeyAvailabilityMonitor, StoreKeyProvider {
     ///
     /// - Throws: ``DeviceError/Code/deviceExists`` when there is one; `SecureKeysError` with
 
-    ///   `invalid-argument` for a grace period outside 0 to 100 years.
-    public func setUp(passcode: SecureBytes, gracePeriod: Duration = .seconds(10), wipeAfterFailures: Int? = nil) throws {
+    ///   `invalid-argument` for a grace period outside 0 to 100 years; `invalid-device-setting` for an empty
+    ///   passcode unless `allowsEmptyPasscode`, or a setting outside the device's rules.
+    public func setUp(
+        passcode: SecureBytes, gracePeriod: Duration = .seconds(10), wipeAfterFailures: Int? = nil,
+        allowsEmptyPasscode: Bool = false
+    ) throws {
         let grace = try Self.checked(gracePeriod, "a grace period")
-        _ = try link.requestStatus(.setUp(passcode: passcode, gracePeriod: grace, wipeAfterFailures: wipeAfterFailures))
+        _ = try link.requestStatus(
+            .setUp(
+                passcode: passcode, gracePeriod: grace, wipeAfterFailures: wipeAfterFailures,
+                allowsEmptyPasscode: allowsEmptyPasscode))
     }
 
     /// Unlocks the device. A wrong passcode counts toward the delay and the wipe, whichever process sent it.
@@ -126,9 +133,9 @@ public final class DeviceAgentClient: KeyAvailabilityMonitor, StoreKeyProvider {
 
     /// Changes the passcode.
     ///
-    /// - Throws: as `SimulatedDevice.changePasscode(from:to:)`.
-    public func changePasscode(from old: SecureBytes, to new: SecureBytes) throws {
-        _ = try link.requestStatus(.changePasscode(old: old, new: new))
+    /// - Throws: as `SimulatedDevice.changePasscode(from:to:allowsEmptyPasscode:)`.
+    public func changePasscode(from old: SecureBytes, to new: SecureBytes, allowsEmptyPasscode: Bool = false) throws {
+        _ = try link.requestStatus(.changePasscode(old: old, new: new, allowsEmptyPasscode: allowsEmptyPasscode))
     }
 
     /// Moves the device's virtual clock (grace periods and passcode delays count on it).

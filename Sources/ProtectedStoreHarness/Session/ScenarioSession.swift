@@ -257,8 +257,10 @@ public final class ScenarioSession {
     private func performThroughAgent(_ command: ScenarioCommand) throws -> Bool {
         guard let agent else { return false }
         switch command {
-        case .deviceSetup(let passcode, let grace, let wipeAfter, _):
-            try agent.setUp(passcode: SecureBytes(utf8: passcode ?? ""), gracePeriod: grace, wipeAfterFailures: wipeAfter)
+        case .deviceSetup(let passcode, let grace, let wipeAfter, let allowsEmpty):
+            try agent.setUp(
+                passcode: SecureBytes(utf8: passcode ?? ""), gracePeriod: grace, wipeAfterFailures: wipeAfter,
+                allowsEmptyPasscode: allowsEmpty)
         case .deviceReboot:
             try agent.reboot()
             abandonApp()
@@ -279,8 +281,9 @@ public final class ScenarioSession {
             try agent.lock()
         case .deviceUnlock(let passcode):
             try agent.unlock(passcode: SecureBytes(utf8: passcode ?? ""))
-        case .deviceChangePasscode(let old, let new, _):
-            try agent.changePasscode(from: SecureBytes(utf8: old ?? ""), to: SecureBytes(utf8: new ?? ""))
+        case .deviceChangePasscode(let old, let new, let allowsEmpty):
+            try agent.changePasscode(
+                from: SecureBytes(utf8: old ?? ""), to: SecureBytes(utf8: new ?? ""), allowsEmptyPasscode: allowsEmpty)
         case .clockAdvance(let duration):
             // The device's clock is the agent's; the app's timers run on this process's.
             try agent.advanceClock(by: duration)
