@@ -38,7 +38,7 @@ struct FaultNextIOTests {
         #expect(try await run(["device setup --passcode 1234", "app launch", "put a 1", "app terminate"], in: session).isEmpty)
         #expect(try await run(["fault next-io short-write --persistent"], in: session).isEmpty)
         #expect(session.plannedFault != nil && session.lastFault == nil, "planned, not yet armed")
-        #expect(try await run(["inbox put b 2", "expect error io-error"], in: session).isEmpty)
+        #expect(try await run(["inbox put b 2", "expect error disk-full"], in: session).isEmpty)
         let plan = try #require(session.lastFault)
         #expect(session.plannedFault == nil && !plan.isArmed && plan.fired)
         #expect(plan.failures.first?.call == .write && plan.failures.first?.path.hasSuffix("app.sqlite.inbox") == true)
@@ -52,7 +52,7 @@ struct FaultNextIOTests {
         let session = try ScenarioSession(stateDirectory: directory.file("state"), kdf: .minimal) { _ in }
         let setUp = ["device setup --passcode 1234", "app launch", "put a 1", "app terminate", "device lock"]
         #expect(try await run(setUp, in: session).isEmpty)
-        #expect(try await run(["fault next-io short-write", "inbox put b 2", "expect error io-error"], in: session).isEmpty)
+        #expect(try await run(["fault next-io short-write", "inbox put b 2", "expect error disk-full"], in: session).isEmpty)
         #expect(try await run(["inbox put c 3", "expect error none"], in: session).isEmpty)
         let merged = try await run(["device unlock --passcode 1234", "app launch", "expect store ready", "expect value a 1"], in: session)
         #expect(merged.isEmpty)

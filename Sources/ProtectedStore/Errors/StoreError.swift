@@ -212,7 +212,12 @@ public struct StoreError: Error, Sendable {
         case let error as MigrationError:
             self.init(code: Code(error.code.name), message: error.message, cause: error, function: function, file: file, line: line)
         case let error as SecureKeysError:
-            self.init(code: Code(error.code.name), message: error.message, cause: error, function: function, file: file, line: line)
+            // A key file, the keybag, the device state or the inbox refused for want of space is the same
+            // condition as the store refused for it: one word, `disk-full`.
+            let full = error.code == .io && error.systemErrno.map(Self.meansDiskFull) == true
+            self.init(
+                code: full ? .diskFull : Code(error.code.name), message: error.message, cause: error, function: function,
+                file: file, line: line)
         case let error as DeviceError:
             self.init(code: Code(error.code.name), message: error.message, cause: error, function: function, file: file, line: line)
         case is CancellationError:
@@ -221,6 +226,11 @@ public struct StoreError: Error, Sendable {
             self.init(code: .storeError, message: String(describing: error), cause: error, function: function, file: file, line: line)
         }
     }
+}
+
+extension StoreError {
+    /// No space (`ENOSPC`), a quota (`EDQUOT`) or the file-size limit (`EFBIG`): what SQLite reports as `SQLITE_FULL`.
+    static func meansDiskFull(_ code: Int32) -> Bool { code == ENOSPC || code == EDQUOT || code == EFBIG }
 }
 
 extension StoreError: CustomStringConvertible, LocalizedError {
