@@ -127,7 +127,7 @@ struct SimulationModel {
             return nil
         case .inboxQuarantine, .inboxRetry, .inboxDiscard:
             return appRunning ? nil : "app-not-running"
-        case .status, .expect:
+        case .status, .expect, .damage:
             return nil
         }
     }

@@ -21,10 +21,13 @@ public struct StoreFiles: Sendable, Hashable {
     public var inbox: String { database + ".inbox" }
     /// The inbox key pair: the public key in the clear, the private key wrapped by the store key (`<store>.inbox-key`).
     public var inboxKey: String { database + ".inbox-key" }
+    /// What a merge of the inbox could neither apply nor quarantine — bytes that are not a record, torn
+    /// tails — moved aside before the inbox is truncated, never dropped (`<store>.inbox-damaged`).
+    public var inboxDamaged: String { database + ".inbox-damaged" }
     /// Present from just before the store's key is created until the store exists with its schema
     /// (`<store>.creating`): a key without a store is an interrupted creation only while it exists.
     public var creationMarker: String { database + ".creating" }
 
     /// Every file, the database first.
-    public var all: [String] { [database, writeAheadLog, sharedMemory, key, inbox, inboxKey, creationMarker] }
+    public var all: [String] { [database, writeAheadLog, sharedMemory, key, inbox, inboxKey, inboxDamaged, creationMarker] }
 }
