@@ -205,6 +205,42 @@ struct InboxDamageTests {
         #expect(report.quarantined.isEmpty)
     }
 
+    @Test("two damaged records in a row are each opened on their own: one applied, one quarantined, none lost")
+    func adjacentChecksumFailures() throws {
+        let fixture = try InboxFixture()
+        let spans = try fixture.putRecords(["a", "b", "c", "d"])
+        var bytes = fixture.inboxBytes
+        bytes[spans[1].offset + spans[1].length - 1] ^= 0x80  // b's checksum
+        bytes[spans[2].offset + 30] ^= 0x01  // c's sealed bytes
+        try fixture.setInbox(bytes)
+        var applied: [String] = []
+        let report = try fixture.merge(counting: &applied)
+        #expect(applied == ["a", "b", "d"])
+        #expect(report.quarantined.count == 1)
+        #expect(report.problems == [
+            .checksumMismatch(offset: spans[1].offset, length: spans[1].length),
+            .checksumMismatch(offset: spans[2].offset, length: spans[2].length),
+        ])
+    }
+
+    @Test("TruncatedTrailingRecordIsIgnored after a damaged record: the damaged one is quarantined, the tail moved aside")
+    func damagedRecordThenTornTail() throws {
+        let fixture = try InboxFixture()
+        let spans = try fixture.putRecords(["a", "b", "c"])
+        var bytes = fixture.inboxBytes
+        bytes[spans[1].offset + 30] ^= 0x01
+        try fixture.setInbox(Array(bytes.dropLast(5)))
+        var applied: [String] = []
+        let report = try fixture.merge(counting: &applied)
+        #expect(applied == ["a"])
+        #expect(report.quarantined.count == 1)
+        #expect(report.problems == [
+            .checksumMismatch(offset: spans[1].offset, length: spans[1].length),
+            .tornTail(offset: spans[2].offset, length: spans[2].length - 5),
+        ])
+        #expect(fixture.damagedBytes == spans[2].length - 5)
+    }
+
     @Test("garbage between records is moved aside byte for byte; a merge repeated after a crash does not copy it twice")
     func garbageIsMovedAsideOnce() throws {
         let fixture = try InboxFixture()

@@ -227,7 +227,7 @@ public struct LockedInbox: Sendable {
         try InboxDamagedBytes.append([.init(offset: offset, length: length)], from: source, to: files.inboxDamaged)
         try file.truncate(to: offset)
         try file.sync()
-        LogSubsystem.inbox.makeLogger().warning(
+        LogSubsystem.inbox.makeLogger().notice(
             "torn record cut off before an append",
             metadata: ["store": "\(files.database)", "offset": "\(offset)", "bytes": "\(length)", "moved-to": "\(files.inboxDamaged)"])
         return offset
@@ -339,7 +339,7 @@ public struct LockedInbox: Sendable {
         } catch {
             // The inbox never keeps a store from attaching: it is reported, and left for inspection.
             report.problems = [.unusable("\(Self.storeError(error).message)")]
-            logger.warning("inbox cannot be merged", metadata: ["store": "\(files.database)", "problem": "\(report.problems[0])"])
+            logger.notice("inbox cannot be merged", metadata: ["store": "\(files.database)", "problem": "\(report.problems[0])"])
             return report
         }
         defer { file.close() }
@@ -421,7 +421,7 @@ public struct LockedInbox: Sendable {
                 "quarantined": "\(report.quarantined.count)", "already-applied": "\(report.alreadyApplied)",
                 "problems": "\(report.problems.count)", "moved-aside": "\(report.movedAside)",
             ])
-        for problem in report.problems { logger.warning("inbox problem", metadata: ["store": "\(files.database)", "problem": "\(problem)"]) }
+        for problem in report.problems { logger.notice("inbox problem", metadata: ["store": "\(files.database)", "problem": "\(problem)"]) }
         for record in report.quarantined {
             logger.trace("record quarantined", metadata: ["kind": "\(record.kind ?? "unreadable")", "attempts": "\(record.attempts)"])
         }

@@ -95,6 +95,15 @@ extension InboxRecord {
             }
             let next = try nextVerifiedRecord(after: offset, in: source)
             let end = next ?? size
+            // Records whose checksums fail but whose headers chain, length after length, without crossing the
+            // next intact record: their bytes are where their lengths say (a damaged length would have to land
+            // on another header by chance). Each is opened; only its seal can prove it intact.
+            let chain = try headerChain(from: offset, to: end, atEndOfFile: next == nil, in: source)
+            if let last = chain.last {
+                for (start, length) in chain { pieces.append(.record(offset: start, sealedLength: length, checksumVerified: false)) }
+                offset = last.offset + headerLength + last.length + checksumLength
+                continue
+            }
             let head = try source.read(offset..<min(offset + headerLength, size))
             guard magic.starts(with: head.prefix(magic.count)) else {
                 pieces.append(.damaged(offset: offset, length: end - offset, reason: "not a record"))
@@ -112,10 +121,6 @@ extension InboxRecord {
             let reason: String
             if length > maximumSealedLength {
                 reason = "its length field says \(length) bytes, more than any record holds"
-            } else if recordEnd == end && length >= SealedBox.overhead {
-                pieces.append(.record(offset: offset, sealedLength: length, checksumVerified: false))
-                offset = end
-                continue
             } else if next == nil && recordEnd > size {
                 pieces.append(.tornTail(offset: offset, length: size - offset))
                 break
@@ -146,6 +151,37 @@ extension InboxRecord {
             offset += headerLength + length + checksumLength
         }
         return offset == size
+    }
+
+    /// The record headers that chain from `offset` — magic, a plausible length, the next header right after
+    /// — ending exactly at `end` (the next intact record, or the end of the file), or, at the end of the
+    /// file, at a torn tail. Empty otherwise: a length that crosses `end`, or a chain that stops at bytes
+    /// that are no header, is not trusted.
+    private static func headerChain(
+        from offset: Int, to end: Int, atEndOfFile: Bool, in source: some InboxByteSource
+    ) throws -> [(offset: Int, length: Int)] {
+        var chain: [(offset: Int, length: Int)] = []
+        var position = offset
+        while end - position >= headerLength + SealedBox.overhead + checksumLength {
+            let head = try source.read(position..<position + headerLength)
+            guard Array(head[0..<magic.count]) == magic else { break }
+            var reader = ByteReader(head, offset: magic.count)
+            let length = Int(reader.readUInt32()!)
+            guard length >= SealedBox.overhead, length <= maximumSealedLength,
+                position + headerLength + length + checksumLength <= end
+            else { break }
+            chain.append((position, length))
+            position += headerLength + length + checksumLength
+        }
+        if position == end { return chain }
+        // Only a torn tail may follow the chain, at the end of the file: what an append cut short leaves.
+        guard atEndOfFile else { return [] }
+        let head = try source.read(position..<min(position + headerLength, end))
+        guard magic.starts(with: head.prefix(magic.count)) else { return [] }
+        guard head.count == headerLength else { return chain }
+        var reader = ByteReader(head, offset: magic.count)
+        let length = Int(reader.readUInt32()!)
+        return length <= maximumSealedLength && position + headerLength + length + checksumLength > end ? chain : []
     }
 
     /// The sealed length of the record at `offset` when its magic, length and checksum agree; `nil` otherwise.
