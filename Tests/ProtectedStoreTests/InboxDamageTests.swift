@@ -368,3 +368,84 @@ struct InboxAtAttachTests {
         #expect(reports.flatMap(\.problems).contains { if case .unusable = $0 { true } else { false } })
     }
 }
+
+/// Finding 11 of issue 26: replay protection by sequence numbers (payload version 3).
+@Suite("Inbox replay")
+struct InboxReplayTests {
+    @Test("an old sealed record appended again after later merges is quarantined as a replay: the value never rolls back")
+    func replayIsQuarantined() throws {
+        let fixture = try InboxFixture()
+        try fixture.put("k", "old")
+        let oldRecord = fixture.inboxBytes
+        var applied: [String] = []
+        _ = try fixture.merge(counting: &applied)
+        try fixture.put("k", "new")
+        _ = try fixture.merge(counting: &applied)
+        #expect(try fixture.value("k") == "new")
+
+        let handle = try #require(FileHandle(forWritingAtPath: fixture.inbox.inboxPath))
+        try handle.seekToEnd()
+        try handle.write(contentsOf: Data(oldRecord))
+        try handle.close()
+        let report = try fixture.merge(counting: &applied)
+        #expect(try fixture.value("k") == "new")
+        #expect(report.merged.isEmpty)
+        #expect(report.quarantined.count == 1)
+        #expect(report.quarantined.first?.reason.hasPrefix("replayed: its sequence number, 1, is not above") == true)
+
+        // A retry keeps it in quarantine.
+        let ledger = InboxLedger(database: fixture.database)
+        let kept = try #require(try ledger.sealed().first)
+        let opened = LockedInbox.openRecord(kept.sealed, publicKey: fixture.publicKey, privateKey: fixture.privateKey)
+        #expect(try LockedInbox.apply(opened, with: .keyValue, ledger: ledger) != nil)
+        #expect(try fixture.value("k") == "new")
+    }
+
+    @Test("records carry increasing sequence numbers across merges, and the store remembers the highest merged")
+    func sequencesIncreaseAcrossMerges() throws {
+        let fixture = try InboxFixture()
+        var applied: [String] = []
+        try fixture.put("a", "1")
+        try fixture.put("b", "2")
+        _ = try fixture.merge(counting: &applied)
+        let first = try InboxLedger(database: fixture.database).highestSequence()
+        #expect(first > 1)
+        try fixture.put("c", "3")
+        let report = try fixture.merge(counting: &applied)
+        #expect(report.merged.count == 1)
+        #expect(try InboxLedger(database: fixture.database).highestSequence() > first)
+        #expect(applied == ["a", "b", "c"])
+    }
+
+    @Test("whoever deletes the sequence file makes new records look like replays: kept in quarantine (a denial of service), never a rollback; the next merge heals the file")
+    func lostSequenceFileIsADenialOfServiceOnly() throws {
+        let fixture = try InboxFixture()
+        var applied: [String] = []
+        try fixture.put("k", "1")
+        try fixture.put("k", "2")
+        _ = try fixture.merge(counting: &applied)
+        try FileManager.default.removeItem(atPath: fixture.inbox.files.inboxSequence)
+        try fixture.put("k", "3")
+        let report = try fixture.merge(counting: &applied)
+        #expect(report.quarantined.count == 1)
+        #expect(try fixture.value("k") == "2")
+        // Healed: the next record is above the highest merged again.
+        try fixture.put("k", "4")
+        _ = try fixture.merge(counting: &applied)
+        #expect(try fixture.value("k") == "4")
+    }
+
+    @Test("a damaged sequence file refuses appends with inbox-unusable rather than guess a lower base")
+    func damagedSequenceFileRefusesAppends() throws {
+        let fixture = try InboxFixture()
+        var applied: [String] = []
+        try fixture.put("k", "1")
+        _ = try fixture.merge(counting: &applied)
+        var bytes = fileBytes(fixture.inbox.files.inboxSequence)
+        bytes[6] ^= 1
+        try Data(bytes).write(to: URL(fileURLWithPath: fixture.inbox.files.inboxSequence))
+        let error = #expect(throws: StoreError.self) { try fixture.inbox.append(.put(key: "k", value: "2")) }
+        #expect(error?.code == .inboxUnusable)
+        #expect(fixture.inboxBytes.isEmpty)
+    }
+}

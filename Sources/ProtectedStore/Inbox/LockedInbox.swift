@@ -113,7 +113,9 @@ public struct LockedInbox: Sendable {
     ///   last record is a torn tail, which the merge ignores).
     @discardableResult
     public func append(contentsOf changes: [InboxEntry.Change]) throws -> [InboxEntry.ID] {
-        try appendPayloads(changes.count) { index, id in try InboxEntry.payload(for: changes[index], id: id) }
+        try appendPayloads(changes.count) { index, id, sequence in
+            try InboxEntry.payload(for: changes[index], id: id, sequence: sequence)
+        }
     }
 
     /// Seals an app's own change and appends it, durably, before returning.
@@ -134,35 +136,42 @@ public struct LockedInbox: Sendable {
     /// - Throws: as ``append(_:)-(Change)``.
     @discardableResult
     public func append<Change: InboxChange>(contentsOf changes: [Change]) throws -> [InboxEntry.ID] {
-        try appendPayloads(changes.count) { index, id in try InboxEntry.payload(for: changes[index], id: id) }
+        try appendPayloads(changes.count) { index, id, sequence in
+            try InboxEntry.payload(for: changes[index], id: id, sequence: sequence)
+        }
     }
 
     /// Seals a record of `kind` whose body is the JSON object `{"key": …, "value": …}`: for the command-line
     /// tool's `inbox put --kind`, which writes records an app of another version would apply.
     package func append(kind: String, key: String, value: String, schemaVersion: Int = 1) throws -> InboxEntry.ID {
         if kind == InboxEntry.putKind { return try append(.put(key: key, value: value)) }
-        return try appendPayloads(1) { _, id in
-            try InboxEntry.payload(id: id, kind: kind, schemaVersion: schemaVersion, json: ["key": key, "value": value])
+        return try appendPayloads(1) { _, id, sequence in
+            try InboxEntry.payload(
+                id: id, kind: kind, schemaVersion: schemaVersion, json: ["key": key, "value": value], sequence: sequence)
         }[0]
     }
 
-    /// Makes `count` payloads (each with a fresh identifier), seals them all, then appends them with one `fsync`.
+    /// Makes `count` payloads (each with a fresh identifier and its sequence number), seals them all, then
+    /// appends them with one `fsync` — all under the inbox's lock, as a sequence number is the record's offset.
     private func appendPayloads(
-        _ count: Int, _ payload: (_ index: Int, _ id: InboxEntry.ID) throws -> SecureBytes
+        _ count: Int, _ payload: (_ index: Int, _ id: InboxEntry.ID, _ sequence: UInt64) throws -> SecureBytes
     ) throws -> [InboxEntry.ID] {
         do {
             guard SecureFile.exists(keyPath) else { throw StoreError.inboxUnavailable() }
             let keyFile = try InboxKeyFile.load(from: keyPath)
             var ids: [InboxEntry.ID] = []
-            var records: [UInt8] = []
-            for index in 0..<count {
-                let id = InboxEntry.ID.random()
-                let plaintext = try payload(index, id)
-                defer { plaintext.wipe() }
-                records += try InboxRecord.seal(plaintext, to: keyFile.publicKey)
-                ids.append(id)
+            try write { size in
+                let base = try InboxSequence.base(at: files.inboxSequence)
+                var records: [UInt8] = []
+                for index in 0..<count {
+                    let id = InboxEntry.ID.random()
+                    let plaintext = try payload(index, id, base + UInt64(size + records.count) + 1)
+                    defer { plaintext.wipe() }
+                    records += try InboxRecord.seal(plaintext, to: keyFile.publicKey)
+                    ids.append(id)
+                }
+                return records
             }
-            try write(records)
             LogSubsystem.inbox.makeLogger().debug(
                 "records sealed and appended", metadata: ["store": "\(files.database)", "count": "\(count)"])
             return ids
@@ -176,15 +185,17 @@ public struct LockedInbox: Sendable {
     /// Appends sealed records and `fsync`s them (and the folder, when the inbox is new), under the inbox's
     /// lock: first cuts off a torn tail an interrupted append left (moved to the damaged-bytes file), so the
     /// new records never follow half a record; a write or sync that fails cuts the file back to where it was.
-    private func write(_ sealedRecords: [UInt8]) throws {
-        var records = sealedRecords
-        if Self.crashPoint == .duringAppend { records = Array(records.prefix(records.count / 2)) }
+    ///
+    /// - Parameter makeRecords: seals the records, given the size of the file they will follow.
+    private func write(_ makeRecords: (_ size: Int) throws -> [UInt8]) throws {
         let isNew = !SecureFile.exists(inboxPath)
         guard let (file, _) = try InboxFile.openForUpdate(inboxPath, create: true, appending: true) else { return }
         defer { file.close() }
         try lock(file.descriptor)
         // The size under the lock: another process may have appended or merged since the open.
         let size = try cutTornTail(of: file, size: try Self.size(of: file))
+        var records = try makeRecords(size)
+        if Self.crashPoint == .duringAppend { records = Array(records.prefix(records.count / 2)) }
         guard size + records.count <= maximumSize else {
             throw StoreError.inboxFull(path: inboxPath, size: size, adding: records.count, maximum: maximumSize)
         }
@@ -376,16 +387,30 @@ public struct LockedInbox: Sendable {
         report.problems = problems
 
         let ledger = InboxLedger(database: database)
+        var highestMerged: UInt64 = 0
         try database.transaction {
             try ledger.prepare()
             let generation = try ledger.nextGeneration()
             func applyAll(isolated: Bool) throws {
+                var highest = try ledger.highestSequence()
+                defer { highestMerged = highest }
                 try Self.openInWindows(records, from: source, publicKey: publicKey, privateKey: privateKey) { opened in
                     guard try ledger.markHandled(opened.id, generation: generation) else {
                         report.alreadyApplied += 1
                         return
                     }
-                    if let failure = try Self.apply(opened, with: handlers, ledger: ledger, isolated: isolated) {
+                    if case .entry(let entry, let sealed) = opened {
+                        if let reason = InboxLedger.replayReason(entry, highest: highest) {
+                            // An old sealed record appended again: kept, still sealed, never applied.
+                            defer { entry.wipe() }
+                            try ledger.markReplay(entry.id)
+                            report.quarantined.append(
+                                try ledger.quarantine(entry.id, kind: entry.kind, schemaVersion: entry.schemaVersion, sealed: sealed, reason: reason))
+                            return
+                        }
+                        if let sequence = entry.sequence { highest = sequence }
+                    }
+                    if let failure = try Self.apply(opened, with: handlers, ledger: ledger, isolated: isolated, checkReplay: false) {
                         report.quarantined.append(failure)
                     } else {
                         report.merged.append(opened.id)
@@ -407,9 +432,24 @@ public struct LockedInbox: Sendable {
                 (report.problems, report.movedAside) = kept
                 try applyAll(isolated: true)
             }
+            try ledger.setHighestSequence(highestMerged)
             try ledger.forgetEarlierThan(generation)
         }
         if Self.crashPoint == .afterCommit { throw SimulatedCrash(point: .afterCommit) }
+        // Sequences keep increasing across merges: the base moves past every record this inbox held (and past
+        // the highest merged, which heals a base that was lost or lowered) before the records go.
+        if mayTruncate {
+            do {
+                let base = (try? InboxSequence.base(at: files.inboxSequence)) ?? 0
+                let next = max(base + UInt64(source.count), highestMerged)
+                if next != base || (try? InboxSequence.base(at: files.inboxSequence)) == nil {
+                    try InboxSequence.write(next, to: files.inboxSequence)
+                }
+            } catch {
+                mayTruncate = false
+                report.problems.append(.unusable("its sequence file cannot be written (\(Self.storeError(error).message))"))
+            }
+        }
         if mayTruncate {
             try file.truncate(to: 0)
             try file.sync()
@@ -508,9 +548,17 @@ public struct LockedInbox: Sendable {
     ///
     /// - Parameter isolated: whether the record gets a savepoint of its own. Without one, a failure of the
     ///   record throws ``RecordNeedsIsolation``: the caller rolls the batch back and applies it isolated.
+    ///   - checkReplay: whether a record the merge found to be a replay stays in quarantine (a retry); the
+    ///     merge checks sequences itself.
     static func apply(
-        _ opened: Opened, with handlers: InboxHandlers, ledger: InboxLedger, isolated: Bool = true
+        _ opened: Opened, with handlers: InboxHandlers, ledger: InboxLedger, isolated: Bool = true, checkReplay: Bool = true
     ) throws -> QuarantinedInboxRecord? {
+        if checkReplay, case .entry(let entry, let sealed) = opened, try ledger.isReplay(entry.id) {
+            defer { entry.wipe() }
+            return try ledger.quarantine(
+                entry.id, kind: entry.kind, schemaVersion: entry.schemaVersion, sealed: sealed,
+                reason: "replayed: an old sealed record appended again; kept, never applied (discard it)")
+        }
         switch opened {
         case .unreadable(let id, let sealed, let reason):
             return try ledger.quarantine(id, kind: nil, schemaVersion: nil, sealed: sealed, reason: reason)

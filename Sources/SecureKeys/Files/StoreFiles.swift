@@ -24,10 +24,13 @@ public struct StoreFiles: Sendable, Hashable {
     /// What a merge of the inbox could neither apply nor quarantine — bytes that are not a record, torn
     /// tails — moved aside before the inbox is truncated, never dropped (`<store>.inbox-damaged`).
     public var inboxDamaged: String { database + ".inbox-damaged" }
+    /// The base of the inbox's sequence numbers (`<store>.inbox-sequence`; not secret): a record's sequence is
+    /// the base plus its offset in the inbox, plus one; each merge raises the base past what it merged.
+    public var inboxSequence: String { database + ".inbox-sequence" }
     /// Present from just before the store's key is created until the store exists with its schema
     /// (`<store>.creating`): a key without a store is an interrupted creation only while it exists.
     public var creationMarker: String { database + ".creating" }
 
     /// Every file, the database first.
-    public var all: [String] { [database, writeAheadLog, sharedMemory, key, inbox, inboxKey, inboxDamaged, creationMarker] }
+    public var all: [String] { [database, writeAheadLog, sharedMemory, key, inbox, inboxKey, inboxDamaged, inboxSequence, creationMarker] }
 }
