@@ -546,8 +546,9 @@ public struct LockedInbox: Sendable {
     /// - Returns: `nil` when it was applied; its quarantine entry otherwise.
     /// - Throws: a failure of the store itself.
     ///
-    /// - Parameter isolated: whether the record gets a savepoint of its own. Without one, a failure of the
-    ///   record throws ``RecordNeedsIsolation``: the caller rolls the batch back and applies it isolated.
+    /// - Parameters:
+    ///   - isolated: whether the record gets a savepoint of its own. Without one, a failure of the record
+    ///     throws ``RecordNeedsIsolation``: the caller rolls the batch back and applies it isolated.
     ///   - checkReplay: whether a record the merge found to be a replay stays in quarantine (a retry); the
     ///     merge checks sequences itself.
     static func apply(

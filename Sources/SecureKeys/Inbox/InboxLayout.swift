@@ -135,22 +135,40 @@ extension InboxRecord {
         return pieces
     }
 
-    /// Whether the file ends on a record boundary, walking the record headers only (one small read per
-    /// record): what an append checks before it writes after the last record. `false` sends the caller to
-    /// ``layout(of:)``, which tells a torn tail from damage.
+    /// Whether the file ends on a record boundary: whether an intact record (magic, length and checksum
+    /// agreeing) ends exactly at the end of the file. What an append checks before it writes after the last
+    /// record, so it reads only the file's tail — from the end back, 64 KiB at a time, at most one record's
+    /// length — and never the whole file. `false` sends the caller to ``layout(of:)``, which tells a torn tail
+    /// from damage.
     package static func endsOnRecordBoundary(_ source: some InboxByteSource) throws -> Bool {
         let size = source.count
-        var offset = 0
-        while offset < size {
-            guard size - offset >= headerLength + checksumLength else { return false }
-            let head = try source.read(offset..<offset + headerLength)
-            guard Array(head[0..<magic.count]) == magic else { return false }
-            var reader = ByteReader(head, offset: magic.count)
-            let length = Int(reader.readUInt32()!)
-            guard length <= maximumSealedLength else { return false }
-            offset += headerLength + length + checksumLength
+        guard size > 0 else { return true }
+        let window = 1 << 16
+        let earliest = max(0, size - (headerLength + maximumSealedLength + checksumLength))
+        var chunkEnd = size - (headerLength + SealedBox.overhead + checksumLength) + magic.count
+        while chunkEnd - magic.count >= earliest {
+            let chunkStart = max(earliest, chunkEnd - window - magic.count + 1)
+            let chunk = try source.read(chunkStart..<min(chunkEnd, size))
+            var index = chunk.count - magic.count
+            while index >= 0 {
+                if chunk[index] == magic[0] && chunk[index + 1] == magic[1] && chunk[index + 2] == magic[2]
+                    && chunk[index + 3] == magic[3]
+                {
+                    let start = chunkStart + index
+                    if start + headerLength <= size {
+                        var reader = ByteReader(try source.read(start + magic.count..<start + headerLength))
+                        let length = Int(reader.readUInt32()!)
+                        if start + headerLength + length + checksumLength == size, try verifiedLength(at: start, in: source) == length {
+                            return true
+                        }
+                    }
+                }
+                index -= 1
+            }
+            guard chunkStart > earliest else { break }
+            chunkEnd = chunkStart + magic.count - 1
         }
-        return offset == size
+        return false
     }
 
     /// The record headers that chain from `offset` — magic, a plausible length, the next header right after
