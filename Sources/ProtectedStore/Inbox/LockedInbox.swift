@@ -479,6 +479,11 @@ public struct LockedInbox: Sendable {
         _ records: [(offset: Int, sealed: Range<Int>, verified: Bool)], from source: InboxBytesInFile,
         publicKey: [UInt8], privateKey: SecureBytes, _ body: (Opened) throws -> Void
     ) throws {
+        // A key is used under its own lock, so each worker opens with its own copy (in guarded memory, wiped
+        // at the end): one key shared by all would open one box at a time.
+        let workers = max(1, min(Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))), 8, records.count))
+        let keys = try (0..<workers).map { _ in try privateKey.withUnsafeBytes { SecureBytes(copying: $0) } }
+        defer { for key in keys { key.wipe() } }
         var start = 0
         while start < records.count {
             var end = start
@@ -491,8 +496,12 @@ public struct LockedInbox: Sendable {
             var opened = [Opened?](repeating: nil, count: window.count)
             opened.withUnsafeMutableBufferPointer { slots in
                 nonisolated(unsafe) let slots = slots
-                DispatchQueue.concurrentPerform(iterations: window.count) { index in
-                    slots[index] = openRecord(window[index].sealed, checksumVerified: window[index].verified, publicKey: publicKey, privateKey: privateKey)
+                DispatchQueue.concurrentPerform(iterations: min(workers, window.count)) { worker in
+                    for index in stride(from: worker, to: window.count, by: workers) {
+                        slots[index] = openRecord(
+                            window[index].sealed, checksumVerified: window[index].verified, publicKey: publicKey,
+                            privateKey: keys[worker])
+                    }
                 }
             }
             for record in opened { try body(record!) }
