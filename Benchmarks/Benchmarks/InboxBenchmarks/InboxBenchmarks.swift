@@ -87,7 +87,7 @@ let benchmarks: @Sendable () -> Void = {
             warmupIterations: 0, maxDuration: .seconds(60), maxIterations: 3)
     ) { benchmark in
         let store = try InboxStore()
-        let value = String(repeating: "x", count: InboxRecord.maximumPayloadLength - 40)
+        let value = String(repeating: "x", count: InboxRecord.maximumPayloadLength - 64)
         for index in 0..<40 { try store.inbox.append(.put(key: "k\(index)", value: value)) }
         benchmark.startMeasurement()
         let report = try store.inbox.merge(
