@@ -313,9 +313,10 @@ public struct LockedInbox: Sendable {
     /// in it was merged, quarantined or moved aside — and forgets the recorded identifiers, which no record
     /// in the file names any more.
     ///
-    /// Records are read one window at a time (`pread`), never the whole file: memory stays about one window
-    /// (4 MiB, or one record when it is larger) whatever the inbox's size; a window's records are opened on
-    /// all cores, then applied in order.
+    /// Records are read one window at a time (`pread`), never the whole file: what the merge holds of the
+    /// inbox is about one window (4 MiB, or one record when it is larger) whatever the inbox's size (SQLite's
+    /// transaction still grows with what it applies); a window's records are opened on all cores, then
+    /// applied in order.
     ///
     /// - Parameters:
     ///   - database: the store, open.
