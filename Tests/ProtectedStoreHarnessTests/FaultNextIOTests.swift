@@ -57,8 +57,6 @@ struct FaultNextIOTests {
         let merged = try await run(["device unlock --passcode 1234", "app launch", "expect store ready", "expect value a 1"], in: session)
         #expect(merged.isEmpty)
         let lost = try await run(["expect value c 3"], in: session)
-        withKnownIssue("issue 26 finding 1: an acknowledged inbox record is lost after an append that failed part-way") {
-            #expect(lost.isEmpty, "\(lost)")
-        }
+        #expect(lost.isEmpty, "\(lost)")
     }
 }

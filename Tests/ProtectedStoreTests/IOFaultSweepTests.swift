@@ -98,9 +98,9 @@ final class FaultFixture {
 /// threw a typed error (never a crash, never a fault swallowed into a success that lost something); every
 /// value acknowledged before or by the operation is there; no erased key is back.
 ///
-/// A check that fails because of a bug another change of issue 26 fixes is wrapped in `withKnownIssue`
-/// naming the finding, for exactly the operations and kinds of fault where it happens; the wrapper fails as
-/// soon as the bug is gone, so it is removed with the fix.
+/// The sweeps found four bugs of issue 26 (an acknowledged inbox record lost after a short append, an erase
+/// that left its keys, a migration's disk failure said without its cause, a set-up that could be neither booted
+/// nor redone); each is fixed, and each check here fails if it comes back.
 ///
 /// Serialized: each round blocks its thread on file and SQLite calls, and 49 sweeps at once would hold every
 /// thread of the test pool, starving the suites that run beside them with time limits.
@@ -110,22 +110,8 @@ struct IOFaultSweepTests {
 
     /// A check that did not hold in one round.
     struct Violation: CustomStringConvertible {
-        var known: KnownIssue?
         var message: String
         var description: String { message }
-    }
-
-    /// Bugs the sweeps find that other changes of issue 26 fix.
-    enum KnownIssue: String, CaseIterable {
-        case inboxAppendLost = "issue 26 finding 1: an acknowledged inbox record is lost after an append that failed part-way"
-    }
-
-    /// The known issues expected for an operation under a kind of fault (found by these sweeps on main).
-    static func expectedIssues(_ operation: String, _ kind: DiskFaultSweep.Kind) -> Set<KnownIssue> {
-        switch (operation, kind.fault) {
-        case ("inbox append", .shortWrite): [.inboxAppendLost]
-        default: []
-        }
     }
 
     /// Whether an error is one of the project's typed errors (what a caller can show and act on).
@@ -147,7 +133,7 @@ struct IOFaultSweepTests {
     }
 
     /// Runs the sweep of `operation` under `kind`, gathers what each round's check found, and reports it:
-    /// known issues inside `withKnownIssue`, anything else as a failure.
+    /// each one as a failure.
     func sweep(
         _ name: String, _ kind: DiskFaultSweep.Kind,
         setUp: () async throws -> FaultFixture,
@@ -182,21 +168,13 @@ struct IOFaultSweepTests {
             } catch {
                 found.append(Violation(message: "recovery failed: \(error)"))
             }
-            violations += found.map { Violation(known: $0.known, message: "\(label)\(cut ? ", power cut" : ""): \($0.message)") }
+            violations += found.map { Violation(message: "\(label)\(cut ? ", power cut" : ""): \($0.message)") }
         }
         let elapsed = started.duration(to: clock.now)
         print("I/O fault sweep \(name), \(kind): \(report), \(elapsed)")
         if !swallowed.isEmpty { print("  succeeded although a call failed: \(swallowed.joined(separator: ", "))") }
         #expect(report.faultPoints >= 1, "\(name), \(kind): the sweep failed no call")
-        let expected = Self.expectedIssues(name, kind)
-        for violation in violations where violation.known.map({ !expected.contains($0) }) ?? true {
-            Issue.record("\(violation)")
-        }
-        for known in KnownIssue.allCases where expected.contains(known) {
-            withKnownIssue(Comment(rawValue: known.rawValue)) {
-                for violation in violations where violation.known == known { Issue.record("\(violation)") }
-            }
-        }
+        for violation in violations { Issue.record("\(violation)") }
     }
 
     // MARK: The operations
@@ -227,7 +205,6 @@ struct IOFaultSweepTests {
                 let lost = try await fixture.lost(in: coordinator)
                 if !lost.isEmpty {
                     violations.append(Violation(
-                        known: .inboxAppendLost,
                         message: "acknowledged \(lost) lost (the append \(appended ? "succeeded" : "failed: \(round.error.map { "\($0)" } ?? "")"))"))
                 }
             }

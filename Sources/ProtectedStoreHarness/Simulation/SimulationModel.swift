@@ -90,7 +90,8 @@ struct SimulationModel {
     /// (the generator's keys and values need no escaping).
     static func inboxPayloadLength(key: String, value: String, kind: String?) -> Int {
         let kindName = kind ?? "put"
-        let header = 1 + 16 + 1 + kindName.utf8.count + 4 + 4
+        // Payload version 3: version, id, sequence number (u64), kind length, kind, schema version, body length.
+        let header = 1 + 16 + 8 + 1 + kindName.utf8.count + 4 + 4
         if kind == nil { return header + 4 + key.utf8.count + 4 + value.utf8.count }
         return header + #"{"key":"","value":""}"#.utf8.count + key.utf8.count + value.utf8.count
     }
@@ -181,7 +182,7 @@ struct SimulationModel {
             return nil
         case .inboxQuarantine, .inboxRetry, .inboxDiscard:
             return appRunning ? nil : "app-not-running"
-        case .status, .expect, .faultNextIO:
+        case .status, .expect, .faultNextIO, .damage:
             return nil
         }
     }
