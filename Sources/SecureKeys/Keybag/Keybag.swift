@@ -61,6 +61,7 @@ public struct Keybag: Sendable {
     /// Authenticated by the keybag's tag and bound to every wrapped class key (the header is their
     /// associated data), so they cannot be cleared without the device key *and* the passcode.
     public struct Options: OptionSet, Sendable, Hashable {
+        /// The field's bits.
         public let rawValue: UInt32
         /// Creates options from the field's bits.
         public init(rawValue: UInt32) { self.rawValue = rawValue }
@@ -250,12 +251,7 @@ public struct Keybag: Sendable {
     public func adding(
         _ added: Options, passcode: SecureBytes, deviceKey: SecureBytes, random: any RandomSource = SystemRandom()
     ) throws -> Keybag {
-        let keys = try unlock(passcode: passcode, deviceKey: deviceKey)
-        defer { keys.wipeAll() }
-        return try Self.seal(
-            keys, classBPublicKey: completeUnlessOpenPublicKey, passcode: passcode, deviceKey: deviceKey, kdf: kdf,
-            salt: random.bytes(count: PasscodeKDF.saltLength), generation: generation, options: options.union(added),
-            random: random)
+        try resealed(options: options.union(added), passcode: passcode, deviceKey: deviceKey, random: random)
     }
 
     /// The same keybag without `removed` options: what a device from before an option existed wrote, for
@@ -263,12 +259,18 @@ public struct Keybag: Sendable {
     package func removing(
         _ removed: Options, passcode: SecureBytes, deviceKey: SecureBytes, random: any RandomSource = SystemRandom()
     ) throws -> Keybag {
+        try resealed(options: options.subtracting(removed), passcode: passcode, deviceKey: deviceKey, random: random)
+    }
+
+    /// The same class keys and passcode under `options`: a new salt, the same cost and generation.
+    private func resealed(
+        options: Options, passcode: SecureBytes, deviceKey: SecureBytes, random: any RandomSource
+    ) throws -> Keybag {
         let keys = try unlock(passcode: passcode, deviceKey: deviceKey)
         defer { keys.wipeAll() }
         return try Self.seal(
             keys, classBPublicKey: completeUnlessOpenPublicKey, passcode: passcode, deviceKey: deviceKey, kdf: kdf,
-            salt: random.bytes(count: PasscodeKDF.saltLength), generation: generation,
-            options: options.subtracting(removed), random: random)
+            salt: random.bytes(count: PasscodeKDF.saltLength), generation: generation, options: options, random: random)
     }
 
     private static func seal(
