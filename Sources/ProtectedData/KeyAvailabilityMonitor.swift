@@ -18,6 +18,16 @@ public protocol KeyAvailabilityMonitor: AnyObject, Sendable {
     func subscribe(
         _ handler: @escaping @Sendable (ProtectedDataEvent) -> Void
     ) -> (availability: ProtectedDataAvailability, subscription: EventSubscription)
+
+    /// Whether the keys are gone for good — the device erased itself — rather than locked away. Read when
+    /// *did become unavailable* arrives: a store of any class closes then (a class B, C or D store otherwise
+    /// stays open through a lock). `false` unless the source can tell; the default says `false`.
+    var hasErasedKeys: Bool { get }
+}
+
+extension KeyAvailabilityMonitor {
+    /// A source that cannot tell an erase from a lock: `false`.
+    public var hasErasedKeys: Bool { false }
 }
 
 extension KeyAvailabilityMonitor {

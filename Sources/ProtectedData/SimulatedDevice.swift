@@ -338,6 +338,9 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
 
     // MARK: Reading the state
 
+    /// Whether the device erased its keys (`wipe-after`): every store closes, whatever its class.
+    public var hasErasedKeys: Bool { state.withLock { $0.persisted.wiped } }
+
     /// Whether the device is locked, and what its keys are doing.
     public var lockState: LockState {
         refresh()

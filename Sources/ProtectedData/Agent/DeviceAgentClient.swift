@@ -94,6 +94,10 @@ public final class DeviceAgentClient: KeyAvailabilityMonitor, StoreKeyProvider {
     /// The device's state as the agent last sent it (with an answer or an event), without asking.
     public var lastKnownStatus: DeviceAgentStatus { link.lastStatus }
 
+    /// Whether the agent's device erased its keys, as its last status said (an agent that went away is not
+    /// an erase: stores of class B, C and D stay open then).
+    public var hasErasedKeys: Bool { lastKnownStatus.lockState == .wiped }
+
     public func isProtectedDataAvailable(for protectionClass: ProtectionClass) -> Bool {
         link.lastStatus.availability.isAvailable(protectionClass)
     }

@@ -548,17 +548,11 @@ public final class DataController {
         }
     }
 
-    /// Whether the keys the store was opened with are gone for good, not merely locked away: a class C or D
-    /// store's class is unavailable (only an erase or a power-off takes those), or — for class B, whose
-    /// private key goes at every grace period's end while its store stays open by design — nothing at all is
-    /// available any more, not even class `none`.
+    /// Whether the keys the store was opened with are gone for good — the key source says it erased them —
+    /// not merely locked away (a class B, C or D store stays open through a lock, and through the loss of a
+    /// device agent, which cannot tell).
     private var storeKeysDestroyed: Bool {
-        let storeClass = configuration.store.protectionClass
-        switch storeClass {
-        case .complete: return false  // closed at the lock already
-        case .completeUnlessOpen: return !keys.isProtectedDataAvailable(for: .none)
-        case .completeUntilFirstUserAuthentication, .none: return !keys.isProtectedDataAvailable(for: storeClass)
-        }
+        configuration.store.protectionClass != .complete && keys.hasErasedKeys
     }
 
     private func apply(_ event: LaunchEvent<StoreCoordinator>) {
