@@ -107,9 +107,11 @@ enum DeviceStateFile {
             throw DeviceError.stateDamaged(
                 path, "failedPasscodeAttempts \(form.failedPasscodeAttempts) is outside 0…\(maximumFailures)")
         }
-        if !form.wiped, let wipeAfter = form.wipeAfterFailures, form.failedPasscodeAttempts >= wipeAfter {
+        // An attempt is counted before it is checked: a count at wipe-after on a device not yet wiped is the
+        // erasing attempt, interrupted (boot finishes its erase); past it, the file is wrong.
+        if !form.wiped, let wipeAfter = form.wipeAfterFailures, form.failedPasscodeAttempts > wipeAfter {
             throw DeviceError.stateDamaged(
-                path, "failedPasscodeAttempts \(form.failedPasscodeAttempts) reached wipeAfterFailures \(wipeAfter) on a device that is not wiped")
+                path, "failedPasscodeAttempts \(form.failedPasscodeAttempts) is past wipeAfterFailures \(wipeAfter) on a device that is not wiped")
         }
         var tag: [UInt8]?
         switch (form.formatVersion, form.tag) {

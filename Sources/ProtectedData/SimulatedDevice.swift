@@ -270,6 +270,23 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
                 throw error
             }
         }
+        if !state.persisted.wiped, state.persisted.attemptPolicy.wipes(afterFailures: state.persisted.failedPasscodeAttempts) {
+            // The erasing attempt was counted before it was checked and never resolved (a crash, a failed
+            // write): it counts as failed, and the erase happens now.
+            for key in state.heldKeys.values { key.wipe() }
+            state.heldKeys.removeAll()
+            state.deviceKey?.wipe()
+            state.deviceKey = nil
+            state.keybag = nil
+            state.persisted.wiped = true
+            do {
+                try DeviceStateFile.write(state.persisted, deviceKey: nil, to: layout.statePath)
+            } catch {
+                throw DeviceError.wipeIncomplete(layout.root, cause: error)
+            }
+            state.wipeRecorded = true
+            if plantedFault != .wipeNotRolledForward { try Self.removeKeyFiles(layout) }
+        }
         let timekeeper = Timekeeper(clock)
         // A restart must not shorten a passcode delay: it starts again in full from boot.
         if state.persisted.attemptPolicy.delay(afterFailures: state.persisted.failedPasscodeAttempts) > .zero {
@@ -606,13 +623,21 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
         }
     }
 
-    /// Runs a passcode check, counting a wrong passcode (persisted before the error is thrown) and resetting
-    /// the count on success. The caller holds the attempt turn.
+    /// Runs a passcode check, counted before it runs and reset on success. The caller holds the attempt turn.
+    ///
+    /// The attempt is written to the state file as failed *before* the passcode is checked, as a phone's
+    /// secure element counts it: a write that fails refuses the attempt unchecked, and a crash or a reboot
+    /// before the answer leaves it counted — a full or failing disk never buys a free guess. A right passcode
+    /// then sets the count back to 0.
     private func attempt<Result>(_ body: () throws -> Result) throws -> Result {
+        try state.withLock { state in
+            var counted = state.persisted
+            counted.failedPasscodeAttempts = PasscodeAttemptPolicy.failures(afterOneMore: state.persisted.failedPasscodeAttempts)
+            try DeviceStateFile.write(counted, deviceKey: state.deviceKey, to: layout.statePath)
+        }
         do {
             let result = try body()
             try state.withLock { state in
-                guard state.persisted.failedPasscodeAttempts != 0 else { return }
                 state.persisted.failedPasscodeAttempts = 0
                 state.lastFailure = nil
                 try DeviceStateFile.write(state.persisted, deviceKey: state.deviceKey, to: layout.statePath)
@@ -629,7 +654,7 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
                     try wipe(&state)
                     return DeviceError.deviceWiped()
                 }
-                try DeviceStateFile.write(state.persisted, deviceKey: state.deviceKey, to: layout.statePath)
+                // The file says so already: the attempt was counted before it was checked.
                 return DeviceError.wrongPasscode(
                     failedAttempts: failures, delay: state.persisted.attemptPolicy.delay(afterFailures: failures))
             }

@@ -88,8 +88,10 @@ struct PasscodeTests {
     func crashDuringPasscodeChange(step: SecureFile.WriteStep) throws {
         let fixture = try DeviceFixture()
         #expect(throws: SecureFile.SimulatedCrash(step: step)) {
-            try SecureFile.$crashPoint.withValue(step) {
-                try fixture.device.changePasscode(from: SecureBytes(utf8: "1234"), to: SecureBytes(utf8: "5678"))
+            try SecureFile.$crashPathSuffix.withValue("device.keybag") {
+                try SecureFile.$crashPoint.withValue(step) {
+                    try fixture.device.changePasscode(from: SecureBytes(utf8: "1234"), to: SecureBytes(utf8: "5678"))
+                }
             }
         }
         try fixture.reboot()
@@ -100,5 +102,37 @@ struct PasscodeTests {
         let renamed = step == .renamed || step == .syncedDirectory
         #expect(old == (renamed ? "wrong-passcode" : nil))
         #expect(new == (renamed ? nil : "wrong-passcode"))
+    }
+
+    @Test("an attempt is counted before the passcode is checked: a crash, or a state file that cannot be written, never gives a free guess")
+    func attemptIsCountedBeforeItIsChecked() throws {
+        let fixture = try DeviceFixture(wipeAfterFailures: 3)
+        try fixture.reboot()
+        // A crash right after the count was written, before the answer: the attempt stays counted.
+        #expect(throws: SecureFile.SimulatedCrash(step: .syncedDirectory)) {
+            try SecureFile.$crashPathSuffix.withValue("state.json") {
+                try SecureFile.$crashPoint.withValue(.syncedDirectory) { try fixture.unlock("0000") }
+            }
+        }
+        try fixture.reboot()
+        #expect(fixture.device.failedPasscodeAttempts == 1)
+        // A count that cannot be written refuses the attempt unchecked: not even the right passcode unlocks.
+        #expect(throws: SecureFile.SimulatedCrash(step: .createdTemporary)) {
+            try SecureFile.$crashPathSuffix.withValue("state.json") {
+                try SecureFile.$crashPoint.withValue(.createdTemporary) { try fixture.unlock("1234") }
+            }
+        }
+        #expect(fixture.device.lockState != .unlocked)
+        // Two more wrong ones, the last interrupted after its count: the boot finishes the erase.
+        #expect(errorCode { try fixture.unlock("0000") } == "wrong-passcode")
+        #expect(throws: SecureFile.SimulatedCrash(step: .syncedDirectory)) {
+            try SecureFile.$crashPathSuffix.withValue("state.json") {
+                try SecureFile.$crashPoint.withValue(.syncedDirectory) { try fixture.unlock("0000") }
+            }
+        }
+        try fixture.reboot()
+        #expect(fixture.device.lockState == .wiped)
+        #expect(!FileManager.default.fileExists(atPath: fixture.directory.file("device/device.keybag")))
+        #expect(!FileManager.default.fileExists(atPath: fixture.directory.file("hardware/uid.key")))
     }
 }

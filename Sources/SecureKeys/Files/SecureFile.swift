@@ -30,9 +30,12 @@ package enum SecureFile {
 
     /// Set (for the current task only) to make the next atomic writes stop at that step, as a crash would.
     @TaskLocal package static var crashPoint: WriteStep?
+    /// With ``crashPoint``: only atomic writes to a path ending so stop (`nil`: every one).
+    @TaskLocal package static var crashPathSuffix: String?
 
-    private static func crashIfRequested(at step: WriteStep) throws {
-        if crashPoint == step { throw SimulatedCrash(step: step) }
+    private static func crashIfRequested(at step: WriteStep, path: String) throws {
+        guard crashPoint == step, crashPathSuffix.map({ path.hasSuffix($0) }) ?? true else { return }
+        throw SimulatedCrash(step: step)
     }
 
     /// Files holding keys: owner read/write only.
@@ -164,11 +167,11 @@ package enum SecureFile {
         }
         do {
             defer { file.close() }
-            do { try crashIfRequested(at: .createdTemporary) } catch { crashed = true; throw error }
+            do { try crashIfRequested(at: .createdTemporary, path: path) } catch { crashed = true; throw error }
             try file.write(bytes)
-            do { try crashIfRequested(at: .wroteTemporary) } catch { crashed = true; throw error }
+            do { try crashIfRequested(at: .wroteTemporary, path: path) } catch { crashed = true; throw error }
             try file.sync()
-            do { try crashIfRequested(at: .syncedTemporary) } catch { crashed = true; throw error }
+            do { try crashIfRequested(at: .syncedTemporary, path: path) } catch { crashed = true; throw error }
         }
         if replacing {
             try DiskIO.rename(temporary, to: path)
@@ -178,9 +181,9 @@ package enum SecureFile {
             try DiskIO.unlink(temporary)
         }
         committed = true
-        try crashIfRequested(at: .renamed)
+        try crashIfRequested(at: .renamed, path: path)
         try DiskIO.syncDirectory(directory, purpose: replacing ? .data : .newFileEntry)
-        try crashIfRequested(at: .syncedDirectory)
+        try crashIfRequested(at: .syncedDirectory, path: path)
     }
 
     /// Writes every byte of `bytes` to an open file, retrying short and interrupted writes.
