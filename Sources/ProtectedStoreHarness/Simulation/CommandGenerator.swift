@@ -13,6 +13,8 @@ struct CommandGenerator {
     private var random: SplitMix64
     private let seed: UInt64
     private var step = 0
+    /// The command a `fault next-io` was just drawn for: it comes next, so the fault falls inside it.
+    private var faulted: ScenarioCommand?
     /// The device's `--wipe-after`: a few failures, in one seed in eight (decided by the seed); `nil` otherwise.
     let wipeAfter: Int?
     /// In one other seed in eight, wrong passcodes are tried often enough to reach the delays (the 5th
@@ -35,6 +37,43 @@ struct CommandGenerator {
     private mutating func pick<T>(_ choices: [T]) -> T { choices[Int(random.next() % UInt64(choices.count))] }
 
     mutating func next(_ model: SimulationModel) -> ScenarioCommand {
+        if let faulted {
+            self.faulted = nil
+            return faulted
+        }
+        let command = draw(model)
+        // Now and then an I/O fault or a power cut inside the command: one of its first few file-system calls
+        // fails. Only inside the operations that write (appends, merges, attaches, passcode changes, wipes,
+        // puts): a reboot the fault stopped would leave the session with no device at all.
+        // The attempt that erases a device is faulted more often (one in three): a wipe stopped part-way must be
+        // finished by the next attempt or boot (invariant 9), and only a fault or a cut stops one.
+        let erasing = model.nextFailureWipes && command == .deviceUnlock(passcode: Self.wrongPasscode)
+        let odds = erasing ? 3 : Self.faultOdds
+        guard model.deviceSetUp, random.next() % odds == 0, Self.mayFault(command) else { return command }
+        let kind: ScenarioFault.Kind = switch random.next() % 4 {
+        case 0: .noSpace
+        case 1: .ioError
+        case 2: .shortWrite
+        default: .powerCut(pick(PowerCutMode.allCases), seed: random.next() % 1_000_000)
+        }
+        faulted = command
+        return .faultNextIO(ScenarioFault(kind, after: Int(random.next() % 9), persistent: random.next() % 3 == 0))
+    }
+
+    /// One command in this many (of those ``mayFault(_:)`` allows) runs under a `fault next-io`.
+    static let faultOdds: UInt64 = 25
+
+    /// Whether a fault may be planned for `command`: one that writes, and not a set-up, reboot or power cut.
+    static func mayFault(_ command: ScenarioCommand) -> Bool {
+        switch command {
+        case .deviceUnlock, .deviceChangePasscode, .appLaunch, .put, .delete, .inboxPut, .inboxRetry, .inboxDiscard, .ui:
+            true
+        default:
+            false
+        }
+    }
+
+    private mutating func draw(_ model: SimulationModel) -> ScenarioCommand {
         step += 1
         if !model.deviceSetUp {
             return .deviceSetup(passcode: SimulationModel.passcode, grace: model.gracePeriod, wipeAfter: wipeAfter)
