@@ -115,6 +115,8 @@ extension ProtectedStoreCommand {
             app terminate | app crash
             ui NAME | put KEY VALUE | get KEY | delete KEY
             inbox put KEY VALUE                         a write while locked: sealed now, merged at the next attach
+            damage inbox truncate-tail N | byte OFFSET set VALUE | byte OFFSET flip | length OFFSET VALUE
+                                                        damage a store file in place (bit rot, a cut-short append)
             status
             fault next-io ENOSPC|EIO|short-write|power-cut [--after N] [--persistent] [--mode M] [--seed S]
                                                         the next command's call N+1 fails (a full or failing disk, a cut)
@@ -123,7 +125,7 @@ extension ProtectedStoreCommand {
             expect queued N | expect ran NAME... | expect value KEY VALUE | expect missing KEY
             expect error CODE|none | expect presented-error none|CODE
             expect device unlocked|locked|grace-period|before-first-unlock|wiped | expect inbox N
-            expect no-plaintext | expect integrity ok
+            expect no-plaintext | expect integrity ok | expect inbox-damaged BYTES   (moved aside, not merged)
             "a value"  quoted: keeps spaces and #; escapes \\n \\t \\r \\0 \\\\ \\" \\u{1F600}; # outside quotes: a comment
             """
     }

@@ -38,6 +38,7 @@ struct ScenarioLanguageTests {
         case .inboxQuarantine: "inbox quarantine"
         case .inboxRetry: "inbox retry"
         case .inboxDiscard: "inbox discard"
+        case .damage: "damage"
         case .status: "status"
         case .faultNextIO: "fault next-io"
         case .expect(let expectation):
@@ -55,6 +56,7 @@ struct ScenarioLanguageTests {
             case .device: "expect device"
             case .inbox: "expect inbox"
             case .quarantined: "expect quarantined"
+            case .inboxDamaged: "expect inbox-damaged"
             case .noPlaintext: "expect no-plaintext"
             case .integrityOK: "expect integrity"
             }
@@ -67,7 +69,7 @@ struct ScenarioLanguageTests {
         "inbox quarantine", "inbox retry", "inbox discard", "status", "expect protected-data", "expect store",
         "expect coordinator", "expect interaction", "expect queued", "expect ran", "expect value", "expect missing",
         "expect error", "expect presented-error", "expect device", "expect inbox", "expect quarantined",
-        "expect no-plaintext", "expect integrity", "fault next-io",
+        "expect no-plaintext", "expect integrity", "fault next-io", "damage", "expect inbox-damaged",
     ]
 
     /// Every kind of command, those that carry text once with each awkward value.
@@ -86,6 +88,9 @@ struct ScenarioLanguageTests {
             .expect(.coordinator(assigned: true)), .expect(.coordinator(assigned: false)),
             .expect(.interaction(enabled: true)), .expect(.interaction(enabled: false)),
             .expect(.queued(3)), .expect(.inbox(0)), .expect(.quarantined(12)), .expect(.noPlaintext), .expect(.integrityOK),
+            .expect(.inboxDamaged(117)), .damage(.inbox, .truncateTail(10)), .damage(.inbox, .setByte(offset: 5, value: 0x41)),
+            .damage(.inbox, .flipByte(offset: 0)), .damage(.inbox, .setLength(recordAt: 111, value: 4_194_352)),
+            .damage(.inbox, .setLength(recordAt: 0, value: .max)),
         ]
         commands += PowerCutMode.allCases.map { .devicePowerCut($0, seed: 7) }
         commands += [

@@ -61,7 +61,7 @@ struct InboxFormatTests {
         let vector = try JSONDecoder().decode(V1Vector.self, from: Data(contentsOf: Self.vectors.appendingPathComponent("inbox-v1.json")))
         let entry = try Self.open(vector.record, keyFileHex: vector.keyFile, storeKeyHex: vector.storeKey)
         #expect(entry.id.description == vector.recordID)
-        #expect(entry.kind == "put" && entry.schemaVersion == 1)
+        #expect(entry.kind == "put" && entry.schemaVersion == 1 && entry.sequence == nil)
         #expect(try entry.change == .put(key: vector.recordKey, value: vector.recordValue))
     }
 
@@ -96,10 +96,58 @@ struct InboxFormatTests {
         #expect(entries.map(\.id.description) == vector.records.map(\.id))
         #expect(entries.map(\.kind) == ["put", "delete", "visit-logged"])
         #expect(entries.map(\.schemaVersion) == [1, 1, 2])
+        #expect(entries.allSatisfy { $0.sequence == nil })
         #expect(try entries[0].change == .put(key: "location", value: "48.85,2.35"))
         #expect(try entries[1].change == .delete(key: "location"))
         #expect(try entries[2].change == nil)
         #expect(try entries[2].decode(VisitLogged.self) == VisitLogged(place: "café", minutes: 42))
+    }
+
+    struct V3Vector: Codable {
+        struct Record: Codable {
+            var id: String
+            var sequence: UInt64
+            var kind: String
+            var schemaVersion: Int
+            var record: String
+            var description: String
+        }
+        var description: String
+        var storeKey: String
+        var keyFile: String
+        var records: [Record]
+    }
+
+    @Test("version-3 records carry their sequence number (replay protection) beside a version-2 payload's fields")
+    func version3() throws {
+        let url = Self.vectors.appendingPathComponent("inbox-v3.json")
+        if Self.recording {
+            let v1 = try JSONDecoder().decode(V1Vector.self, from: Data(contentsOf: Self.vectors.appendingPathComponent("inbox-v1.json")))
+            let file = try InboxKeyFile(bytes: [UInt8](hex: v1.keyFile))
+            func record(_ payload: SecureBytes) throws -> String { try InboxRecord.seal(payload, to: file.publicKey).hex }
+            let ids = (4...5).map { n in InboxEntry.ID(bytes: Array(repeating: UInt8(n), count: 16)) }
+            let vector = V3Vector(
+                description: "Inbox records v3 (v2 plus a u64 sequence number after the id), sealed to the inbox key file of inbox-v1.json (TEST-ONLY store key). A sealed box draws its ephemeral key pair from libsodium, so records open but are not rebuilt byte for byte.",
+                storeKey: v1.storeKey, keyFile: v1.keyFile,
+                records: [
+                    .init(id: ids[0].description, sequence: 1, kind: "put", schemaVersion: 1,
+                          record: try record(try InboxEntry.payload(for: .put(key: "location", value: "48.85,2.35"), id: ids[0], sequence: 1)),
+                          description: "put location = 48.85,2.35, sequence 1"),
+                    .init(id: ids[1].description, sequence: 1 << 40, kind: "visit-logged", schemaVersion: 2,
+                          record: try record(try InboxEntry.payload(for: VisitLogged(place: "café", minutes: 42), id: ids[1], sequence: 1 << 40)),
+                          description: "app-defined change visit-logged v2: {\"minutes\":42,\"place\":\"café\"}, sequence 2^40"),
+                ])
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+            try (encoder.encode(vector) + Data("\n".utf8)).write(to: url)
+        }
+        let vector = try JSONDecoder().decode(V3Vector.self, from: Data(contentsOf: url))
+        let entries = try vector.records.map { try Self.open($0.record, keyFileHex: vector.keyFile, storeKeyHex: vector.storeKey) }
+        #expect(entries.map(\.id.description) == vector.records.map(\.id))
+        #expect(entries.map(\.sequence) == [1, 1 << 40])
+        #expect(entries.map(\.kind) == ["put", "visit-logged"])
+        #expect(try entries[0].change == .put(key: "location", value: "48.85,2.35"))
+        #expect(try entries[1].decode(VisitLogged.self) == VisitLogged(place: "café", minutes: 42))
     }
 
     @Test("a payload at the limit is sealed; one byte more is refused with inbox-record-too-large, naming the limit")

@@ -47,6 +47,11 @@ public struct StoreError: Error, Sendable {
         public static let inboxNewerSchema = Code("inbox-newer-schema")
         /// An inbox record that opened but does not decode; kept in quarantine.
         public static let inboxRecordMalformed = Code("inbox-record-malformed")
+        /// The locked inbox is at its size cap (``StoreConfiguration/inboxMaximumSize``); nothing was written.
+        public static let inboxFull = Code("inbox-full")
+        /// The inbox path holds something that is not a regular file (a link, a directory, a FIFO), or a file
+        /// that cannot be opened; it was left as it is.
+        public static let inboxUnusable = Code("inbox-unusable")
         /// A failure with no more specific code; see ``StoreError/cause``.
         public static let storeError = Code("store-error")
 
@@ -142,7 +147,7 @@ public struct StoreError: Error, Sendable {
         /// Every code this version defines, in the order above.
         public static let all: [Code] = [
             .queueFull, .cancelled, .deadlineExceeded, .terminated, .protectedDataUnavailable, .inboxUnavailable,
-            .inboxRecordTooLarge, .inboxUnknownKind, .inboxNewerSchema, .inboxRecordMalformed, .storeError, .wrongKey, .storeUnavailable, .storeDamaged, .constraint, .diskFull, .readOnly, .busy,
+            .inboxRecordTooLarge, .inboxUnknownKind, .inboxNewerSchema, .inboxRecordMalformed, .inboxFull, .inboxUnusable, .storeError, .wrongKey, .storeUnavailable, .storeDamaged, .constraint, .diskFull, .readOnly, .busy,
             .notSQLCipher, .misuse, .closed, .sqliteError, .migrationFailed, .storeFromNewerApp, .keyFileDamaged, .unsupportedKeyFormat, .wrongDevice,
             .keyWiped, .storeExistsWithoutKey, .alreadyExists, .insecurePermissions, .insecureStateDirectory, .invalidArgument, .ioError,
             .outOfMemory, .noDevice, .deviceExists, .wrongPasscode, .passcodeDelay, .deviceWiped, .deviceStateDamaged,
@@ -335,6 +340,25 @@ extension StoreError {
         Self(
             code: .inboxRecordTooLarge,
             message: "an inbox record holds at most \(InboxRecord.maximumPayloadLength) bytes (4 MiB) of value, key and kind together; this one would be \(payloadLength) bytes. Nothing was written",
+            function: function, file: file, line: line)
+    }
+
+    /// An append would make the inbox larger than its cap.
+    public static func inboxFull(
+        path: String, size: Int, adding: Int, maximum: Int, function: String = #function, file: String = #fileID, line: Int = #line
+    ) -> Self {
+        Self(
+            code: .inboxFull,
+            message: "the inbox at \(path) holds \(size) bytes; \(adding) more would pass its cap of \(maximum) bytes. Nothing was written: it empties when the store next attaches",
+            function: function, file: file, line: line)
+    }
+
+    /// The inbox path is not a regular file the store can use.
+    public static func inboxUnusable(
+        path: String, reason: String, function: String = #function, file: String = #fileID, line: Int = #line
+    ) -> Self {
+        Self(
+            code: .inboxUnusable, message: "the inbox at \(path) is \(reason); it was left as it is",
             function: function, file: file, line: line)
     }
 

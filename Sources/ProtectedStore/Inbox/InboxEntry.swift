@@ -48,6 +48,9 @@ public struct InboxEntry: Sendable {
     public let kind: String
     /// The schema version the writer encoded the change with.
     public let schemaVersion: Int
+    /// The record's sequence number (payload version 3): above every record the store merged before it, or
+    /// the record is a replay. `nil` for a record of payload version 1 or 2, which carry none.
+    public let sequence: UInt64?
     /// The opened payload, in guarded memory, and where the body lies in it: the body is read in place,
     /// never copied out until a field of it is decoded.
     let payload: SecureBytes
@@ -107,8 +110,8 @@ public struct InboxEntry: Sendable {
 
     // MARK: Payload format (keys/README.md, "Inbox records")
 
-    /// The payload version this code writes.
-    static let payloadVersion: UInt8 = 2
+    /// The payload version this code writes (version 2 when no sequence is given: for tests and vectors).
+    static let payloadVersion: UInt8 = 3
     /// The length of an identifier, in bytes.
     static let idLength = 16
     static let putKind = "put"
@@ -119,8 +122,10 @@ public struct InboxEntry: Sendable {
     /// For the inbox, and for tests and fuzzers that build records by hand.
     ///
     /// - Throws: ``StoreError/Code/inboxRecordTooLarge``.
+    ///
+    /// - Parameter sequence: the record's sequence number (payload version 3); `nil` writes version 2.
     @_spi(Testing)
-    public static func payload(for change: Change, id: ID) throws -> SecureBytes {
+    public static func payload(for change: Change, id: ID, sequence: UInt64? = nil) throws -> SecureBytes {
         var body = ByteWriter()
         defer { body.wipe() }
         switch change {
@@ -130,33 +135,36 @@ public struct InboxEntry: Sendable {
         case .delete(let key):
             body.writeText(key)
         }
-        return try payload(id: id, kind: change.kind, schemaVersion: 1, body: body.bytes)
+        return try payload(id: id, kind: change.kind, schemaVersion: 1, body: body.bytes, sequence: sequence)
     }
 
     /// The payload of an app's change: its JSON encoding as the body.
-    static func payload<Change: InboxChange>(for change: Change, id: ID) throws -> SecureBytes {
+    static func payload<Change: InboxChange>(for change: Change, id: ID, sequence: UInt64? = nil) throws -> SecureBytes {
         let kind = Change.kind
         guard kind != putKind, kind != deleteKind else {
             throw StoreError(code: .invalidArgument, message: "an app's inbox change cannot be of kind `\(kind)`: it is the built-in key-value change's")
         }
-        return try payload(id: id, kind: kind, schemaVersion: Change.schemaVersion, json: change)
+        return try payload(id: id, kind: kind, schemaVersion: Change.schemaVersion, json: change, sequence: sequence)
     }
 
     /// A payload whose body is `value`'s JSON encoding (keys sorted); every plaintext copy is zeroed.
-    static func payload(id: ID, kind: String, schemaVersion: Int, json value: some Encodable) throws -> SecureBytes {
+    static func payload(
+        id: ID, kind: String, schemaVersion: Int, json value: some Encodable, sequence: UInt64? = nil
+    ) throws -> SecureBytes {
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
         var data = try encoder.encode(value)
         defer { data.resetBytes(in: 0..<data.count) }
         var body = Array(data)
         defer { secureZero(&body) }
-        return try payload(id: id, kind: kind, schemaVersion: schemaVersion, body: body)
+        return try payload(id: id, kind: kind, schemaVersion: schemaVersion, body: body, sequence: sequence)
     }
 
-    /// version 2 ‖ id (16) ‖ u8 kind length ‖ kind ‖ u32 schema version ‖ u32 body length ‖ body.
+    /// version 3 ‖ id (16) ‖ u64 sequence ‖ u8 kind length ‖ kind ‖ u32 schema version ‖ u32 body length ‖
+    /// body; version 2 (the same without the sequence) when `sequence` is `nil`.
     ///
     /// The caller owns `body` and wipes it; only the payload's own buffer is zeroed here.
-    static func payload(id: ID, kind: String, schemaVersion: Int, body: [UInt8]) throws -> SecureBytes {
+    static func payload(id: ID, kind: String, schemaVersion: Int, body: [UInt8], sequence: UInt64? = nil) throws -> SecureBytes {
         guard !kind.isEmpty, kind.utf8.count <= 255 else {
             throw StoreError(
                 code: .invalidArgument, message: "an inbox change's kind is 1 to 255 bytes of UTF-8; got \(kind.utf8.count) bytes")
@@ -164,14 +172,15 @@ public struct InboxEntry: Sendable {
         guard schemaVersion >= 0, schemaVersion <= Int(UInt32.max) else {
             throw StoreError(code: .invalidArgument, message: "an inbox change's schema version is 0 to \(UInt32.max); got \(schemaVersion)")
         }
-        let length = 1 + idLength + 1 + kind.utf8.count + 4 + 4 + body.count
+        let length = 1 + idLength + (sequence == nil ? 0 : 8) + 1 + kind.utf8.count + 4 + 4 + body.count
         guard length <= InboxRecord.maximumPayloadLength else {
             throw StoreError.inboxRecordTooLarge(payloadLength: length)
         }
         var writer = ByteWriter()
         defer { writer.wipe() }
-        writer.write(payloadVersion)
+        writer.write(sequence == nil ? 2 : payloadVersion)
         writer.write(id.bytes)
+        if let sequence { writer.write(sequence) }
         writer.write(UInt8(kind.utf8.count))
         writer.write(Array(kind.utf8))
         writer.write(UInt32(schemaVersion))
@@ -180,7 +189,7 @@ public struct InboxEntry: Sendable {
         return writer.bytes.withUnsafeBytes { SecureBytes(copying: $0) }
     }
 
-    /// Reads a payload of version 1 (key-value only) or 2.
+    /// Reads a payload of version 1 (key-value only), 2 or 3 (with a sequence number).
     ///
     /// For the inbox, and for tests and fuzzers.
     ///
@@ -196,15 +205,21 @@ public struct InboxEntry: Sendable {
                 // v1: kind (1 put, 2 delete) ‖ key ‖ [value]: the body of v2's built-in kinds, after the kind byte.
                 guard let kindByte = reader.readUInt8(), kindByte == 1 || kindByte == 2 else { return nil }
                 return InboxEntry(
-                    id: id, kind: kindByte == 1 ? putKind : deleteKind, schemaVersion: 1, payload: payload,
+                    id: id, kind: kindByte == 1 ? putKind : deleteKind, schemaVersion: 1, sequence: nil, payload: payload,
                     bodyRange: reader.offset..<bytes.count)
-            case 2:
+            case 2, 3:
+                var sequence: UInt64?
+                if version == 3 {
+                    guard let value = reader.readUInt64(), value > 0 else { return nil }
+                    sequence = value
+                }
                 guard let kindLength = reader.readUInt8(), kindLength > 0, let kindBytes = reader.read(Int(kindLength)),
                     let kind = String(validating: kindBytes, as: UTF8.self), let schema = reader.readUInt32(),
                     let bodyLength = reader.readUInt32(), Int(bodyLength) == reader.remaining
                 else { return nil }
                 return InboxEntry(
-                    id: id, kind: kind, schemaVersion: Int(schema), payload: payload, bodyRange: reader.offset..<bytes.count)
+                    id: id, kind: kind, schemaVersion: Int(schema), sequence: sequence, payload: payload,
+                    bodyRange: reader.offset..<bytes.count)
             default:
                 return nil
             }
@@ -233,6 +248,11 @@ private struct RawReader {
     mutating func readUInt32() -> UInt32? {
         guard let field = read(4) else { return nil }
         return field.reversed().reduce(0) { ($0 << 8) | UInt32($1) }
+    }
+
+    mutating func readUInt64() -> UInt64? {
+        guard let field = read(8) else { return nil }
+        return field.reversed().reduce(0) { ($0 << 8) | UInt64($1) }
     }
 
     /// A u32 length and that many bytes of valid UTF-8.

@@ -15,7 +15,9 @@ struct InboxLedger {
             CREATE TABLE IF NOT EXISTS inbox_applied(id BLOB PRIMARY KEY NOT NULL, generation INTEGER NOT NULL DEFAULT 0);
             CREATE TABLE IF NOT EXISTS inbox_quarantine(
                 id BLOB PRIMARY KEY NOT NULL, kind TEXT, schema_version INTEGER, sealed BLOB NOT NULL,
-                reason TEXT NOT NULL, attempts INTEGER NOT NULL)
+                reason TEXT NOT NULL, attempts INTEGER NOT NULL);
+            CREATE TABLE IF NOT EXISTS inbox_sequence(id INTEGER PRIMARY KEY CHECK (id = 0), highest INTEGER NOT NULL);
+            CREATE TABLE IF NOT EXISTS inbox_replays(id BLOB PRIMARY KEY NOT NULL)
             """)
         let columns = try database.rows("PRAGMA table_info(inbox_applied)").compactMap { $0["name"]?.string }
         if !columns.contains("generation") {
@@ -43,6 +45,39 @@ struct InboxLedger {
     /// (`generation`), so only its ids can be presented again by a crash before the truncation.
     func forgetEarlierThan(_ generation: Int64) throws {
         try database.execute("DELETE FROM inbox_applied WHERE generation < ?", [.integer(generation)])
+    }
+
+    /// The highest sequence number of a record this store merged (applied or quarantined); 0 before any.
+    func highestSequence() throws -> UInt64 {
+        UInt64(bitPattern: try database.scalar("SELECT highest FROM inbox_sequence WHERE id = 0")?.int64 ?? 0)
+    }
+
+    /// Records `sequence` as the highest merged.
+    func setHighestSequence(_ sequence: UInt64) throws {
+        try database.execute(
+            "INSERT OR REPLACE INTO inbox_sequence(id, highest) VALUES (0, ?)", [.integer(Int64(bitPattern: sequence))])
+    }
+
+    /// Why `entry` is a replay when it is one, given the highest sequence merged before it: its sequence is
+    /// not above it, or it carries none (payload version 1 or 2) after sequenced records were merged.
+    static func replayReason(_ entry: InboxEntry, highest: UInt64) -> String? {
+        guard let sequence = entry.sequence else {
+            return highest == 0
+                ? nil
+                : "replayed: it carries no sequence number (an old payload version) and this store has merged sequenced records"
+        }
+        return sequence > highest
+            ? nil : "replayed: its sequence number, \(sequence), is not above \(highest), the highest this store has merged"
+    }
+
+    /// Marks a quarantined record as a replay, so a retry keeps it in quarantine.
+    func markReplay(_ id: InboxEntry.ID) throws {
+        try database.execute("INSERT OR IGNORE INTO inbox_replays(id) VALUES (?)", [.blob(id.bytes)])
+    }
+
+    /// Whether the quarantined record `id` was found to be a replay.
+    func isReplay(_ id: InboxEntry.ID) throws -> Bool {
+        try database.scalar("SELECT count(*) FROM inbox_replays WHERE id = ?", [.blob(id.bytes)])?.int64 ?? 0 > 0
     }
 
     /// How many handled ids are kept.
@@ -82,6 +117,7 @@ struct InboxLedger {
 
     /// Removes a kept record that has now been applied.
     func release(_ id: InboxEntry.ID) throws {
+        try database.execute("DELETE FROM inbox_replays WHERE id = ?", [.blob(id.bytes)])
         try database.execute("DELETE FROM inbox_quarantine WHERE id = ?", [.blob(id.bytes)])
     }
 
@@ -90,6 +126,7 @@ struct InboxLedger {
     /// - Returns: how many were removed.
     func discard(_ ids: [InboxEntry.ID]? = nil) throws -> Int {
         guard let ids else {
+            try database.execute("DELETE FROM inbox_replays", [])
             try database.execute("DELETE FROM inbox_quarantine", [])
             return database.changes
         }

@@ -11,8 +11,13 @@ public struct InboxMergeReport: Sendable, Hashable {
     /// truncation): skipped, never applied twice.
     public var alreadyApplied = 0
     /// What was wrong in the inbox file itself: a torn last record (an append interrupted by a crash, never
-    /// acknowledged), or bytes that are not a record. Reported, never applied.
+    /// acknowledged), bytes that are not a record, a record whose checksum fails, or an inbox that cannot be
+    /// used at all. Reported, never applied unless a record's seal proves it intact.
     public var problems: [InboxRecord.Problem] = []
+    /// How many bytes this merge moved to the damaged-bytes file (`<store>.inbox-damaged`): every span of the
+    /// inbox that was neither a record nor already there. Nothing is truncated that was not merged,
+    /// quarantined or moved aside.
+    public var movedAside = 0
 
     /// An empty report.
     public init() {}

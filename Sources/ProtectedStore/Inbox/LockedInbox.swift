@@ -1,4 +1,5 @@
 public import EncryptedSQLite
+internal import Dispatch
 internal import Logging
 internal import ProtectedData
 public import SecureKeys
@@ -38,18 +39,53 @@ public struct LockedInbox: Sendable {
     /// Set (for the current task only) to stop appends or merges where a crash would.
     @TaskLocal package static var crashPoint: CrashPoint?
 
+    /// An I/O failure an append meets, for the tests of what a failed append leaves behind.
+    package enum WriteFault: Sendable, Hashable {
+        /// The write stores `bytes` bytes of the records, then fails with `errno` (`ENOSPC`, `EIO`, `EFBIG`):
+        /// a short write, as a full disk or a file-size limit ends one.
+        case shortWrite(bytes: Int, errno: Int32)
+        /// The records are written, then `fsync` fails with `errno`.
+        case sync(errno: Int32)
+    }
+
+    /// Set (for the current task only) to make appends fail as a full disk or a failing device would.
+    @TaskLocal package static var writeFault: WriteFault?
+
     /// The files of the store the inbox belongs to.
     public let files: StoreFiles
+    /// The largest the inbox file may grow, in bytes: an append that would make it larger is refused with
+    /// ``StoreError/Code/inboxFull`` and writes nothing. ``defaultMaximumSize`` unless configured.
+    public let maximumSize: Int
+    /// Simulation only: the merge stops at the first span it cannot read and truncates the whole inbox, as
+    /// it did before damaged bytes were moved aside (`--plant merge-truncates-unread`).
+    package var truncatesUnread = false
     /// The append-only file of sealed records.
     var inboxPath: String { files.inbox }
     /// The inbox key file: public key in the clear, private key wrapped by the store key.
     var keyPath: String { files.inboxKey }
 
+    /// The default cap on the inbox file's size: 256 MiB (64 records of the largest size, or about two
+    /// million small ones).
+    public static let defaultMaximumSize = 256 << 20
+
     /// The inbox of the store whose files are `files` — from the app, or from another process such as an
     /// extension that has no store open.
     ///
-    /// - Parameter files: the store's files (``StoreConfiguration/files``).
-    public init(files: StoreFiles) { self.files = files }
+    /// - Parameters:
+    ///   - files: the store's files (``StoreConfiguration/files``).
+    ///   - maximumSize: the largest the inbox file may grow, in bytes (``StoreConfiguration/inboxMaximumSize``).
+    public init(files: StoreFiles, maximumSize: Int = LockedInbox.defaultMaximumSize) {
+        self.files = files
+        self.maximumSize = maximumSize
+    }
+
+    /// The inbox of the store `configuration` describes, with its size cap.
+    ///
+    /// - Parameter configuration: the store's configuration.
+    public init(configuration: StoreConfiguration) {
+        self.init(files: configuration.files, maximumSize: configuration.inboxMaximumSize)
+        truncatesUnread = configuration.plantedMergeTruncatesUnread
+    }
 
     // MARK: Appending (works while locked)
 
@@ -77,7 +113,9 @@ public struct LockedInbox: Sendable {
     ///   last record is a torn tail, which the merge ignores).
     @discardableResult
     public func append(contentsOf changes: [InboxEntry.Change]) throws -> [InboxEntry.ID] {
-        try appendPayloads(changes.count) { index, id in try InboxEntry.payload(for: changes[index], id: id) }
+        try appendPayloads(changes.count) { index, id, sequence in
+            try InboxEntry.payload(for: changes[index], id: id, sequence: sequence)
+        }
     }
 
     /// Seals an app's own change and appends it, durably, before returning.
@@ -98,75 +136,154 @@ public struct LockedInbox: Sendable {
     /// - Throws: as ``append(_:)-(Change)``.
     @discardableResult
     public func append<Change: InboxChange>(contentsOf changes: [Change]) throws -> [InboxEntry.ID] {
-        try appendPayloads(changes.count) { index, id in try InboxEntry.payload(for: changes[index], id: id) }
+        try appendPayloads(changes.count) { index, id, sequence in
+            try InboxEntry.payload(for: changes[index], id: id, sequence: sequence)
+        }
     }
 
     /// Seals a record of `kind` whose body is the JSON object `{"key": …, "value": …}`: for the command-line
     /// tool's `inbox put --kind`, which writes records an app of another version would apply.
     package func append(kind: String, key: String, value: String, schemaVersion: Int = 1) throws -> InboxEntry.ID {
         if kind == InboxEntry.putKind { return try append(.put(key: key, value: value)) }
-        return try appendPayloads(1) { _, id in
-            try InboxEntry.payload(id: id, kind: kind, schemaVersion: schemaVersion, json: ["key": key, "value": value])
+        return try appendPayloads(1) { _, id, sequence in
+            try InboxEntry.payload(
+                id: id, kind: kind, schemaVersion: schemaVersion, json: ["key": key, "value": value], sequence: sequence)
         }[0]
     }
 
-    /// Makes `count` payloads (each with a fresh identifier), seals them all, then appends them with one `fsync`.
+    /// Makes `count` payloads (each with a fresh identifier and its sequence number), seals them all, then
+    /// appends them with one `fsync` — all under the inbox's lock, as a sequence number is the record's offset.
     private func appendPayloads(
-        _ count: Int, _ payload: (_ index: Int, _ id: InboxEntry.ID) throws -> SecureBytes
+        _ count: Int, _ payload: (_ index: Int, _ id: InboxEntry.ID, _ sequence: UInt64) throws -> SecureBytes
     ) throws -> [InboxEntry.ID] {
         do {
             guard SecureFile.exists(keyPath) else { throw StoreError.inboxUnavailable() }
             let keyFile = try InboxKeyFile.load(from: keyPath)
             var ids: [InboxEntry.ID] = []
-            var records: [UInt8] = []
-            for index in 0..<count {
-                let id = InboxEntry.ID.random()
-                let plaintext = try payload(index, id)
-                defer { plaintext.wipe() }
-                records += try InboxRecord.seal(plaintext, to: keyFile.publicKey)
-                ids.append(id)
+            try write { size in
+                let base = try InboxSequence.base(at: files.inboxSequence)
+                var records: [UInt8] = []
+                for index in 0..<count {
+                    let id = InboxEntry.ID.random()
+                    let plaintext = try payload(index, id, base + UInt64(size + records.count) + 1)
+                    defer { plaintext.wipe() }
+                    records += try InboxRecord.seal(plaintext, to: keyFile.publicKey)
+                    ids.append(id)
+                }
+                return records
             }
-            try write(records)
             LogSubsystem.inbox.makeLogger().debug(
                 "records sealed and appended", metadata: ["store": "\(files.database)", "count": "\(count)"])
             return ids
         } catch let crash as SimulatedCrash {
             throw crash
         } catch {
-            throw StoreError(wrapping: error)
+            throw Self.storeError(error)
         }
     }
 
-    /// Appends sealed records and `fsync`s them (and the folder, when the inbox is new).
-    private func write(_ sealedRecords: [UInt8]) throws {
-        var records = sealedRecords
-        if Self.crashPoint == .duringAppend { records = Array(records.prefix(records.count / 2)) }
+    /// Appends sealed records and `fsync`s them (and the folder, when the inbox is new), under the inbox's
+    /// lock: first cuts off a torn tail an interrupted append left (moved to the damaged-bytes file), so the
+    /// new records never follow half a record; a write or sync that fails cuts the file back to where it was.
+    ///
+    /// - Parameter makeRecords: seals the records, given the size of the file they will follow.
+    private func write(_ makeRecords: (_ size: Int) throws -> [UInt8]) throws {
         let isNew = !SecureFile.exists(inboxPath)
-        let file = try DiskIO.open(inboxPath, flags: O_WRONLY | O_APPEND | O_CREAT)
+        guard let (file, _) = try InboxFile.openForUpdate(inboxPath, create: true, appending: true) else { return }
         defer { file.close() }
         try lock(file.descriptor)
-        try file.write(records)
-        try file.sync(purpose: .inboxAppend)
-        if isNew { try SecureFile.syncDirectory(SecureFile.folder(containing: files.database)) }
-        if Self.crashPoint == .duringAppend { throw SimulatedCrash(point: .duringAppend) }
+        // The size under the lock: another process may have appended or merged since the open.
+        let size = try cutTornTail(of: file, size: try Self.size(of: file))
+        var records = try makeRecords(size)
+        if Self.crashPoint == .duringAppend { records = Array(records.prefix(records.count / 2)) }
+        guard size + records.count <= maximumSize else {
+            throw StoreError.inboxFull(path: inboxPath, size: size, adding: records.count, maximum: maximumSize)
+        }
+        do {
+            switch Self.writeFault {
+            case .shortWrite(let bytes, let code)?:
+                try file.write(records.prefix(bytes))
+                throw SecureKeysError.io("cannot write", path: inboxPath, errno: code)
+            case .sync(let code)?:
+                try file.write(records)
+                throw SecureKeysError.io("cannot fsync", path: inboxPath, errno: code)
+            case nil:
+                try file.write(records)
+            }
+            if Self.crashPoint == .duringAppend {
+                try file.sync(purpose: .inboxAppend)
+                throw SimulatedCrash(point: .duringAppend)
+            }
+            try file.sync(purpose: .inboxAppend)
+            if isNew { try SecureFile.syncDirectory(SecureFile.folder(containing: files.database)) }
+        } catch let crash as SimulatedCrash {
+            throw crash
+        } catch {
+            // Nothing of a failed append stays behind it: the file is as it was, and the caller learns the error.
+            try? file.truncate(to: size)
+            try? file.sync()
+            throw error
+        }
+    }
+
+    /// When the file does not end on a record boundary and its last piece is a torn tail, moves the tail to
+    /// the damaged-bytes file and cuts it off (`ftruncate`, `fsync`). Intact records and damage in the middle
+    /// are never touched: the merge reports them.
+    ///
+    /// - Returns: the file's size after the cut.
+    private func cutTornTail(of file: DiskIO.File, size: Int) throws -> Int {
+        let source = InboxBytesInFile(descriptor: file.descriptor, path: inboxPath, count: size)
+        guard size > 0, !(try InboxRecord.endsOnRecordBoundary(source)) else { return size }
+        guard case .tornTail(let offset, let length)? = try InboxRecord.layout(of: source).last else { return size }
+        try InboxDamagedBytes.append([.init(offset: offset, length: length)], from: source, to: files.inboxDamaged)
+        try file.truncate(to: offset)
+        try file.sync()
+        LogSubsystem.inbox.makeLogger().notice(
+            "torn record cut off before an append",
+            metadata: ["store": "\(files.database)", "offset": "\(offset)", "bytes": "\(length)", "moved-to": "\(files.inboxDamaged)"])
+        return offset
     }
 
     /// Whether the inbox file holds anything: one `stat`, no read, no key — what the controller's poll asks.
     var hasPendingRecords: Bool {
         var info = stat()
-        return lstat(inboxPath, &info) == 0 && info.st_size > 0
+        return lstat(inboxPath, &info) == 0 && (info.st_mode & S_IFMT) == S_IFREG && info.st_size > 0
     }
 
-    /// How many records wait to be merged (complete, intact records; no key needed).
+    /// How many records wait to be merged (no key needed): the intact ones, and those whose checksum fails
+    /// but whose bytes are where their length says (the merge applies or quarantines them). Read as the
+    /// merge reads: regular files only, never following a link, never blocking.
     ///
-    /// - Throws: a ``StoreError`` with ``StoreError/Code/ioError`` when the inbox cannot be read.
+    /// - Throws: a ``StoreError``: ``StoreError/Code/inboxUnusable`` when the inbox path is not a regular
+    ///   file, ``StoreError/Code/ioError`` when it cannot be read.
     public func pendingCount() throws -> Int {
-        guard SecureFile.exists(inboxPath) else { return 0 }
         do {
-            return InboxRecord.scan(try SecureFile.read(inboxPath, maximumSize: Int.max)).frames.count
+            guard let (descriptor, size) = try InboxFile.openForReading(inboxPath) else { return 0 }
+            defer { close(descriptor) }
+            return try InboxRecord.layout(of: InboxBytesInFile(descriptor: descriptor, path: inboxPath, count: size)).count {
+                if case .record = $0 { true } else { false }
+            }
         } catch {
-            throw StoreError(wrapping: error)
+            throw Self.storeError(error)
         }
+    }
+
+    /// How many bytes merges and appends have moved to the damaged-bytes file (`<store>.inbox-damaged`)
+    /// because they were not records: 0 when there is none.
+    ///
+    /// - Throws: as ``pendingCount()``.
+    public func damagedByteCount() throws -> Int {
+        do {
+            return try InboxDamagedBytes.summary(at: files.inboxDamaged).bytes
+        } catch {
+            throw Self.storeError(error)
+        }
+    }
+
+    /// A ``StoreError`` for a failure of the inbox's files.
+    static func storeError(_ error: any Error) -> StoreError {
+        if let unusable = error as? InboxFile.Unusable { return StoreError.inboxUnusable(path: unusable.path, reason: unusable.reason) }
+        return StoreError(wrapping: error)
     }
 
     // MARK: Merging (needs the store key)
@@ -191,15 +308,24 @@ public struct LockedInbox: Sendable {
 
     /// Applies every pending record to `database` in one transaction, in arrival order, each in a savepoint
     /// of its own and at most once (its identifier is recorded in `inbox_applied`); a record that cannot be
-    /// applied moves to the quarantine. Then truncates the inbox — only after the commit — and forgets the
-    /// recorded identifiers, which no record in the file names any more.
+    /// applied moves to the quarantine. Bytes that are not a record (and a torn tail) are moved to the
+    /// damaged-bytes file first. Then truncates the inbox — only after the commit, and only when everything
+    /// in it was merged, quarantined or moved aside — and forgets the recorded identifiers, which no record
+    /// in the file names any more.
+    ///
+    /// Records are read one window at a time (`pread`), never the whole file: what the merge holds of the
+    /// inbox is about one window (4 MiB, or one record when it is larger) whatever the inbox's size (SQLite's
+    /// transaction still grows with what it applies); a window's records are opened on all cores, then
+    /// applied in order.
     ///
     /// - Parameters:
     ///   - database: the store, open.
     ///   - publicKey: the inbox public key.
     ///   - privateKey: the inbox private key.
     ///   - handlers: how each kind of record is applied.
-    /// - Returns: what was merged, quarantined, skipped and found wrong.
+    /// - Returns: what was merged, quarantined, skipped and found wrong. An inbox that cannot be used at all
+    ///   (a link, a directory, a FIFO, unreadable) is reported in ``InboxMergeReport/problems`` and left as
+    ///   it is: it never fails the merge, nor the store's attach.
     /// - Throws: a failure of the store itself (disk full, I/O, damage): nothing was applied and the inbox
     ///   is left as it was.
     @_spi(Testing)
@@ -207,26 +333,85 @@ public struct LockedInbox: Sendable {
         into database: Database, publicKey: [UInt8], privateKey: SecureBytes, handlers: InboxHandlers
     ) throws -> InboxMergeReport {
         var report = InboxMergeReport()
-        guard SecureFile.exists(inboxPath) else { return report }
-        let file = try DiskIO.open(inboxPath, flags: O_RDWR)
+        let logger = LogSubsystem.inbox.makeLogger()
+        let file: DiskIO.File
+        let source: InboxBytesInFile
+        let pieces: [InboxRecord.Piece]
+        do {
+            guard let opened = try InboxFile.openForUpdate(inboxPath, create: false) else { return report }
+            file = opened.file
+            do {
+                try lock(file.descriptor)
+                source = InboxBytesInFile(descriptor: file.descriptor, path: inboxPath, count: try Self.size(of: file))
+                pieces = try InboxRecord.layout(of: source)
+            } catch {
+                file.close()
+                throw error
+            }
+        } catch {
+            // The inbox never keeps a store from attaching: it is reported, and left for inspection.
+            report.problems = [.unusable("\(Self.storeError(error).message)")]
+            logger.notice("inbox cannot be merged", metadata: ["store": "\(files.database)", "problem": "\(report.problems[0])"])
+            return report
+        }
         defer { file.close() }
-        try lock(file.descriptor)
-        let bytes = try readAll(file.descriptor)
-        guard !bytes.isEmpty else { return report }
-        let (frames, problems) = InboxRecord.scan(bytes)
+        guard source.count > 0 else { return report }
+
+        var records: [(offset: Int, sealed: Range<Int>, verified: Bool)] = []
+        var spans: [InboxDamagedBytes.Span] = []
+        var problems: [InboxRecord.Problem] = []
+        for piece in pieces {
+            switch piece {
+            case .record(let offset, let sealedLength, let verified):
+                // The planted bug reads no further than the first span it cannot read.
+                if truncatesUnread && !spans.isEmpty { continue }
+                records.append((offset, offset + InboxRecord.headerLength..<offset + InboxRecord.headerLength + sealedLength, verified))
+                if !verified { problems.append(.checksumMismatch(offset: offset, length: piece.length)) }
+            case .damaged(let offset, let length, let reason):
+                spans.append(.init(offset: offset, length: length))
+                problems.append(.damaged(offset: offset, length: length, reason: reason))
+            case .tornTail(let offset, let length):
+                spans.append(.init(offset: offset, length: length))
+                problems.append(.tornTail(offset: offset, length: length))
+            }
+        }
+        // Moved aside, and synced, before anything is applied: the inbox is truncated only once they are safe.
+        var mayTruncate = true
+        if !truncatesUnread {
+            do {
+                report.movedAside = try InboxDamagedBytes.append(spans, from: source, to: files.inboxDamaged)
+            } catch {
+                mayTruncate = false
+                problems.append(.unusable("its damaged bytes cannot be moved to \(files.inboxDamaged) (\(Self.storeError(error).message))"))
+            }
+        }
         report.problems = problems
+
         let ledger = InboxLedger(database: database)
+        var highestMerged: UInt64 = 0
         try database.transaction {
             try ledger.prepare()
             let generation = try ledger.nextGeneration()
             func applyAll(isolated: Bool) throws {
-                for frame in frames {
-                    let opened = Self.openRecord(frame.sealed, publicKey: publicKey, privateKey: privateKey)
+                var highest = try ledger.highestSequence()
+                defer { highestMerged = highest }
+                try Self.openInWindows(records, from: source, publicKey: publicKey, privateKey: privateKey) { opened in
                     guard try ledger.markHandled(opened.id, generation: generation) else {
                         report.alreadyApplied += 1
-                        continue
+                        return
                     }
-                    if let failure = try Self.apply(opened, with: handlers, ledger: ledger, isolated: isolated) {
+                    if case .entry(let entry, let sealed) = opened {
+                        if let reason = InboxLedger.replayReason(entry, highest: highest) {
+                            // An old sealed record appended again: kept, still sealed, never applied.
+                            defer { entry.wipe() }
+                            try ledger.markReplay(entry.id)
+                            report.quarantined.append(
+                                try ledger.quarantine(entry.id, kind: entry.kind, schemaVersion: entry.schemaVersion, sealed: sealed, reason: reason))
+                            return
+                        }
+                        if let sequence = entry.sequence { highest = sequence }
+                    }
+                    if let failure = try Self.apply(opened, with: handlers, ledger: ledger, isolated: isolated, checkReplay: false) {
                         report.quarantined.append(failure)
                     } else {
                         report.merged.append(opened.id)
@@ -243,27 +428,86 @@ public struct LockedInbox: Sendable {
             } catch is RecordNeedsIsolation {
                 try database.execute("ROLLBACK TO inbox_merge", [])
                 try database.execute("RELEASE inbox_merge", [])
+                let kept = (report.problems, report.movedAside)
                 report = InboxMergeReport()
-                report.problems = problems
+                (report.problems, report.movedAside) = kept
                 try applyAll(isolated: true)
             }
+            try ledger.setHighestSequence(highestMerged)
             try ledger.forgetEarlierThan(generation)
         }
         if Self.crashPoint == .afterCommit { throw SimulatedCrash(point: .afterCommit) }
-        try file.truncate(to: 0)
-        try file.sync()
-        let logger = LogSubsystem.inbox.makeLogger()
+        // Sequences keep increasing across merges: the base moves past every record this inbox held (and past
+        // the highest merged, which heals a base that was lost or lowered) before the records go.
+        if mayTruncate {
+            do {
+                let base = (try? InboxSequence.base(at: files.inboxSequence)) ?? 0
+                let next = max(base + UInt64(source.count), highestMerged)
+                if next != base || (try? InboxSequence.base(at: files.inboxSequence)) == nil {
+                    try InboxSequence.write(next, to: files.inboxSequence)
+                }
+            } catch {
+                mayTruncate = false
+                report.problems.append(.unusable("its sequence file cannot be written (\(Self.storeError(error).message))"))
+            }
+        }
+        if mayTruncate {
+            try file.truncate(to: 0)
+            try file.sync()
+        }
         logger.debug(
             "inbox merged",
             metadata: [
                 "store": "\(files.database)", "merged": "\(report.merged.count)",
                 "quarantined": "\(report.quarantined.count)", "already-applied": "\(report.alreadyApplied)",
-                "problems": "\(report.problems.count)",
+                "problems": "\(report.problems.count)", "moved-aside": "\(report.movedAside)",
             ])
+        for problem in report.problems { logger.notice("inbox problem", metadata: ["store": "\(files.database)", "problem": "\(problem)"]) }
         for record in report.quarantined {
             logger.trace("record quarantined", metadata: ["kind": "\(record.kind ?? "unreadable")", "attempts": "\(record.attempts)"])
         }
         return report
+    }
+
+    /// How many sealed bytes a window of records holds at most (one record when it is larger), and how many
+    /// records: what a merge keeps in memory at once.
+    static let windowBytes = 4 << 20
+    static let windowRecords = 256
+
+    /// Reads `records` from `source` one window at a time, opens each window's records concurrently (the
+    /// X25519 opens are most of a merge's time), then hands them to `body` in file order.
+    static func openInWindows(
+        _ records: [(offset: Int, sealed: Range<Int>, verified: Bool)], from source: InboxBytesInFile,
+        publicKey: [UInt8], privateKey: SecureBytes, _ body: (Opened) throws -> Void
+    ) throws {
+        // A key is used under its own lock, so each worker opens with its own copy (in guarded memory, wiped
+        // at the end): one key shared by all would open one box at a time.
+        let workers = max(1, min(Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))), 8, records.count))
+        let keys = try (0..<workers).map { _ in try privateKey.withUnsafeBytes { SecureBytes(copying: $0) } }
+        defer { for key in keys { key.wipe() } }
+        var start = 0
+        while start < records.count {
+            var end = start
+            var bytes = 0
+            while end < records.count, end - start < windowRecords, end == start || bytes + records[end].sealed.count <= windowBytes {
+                bytes += records[end].sealed.count
+                end += 1
+            }
+            let window = try records[start..<end].map { (sealed: try source.read($0.sealed), verified: $0.verified) }
+            var opened = [Opened?](repeating: nil, count: window.count)
+            opened.withUnsafeMutableBufferPointer { slots in
+                nonisolated(unsafe) let slots = slots
+                DispatchQueue.concurrentPerform(iterations: min(workers, window.count)) { worker in
+                    for index in stride(from: worker, to: window.count, by: workers) {
+                        slots[index] = openRecord(
+                            window[index].sealed, checksumVerified: window[index].verified, publicKey: publicKey,
+                            privateKey: keys[worker])
+                    }
+                }
+            }
+            for record in opened { try body(record!) }
+            start = end
+        }
     }
 
     /// A record failed while the batch was applied without savepoints of its own.
@@ -283,7 +527,10 @@ public struct LockedInbox: Sendable {
     }
 
     /// Opens a sealed record; one that does not open or decode is named by a checksum of its sealed bytes.
-    static func openRecord(_ sealed: [UInt8], publicKey: [UInt8], privateKey: SecureBytes) -> Opened {
+    ///
+    /// - Parameter checksumVerified: `false` for a record whose frame checksum failed: applied only when its
+    ///   seal (authenticated) still opens, which proves its sealed bytes intact.
+    static func openRecord(_ sealed: [UInt8], checksumVerified: Bool = true, publicKey: [UInt8], privateKey: SecureBytes) -> Opened {
         var checksumID: InboxEntry.ID {
             InboxEntry.ID(bytes: KeyDerivation.checksum(of: sealed[...], length: InboxEntry.idLength))
         }
@@ -291,7 +538,11 @@ public struct LockedInbox: Sendable {
         do {
             payload = try InboxRecord.open(InboxRecord.Frame(offset: 0, sealed: sealed), publicKey: publicKey, privateKey: privateKey)
         } catch {
-            return .unreadable(checksumID, sealed: sealed, reason: "it does not open with this store's inbox key")
+            return .unreadable(
+                checksumID, sealed: sealed,
+                reason: checksumVerified
+                    ? "it does not open with this store's inbox key"
+                    : "its checksum fails and it does not open with this store's inbox key (damaged)")
         }
         guard let entry = InboxEntry.decode(payload: payload) else {
             payload.wipe()
@@ -305,11 +556,20 @@ public struct LockedInbox: Sendable {
     /// - Returns: `nil` when it was applied; its quarantine entry otherwise.
     /// - Throws: a failure of the store itself.
     ///
-    /// - Parameter isolated: whether the record gets a savepoint of its own. Without one, a failure of the
-    ///   record throws ``RecordNeedsIsolation``: the caller rolls the batch back and applies it isolated.
+    /// - Parameters:
+    ///   - isolated: whether the record gets a savepoint of its own. Without one, a failure of the record
+    ///     throws ``RecordNeedsIsolation``: the caller rolls the batch back and applies it isolated.
+    ///   - checkReplay: whether a record the merge found to be a replay stays in quarantine (a retry); the
+    ///     merge checks sequences itself.
     static func apply(
-        _ opened: Opened, with handlers: InboxHandlers, ledger: InboxLedger, isolated: Bool = true
+        _ opened: Opened, with handlers: InboxHandlers, ledger: InboxLedger, isolated: Bool = true, checkReplay: Bool = true
     ) throws -> QuarantinedInboxRecord? {
+        if checkReplay, case .entry(let entry, let sealed) = opened, try ledger.isReplay(entry.id) {
+            defer { entry.wipe() }
+            return try ledger.quarantine(
+                entry.id, kind: entry.kind, schemaVersion: entry.schemaVersion, sealed: sealed,
+                reason: "replayed: an old sealed record appended again; kept, never applied (discard it)")
+        }
         switch opened {
         case .unreadable(let id, let sealed, let reason):
             return try ledger.quarantine(id, kind: nil, schemaVersion: nil, sealed: sealed, reason: reason)
@@ -338,15 +598,10 @@ public struct LockedInbox: Sendable {
         }
     }
 
-    private func readAll(_ descriptor: Int32) throws -> [UInt8] {
-        var result: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 1 << 16)
-        while true {
-            let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress!, $0.count) }
-            if count < 0, errno == EINTR { continue }
-            guard count >= 0 else { throw SecureKeysError.io("cannot read", path: inboxPath, errno: errno) }
-            if count == 0 { return result }
-            result += buffer[..<count]
-        }
+    /// The open file's size (`fstat`), taken under the lock.
+    private static func size(of file: DiskIO.File) throws -> Int {
+        var info = stat()
+        guard fstat(file.descriptor, &info) == 0 else { throw SecureKeysError.io("cannot stat", path: file.path, errno: errno) }
+        return Int(info.st_size)
     }
 }

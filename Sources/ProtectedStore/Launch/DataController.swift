@@ -63,6 +63,10 @@ public final class DataController {
         /// a wipe. Planted in the simulated device (ProtectedData's `SimulatedDevice`), which the harness boots
         /// with it.
         case wipeNotRolledForward = "wipe-not-rolled-forward"
+        /// The inbox merge stops at the first span it cannot read (a damaged or torn record) and truncates
+        /// the whole inbox anyway, as it did before damaged bytes were moved aside: the intact records after
+        /// the damage are lost. Planted in the store's ``StoreConfiguration``.
+        case mergeTruncatesUnread = "merge-truncates-unread"
     }
 
     /// Where the store stack is.
@@ -164,6 +168,8 @@ public final class DataController {
     ///   - clock: the clock operation deadlines are measured on: `ContinuousClock` in an app, a
     ///     `ManualClock` in tests, where advancing it expires what became due.
     public init(configuration: Configuration, keys: any KeySource, clock: any Clock<Duration> = ContinuousClock()) {
+        var configuration = configuration
+        configuration.store.plantedMergeTruncatesUnread = configuration.plantedFault == .mergeTruncatesUnread
         self.configuration = configuration
         self.keys = keys
         self.clock = Timekeeper(clock)
@@ -431,7 +437,7 @@ public final class DataController {
     // MARK: Locked inbox
 
     /// The store's locked inbox: where writes go while the store cannot be opened.
-    public var inbox: LockedInbox { LockedInbox(files: configuration.store.files) }
+    public var inbox: LockedInbox { LockedInbox(configuration: configuration.store) }
 
     /// Writes `change` even while the store cannot be opened: sealed to the store's inbox public key and
     /// appended durably before this returns. When the store is attached it is merged at once; otherwise at

@@ -39,7 +39,7 @@ public actor StoreCoordinator {
         self.database = database
         self.readers = readers
         self.configuration = configuration
-        self.inbox = LockedInbox(files: configuration.files)
+        self.inbox = LockedInbox(configuration: configuration)
         self.inboxPublicKey = inboxPublicKey
         self.inboxPrivateKey = inboxPrivateKey
         self.inboxReportAtAttach = inboxReport
@@ -117,7 +117,7 @@ public actor StoreCoordinator {
         // The store exists with its schema: its creation, if one was in progress, is complete.
         try StoreCreationMarker.remove(at: files.creationMarker)
         // Writes sealed while the store was locked are applied now, before anything else sees the store.
-        let inbox = LockedInbox(files: files)
+        let inbox = LockedInbox(configuration: configuration)
         let (publicKey, privateKey) = try inbox.openKeyPair(storeKey: storeKey)
         let report: InboxMergeReport
         do {

@@ -38,6 +38,7 @@ extension ScenarioCommand {
         case .inboxDiscard(let which):
             // A record id spelled like the keyword is quoted, which makes it a value.
             return "inbox discard " + (which.map { $0 == "all" ? "\"all\"" : quoted($0) } ?? "all")
+        case .damage(let file, let damage): return "damage \(file.rawValue) \(damage.scriptText)"
         case .status: return "status"
         case .faultNextIO(let fault): return "fault next-io " + fault.scriptText
         case .expect(let expectation): return "expect " + expectation.scriptText
@@ -61,6 +62,7 @@ extension Expectation {
         case .device(let state): "device \(quoted(state))"
         case .inbox(let count): "inbox \(count)"
         case .quarantined(let count): "quarantined \(count)"
+        case .inboxDamaged(let bytes): "inbox-damaged \(bytes)"
         case .noPlaintext: "no-plaintext"
         case .integrityOK: "integrity ok"
         }

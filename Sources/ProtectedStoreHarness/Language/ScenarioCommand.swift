@@ -47,6 +47,10 @@ public enum ScenarioCommand: Sendable, Hashable {
     case inboxRetry
     /// `inbox discard ID|all`: remove quarantined records for good (`nil`: all of them).
     case inboxDiscard(String?)
+    /// `damage FILE HOW`: damages one of the state directory's files in place, durably — bit rot, an append
+    /// cut short, another program — so scripts and the simulator can check that the damage is reported and
+    /// nothing intact is lost.
+    case damage(DamagedFile, Damage)
     /// `status`: print the device, the app and the store.
     case status
     /// `fault next-io ENOSPC|EIO|short-write|power-cut [--after N] [--persistent] [--mode M] [--seed S]`: one
@@ -66,6 +70,36 @@ public enum ScenarioCommand: Sendable, Hashable {
         switch self {
         case .deviceSetup, .deviceUnlock, .deviceChangePasscode: true
         default: false
+        }
+    }
+}
+
+/// A file `damage` can damage: the script's word for it is its raw value. Add a case (and where it lives,
+/// in `ScenarioSession.path(of:)`) for each new file.
+public enum DamagedFile: String, Sendable, Hashable, CaseIterable {
+    /// The store's locked inbox (`<store>.inbox`).
+    case inbox
+}
+
+/// How `damage` damages a file.
+public enum Damage: Sendable, Hashable {
+    /// `truncate-tail N`: the last `N` bytes are cut off, as an append cut short leaves a file.
+    case truncateTail(Int)
+    /// `byte OFFSET set VALUE`: the byte at `OFFSET` becomes `VALUE` (0–255; `0x41` or `65`).
+    case setByte(offset: Int, value: UInt8)
+    /// `byte OFFSET flip`: every bit of the byte at `OFFSET` is inverted.
+    case flipByte(offset: Int)
+    /// `length OFFSET VALUE`: the little-endian u32 at `OFFSET + 4` — the length field of an inbox record that
+    /// starts at `OFFSET` — becomes `VALUE`.
+    case setLength(recordAt: Int, value: UInt32)
+
+    /// The words after the file's name in a script.
+    var scriptText: String {
+        switch self {
+        case .truncateTail(let count): "truncate-tail \(count)"
+        case .setByte(let offset, let value): "byte \(offset) set \(value)"
+        case .flipByte(let offset): "byte \(offset) flip"
+        case .setLength(let offset, let value): "length \(offset) \(value)"
         }
     }
 }
@@ -98,6 +132,9 @@ public enum Expectation: Sendable, Hashable {
     case inbox(Int)
     /// `expect quarantined N`: inbox records kept in the store's quarantine.
     case quarantined(Int)
+    /// `expect inbox-damaged BYTES`: bytes of the inbox moved to its damaged-bytes file (not records: never
+    /// merged, never dropped).
+    case inboxDamaged(Int)
     /// `expect no-plaintext`: no file in the state directory holds a written value or SQLite's header.
     case noPlaintext
     /// `PRAGMA integrity_check` of the attached store answers `ok` (every page read, so every HMAC checked).

@@ -175,6 +175,8 @@ public enum ScenarioParser: Sendable {
             default:
                 throw ScenarioParseError(message: "unknown inbox action '\(action)' (put, delete, quarantine, retry, discard)")
             }
+        case "damage":
+            return try parseDamage(&arguments)
         case "status":
             try arguments.finish()
             return .status
@@ -184,7 +186,7 @@ public enum ScenarioParser: Sendable {
             return .expect(try parseExpectation(&arguments))
         default:
             throw ScenarioParseError(
-                message: "unknown command '\(verb)' (device, clock, app, ui, put, get, delete, inbox, status, expect, fault)")
+                message: "unknown command '\(verb)' (device, clock, app, ui, put, get, delete, inbox, damage, status, expect, fault)")
         }
     }
 
@@ -223,9 +225,48 @@ public enum ScenarioParser: Sendable {
         return ScenarioFault(kind, after: after, persistent: persistent)
     }
 
+    /// `damage FILE truncate-tail N | byte OFFSET set VALUE | byte OFFSET flip | length OFFSET VALUE`.
+    private static func parseDamage(_ arguments: inout Arguments) throws -> ScenarioCommand {
+        let files = DamagedFile.allCases.map(\.rawValue).joined(separator: ", ")
+        let name = try arguments.positional("a file to damage (\(files))")
+        guard let file = DamagedFile(rawValue: name) else {
+            throw ScenarioParseError(message: "damage: unknown file '\(name)' (\(files))")
+        }
+        let how = try arguments.positional("how: truncate-tail, byte or length")
+        arguments.command = "damage \(name) \(how)"
+        func number(_ what: String, max: UInt64 = UInt64(Int.max)) throws -> UInt64 {
+            let text = try arguments.positional(what)
+            let value = text.lowercased().hasPrefix("0x") ? UInt64(text.dropFirst(2), radix: 16) : UInt64(text)
+            guard let value, value <= max else {
+                throw ScenarioParseError(message: "\(arguments.command): '\(text)' is not \(what) (0 to \(max), decimal or 0x hex)")
+            }
+            return value
+        }
+        let damage: Damage
+        switch how {
+        case "truncate-tail":
+            damage = .truncateTail(Int(try number("a byte count")))
+        case "byte":
+            let offset = Int(try number("a byte offset"))
+            let action = try arguments.positional("set VALUE or flip")
+            switch action {
+            case "set": damage = .setByte(offset: offset, value: UInt8(try number("a byte value", max: 255)))
+            case "flip": damage = .flipByte(offset: offset)
+            default: throw ScenarioParseError(message: "\(arguments.command): unknown action '\(action)' (set VALUE, flip)")
+            }
+        case "length":
+            let offset = Int(try number("a record's byte offset"))
+            damage = .setLength(recordAt: offset, value: UInt32(try number("a length", max: UInt64(UInt32.max))))
+        default:
+            throw ScenarioParseError(message: "damage: unknown damage '\(how)' (truncate-tail N, byte OFFSET set VALUE, byte OFFSET flip, length OFFSET VALUE)")
+        }
+        try arguments.finish()
+        return .damage(file, damage)
+    }
+
     private static func parseExpectation(_ arguments: inout Arguments) throws -> Expectation {
         let subject = try arguments.positional(
-            "what to expect: protected-data, store, coordinator, interaction, queued, ran, value, missing, error, presented-error, device, inbox, quarantined, no-plaintext, integrity")
+            "what to expect: protected-data, store, coordinator, interaction, queued, ran, value, missing, error, presented-error, device, inbox, quarantined, inbox-damaged, no-plaintext, integrity")
         arguments.command = "expect \(subject)"
         func oneOf(_ choices: [String]) throws -> String {
             let word = try arguments.positional(choices.joined(separator: "|"))
@@ -241,13 +282,14 @@ public enum ScenarioParser: Sendable {
         case "coordinator": return .coordinator(assigned: try oneOf(["assigned", "nil"]) == "assigned")
         case "interaction": return .interaction(enabled: try oneOf(["enabled", "disabled"]) == "enabled")
         case "device": return .device(try oneOf(deviceStates))
-        case "queued", "inbox", "quarantined":
+        case "queued", "inbox", "quarantined", "inbox-damaged":
             let text = try arguments.positional("a number")
             guard let count = Int(text), count >= 0 else { throw ScenarioParseError(message: "expect \(subject): '\(text)' is not a number") }
             try arguments.finish()
             switch subject {
             case "queued": return .queued(count)
             case "inbox": return .inbox(count)
+            case "inbox-damaged": return .inboxDamaged(count)
             default: return .quarantined(count)
             }
         case "ran":
@@ -275,7 +317,7 @@ public enum ScenarioParser: Sendable {
             return .presentedError(code)
         default:
             throw ScenarioParseError(
-                message: "unknown expectation '\(subject)' (protected-data, store, coordinator, interaction, queued, ran, value, missing, error, presented-error, device, inbox, quarantined, no-plaintext, integrity)")
+                message: "unknown expectation '\(subject)' (protected-data, store, coordinator, interaction, queued, ran, value, missing, error, presented-error, device, inbox, quarantined, inbox-damaged, no-plaintext, integrity)")
         }
     }
 }

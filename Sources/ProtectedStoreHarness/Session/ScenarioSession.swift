@@ -75,7 +75,7 @@ public final class ScenarioSession {
             disk.plantedFault = switch plantedFault {
             case .missingInboxFsync: .skipInboxSync
             case .missingDirectoryFsync: .skipNewFileDirectorySync
-            case .keepCoordinatorAfterClose, .wipeNotRolledForward, nil: nil
+            case .keepCoordinatorAfterClose, .wipeNotRolledForward, .mergeTruncatesUnread, nil: nil
             }
         }
     }
@@ -413,6 +413,8 @@ public final class ScenarioSession {
                 self?.journal.append(.quarantineDiscarded(which: which, removed: removed))
                 self?.output("inbox: discarded \(removed) quarantined record\(removed == 1 ? "" : "s")")
             }
+        case .damage(let file, let damage):
+            try self.damage(file, damage)
         case .status:
             for line in statusLines() { output(line) }
         case .faultNextIO(let fault):
@@ -421,6 +423,54 @@ public final class ScenarioSession {
         case .expect:
             break
         }
+    }
+
+    /// Where a damageable file lives.
+    package func path(of file: DamagedFile) -> String {
+        switch file {
+        case .inbox: storeFiles.inbox
+        }
+    }
+
+    /// Damages `file` in place, through the file seam, and syncs it: damage is durable, as bit rot is.
+    private func damage(_ file: DamagedFile, _ damage: Damage) throws {
+        let path = path(of: file)
+        guard SecureFile.exists(path) else {
+            throw StoreError(code: .invalidArgument, message: "damage: there is no \(file.rawValue) file (\(path)) to damage")
+        }
+        do {
+            let handle = try DiskIO.open(path, flags: O_RDWR)
+            defer { handle.close() }
+            var info = stat()
+            guard fstat(handle.descriptor, &info) == 0 else { throw SecureKeysError.io("cannot stat", path: path, errno: errno) }
+            let size = Int(info.st_size)
+            func overwrite(_ bytes: [UInt8], at offset: Int) throws {
+                guard offset >= 0, offset + bytes.count <= size else {
+                    throw StoreError(
+                        code: .invalidArgument,
+                        message: "damage \(file.rawValue): bytes \(offset)..<\(offset + bytes.count) are past its end (\(size) bytes)")
+                }
+                guard lseek(handle.descriptor, off_t(offset), SEEK_SET) == off_t(offset) else {
+                    throw SecureKeysError.io("cannot seek in", path: path, errno: errno)
+                }
+                try handle.write(bytes)
+            }
+            switch damage {
+            case .truncateTail(let count):
+                try handle.truncate(to: max(0, size - count))
+            case .setByte(let offset, let value):
+                try overwrite([value], at: offset)
+            case .flipByte(let offset):
+                guard offset < size else { return try overwrite([0], at: offset) }
+                try overwrite([~(try SecureFile.readAll(from: handle.descriptor, offset: offset, count: 1, path: path)[0])], at: offset)
+            case .setLength(let offset, let value):
+                try overwrite(withUnsafeBytes(of: value.littleEndian) { Array($0) }, at: offset + 4)
+            }
+            try handle.sync()
+        } catch {
+            throw StoreError(wrapping: error)
+        }
+        output("damage: \(file.rawValue) \(damage.scriptText)")
     }
 
     private func launch(_ options: LaunchOptions, protection: ProtectionClass?, attachDelay: Duration) throws {
@@ -560,8 +610,16 @@ public final class ScenarioSession {
         case .noPlaintext:
             return compare("no plaintext in the state directory", plaintextFindings().first ?? "no plaintext in the state directory")
         case .inbox(let count):
-            let got = (try? LockedInbox(files: storeFiles).pendingCount()).map(String.init) ?? "unreadable"
+            let got: String
+            do {
+                got = String(try LockedInbox(files: storeFiles).pendingCount())
+            } catch {
+                got = "unreadable (\(StoreError(wrapping: error).code.name))"
+            }
             return compare("inbox \(count)", "inbox \(got)")
+        case .inboxDamaged(let bytes):
+            let got = (try? LockedInbox(files: storeFiles).damagedByteCount()).map(String.init) ?? "unreadable"
+            return compare("inbox-damaged \(bytes)", "inbox-damaged \(got)")
         case .quarantined(let count):
             guard let coordinator = controller?.coordinator else {
                 return compare("quarantined \(count)", "quarantined unknown (store \(controller?.phase.name ?? "not-running"), no coordinator)")
@@ -669,7 +727,15 @@ public final class ScenarioSession {
             lines.append("interaction     \(controller.isInteractionEnabled ? "enabled" : "disabled")")
             lines.append("queued          \(controller.queuedOperationCount)\(controller.queuedOperationCount > 0 ? " (\(controller.queuedOperationNames.prefix(5).joined(separator: ", ")))" : "")")
             lines.append("presented error \(controller.presentedError?.code.name ?? "none")")
-            if let pending = try? controller.inbox.pendingCount(), pending > 0 { lines.append("inbox           \(pending) sealed record(s) waiting") }
+            do {
+                let pending = try controller.inbox.pendingCount()
+                if pending > 0 { lines.append("inbox           \(pending) sealed record(s) waiting") }
+            } catch {
+                lines.append("inbox           unreadable: \(StoreError(wrapping: error))")
+            }
+            if let damaged = try? controller.inbox.damagedByteCount(), damaged > 0 {
+                lines.append("inbox damaged   \(damaged) bytes moved aside to \((controller.configuration.store.files.inboxDamaged as NSString).lastPathComponent)")
+            }
         } else {
             lines.append("app             not running")
         }

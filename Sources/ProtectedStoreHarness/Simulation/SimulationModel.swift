@@ -196,7 +196,7 @@ struct SimulationModel {
             return nil
         case .inboxQuarantine, .inboxRetry, .inboxDiscard:
             return appRunning ? nil : "app-not-running"
-        case .status, .expect, .faultNextIO:
+        case .status, .expect, .faultNextIO, .damage:
             return nil
         }
     }

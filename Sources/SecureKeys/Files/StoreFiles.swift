@@ -21,11 +21,17 @@ public struct StoreFiles: Sendable, Hashable {
     public var inbox: String { database + ".inbox" }
     /// The inbox key pair: the public key in the clear, the private key wrapped by the store key (`<store>.inbox-key`).
     public var inboxKey: String { database + ".inbox-key" }
+    /// What a merge of the inbox could neither apply nor quarantine — bytes that are not a record, torn
+    /// tails — moved aside before the inbox is truncated, never dropped (`<store>.inbox-damaged`).
+    public var inboxDamaged: String { database + ".inbox-damaged" }
+    /// The base of the inbox's sequence numbers (`<store>.inbox-sequence`; not secret): a record's sequence is
+    /// the base plus its offset in the inbox, plus one; each merge raises the base past what it merged.
+    public var inboxSequence: String { database + ".inbox-sequence" }
     /// Present only while the store is being created (`<store>.creating`, keys/README.md): it names the key
     /// file its creation made, and a key file without its store is an interrupted creation only when the
     /// marker names that key file.
     public var creationMarker: String { database + ".creating" }
 
     /// Every file, the database first.
-    public var all: [String] { [database, writeAheadLog, sharedMemory, key, inbox, inboxKey, creationMarker] }
+    public var all: [String] { [database, writeAheadLog, sharedMemory, key, inbox, inboxKey, inboxDamaged, inboxSequence, creationMarker] }
 }

@@ -6,8 +6,8 @@
 public enum InboxRecord: Sendable {
     /// The four bytes each record starts with (`PSIR`).
     public static let magic: [UInt8] = Array("PSIR".utf8)
-    static let headerLength = 8
-    static let checksumLength = 16
+    package static let headerLength = 8
+    package static let checksumLength = 16
     /// The largest payload a record may hold: 4 MiB (4,194,304 bytes). An append of a larger one is refused
     /// before anything is written; a merge never meets one.
     public static let maximumPayloadLength = 4 << 20
@@ -20,27 +20,45 @@ public enum InboxRecord: Sendable {
         public let offset: Int
         /// The sealed payload (`crypto_box_seal` output).
         public let sealed: [UInt8]
+        /// Whether the record's checksum verified; `false` for a record whose checksum failed but whose bytes
+        /// are where its length says (``Piece/record(offset:sealedLength:checksumVerified:)``): only its seal,
+        /// which is authenticated, can tell whether it is intact.
+        public let checksumVerified: Bool
 
         /// A record at `offset` holding `sealed`.
-        package init(offset: Int, sealed: [UInt8]) {
+        package init(offset: Int, sealed: [UInt8], checksumVerified: Bool = true) {
             self.offset = offset
             self.sealed = sealed
+            self.checksumVerified = checksumVerified
         }
     }
 
     /// Something wrong in an inbox file, reported, never taken for data.
     public enum Problem: Sendable, Hashable, CustomStringConvertible {
-        /// The file ends inside a record: a crash during an append. Ignored.
+        /// The file ended inside a record and no intact record followed: an append cut short (never
+        /// acknowledged: an acknowledged append was complete and synced). Its bytes were moved to the
+        /// damaged-bytes file (`<store>.inbox-damaged`), never dropped.
         case tornTail(offset: Int, length: Int)
-        /// A complete record that fails its checksum, does not open with the inbox key, or holds no valid
-        /// payload. Skipped; the records after it are still read.
-        case rejected(offset: Int, reason: String)
+        /// A record whose checksum fails, with its bytes where its length says: applied when its seal still
+        /// authenticates (the damage was in the frame), quarantined otherwise — never dropped.
+        case checksumMismatch(offset: Int, length: Int)
+        /// Bytes that are not a record; moved to the damaged-bytes file, never read as data.
+        case damaged(offset: Int, length: Int, reason: String)
+        /// The inbox itself cannot be used (not a regular file, unreadable, or its damaged bytes cannot be
+        /// moved aside): it was left as it is, for inspection, and nothing in it was dropped.
+        case unusable(String)
 
         /// The problem in words, with the record's offset.
         public var description: String {
             switch self {
-            case .tornTail(let offset, let length): "torn record at byte \(offset) (\(length) bytes, an interrupted append): ignored"
-            case .rejected(let offset, let reason): "record at byte \(offset) rejected: \(reason)"
+            case .tornTail(let offset, let length):
+                "torn record at byte \(offset) (\(length) bytes, an interrupted append, never acknowledged): moved to the damaged-bytes file"
+            case .checksumMismatch(let offset, let length):
+                "record at byte \(offset) (\(length) bytes) fails its checksum: applied only if its seal still authenticates, quarantined otherwise"
+            case .damaged(let offset, let length, let reason):
+                "\(length) bytes at byte \(offset) are not a record (\(reason)): moved to the damaged-bytes file"
+            case .unusable(let reason):
+                "the inbox cannot be merged: \(reason); it was left as it is"
             }
         }
     }
@@ -66,44 +84,25 @@ public enum InboxRecord: Sendable {
         return record.bytes
     }
 
-    /// Splits an inbox file into records without opening them (no key needed).
+    /// Splits an inbox file into records without opening them (no key needed), by the rules of
+    /// ``layout(of:)``.
+    ///
+    /// - Returns: every record (those whose checksum failed with `checksumVerified == false`), and a problem
+    ///   for each piece that is not an intact record.
     public static func scan(_ bytes: [UInt8]) -> (frames: [Frame], problems: [Problem]) {
         var frames: [Frame] = []
         var problems: [Problem] = []
-        var offset = 0
-        while offset < bytes.count {
-            let remaining = bytes.count - offset
-            guard remaining >= headerLength, Array(bytes[offset..<offset + 4]) == magic else {
-                if remaining < headerLength && magic.starts(with: bytes[offset...].prefix(4)) {
-                    problems.append(.tornTail(offset: offset, length: remaining))
-                    break
-                }
-                // Not at a record: find the next one, so one damaged record does not hide the rest.
-                let next = nextMagic(in: bytes, after: offset)
-                problems.append(.rejected(offset: offset, reason: "\((next ?? bytes.count) - offset) bytes that are not a record"))
-                guard let next else { break }
-                offset = next
-                continue
+        // Reading from memory cannot fail.
+        for piece in (try? layout(of: InboxBytesInMemory(bytes))) ?? [] {
+            switch piece {
+            case .record(let offset, let sealedLength, let verified):
+                frames.append(Frame(offset: offset, sealed: Array(bytes[offset + headerLength..<offset + headerLength + sealedLength]), checksumVerified: verified))
+                if !verified { problems.append(.checksumMismatch(offset: offset, length: piece.length)) }
+            case .damaged(let offset, let length, let reason):
+                problems.append(.damaged(offset: offset, length: length, reason: reason))
+            case .tornTail(let offset, let length):
+                problems.append(.tornTail(offset: offset, length: length))
             }
-            var reader = ByteReader(bytes, offset: offset + 4)
-            let length = Int(reader.readUInt32()!)
-            let total = headerLength + length + checksumLength
-            guard length <= maximumSealedLength, total <= remaining else {
-                if length <= maximumSealedLength { problems.append(.tornTail(offset: offset, length: remaining)); break }
-                let next = nextMagic(in: bytes, after: offset)
-                problems.append(.rejected(offset: offset, reason: "a length of \(length) bytes is not plausible"))
-                guard let next else { break }
-                offset = next
-                continue
-            }
-            let body = bytes[offset..<offset + headerLength + length]
-            let checksum = Array(bytes[body.endIndex..<body.endIndex + checksumLength])
-            if KeyDerivation.constantTimeEquals(KeyDerivation.checksum(of: body, length: checksumLength), checksum) {
-                frames.append(Frame(offset: offset, sealed: Array(bytes[offset + headerLength..<offset + headerLength + length])))
-            } else {
-                problems.append(.rejected(offset: offset, reason: "checksum mismatch (the record was altered)"))
-            }
-            offset += total
         }
         return (frames, problems)
     }
@@ -121,14 +120,5 @@ public enum InboxRecord: Sendable {
             throw SecureKeysError.damaged("inbox record at byte \(frame.offset) does not open with this store's inbox key")
         }
         return payload
-    }
-
-    private static func nextMagic(in bytes: [UInt8], after offset: Int) -> Int? {
-        var index = offset + 1
-        while index + magic.count <= bytes.count {
-            if bytes[index] == magic[0] && Array(bytes[index..<index + magic.count]) == magic { return index }
-            index += 1
-        }
-        return nil
     }
 }

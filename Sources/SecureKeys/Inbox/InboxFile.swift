@@ -1,0 +1,97 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// How the inbox and its damaged-bytes file are opened: never following a link, never blocking on what is
+/// not a regular file (a FIFO put at the path would block an `open` or a `read` for ever), regular files only.
+///
+/// The one place that opens them, so the append, the merge, the tool's `expect inbox` and `status` agree on
+/// what an inbox is (OpenSSH's `auth_openfile` is the model: `O_NONBLOCK`, then `fstat`, then refuse).
+package enum InboxFile {
+    /// Why a path cannot be used as an inbox file.
+    package struct Unusable: Error, Sendable, CustomStringConvertible {
+        /// The path.
+        package let path: String
+        /// What is wrong, in words (`a FIFO, not a regular file`, `a symbolic link`, `Permission denied`).
+        package let reason: String
+        /// The `errno`, when a system call failed.
+        package let systemErrno: Int32?
+
+        package var description: String { "\(path) is \(reason)" }
+    }
+
+    /// Opens `path` for reading and writing (`O_APPEND` when `appending`), creating it (0600) when `create`
+    /// and missing.
+    ///
+    /// - Returns: the open file and its size, or `nil` when it does not exist and `create` is false.
+    /// - Throws: ``Unusable`` for a link, a directory, a FIFO or anything else that is not a regular file, or
+    ///   a file that cannot be opened; ``SecureKeysError/Code/io`` when `fstat` fails.
+    package static func openForUpdate(_ path: String, create: Bool, appending: Bool = false) throws -> (file: DiskIO.File, size: Int)? {
+        if !create, !SecureFile.exists(path) { return nil }
+        let flags = O_RDWR | O_NONBLOCK | (create ? O_CREAT : 0) | (appending ? O_APPEND : 0)
+        let file: DiskIO.File
+        do {
+            file = try DiskIO.open(path, flags: flags)
+        } catch let error as SecureKeysError {
+            guard let code = error.systemErrno else { throw error }
+            if code == ENOENT, !create { return nil }
+            throw unusable(path, errno: code)
+        }
+        do {
+            return (file, try regularFileSize(file.descriptor, path: path))
+        } catch {
+            file.close()
+            throw error
+        }
+    }
+
+    /// Opens `path` read-only (for a look that changes nothing: `expect inbox`, `status`, a count).
+    ///
+    /// - Returns: the descriptor (the caller closes it) and the file's size, or `nil` when it does not exist.
+    /// - Throws: as ``openForUpdate(_:create:appending:)``.
+    package static func openForReading(_ path: String) throws -> (descriptor: Int32, size: Int)? {
+        let descriptor = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC)
+        guard descriptor >= 0 else {
+            let code = errno
+            if code == ENOENT { return nil }
+            throw unusable(path, errno: code)
+        }
+        do {
+            return (descriptor, try regularFileSize(descriptor, path: path))
+        } catch {
+            close(descriptor)
+            throw error
+        }
+    }
+
+    /// The size of the open file, after checking (on the descriptor, so nothing can swap the file in
+    /// between) that it is a regular file.
+    private static func regularFileSize(_ descriptor: Int32, path: String) throws -> Int {
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else { throw SecureKeysError.io("cannot stat", path: path, errno: errno) }
+        let type = info.st_mode & S_IFMT
+        guard type == S_IFREG else {
+            let what = switch type {
+            case S_IFIFO: "a FIFO"
+            case S_IFDIR: "a directory"
+            case S_IFSOCK: "a socket"
+            case S_IFCHR, S_IFBLK: "a device"
+            default: "not a plain file"
+            }
+            throw Unusable(path: path, reason: "\(what), not a regular file", systemErrno: nil)
+        }
+        return Int(info.st_size)
+    }
+
+    private static func unusable(_ path: String, errno code: Int32) -> Unusable {
+        let reason = switch code {
+        case ELOOP: "a symbolic link (never followed)"
+        case EISDIR: "a directory, not a regular file"
+        case ENXIO: "a FIFO or socket, not a regular file"
+        default: "not openable (\(String(cString: strerror(code))))"
+        }
+        return Unusable(path: path, reason: reason, systemErrno: code)
+    }
+}
