@@ -163,7 +163,7 @@ public struct CoverageTally: Sendable, Equatable {
                 + "(\(largeInboxRefused) refused)",
             "values: \(readsChecked) gets compared with the model, \(largePuts) large puts (about four MiB)",
             "faults: \(faultsNoSpace) ENOSPC, \(faultsIOError) EIO, \(faultsShortWrite) short writes, \(faultsPowerCut) cuts "
-                + "inside a command; \(faultedCommandsFailed) failed, \(faultsUnused) not reached",
+                + "in commands; \(faultedCommandsFailed) failed, \(faultsUnused) unused",
             "faulted: \(faultsInAttempts) passcode attempts, \(faultsInPasscodeChanges) passcode changes, "
                 + "\(faultsInLaunches) launches, \(faultsInWrites) store writes, \(faultsInAppends) inbox appends",
         ]

@@ -99,12 +99,13 @@ struct SimulationModel {
     var nextFailureWipes: Bool { wipeAfter.map { failures + 1 >= $0 } ?? false }
 
     /// The length of the payload an inbox append of `value` under `key` seals (keys/README.md, "Inbox
-    /// records"): version, id, kind, schema version and body length, then the body — for the built-in put
+    /// records", payload version 3): version, id, sequence number, kind, schema version and body length, then
+    /// the body — for the built-in put
     /// the key and the value, each after its u32 length; for another kind the JSON `{"key":…,"value":…}`
     /// (the generator's keys and values need no escaping).
     static func inboxPayloadLength(key: String, value: String, kind: String?) -> Int {
         let kindName = kind ?? "put"
-        let header = 1 + 16 + 1 + kindName.utf8.count + 4 + 4
+        let header = 1 + 16 + 8 + 1 + kindName.utf8.count + 4 + 4
         if kind == nil { return header + 4 + key.utf8.count + 4 + value.utf8.count }
         return header + #"{"key":"","value":""}"#.utf8.count + key.utf8.count + value.utf8.count
     }

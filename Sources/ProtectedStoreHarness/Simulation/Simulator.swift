@@ -233,9 +233,9 @@ public enum Simulator {
             if let last = model.pendingInbox.indices.last { model.pendingInbox[last].optional = true }
         default: break
         }
-        if case .inboxPut = command, !cut {
-            // The merge that follows an append may be what failed: the records wait for the app's next poll.
-            for index in model.pendingInbox.indices where model.pendingInbox[index].otherProcessAt == nil {
+        if !cut, session.controller != nil {
+            // A merge (after an append, at an attach) may be what failed: the records wait for the app's next poll.
+            for index in model.pendingInbox.indices {
                 model.pendingInbox[index].otherProcessAt = model.now
             }
         }
