@@ -45,10 +45,10 @@ struct CommandGenerator {
         // Now and then an I/O fault or a power cut inside the command: one of its first few file-system calls
         // fails. Only inside the operations that write (appends, merges, attaches, passcode changes, wipes,
         // puts): a reboot the fault stopped would leave the session with no device at all.
-        // The attempt that erases a device is faulted more often (one in three): a wipe stopped part-way must be
+        // The attempt that erases a device is faulted more often (one in two): a wipe stopped part-way must be
         // finished by the next attempt or boot (invariant 9), and only a fault or a cut stops one.
         let erasing = model.nextFailureWipes && command == .deviceUnlock(passcode: Self.wrongPasscode)
-        let odds = erasing ? 3 : Self.faultOdds
+        let odds = erasing ? 2 : Self.faultOdds
         guard model.deviceSetUp, random.next() % odds == 0, Self.mayFault(command) else { return command }
         let kind: ScenarioFault.Kind = switch random.next() % 4 {
         case 0: .noSpace
@@ -57,8 +57,14 @@ struct CommandGenerator {
         default: .powerCut(pick(PowerCutMode.allCases), seed: random.next() % 1_000_000)
         }
         faulted = command
-        return .faultNextIO(ScenarioFault(kind, after: Int(random.next() % 9), persistent: random.next() % 3 == 0))
+        // An erase records itself in its first four calls, then removes the key files (calls 5 to 9): a fault
+        // there leaves an erase that only the next attempt or boot can finish.
+        let after = erasing ? 4 + Int(random.next() % 5) : Int(random.next() % 9)
+        return .faultNextIO(ScenarioFault(kind, after: after, persistent: random.next() % 3 == 0))
     }
+
+    /// One step in this many, of those with records waiting and no app, damages the inbox.
+    static let damageOdds: UInt64 = 12
 
     /// One command in this many (of those ``mayFault(_:)`` allows) runs under a `fault next-io`.
     static let faultOdds: UInt64 = 25
@@ -89,6 +95,14 @@ struct CommandGenerator {
         }
         if step >= Self.largeValuesFromStep, rare == 1, model.appRunning {
             return .put(key: pick(Self.keys), value: ScenarioValue.filled((4 << 20) - Int(random.next() % 4096)))
+        }
+        // Damage mode, now and then: with no app to merge them and several acknowledged records waiting, the
+        // first record's length is made to claim far past the file's end, so a merge cannot read it and must
+        // move its bytes aside and still merge every intact record after it.
+        if !model.appRunning, !model.wiped, !model.inboxHasDamage, model.pendingInbox.count >= 2, model.pendingInbox.allSatisfy({ !$0.optional }),
+            random.next() % Self.damageOdds == 0
+        {
+            return .damage(.inbox, .setLength(recordAt: 0, value: UInt32(InboxRecord.maximumSealedLength)))
         }
         let attacking = wipeAfter != nil && step >= Self.attackFromStep && !model.wiped
         // A wrong passcode may be tried unless it would only run into delays; the one that erases the device

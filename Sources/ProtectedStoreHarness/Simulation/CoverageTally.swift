@@ -54,6 +54,11 @@ public struct CoverageTally: Sendable, Equatable {
     public var faultsInWrites = 0
     public var faultsInAppends = 0
 
+    /// Inbox records damaged (their length made to claim past the file's end), and the intact records beside
+    /// them that were still required to be merged or quarantined.
+    public var damagedRecords = 0
+    public var intactRecordsAfterDamage = 0
+
     /// An empty tally.
     public init() {}
 
@@ -148,6 +153,8 @@ public struct CoverageTally: Sendable, Equatable {
         lhs.faultsInLaunches += rhs.faultsInLaunches
         lhs.faultsInWrites += rhs.faultsInWrites
         lhs.faultsInAppends += rhs.faultsInAppends
+        lhs.damagedRecords += rhs.damagedRecords
+        lhs.intactRecordsAfterDamage += rhs.intactRecordsAfterDamage
     }
 
     /// The tally in lines of at most 100 columns, each `subject: N what, N what…` with no number but counts,
@@ -166,6 +173,7 @@ public struct CoverageTally: Sendable, Equatable {
                 + "in commands; \(faultedCommandsFailed) failed, \(faultsUnused) unused",
             "faulted: \(faultsInAttempts) passcode attempts, \(faultsInPasscodeChanges) passcode changes, "
                 + "\(faultsInLaunches) launches, \(faultsInWrites) store writes, \(faultsInAppends) inbox appends",
+            "damage: \(damagedRecords) inbox records made unreadable, \(intactRecordsAfterDamage) intact ones beside them kept",
         ]
     }
 }

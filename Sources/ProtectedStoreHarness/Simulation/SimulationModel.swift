@@ -65,6 +65,8 @@ struct SimulationModel {
     /// A passcode attempt a fault hit: its counter (or the wipe it started) may not have reached the disk, so
     /// the next boot's counter and wipe are read from the device rather than predicted.
     var attemptMayBeUnrecorded = false
+    /// Whether the inbox holds a span damaged since the last merge (which moves such bytes aside).
+    var inboxHasDamage = false
     /// `ui` operations in submission order.
     var submitted: [String] = []
 
@@ -197,7 +199,10 @@ struct SimulationModel {
             return nil
         case .inboxQuarantine, .inboxRetry, .inboxDiscard:
             return appRunning ? nil : "app-not-running"
-        case .status, .expect, .faultNextIO, .damage:
+        case .damage:
+            inboxHasDamage = true
+            return nil
+        case .status, .expect, .faultNextIO:
             return nil
         }
     }
@@ -250,6 +255,7 @@ struct SimulationModel {
                 contents[key] = nil
                 uncertain[key] = nil
             case .inboxMerged(let merged, let quarantined):
+                inboxHasDamage = false
                 // A merge handles the oldest records, in order: those of a kind the app applies are applied,
                 // the others move to the quarantine. Nothing is dropped. A record whose append failed under a
                 // fault may be there or not: the first choice of present ones that gives the counts is taken.

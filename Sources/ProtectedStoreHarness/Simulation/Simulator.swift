@@ -123,6 +123,9 @@ public enum Simulator {
             let faulted = session.plannedFault != nil && !command.isFault
             let before = model
             let keybagBefore = faulted ? keybag(session) : nil
+            if case .damage(.inbox, let damage) = command {
+                learnBeforeDamage(damage, session: session, model: &model, coverage: &coverage)
+            }
             let expectedError = model.apply(command)
             coverage.count(command, expectedError: expectedError, wipedBefore: wipedBefore)
             await session.execute(command)
@@ -272,6 +275,26 @@ public enum Simulator {
             model.passcode = before.passcode
             model.passcodeAtBoot = keybagNow != keybagBefore ? (keybagNow, new ?? "", before.passcode) : before.passcodeAtBoot
         }
+    }
+
+    /// Before the inbox is damaged: which records the damage touches, read from the file (InboxRecord.scan).
+    /// A record's length made to claim past the file's end makes that record unreadable — lost, but reported:
+    /// its bytes are moved to `<store>.inbox-damaged` — and every record after it intact, still to be merged
+    /// or quarantined. When the file is not the model's records exactly, the records are taken as uncertain.
+    private static func learnBeforeDamage(
+        _ damage: Damage, session: ScenarioSession, model: inout SimulationModel, coverage: inout CoverageTally
+    ) {
+        let bytes = (try? [UInt8](Data(contentsOf: URL(fileURLWithPath: session.storeFiles.inbox)))) ?? []
+        let (frames, problems) = InboxRecord.scan(bytes)
+        guard case .setLength(let offset, _) = damage, problems.isEmpty, frames.count == model.pendingInbox.count,
+            let index = frames.firstIndex(where: { $0.offset == offset })
+        else {
+            for index in model.pendingInbox.indices { model.pendingInbox[index].optional = true }
+            return
+        }
+        coverage.damagedRecords += 1
+        coverage.intactRecordsAfterDamage += frames.count - 1
+        model.pendingInbox.remove(at: index)
     }
 
     /// What the store looked like at the last full comparison with the model.
