@@ -630,23 +630,27 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     /// before the answer leaves it counted — a full or failing disk never buys a free guess. A right passcode
     /// then sets the count back to 0.
     private func attempt<Result>(_ body: () throws -> Result) throws -> Result {
+        // Counted on disk first, then in memory: what the device says is what a reboot finds.
         try state.withLock { state in
             var counted = state.persisted
             counted.failedPasscodeAttempts = PasscodeAttemptPolicy.failures(afterOneMore: state.persisted.failedPasscodeAttempts)
             try DeviceStateFile.write(counted, deviceKey: state.deviceKey, to: layout.statePath)
+            state.persisted = counted
         }
         do {
             let result = try body()
             try state.withLock { state in
-                state.persisted.failedPasscodeAttempts = 0
+                var reset = state.persisted
+                reset.failedPasscodeAttempts = 0
+                try DeviceStateFile.write(reset, deviceKey: state.deviceKey, to: layout.statePath)
+                state.persisted = reset
                 state.lastFailure = nil
-                try DeviceStateFile.write(state.persisted, deviceKey: state.deviceKey, to: layout.statePath)
             }
             return result
         } catch let error as SecureKeysError where error.code == .wrongPasscode {
             throw try state.withLock { state -> DeviceError in
-                let failures = PasscodeAttemptPolicy.failures(afterOneMore: state.persisted.failedPasscodeAttempts)
-                state.persisted.failedPasscodeAttempts = failures
+                // The file says so already: the attempt was counted before it was checked.
+                let failures = state.persisted.failedPasscodeAttempts
                 state.lastFailure = clock.now
                 logger.debug("wrong passcode", metadata: ["failed-attempts": "\(failures)"])
                 if state.persisted.attemptPolicy.wipes(afterFailures: failures) {
@@ -654,7 +658,6 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
                     try wipe(&state)
                     return DeviceError.deviceWiped()
                 }
-                // The file says so already: the attempt was counted before it was checked.
                 return DeviceError.wrongPasscode(
                     failedAttempts: failures, delay: state.persisted.attemptPolicy.delay(afterFailures: failures))
             }

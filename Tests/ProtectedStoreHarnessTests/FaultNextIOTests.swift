@@ -57,6 +57,33 @@ struct FaultNextIOTests {
         let merged = try await run(["device unlock --passcode 1234", "app launch", "expect store ready", "expect value a 1"], in: session)
         #expect(merged.isEmpty)
         let lost = try await run(["expect value c 3"], in: session)
+        // Issue 26 finding 1, fixed on the inbox branch (an append finds the file's end from its tail).
         #expect(lost.isEmpty, "\(lost)")
+    }
+
+    @Test("a wrong passcode is still counted after a reboot when its counter's write failed, and an erase stays erased (found by the simulator)")
+    func failedAttemptSurvivesReboot() async throws {
+        let directory = TemporaryDirectory()
+        let session = try ScenarioSession(stateDirectory: directory.file("state"), kdf: .minimal) { _ in }
+        let setUp = ["device setup --passcode 1234 --wipe-after 4", "device lock"]
+            + Array(repeating: "device unlock --passcode 0000", count: 3)
+        #expect(try await run(setUp, in: session).isEmpty)
+        // The erasing attempt: the state file's sync (its third call) fails, so "wiped" is never recorded.
+        #expect(try await run(["fault next-io ENOSPC --after 2", "device unlock --passcode 0000", "expect device wiped"], in: session).isEmpty)
+        let afterReboot = try await run(["device reboot", "expect device wiped"], in: session)
+        #expect(afterReboot.isEmpty, "\(afterReboot)")
+    }
+
+    @Test("an acknowledged append survives a power cut after an append that created the inbox and failed at its sync (found by the simulator, seed 1150)")
+    func appendAfterFailedCreatingAppendSurvivesCut() async throws {
+        let directory = TemporaryDirectory()
+        let session = try ScenarioSession(stateDirectory: directory.file("state"), kdf: .minimal) { _ in }
+        let setUp = ["device setup --passcode 1234 --grace 10s", "app launch --background --reason background-fetch", "device reboot"]
+        #expect(try await run(setUp, in: session).isEmpty)
+        // Its third call, the new inbox's fsync, fails: the file is there, its folder entry never synced.
+        #expect(try await run(["fault next-io EIO --after 2 --persistent", "inbox put a 1", "expect error io-error"], in: session).isEmpty)
+        #expect(try await run(["inbox put e 2", "expect error none", "expect inbox 2"], in: session).isEmpty)
+        let afterCut = try await run(["device power-cut --mode torn-sequence --seed 650303", "expect inbox 1"], in: session)
+        #expect(afterCut.isEmpty, "\(afterCut)")
     }
 }

@@ -32,27 +32,47 @@ struct SimulatorTests {
     @Test(
         "a planted bug is found, minimized, and the script fails with the bug and holds without it",
         arguments: [
-            (DataController.PlantedFault.keepCoordinatorAfterClose, 5),
-            (.missingInboxFsync, 6),
-            (.missingDirectoryFsync, 6),
+            (DataController.PlantedFault.keepCoordinatorAfterClose, 5, 40),
+            (.missingInboxFsync, 6, 40),
+            (.missingDirectoryFsync, 6, 40),
+            // Found through the generator's damage mode: an inbox record's length made to claim past the end.
+            (.mergeTruncatesUnread, 10, 40),
+            // Found through a fault inside the erasing attempt, then a reboot or a power cut; only one seed in
+            // eight erases its device, so the search is longer.
+            (.wipeNotRolledForward, 10, 80),
         ])
-    func findsPlantedBug(fault: DataController.PlantedFault, longestScript: Int) async throws {
+    func findsPlantedBug(fault: DataController.PlantedFault, longestScript: Int, seeds: UInt64) async throws {
         var found: (seed: UInt64, run: SimulationRun)?
-        for seed: UInt64 in 1...40 {
+        for seed: UInt64 in 1...seeds {
             let run = try await Simulator.run(seed: seed, steps: 200, plantedFault: fault)
             if run.violation != nil {
                 found = (seed, run)
                 break
             }
         }
-        let (seed, run) = try #require(found, "the planted bug went unnoticed for 40 seeds")
+        let (seed, run) = try #require(found, "the planted bug went unnoticed for \(seeds) seeds")
         if fault == .keepCoordinatorAfterClose { #expect(run.violation?.invariant == "1 coordinator ⇔ attached store") }
         let (commands, violation) = try await Shrinker.minimize(run, seed: seed, plantedFault: fault)
         #expect(commands.count <= longestScript, "\(commands.map(\.scriptLine))")
         #expect(commands.count < run.violation!.step)
-        if fault != .keepCoordinatorAfterClose {
+        switch fault {
+        case .missingInboxFsync, .missingDirectoryFsync:
             #expect(commands.contains { if case .devicePowerCut = $0 { true } else { false } }, "a missing fsync shows only at a power cut")
+        case .mergeTruncatesUnread:
+            #expect(commands.contains { if case .damage = $0 { true } else { false } }, "only damage makes a span the merge cannot read")
+        case .wipeNotRolledForward:
+            #expect(violation.invariant.hasPrefix("9 "))
+            #expect(commands.contains { $0.isFault }, "only a fault stops an erase part-way")
+        case .keepCoordinatorAfterClose:
+            break
         }
+        // The minimized commands break the invariant with the bug and hold without it.
+        let withBug = try await Simulator.replay(commands, seed: seed, plantedFault: fault)
+        #expect(withBug.violation != nil)
+        let withoutBug = try await Simulator.replay(commands, seed: seed)
+        #expect(withoutBug.violation == nil, "without the bug the commands hold")
+        // As a script, when an `expect` line can state the invariant (a key file on disk cannot be expected).
+        guard violation.expectation != nil else { return }
         let script = try ScenarioScript(name: "minimized", text: Shrinker.script(commands, violation: violation, seed: seed))
 
         let directory = TemporaryDirectory()
@@ -66,16 +86,36 @@ struct SimulatorTests {
     @Test("power cuts in every mode: acknowledged writes survive, stores pass integrity_check, nothing is lost")
     func powerCutsHold() async throws {
         var tally = PowerCutTally()
+        var coverage = CoverageTally()
         var modes = Set<PowerCutMode>()
         for seed: UInt64 in 101...112 {
             let run = try await Simulator.run(seed: seed, steps: 200)
             #expect(run.violation == nil, "seed \(seed): \(run.violation.map(String.init(describing:)) ?? "")")
             tally += run.powerCuts
+            coverage += run.coverage
             for case .devicePowerCut(let mode, _) in run.commands { modes.insert(mode) }
         }
         #expect(modes == Set(PowerCutMode.allCases), "the generator cuts in every mode")
         #expect(tally.cuts >= 12)
         #expect(tally.integrityChecks > 0 && tally.acknowledgedWritesChecked > 0, "\(tally.summary)")
+        // Faults and cuts inside commands, and damage, held the same invariants.
+        let faults = [coverage.faultsNoSpace, coverage.faultsIOError, coverage.faultsShortWrite, coverage.faultsPowerCut]
+        #expect(faults.allSatisfy { $0 > 0 } && coverage.faultedCommandsFailed > 0, "\(coverage.summaryLines)")
+        #expect(coverage.damagedRecords > 0 && coverage.intactRecordsAfterDamage > 0, "\(coverage.summaryLines)")
+    }
+
+    @Test("a merge's counts decide which failed appends were there: fewest first, the acknowledged always")
+    func optionalRecordsAtAMerge() {
+        func record(_ key: String, kind: String? = nil, optional: Bool = false) -> SimulationModel.PendingRecord {
+            SimulationModel.PendingRecord(key: key, value: "v", kind: kind, otherProcessAt: nil, optional: optional)
+        }
+        let records = [record("a"), record("b", optional: true), record("c", kind: "sticker"), record("d")]
+        #expect(SimulationModel.handledRecords(records, merged: 2, quarantined: 1) == [true, false, true, true])
+        #expect(SimulationModel.handledRecords(records, merged: 3, quarantined: 1) == [true, true, true, true])
+        #expect(SimulationModel.handledRecords(records, merged: 1, quarantined: 0) == [true])
+        #expect(SimulationModel.handledRecords(records, merged: 4, quarantined: 1) == nil, "a record no append wrote")
+        #expect(SimulationModel.handledRecords(records, merged: 1, quarantined: 1) == [true, false, true])
+        #expect(SimulationModel.handledRecords(records, merged: 0, quarantined: 1) == nil, "a, acknowledged, comes first")
     }
 
     @Test("the plaintext check finds a value or SQLite's header in any file but hardware/, and rescans only changed files")

@@ -182,13 +182,12 @@ public struct LockedInbox: Sendable {
         }
     }
 
-    /// Appends sealed records and `fsync`s them (and the folder, when the inbox is new or empty), under the inbox's
+    /// Appends sealed records and `fsync`s them and their folder, under the inbox's
     /// lock: first cuts off a torn tail an interrupted append left (moved to the damaged-bytes file), so the
     /// new records never follow half a record; a write or sync that fails cuts the file back to where it was.
     ///
     /// - Parameter makeRecords: seals the records, given the size of the file they will follow.
     private func write(_ makeRecords: (_ size: Int) throws -> [UInt8]) throws {
-        let existed = SecureFile.exists(inboxPath)
         guard let (file, _) = try InboxFile.openForUpdate(inboxPath, create: true, appending: true) else { return }
         defer { file.close() }
         try lock(file.descriptor)
@@ -215,10 +214,11 @@ public struct LockedInbox: Sendable {
                 throw SimulatedCrash(point: .duringAppend)
             }
             try file.sync(purpose: .inboxAppend)
-            // The folder too when the inbox is new — or empty: an earlier append that created the file may have
-            // failed before it synced the folder (and cut its own records back), and its name is durable only
-            // once the folder is synced. Found by the simulator: a power cut then lost this acknowledged append.
-            if !existed || size == 0 { try SecureFile.syncDirectory(SecureFile.folder(containing: files.database)) }
+            // The folder too, every time: the file's name is durable only once its folder is synced, and an
+            // earlier append — of this process or another — that created the file may have failed before it
+            // synced the folder (found by the simulator: a power cut then lost this acknowledged append with the
+            // whole file). One more fsync per append call; a batch pays it once.
+            try SecureFile.syncDirectory(SecureFile.folder(containing: files.database))
         } catch let crash as SimulatedCrash {
             throw crash
         } catch {

@@ -207,7 +207,7 @@ public final class ScenarioSession {
         do {
             if let error = plan.powerCutError { throw error }
             if SecureFile.exists(stateDirectory + "/device/state.json") {
-                device = try SimulatedDevice(bootingFrom: stateDirectory, clock: clock, ownership: ownership)
+                device = try SimulatedDevice(bootingFrom: stateDirectory, clock: clock, ownership: ownership, plantedFault: devicePlant)
             }
         } catch {
             let coded = StoreError(wrapping: error)

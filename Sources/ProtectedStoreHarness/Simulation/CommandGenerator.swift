@@ -13,6 +13,8 @@ struct CommandGenerator {
     private var random: SplitMix64
     private let seed: UInt64
     private var step = 0
+    /// The command a `fault next-io` was just drawn for: it comes next, so the fault falls inside it.
+    private var faulted: ScenarioCommand?
     /// The device's `--wipe-after`: a few failures, in one seed in eight (decided by the seed); `nil` otherwise.
     let wipeAfter: Int?
     /// In one other seed in eight, wrong passcodes are tried often enough to reach the delays (the 5th
@@ -35,6 +37,49 @@ struct CommandGenerator {
     private mutating func pick<T>(_ choices: [T]) -> T { choices[Int(random.next() % UInt64(choices.count))] }
 
     mutating func next(_ model: SimulationModel) -> ScenarioCommand {
+        if let faulted {
+            self.faulted = nil
+            return faulted
+        }
+        let command = draw(model)
+        // Now and then an I/O fault or a power cut inside the command: one of its first few file-system calls
+        // fails. Only inside the operations that write (appends, merges, attaches, passcode changes, wipes,
+        // puts): a reboot the fault stopped would leave the session with no device at all.
+        // The attempt that erases a device is faulted more often (one in two): a wipe stopped part-way must be
+        // finished by the next attempt or boot (invariant 9), and only a fault or a cut stops one.
+        let erasing = model.nextFailureWipes && command == .deviceUnlock(passcode: Self.wrongPasscode)
+        let odds = erasing ? 2 : Self.faultOdds
+        guard model.deviceSetUp, random.next() % odds == 0, Self.mayFault(command) else { return command }
+        let kind: ScenarioFault.Kind = switch random.next() % 4 {
+        case 0: .noSpace
+        case 1: .ioError
+        case 2: .shortWrite
+        default: .powerCut(pick(PowerCutMode.allCases), seed: random.next() % 1_000_000)
+        }
+        faulted = command
+        // An erase records itself in its first four calls, then removes the key files (calls 5 to 9): a fault
+        // there leaves an erase that only the next attempt or boot can finish.
+        let after = erasing ? 4 + Int(random.next() % 5) : Int(random.next() % 9)
+        return .faultNextIO(ScenarioFault(kind, after: after, persistent: random.next() % 3 == 0))
+    }
+
+    /// One step in this many, of those with records waiting and no app, damages the inbox.
+    static let damageOdds: UInt64 = 12
+
+    /// One command in this many (of those ``mayFault(_:)`` allows) runs under a `fault next-io`.
+    static let faultOdds: UInt64 = 25
+
+    /// Whether a fault may be planned for `command`: one that writes, and not a set-up, reboot or power cut.
+    static func mayFault(_ command: ScenarioCommand) -> Bool {
+        switch command {
+        case .deviceUnlock, .deviceChangePasscode, .appLaunch, .put, .delete, .inboxPut, .inboxRetry, .inboxDiscard, .ui:
+            true
+        default:
+            false
+        }
+    }
+
+    private mutating func draw(_ model: SimulationModel) -> ScenarioCommand {
         step += 1
         if !model.deviceSetUp {
             return .deviceSetup(passcode: SimulationModel.passcode, grace: model.gracePeriod, wipeAfter: wipeAfter)
@@ -50,6 +95,14 @@ struct CommandGenerator {
         }
         if step >= Self.largeValuesFromStep, rare == 1, model.appRunning {
             return .put(key: pick(Self.keys), value: ScenarioValue.filled((4 << 20) - Int(random.next() % 4096)))
+        }
+        // Damage mode, now and then: with no app to merge them and several acknowledged records waiting, the
+        // first record's length is made to claim far past the file's end, so a merge cannot read it and must
+        // move its bytes aside and still merge every intact record after it.
+        if !model.appRunning, !model.wiped, !model.inboxHasDamage, model.pendingInbox.count >= 2, model.pendingInbox.allSatisfy({ !$0.optional }),
+            random.next() % Self.damageOdds == 0
+        {
+            return .damage(.inbox, .setLength(recordAt: 0, value: UInt32(InboxRecord.maximumSealedLength)))
         }
         let attacking = wipeAfter != nil && step >= Self.attackFromStep && !model.wiped
         // A wrong passcode may be tried unless it would only run into delays; the one that erases the device

@@ -1,5 +1,5 @@
 import ProtectedStore
-import SecureKeys
+package import SecureKeys
 
 /// What a run (or many) exercised beyond the everyday commands, and how each ended: the proof that the
 /// generator reaches every feature, printed by `simulate` under its summary.
@@ -37,6 +37,28 @@ public struct CoverageTally: Sendable, Equatable {
     /// `get` results compared with the model.
     public var readsChecked = 0
 
+    /// `fault next-io` faults that fired, by kind: a full disk, a failing disk, a short write, a power cut.
+    public var faultsNoSpace = 0
+    public var faultsIOError = 0
+    public var faultsShortWrite = 0
+    public var faultsPowerCut = 0
+    /// Planned faults the command ended before reaching (it made fewer calls).
+    public var faultsUnused = 0
+    /// Faulted commands that ended in an error (the others absorbed the fault: a retry, a swallowed checkpoint).
+    public var faultedCommandsFailed = 0
+    /// Faults that fell inside a wrong passcode (its counter or the wipe it starts), a passcode change, a
+    /// launch (attach and merge), a store write, an inbox append.
+    public var faultsInAttempts = 0
+    public var faultsInPasscodeChanges = 0
+    public var faultsInLaunches = 0
+    public var faultsInWrites = 0
+    public var faultsInAppends = 0
+
+    /// Inbox records damaged (their length made to claim past the file's end), and the intact records beside
+    /// them that were still required to be merged or quarantined.
+    public var damagedRecords = 0
+    public var intactRecordsAfterDamage = 0
+
     /// An empty tally.
     public init() {}
 
@@ -65,6 +87,25 @@ public struct CoverageTally: Sendable, Equatable {
             if value.utf8.count > 1 << 20 { largePuts += 1 }
         default:
             break
+        }
+    }
+
+    /// Counts a fault that fired inside `command`.
+    mutating func countFault(_ fault: DiskFaultPlan.Fault, command: ScenarioCommand, failed: Bool) {
+        switch fault {
+        case .noSpace: faultsNoSpace += 1
+        case .ioError: faultsIOError += 1
+        case .shortWrite: faultsShortWrite += 1
+        case .powerCut: faultsPowerCut += 1
+        }
+        if failed { faultedCommandsFailed += 1 }
+        switch command {
+        case .deviceUnlock: faultsInAttempts += 1
+        case .deviceChangePasscode: faultsInPasscodeChanges += 1
+        case .appLaunch: faultsInLaunches += 1
+        case .put, .delete: faultsInWrites += 1
+        case .inboxPut: faultsInAppends += 1
+        default: break
         }
     }
 
@@ -101,6 +142,19 @@ public struct CoverageTally: Sendable, Equatable {
         lhs.largeInboxRefused += rhs.largeInboxRefused
         lhs.largePuts += rhs.largePuts
         lhs.readsChecked += rhs.readsChecked
+        lhs.faultsNoSpace += rhs.faultsNoSpace
+        lhs.faultsIOError += rhs.faultsIOError
+        lhs.faultsShortWrite += rhs.faultsShortWrite
+        lhs.faultsPowerCut += rhs.faultsPowerCut
+        lhs.faultsUnused += rhs.faultsUnused
+        lhs.faultedCommandsFailed += rhs.faultedCommandsFailed
+        lhs.faultsInAttempts += rhs.faultsInAttempts
+        lhs.faultsInPasscodeChanges += rhs.faultsInPasscodeChanges
+        lhs.faultsInLaunches += rhs.faultsInLaunches
+        lhs.faultsInWrites += rhs.faultsInWrites
+        lhs.faultsInAppends += rhs.faultsInAppends
+        lhs.damagedRecords += rhs.damagedRecords
+        lhs.intactRecordsAfterDamage += rhs.intactRecordsAfterDamage
     }
 
     /// The tally in lines of at most 100 columns, each `subject: N what, N what…` with no number but counts,
@@ -115,6 +169,11 @@ public struct CoverageTally: Sendable, Equatable {
             "inbox: \(otherProcessAppends) appends by another process, \(largeInboxAppends) at the record size limit "
                 + "(\(largeInboxRefused) refused)",
             "values: \(readsChecked) gets compared with the model, \(largePuts) large puts (about four MiB)",
+            "faults: \(faultsNoSpace) ENOSPC, \(faultsIOError) EIO, \(faultsShortWrite) short writes, \(faultsPowerCut) cuts "
+                + "in commands; \(faultedCommandsFailed) failed, \(faultsUnused) unused",
+            "faulted: \(faultsInAttempts) passcode attempts, \(faultsInPasscodeChanges) passcode changes, "
+                + "\(faultsInLaunches) launches, \(faultsInWrites) store writes, \(faultsInAppends) inbox appends",
+            "damage: \(damagedRecords) inbox records made unreadable, \(intactRecordsAfterDamage) intact ones beside them kept",
         ]
     }
 }

@@ -18,7 +18,11 @@ public enum Shrinker {
                 var candidate = commands
                 candidate.removeSubrange(index..<min(index + chunk, candidate.count))
                 let replayed = try await Simulator.replay(candidate, seed: seed, plantedFault: plantedFault)
-                if let found = replayed.violation, found.invariant == violation.invariant {
+                // The same invariant; for a command's outcome, the same outcome too (an error of another kind is
+                // another finding: a command left without what it needs, say).
+                if let found = replayed.violation, found.invariant == violation.invariant,
+                    found.invariant != Self.commandOutcome || found.message == violation.message
+                {
                     commands = Array(candidate.prefix(found.step))
                     violation = found
                 } else {
@@ -30,6 +34,9 @@ public enum Shrinker {
         }
         return (commands, violation)
     }
+
+    /// The oracle's invariant for a command's error.
+    static let commandOutcome = "oracle: command outcome"
 
     /// The script: the commands, then the `expect` that fails the way the invariant did.
     public static func script(_ commands: [ScenarioCommand], violation: Violation, seed: UInt64) -> String {

@@ -44,13 +44,29 @@ struct SimulationModel {
         /// the merge must move the record to the quarantine.
         let kind: String?
         /// When another process appended it: a running app merges it at its next poll, within one interval.
-        let otherProcessAt: Duration?
+        /// Also set for the records waiting when a merge failed under a fault: the poll merges them.
+        var otherProcessAt: Duration?
+        /// Whether the append failed under an I/O fault: not acknowledged, so the record may be in the inbox
+        /// or not, and a merge may or may not handle it.
+        var optional = false
     }
 
     /// Acknowledged inbox writes not merged yet, oldest first.
     var pendingInbox: [PendingRecord] = []
     /// The kinds of the records in the store's quarantine, oldest first: kept until discarded (invariant 7).
     var quarantine: [String] = []
+    /// For keys a write failed under an I/O fault: the values (`nil`: missing) the store may hold instead of
+    /// the acknowledged one, until an acknowledged write to the key settles it.
+    var uncertain: [String: Set<String?>] = [:]
+    /// A passcode change that failed under a fault after its new keybag reached the disk: the device keeps the
+    /// old passcode until it boots, and boots with the new one if its keybag file still holds these bytes.
+    /// The old passcode is kept too: a later power cut may lose the new keybag's rename, so each boot decides.
+    var passcodeAtBoot: (keybag: [UInt8], new: String, old: String)?
+    /// A passcode attempt a fault hit: its counter (or the wipe it started) may not have reached the disk, so
+    /// the next boot's counter and wipe are read from the device rather than predicted.
+    var attemptMayBeUnrecorded = false
+    /// Whether the inbox holds a span damaged since the last merge (which moves such bytes aside).
+    var inboxHasDamage = false
     /// `ui` operations in submission order.
     var submitted: [String] = []
 
@@ -85,7 +101,8 @@ struct SimulationModel {
     var nextFailureWipes: Bool { wipeAfter.map { failures + 1 >= $0 } ?? false }
 
     /// The length of the payload an inbox append of `value` under `key` seals (keys/README.md, "Inbox
-    /// records"): version, id, kind, schema version and body length, then the body — for the built-in put
+    /// records", payload version 3): version, id, sequence number, kind, schema version and body length, then
+    /// the body — for the built-in put
     /// the key and the value, each after its u32 length; for another kind the JSON `{"key":…,"value":…}`
     /// (the generator's keys and values need no escaping).
     static func inboxPayloadLength(key: String, value: String, kind: String?) -> Int {
@@ -135,6 +152,7 @@ struct SimulationModel {
             if delayActive { return "passcode-delay" }
             guard (old ?? "") == passcode else { return recordFailure() }
             passcode = new ?? ""
+            passcodeAtBoot = nil
             failures = 0
             delayUntil = nil
             return nil
@@ -182,13 +200,16 @@ struct SimulationModel {
             return nil
         case .inboxQuarantine, .inboxRetry, .inboxDiscard:
             return appRunning ? nil : "app-not-running"
-        case .status, .expect, .faultNextIO, .damage:
+        case .damage:
+            inboxHasDamage = true
+            return nil
+        case .status, .expect, .faultNextIO:
             return nil
         }
     }
 
     /// Power off and boot: every key gone, the app killed, a passcode delay carried over.
-    private mutating func reboot() {
+    mutating func reboot() {
         unlocked = false
         unlockedSinceBoot = false
         graceDeadline = nil
@@ -220,30 +241,51 @@ struct SimulationModel {
     /// The inbox records a ready store may still hold: only those another process appended less than a poll
     /// interval ago (every other record was merged at the attach or at once after its append).
     var inboxRecordsAReadyStoreMayHold: Int {
-        pendingInbox.allSatisfy { $0.otherProcessAt.map { now < $0 + Self.inboxPollInterval } ?? false } ? pendingInbox.count : 0
+        let waiting = acknowledgedPending
+        return waiting.allSatisfy { $0.otherProcessAt.map { now < $0 + Self.inboxPollInterval } ?? false } ? waiting.count : 0
     }
 
     /// Applies what the store acknowledged since the last step, and checks what it read and reported.
     mutating func absorb(_ journal: ArraySlice<ScenarioSession.JournalEntry>) {
         for entry in journal {
             switch entry {
-            case .applied(.put(let key, let value)): contents[key] = value
-            case .applied(.delete(let key)): contents[key] = nil
+            case .applied(.put(let key, let value)):
+                contents[key] = value
+                uncertain[key] = nil
+            case .applied(.delete(let key)):
+                contents[key] = nil
+                uncertain[key] = nil
             case .inboxMerged(let merged, let quarantined):
+                inboxHasDamage = false
                 // A merge handles the oldest records, in order: those of a kind the app applies are applied,
-                // the others move to the quarantine. Nothing is dropped.
-                let handled = pendingInbox.prefix(merged + quarantined)
-                let applicable = handled.filter { $0.kind == nil }.count
-                if finding == nil, handled.count != merged + quarantined || applicable != merged {
-                    finding = (
-                        "7 inbox records merged or quarantined",
-                        "a merge applied \(merged) and quarantined \(quarantined) records; the oldest \(handled.count) "
-                            + "waiting held \(applicable) the app applies and \(handled.count - applicable) it cannot",
-                        .quarantined(quarantine.count + handled.count - applicable)
-                    )
+                // the others move to the quarantine. Nothing is dropped. A record whose append failed under a
+                // fault may be there or not: the first choice of present ones that gives the counts is taken.
+                guard let handled = Self.handledRecords(pendingInbox, merged: merged, quarantined: quarantined) else {
+                    if finding == nil {
+                        let waiting = pendingInbox.filter { !$0.optional }
+                        let applicable = waiting.prefix(merged + quarantined).filter { $0.kind == nil }.count
+                        finding = (
+                            "7 inbox records merged or quarantined",
+                            "a merge applied \(merged) and quarantined \(quarantined) records; the oldest "
+                                + "\(min(waiting.count, merged + quarantined)) waiting held \(applicable) the app applies and "
+                                + "\(min(waiting.count, merged + quarantined) - applicable) it cannot",
+                            .quarantined(quarantine.count + quarantined)
+                        )
+                    }
+                    pendingInbox.removeFirst(min(merged + quarantined, pendingInbox.count))
+                    break
                 }
-                for record in handled {
-                    if let kind = record.kind { quarantine.append(kind) } else { contents[record.key] = record.value }
+                for (record, present) in zip(pendingInbox, handled) where present {
+                    if let kind = record.kind {
+                        quarantine.append(kind)
+                    } else if record.optional {
+                        // Chosen present by the counts alone: either value may be the store's.
+                        uncertain[record.key, default: []].insert(contents[record.key])
+                        contents[record.key] = record.value
+                    } else {
+                        contents[record.key] = record.value
+                        uncertain[record.key] = nil
+                    }
                 }
                 pendingInbox.removeFirst(handled.count)
             case .quarantineRetried(let merged, let stillQuarantined):
@@ -268,7 +310,7 @@ struct SimulationModel {
                 if which == nil { quarantine.removeAll() } else { quarantine.removeFirst(min(removed, quarantine.count)) }
             case .read(let key, let value):
                 // A read sees every write acknowledged before it and none after: the operations run in order.
-                if finding == nil, value != contents[key] {
+                if finding == nil, value != contents[key], !(uncertain[key]?.contains(value) ?? false) {
                     finding = (
                         "4 acknowledged writes readable",
                         "get \(key) read \(value.map(Self.shown) ?? "missing"), expected \(contents[key].map(Self.shown) ?? "missing")",
@@ -279,6 +321,30 @@ struct SimulationModel {
             }
         }
     }
+
+    /// Which of the oldest `records` a merge that applied `merged` and quarantined `quarantined` handled: for
+    /// each record up to the last handled, whether it was there (a record whose append failed under a fault
+    /// may not be). Present optional records are tried fewest first; `nil` when no choice gives the counts.
+    static func handledRecords(_ records: [PendingRecord], merged: Int, quarantined: Int) -> [Bool]? {
+        let optional = records.indices.filter { records[$0].optional }.prefix(10)
+        let choices = (0..<(1 << optional.count)).sorted { $0.nonzeroBitCount < $1.nonzeroBitCount }
+        for choice in choices {
+            var present: [Bool] = []
+            var applied = 0
+            var moved = 0
+            for (index, record) in records.enumerated() {
+                if applied + moved == merged + quarantined { break }
+                let isPresent = optional.firstIndex(of: index).map { choice & (1 << ($0 - optional.startIndex)) != 0 } ?? !record.optional
+                present.append(isPresent)
+                if isPresent { if record.kind == nil { applied += 1 } else { moved += 1 } }
+            }
+            if applied == merged, moved == quarantined { return present }
+        }
+        return nil
+    }
+
+    /// The acknowledged inbox appends not merged yet (a failed append under a fault is not acknowledged).
+    var acknowledgedPending: [PendingRecord] { pendingInbox.filter { !$0.optional } }
 
     /// A value in a message: a long one by its start and length.
     static func shown(_ value: String) -> String {

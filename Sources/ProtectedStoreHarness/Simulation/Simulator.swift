@@ -115,12 +115,49 @@ public enum Simulator {
         var tally = PowerCutTally()
         var coverage = CoverageTally()
         var checkAfterPowerCut = false
+        // The app a fault hit: it may present the disk's error, and wait for protected data after a failed attach.
+        var faultedApp: ObjectIdentifier?
         while let command = next(model) {
             commands.append(command)
             let wipedBefore = model.wiped
+            let faulted = session.plannedFault != nil && !command.isFault
+            let before = model
+            let keybagBefore = faulted ? keybag(session) : nil
+            if case .damage(.inbox, let damage) = command {
+                learnBeforeDamage(damage, session: session, model: &model, coverage: &coverage)
+            }
             let expectedError = model.apply(command)
             coverage.count(command, expectedError: expectedError, wipedBefore: wipedBefore)
             await session.execute(command)
+            var faultFired = false
+            if faulted, let plan = session.lastFault, !plan.failures.isEmpty || plan.powerCutReport != nil || plan.powerCutError != nil {
+                faultFired = true
+                let cut = plan.powerCutReport != nil || plan.powerCutError != nil
+                coverage.countFault(plan.fault, command: command, failed: session.lastError != nil)
+                if let controller = session.controller, !cut { faultedApp = ObjectIdentifier(controller) }
+                learn(
+                    after: command, cut: cut, before: before, expectedError: expectedError, keybagBefore: keybagBefore,
+                    session: session, model: &model)
+                if let report = plan.powerCutReport {
+                    tally.cuts += 1
+                    tally.unsyncedPieces += report.unsyncedPieces
+                    tally.droppedPieces += report.droppedPieces
+                    tally.unsyncedEntryChanges += report.unsyncedEntryChanges
+                    tally.droppedEntryChanges += report.droppedEntryChanges
+                    checkAfterPowerCut = true
+                }
+            } else if faulted {
+                coverage.faultsUnused += 1
+            }
+            if command == .deviceReboot || { if case .devicePowerCut = command { true } else { false } }() {
+                if let atBoot = model.passcodeAtBoot { model.passcode = keybag(session) == atBoot.keybag ? atBoot.new : atBoot.old }
+                if model.attemptMayBeUnrecorded, let device = session.device {
+                    model.attemptMayBeUnrecorded = false
+                    model.wiped = device.lockState == .wiped
+                    model.failures = device.failedPasscodeAttempts
+                    model.reboot()
+                }
+            }
             model.absorb(session.journal[journalSeen...])
             coverage.count(session.journal[journalSeen...])
             journalSeen = session.journal.count
@@ -145,9 +182,16 @@ public enum Simulator {
             trace.append(
                 "\(commands.count): \(command.scriptLine) → device \(session.deviceStateWord), store \(controller?.phase.name ?? "not-running"), "
                     + "queued \(controller?.queuedOperationCount ?? 0), error \(session.lastError?.code.name ?? "none")")
+            if !model.pendingInbox.isEmpty, model.acknowledgedPending.count < model.pendingInbox.count,
+                session.controller?.phase == .ready, (try? LockedInbox(files: session.storeFiles).pendingCount()) == 0
+            {
+                // The ready store's inbox is empty: a failed append that was there has been merged, or it never was.
+                model.pendingInbox.removeAll { $0.optional }
+            }
+            let faultedAppRuns = faultedApp != nil && session.controller.map(ObjectIdentifier.init) == faultedApp
             if let failure = await check(
-                session: session, model: model, expectedError: expectedError, seenClassKeys: seenClassKeys, seed: seed,
-                lastComparedStore: &lastComparedStore)
+                session: session, model: model, expectedError: expectedError, faultFired: faultFired, faultedAppRuns: faultedAppRuns,
+                seenClassKeys: seenClassKeys, seed: seed, lastComparedStore: &lastComparedStore)
             {
                 let violation = Violation(
                     step: commands.count, invariant: failure.invariant, message: failure.message, expectation: failure.expectation)
@@ -170,6 +214,98 @@ public enum Simulator {
         return SimulationRun(commands: commands, trace: trace, violation: nil, powerCuts: tally, coverage: coverage)
     }
 
+    /// The keybag file's bytes (empty when it is missing): which passcode a boot will find.
+    private static func keybag(_ session: ScenarioSession) -> [UInt8] {
+        (try? [UInt8](Data(contentsOf: URL(fileURLWithPath: session.stateDirectory + "/device/device.keybag")))) ?? []
+    }
+
+    /// After a command an I/O fault or a power cut hit: the model cannot predict how far it got, so it learns
+    /// that from the session — for this command only. A command that failed is not acknowledged: a store write
+    /// may or may not have happened, an inbox append may or may not be in the inbox. The device's counter,
+    /// lock state and wipe are read back; a passcode change took effect if its keybag reached the disk. A cut
+    /// is a power cut: the app is gone, the device booted.
+    private static func learn(
+        after command: ScenarioCommand, cut: Bool, before: SimulationModel, expectedError: String?, keybagBefore: [UInt8]?,
+        session: ScenarioSession, model: inout SimulationModel
+    ) {
+        let failed = session.lastError != nil
+        switch command {
+        case .put(let key, let value) where failed: model.uncertain[key, default: []].insert(value)
+        case .delete(let key) where failed: model.uncertain[key, default: []].insert(nil)
+        case .inboxPut where failed && expectedError == nil:
+            if let last = model.pendingInbox.indices.last { model.pendingInbox[last].optional = true }
+        default: break
+        }
+        if !cut, session.controller != nil {
+            // A merge (after an append, at an attach) may be what failed: the records wait for the app's next poll.
+            for index in model.pendingInbox.indices {
+                model.pendingInbox[index].otherProcessAt = model.now
+            }
+        }
+        let keybagNow = keybag(session)
+        if cut {
+            model.attemptMayBeUnrecorded = false
+            if let device = session.device {
+                model.failures = device.failedPasscodeAttempts
+                model.wiped = device.lockState == .wiped
+            }
+            model.reboot()
+            if case .deviceChangePasscode(_, let new, _) = command, expectedError == nil {
+                model.passcode = keybagNow != keybagBefore ? new ?? "" : before.passcode
+            } else if let atBoot = model.passcodeAtBoot {
+                model.passcode = keybagNow == atBoot.keybag ? atBoot.new : atBoot.old
+            }
+            return
+        }
+        guard let device = session.device else { return }
+        switch command {
+        case .deviceUnlock, .deviceChangePasscode: model.attemptMayBeUnrecorded = true
+        default: break
+        }
+        model.failures = device.failedPasscodeAttempts
+        if model.failures == 0 { model.delayUntil = nil }
+        if device.lockState != .wiped, session.deviceStateWord != model.deviceWord {
+            // The attempt failed after the passcode was right (writing the reset counter): still locked.
+            model.unlocked = before.unlocked
+            model.unlockedSinceBoot = before.unlockedSinceBoot
+            model.graceDeadline = before.graceDeadline
+        }
+        if case .deviceChangePasscode(_, let new, _) = command, expectedError == nil, failed {
+            // In memory the old keybag stays; on disk the new one may have landed, for the next boot.
+            model.passcode = before.passcode
+            model.passcodeAtBoot = keybagNow != keybagBefore ? (keybagNow, new ?? "", before.passcode) : before.passcodeAtBoot
+        }
+    }
+
+    /// Before the inbox is damaged: which records the damage touches, read from the file (InboxRecord.scan).
+    /// A record's length made to claim past the file's end makes that record unreadable — lost, but reported:
+    /// its bytes are moved to `<store>.inbox-damaged` — and every record after it intact, still to be merged
+    /// or quarantined. When the file is not the model's records exactly, the records are taken as uncertain.
+    private static func learnBeforeDamage(
+        _ damage: Damage, session: ScenarioSession, model: inout SimulationModel, coverage: inout CoverageTally
+    ) {
+        let bytes = (try? [UInt8](Data(contentsOf: URL(fileURLWithPath: session.storeFiles.inbox)))) ?? []
+        let (frames, problems) = InboxRecord.scan(bytes)
+        guard case .setLength(let offset, _) = damage, problems.isEmpty, frames.count == model.pendingInbox.count,
+            let index = frames.firstIndex(where: { $0.offset == offset })
+        else {
+            for index in model.pendingInbox.indices { model.pendingInbox[index].optional = true }
+            return
+        }
+        coverage.damagedRecords += 1
+        coverage.intactRecordsAfterDamage += frames.count - 1
+        model.pendingInbox.remove(at: index)
+    }
+
+    /// The `expect` line that fails when acknowledged inbox records are missing from a ready store: the value
+    /// the last one that the app applies sets, else the quarantine they would fill (`expect inbox 0` holds
+    /// when the records were dropped with the inbox).
+    private static func unmergedExpectation(_ model: SimulationModel) -> Expectation {
+        let waiting = model.acknowledgedPending
+        if let last = waiting.last(where: { $0.kind == nil }), let value = last.value { return .value(key: last.key, value: value) }
+        return .quarantined(model.quarantine.count + waiting.filter { $0.kind != nil }.count)
+    }
+
     /// What the store looked like at the last full comparison with the model.
     private struct StoreView: Equatable {
         let coordinator: ObjectIdentifier?
@@ -185,7 +321,8 @@ public enum Simulator {
     /// 9. A wipe is final: the keybag and the device key never exist again, whatever happens after it
     /// (reboots, power cuts, launches), and the store is never ready again.
     static func checkWipe(session: ScenarioSession, model: SimulationModel) -> Failure? {
-        guard model.wiped else { return nil }
+        // An erase a fault stopped is finished by the next attempt or boot: its key files may wait till then.
+        guard model.wiped, session.device?.isErasePending != true else { return nil }
         // DeviceLayout (ProtectedData): device/device.keybag, hardware/uid.key.
         for name in ["device/device.keybag", "hardware/uid.key"] where SecureFile.exists(session.stateDirectory + "/" + name) {
             return Failure(
@@ -214,16 +351,19 @@ public enum Simulator {
     }
 
     private static func check(
-        session: ScenarioSession, model: SimulationModel, expectedError: String?, seenClassKeys: [SecureBytes], seed: UInt64,
-        lastComparedStore: inout StoreView?
+        session: ScenarioSession, model: SimulationModel, expectedError: String?, faultFired: Bool, faultedAppRuns: Bool,
+        seenClassKeys: [SecureBytes], seed: UInt64, lastComparedStore: inout StoreView?
     ) async -> Failure? {
         if let finding = model.finding {
             return Failure(invariant: finding.invariant, message: finding.message, expectation: finding.expectation)
         }
         let gotError = session.lastError?.code.name
-        if gotError != expectedError {
+        // Under a fault that fired, the command may end in the disk's error instead (any typed error).
+        // An app whose store a fault kept from opening presents the disk's error, and its operations fail with it.
+        let presentedByFault = faultedAppRuns && gotError != nil && gotError == session.controller?.presentedError?.code.name
+        if gotError != expectedError, !(faultFired && gotError != nil), !presentedByFault {
             return Failure(
-                invariant: "oracle: command outcome",
+                invariant: Shrinker.commandOutcome,
                 message: "expected error \(expectedError ?? "none"), got \(gotError ?? "none")",
                 expectation: .error(expectedError ?? "none"))
         }
@@ -271,7 +411,7 @@ public enum Simulator {
                     expectation: .coordinator(assigned: false))
             }
             // The deferred setup completes: unlocked and still waiting is a missed event.
-            if model.unlocked && controller.phase == .waitingForProtectedData {
+            if model.unlocked && controller.phase == .waitingForProtectedData && !faultedAppRuns {
                 return Failure(
                     invariant: "deferred setup", message: "the device is unlocked but the store still waits",
                     expectation: .store("ready"))
@@ -282,7 +422,7 @@ public enum Simulator {
                     expectation: .store("waiting"))
             }
             // 3. Errors are presented only when protected data was available (the simulation damages nothing).
-            if let presented = controller.presentedError {
+            if let presented = controller.presentedError, !faultedAppRuns {
                 return Failure(
                     invariant: "3 errors presented only when data was available", message: "presented \(presented)",
                     expectation: .presentedError("none"))
@@ -296,7 +436,8 @@ public enum Simulator {
                     return Failure(invariant: "4 acknowledged writes readable", message: "the ready store cannot be read", expectation: nil)
                 }
                 let stored = Dictionary(uniqueKeysWithValues: entries.map { ($0.key, $0.value) })
-                for key in Set(stored.keys).union(model.contents.keys).sorted() where stored[key] != model.contents[key] {
+                for key in Set(stored.keys).union(model.contents.keys).sorted()
+                where stored[key] != model.contents[key] && !(model.uncertain[key]?.contains(stored[key]) ?? false) {
                     return Failure(
                         invariant: "4 acknowledged writes readable",
                         message: "key \(key): expected \(model.contents[key] ?? "missing"), stored \(stored[key] ?? "missing")",
@@ -310,20 +451,21 @@ public enum Simulator {
         // is not ready, they wait in the inbox file.
         // Another process's append waits for the app's next poll, at most one interval.
         if let controller = session.controller, controller.phase == .ready,
-            model.pendingInbox.count > model.inboxRecordsAReadyStoreMayHold
+            model.acknowledgedPending.count > model.inboxRecordsAReadyStoreMayHold
         {
             return Failure(
                 invariant: "4 acknowledged writes readable",
-                message: "\(model.pendingInbox.count) acknowledged inbox write(s) not merged into the ready store",
-                expectation: .inbox(0))
+                message: "\(model.acknowledgedPending.count) acknowledged inbox write(s) not merged into the ready store",
+                expectation: unmergedExpectation(model))
         }
-        if !model.pendingInbox.isEmpty, session.controller?.phase != .ready {
+        let acknowledged = model.acknowledgedPending.count
+        if acknowledged > 0, session.controller?.phase != .ready {
             let waiting = (try? LockedInbox(files: session.storeFiles).pendingCount()) ?? 0
-            if waiting < model.pendingInbox.count {
+            if waiting < acknowledged {
                 return Failure(
                     invariant: "4 acknowledged writes readable",
-                    message: "\(model.pendingInbox.count) acknowledged inbox write(s), \(waiting) in the inbox",
-                    expectation: .inbox(model.pendingInbox.count))
+                    message: "\(acknowledged) acknowledged inbox write(s), \(waiting) in the inbox",
+                    expectation: .inbox(acknowledged))
             }
         }
         // 2. No UI operation runs before setup completed; each runs once, in submission order.
