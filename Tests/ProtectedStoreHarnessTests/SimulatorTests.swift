@@ -6,7 +6,7 @@ import Testing
 @testable import ProtectedStoreHarness
 
 @MainActor
-@Suite("Simulator", .timeLimit(.minutes(3)))
+@Suite("Simulator", .timeLimit(.minutes(10)))
 struct SimulatorTests {
     @Test("the same seed gives the same run, step for step")
     func deterministic() async throws {
@@ -162,7 +162,7 @@ struct SimulatorTests {
 
 /// The generator reaches every feature, and the oracle's rules for them say what the device and store do.
 @MainActor
-@Suite("Simulator coverage", .timeLimit(.minutes(5)))
+@Suite("Simulator coverage", .timeLimit(.minutes(10)))
 struct SimulatorCoverageTests {
     @Test("the generator covers the whole product: passcode changes and delays, wipes, the quarantine, reads, another process's appends, 4 MiB values")
     func generatorCoversTheProduct() async throws {

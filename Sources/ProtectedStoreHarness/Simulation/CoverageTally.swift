@@ -1,5 +1,5 @@
 import ProtectedStore
-package import SecureKeys
+import SecureKeys
 
 /// What a run (or many) exercised beyond the everyday commands, and how each ended: the proof that the
 /// generator reaches every feature, printed by `simulate` under its summary.
