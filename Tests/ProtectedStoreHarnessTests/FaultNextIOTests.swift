@@ -1,4 +1,5 @@
 import TestSupport
+import Foundation
 import ProtectedData
 import ProtectedStore
 import SecureKeys
@@ -68,10 +69,17 @@ struct FaultNextIOTests {
         let setUp = ["device setup --passcode 1234 --wipe-after 4", "device lock"]
             + Array(repeating: "device unlock --passcode 0000", count: 3)
         #expect(try await run(setUp, in: session).isEmpty)
-        // The erasing attempt: the state file's sync (its third call) fails, so "wiped" is never recorded.
-        #expect(try await run(["fault next-io ENOSPC --after 2", "device unlock --passcode 0000", "expect device wiped"], in: session).isEmpty)
+        // An attempt whose count cannot be written (the state file's fsync, its third call) is refused unchecked:
+        // not counted, not evaluated — and a reboot gives nothing back.
+        #expect(try await run(["fault next-io ENOSPC --after 2", "device unlock --passcode 0000", "expect error disk-full"], in: session).isEmpty)
+        #expect(try await run(["device reboot", "expect device before-first-unlock"], in: session).isEmpty)
+        // The erasing attempt, counted, then its erase cut off at the keybag's removal (its eleventh call): the
+        // device is erased in memory at once, and the reboot finishes the erase on disk.
+        #expect(try await run(["fault next-io EIO --after 10 --persistent", "device unlock --passcode 0000", "expect device wiped"], in: session).isEmpty)
         let afterReboot = try await run(["device reboot", "expect device wiped"], in: session)
         #expect(afterReboot.isEmpty, "\(afterReboot)")
+        #expect(!FileManager.default.fileExists(atPath: directory.file("state/device/device.keybag")))
+        #expect(!FileManager.default.fileExists(atPath: directory.file("state/hardware/uid.key")))
     }
 
     @Test("an acknowledged append survives a power cut after an append that created the inbox and failed at its sync (found by the simulator, seed 1150)")
@@ -83,7 +91,11 @@ struct FaultNextIOTests {
         // Its third call, the new inbox's fsync, fails: the file is there, its folder entry never synced.
         #expect(try await run(["fault next-io EIO --after 2 --persistent", "inbox put a 1", "expect error io-error"], in: session).isEmpty)
         #expect(try await run(["inbox put e 2", "expect error none", "expect inbox 2"], in: session).isEmpty)
-        let afterCut = try await run(["device power-cut --mode torn-sequence --seed 650303", "expect inbox 1"], in: session)
+        // The acknowledged record is there after the cut (the failed one too: its cut-back failed under the
+        // persistent fault, and the next append's fsync made the file durable with it).
+        let afterCut = try await run(
+            ["device power-cut --mode torn-sequence --seed 650303", "device unlock --passcode 1234", "app launch", "expect store ready",
+             "expect value e 2"], in: session)
         #expect(afterCut.isEmpty, "\(afterCut)")
     }
 }

@@ -220,9 +220,10 @@ public struct StoreError: Error, Sendable {
             // A key file, the keybag, the device state or the inbox refused for want of space is the same
             // condition as the store refused for it: one word, `disk-full`.
             let full = error.code == .io && error.systemErrno.map(Self.meansDiskFull) == true
+            let readOnly = error.code == .io && error.systemErrno == EROFS
             self.init(
-                code: full ? .diskFull : Code(error.code.name), message: error.message, cause: error, function: function,
-                file: file, line: line)
+                code: full ? .diskFull : readOnly ? .readOnly : Code(error.code.name), message: error.message, cause: error,
+                function: function, file: file, line: line)
         case let error as DeviceError:
             self.init(code: Code(error.code.name), message: error.message, cause: error, function: function, file: file, line: line)
         case is CancellationError:
