@@ -264,6 +264,8 @@ public enum Simulator {
         }
         model.failures = device.failedPasscodeAttempts
         if model.failures == 0 { model.delayUntil = nil }
+        if case .deviceUnlock = command, failed { learnRefusedAttempt(device: device, model: &model) }
+        if case .deviceChangePasscode = command, failed { learnRefusedAttempt(device: device, model: &model) }
         if device.lockState != .wiped, session.deviceStateWord != model.deviceWord {
             // The attempt failed after the passcode was right (writing the reset counter): still locked.
             model.unlocked = before.unlocked
@@ -275,6 +277,13 @@ public enum Simulator {
             model.passcode = before.passcode
             model.passcodeAtBoot = keybagNow != keybagBefore ? (keybagNow, new ?? "", before.passcode) : before.passcodeAtBoot
         }
+    }
+
+    /// A passcode attempt a fault stopped may have been refused before it was checked — its count could not be
+    /// written — so it changed neither the count nor the delay, and erased nothing: read back all three.
+    private static func learnRefusedAttempt(device: SimulatedDevice, model: inout SimulationModel) {
+        model.wiped = device.lockState == .wiped
+        model.delayUntil = device.passcodeRetryDelay.map { model.now + $0 }
     }
 
     /// Before the inbox is damaged: which records the damage touches, read from the file (InboxRecord.scan).
