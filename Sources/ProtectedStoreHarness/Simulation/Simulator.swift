@@ -54,6 +54,15 @@ public struct PowerCutTally: Sendable, Equatable {
     /// An empty tally.
     public init() {}
 
+    /// Counts one power cut and what it lost (a `device power-cut`, or a cut a fault plan made inside a command).
+    mutating func count(_ report: SimulatedDisk.PowerCutReport) {
+        cuts += 1
+        unsyncedPieces += report.unsyncedPieces
+        droppedPieces += report.droppedPieces
+        unsyncedEntryChanges += report.unsyncedEntryChanges
+        droppedEntryChanges += report.droppedEntryChanges
+    }
+
     /// Adds another tally.
     public static func += (lhs: inout PowerCutTally, rhs: PowerCutTally) {
         lhs.cuts += rhs.cuts
@@ -139,11 +148,7 @@ public enum Simulator {
                     after: command, cut: cut, before: before, expectedError: expectedError, keybagBefore: keybagBefore,
                     session: session, model: &model)
                 if let report = plan.powerCutReport {
-                    tally.cuts += 1
-                    tally.unsyncedPieces += report.unsyncedPieces
-                    tally.droppedPieces += report.droppedPieces
-                    tally.unsyncedEntryChanges += report.unsyncedEntryChanges
-                    tally.droppedEntryChanges += report.droppedEntryChanges
+                    tally.count(report)
                     checkAfterPowerCut = true
                 }
             } else if faulted {
@@ -164,11 +169,7 @@ public enum Simulator {
             // Sticky: once the inbox key existed it must stay (a power cut losing it is a violation: appends fail).
             model.storeAttachedOnce = model.storeAttachedOnce || SecureFile.exists(session.storeFiles.inboxKey)
             if case .devicePowerCut = command, let report = session.lastPowerCut {
-                tally.cuts += 1
-                tally.unsyncedPieces += report.unsyncedPieces
-                tally.droppedPieces += report.droppedPieces
-                tally.unsyncedEntryChanges += report.unsyncedEntryChanges
-                tally.droppedEntryChanges += report.droppedEntryChanges
+                tally.count(report)
                 checkAfterPowerCut = true
             }
             if let device = session.device {
