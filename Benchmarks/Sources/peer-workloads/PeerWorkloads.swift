@@ -123,7 +123,8 @@ final class App {
     func terminate(_ coordinator: StoreCoordinator) async {
         await controller?.terminate()
         controller = nil
-        precondition(!(await coordinator.isOpen), "terminate() returned with the store open")
+        let stillOpen = await coordinator.isOpen
+        precondition(!stillOpen, "terminate() returned with the store open")
     }
 }
 

@@ -317,7 +317,8 @@ final class NotesStory {
         let after = try await fingerprint(of: coordinator)
         await current.terminate()
         // `terminate()` returns once the store is closed: the folder can be removed now.
-        try check(!(await coordinator.isOpen), "the store is closed when terminate() returns")
+        let stillOpen = await coordinator.isOpen
+        try check(!stillOpen, "the store is closed when terminate() returns")
         print("   the current build attaches it again: unchanged — \(after.count.spelled) notes, migrations \(after.migrations), same schema")
         try check(after == before, "the refused attach changed nothing; before \(before), after \(after)")
     }
