@@ -39,8 +39,11 @@ public struct CoverageTally: Sendable, Equatable {
 
     /// `fault next-io` faults that fired, by kind: a full disk, a failing disk, a short write, a power cut.
     public var faultsNoSpace = 0
+    /// … a failing disk (`EIO`).
     public var faultsIOError = 0
+    /// … a short write.
     public var faultsShortWrite = 0
+    /// … a power cut inside the command.
     public var faultsPowerCut = 0
     /// Planned faults the command ended before reaching (it made fewer calls).
     public var faultsUnused = 0
@@ -49,14 +52,19 @@ public struct CoverageTally: Sendable, Equatable {
     /// Faults that fell inside a wrong passcode (its counter or the wipe it starts), a passcode change, a
     /// launch (attach and merge), a store write, an inbox append.
     public var faultsInAttempts = 0
+    /// … inside a passcode change.
     public var faultsInPasscodeChanges = 0
+    /// … inside a launch (attach and merge).
     public var faultsInLaunches = 0
+    /// … inside a store write.
     public var faultsInWrites = 0
+    /// … inside an inbox append.
     public var faultsInAppends = 0
 
     /// Inbox records damaged (their length made to claim past the file's end), and the intact records beside
     /// them that were still required to be merged or quarantined.
     public var damagedRecords = 0
+    /// Intact records beside a damaged one, each required to be merged or quarantined.
     public var intactRecordsAfterDamage = 0
 
     /// An empty tally.

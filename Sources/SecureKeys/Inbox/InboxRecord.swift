@@ -84,8 +84,8 @@ public enum InboxRecord: Sendable {
         return record.bytes
     }
 
-    /// Splits an inbox file into records without opening them (no key needed), by the rules of
-    /// ``layout(of:)``.
+    /// Splits an inbox file into records without opening them (no key needed), by the inbox layout's rules
+    /// (keys/README.md): resynchronising at every `PSIR` whose record verifies.
     ///
     /// - Returns: every record (those whose checksum failed with `checksumVerified == false`), and a problem
     ///   for each piece that is not an intact record.
