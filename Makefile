@@ -23,11 +23,12 @@ demo: deps
 ## list without a word; the binaries export the same runtime symbols either way.
 ASAN_LINK := $(shell test -x "$$(dirname "$$(command -v swiftc)")/ld.lld" && echo -Xswiftc -use-ld=lld)
 
-## The sanitizer runs skip the suites that are long loops over the same code the rest of the suite runs — the
-## I/O fault sweeps (49 sweeps, 1,092 fault points) and the simulator's suites (hundreds of seeds): several times
-## slower under a sanitizer, each holds one of the test pool's two threads for many minutes and starved the
-## time-limited command-line tests beside it. They run in full in the plain `swift test` above.
-SANITIZER_SKIP := --skip 'IOFaultSweepTests|SimulatorTests|SimulatorCoverageTests'
+## The sanitizer runs skip the suites that are long, single-threaded loops of file I/O or child processes over
+## code the rest of the suite runs too — the I/O fault sweeps (49 sweeps, 1,092 fault points), the simulator's
+## suites (hundreds of seeds), the inbox and log damage suites, the hostile-user and memory-scan tests: several
+## times slower under a sanitizer, each holds one of the test pool's two threads for minutes and starved the
+## time-limited tests beside it on a clean clone. Every one of them runs in full in the plain `swift test` above.
+SANITIZER_SKIP := --skip 'IOFaultSweepTests|SimulatorTests|SimulatorCoverageTests|DiskFaultVFSTests|InboxDamageTests|InboxFileTypeTests|InboxAtAttachTests|InboxReplayTests|StoreDamageTests|WriteAheadLogCheckTests|HostileUserTests|ClientPasscodeMemoryTests|FaultNextIOTests'
 
 test: deps
 	swift test
