@@ -54,6 +54,11 @@ public enum ScenarioParser: Sendable {
         return try parse(words: words, passcodeMayBePrompted: passcodeMayBePrompted)
     }
 
+    /// Parses one line whose UTF-8 bytes are `line`, where they are (a script in guarded memory).
+    static func parse(utf8Bytes line: UnsafeRawBufferPointer) throws -> ScenarioCommand? {
+        try parse(words: try ScenarioTokenizer.words(inUTF8: line), passcodeMayBePrompted: false)
+    }
+
     /// Parses a line's words.
     private static func parse(words: [ScenarioWord], passcodeMayBePrompted: Bool) throws -> ScenarioCommand? {
         guard let first = words.first else { return nil }
