@@ -36,4 +36,31 @@ struct ClientPasscodeMemoryTests {
             #expect(inAgent.isEmpty, "\(inAgent.count) copies of the \(what) passcode in the agent's memory")
         }
     }
+
+    @Test("after lock and the grace period, no copy of a passcode typed at the prompt (echo off) is left in the client shell's memory, nor in the agent's")
+    func noTypedPasscodeInTheShellOrTheAgent() throws {
+        let directory = TemporaryDirectory()
+        let state = directory.file("s")
+        let agent = try LiveProcess.agent(state: state)
+        defer { agent.kill() }
+        let terminal = try TerminalSession(["shell", "--fast-kdf", "--state-dir", state])
+        let prompt = "] > "
+        try terminal.waitFor(prompt)
+        let passcode = "Hv3p-typed-passcode-5521"
+        try terminal.converse([
+            .type("device setup --grace 1s", until: "new passcode: "), .type(passcode, until: "new passcode again: "),
+            .type(passcode, until: prompt), .type("device lock", until: prompt),
+            .type("device unlock", until: "passcode: "), .type(passcode, until: prompt),
+            .type("expect device unlocked", until: "ok", prompt), .type("device lock", until: prompt),
+            .type("clock advance 5s", until: prompt), .type("expect device locked", until: "ok", prompt),
+        ])
+        let inShell = try Array(passcode.utf8).withUnsafeBytes {
+            try ProcessMemory.occurrences(of: $0, inProcess: terminal.process.processIdentifier)
+        }
+        #expect(inShell.isEmpty, "\(inShell.count) copies of the typed passcode in the client shell's memory")
+        let inAgent = try Array(passcode.utf8).withUnsafeBytes { try ProcessMemory.occurrences(of: $0, inProcess: agent.processID) }
+        #expect(inAgent.isEmpty, "\(inAgent.count) copies of the typed passcode in the agent's memory")
+        terminal.send("quit")
+        #expect(try terminal.finish() == 0, "\(terminal.transcript)")
+    }
 }
