@@ -54,9 +54,10 @@ public enum ScenarioParser: Sendable {
         return try parse(words: words, passcodeMayBePrompted: passcodeMayBePrompted)
     }
 
-    /// Parses one line whose UTF-8 bytes are `line`, where they are (a script in guarded memory).
-    static func parse(utf8Bytes line: UnsafeRawBufferPointer) throws -> ScenarioCommand? {
-        try parse(words: try ScenarioTokenizer.words(inUTF8: line), passcodeMayBePrompted: false)
+    /// Parses one line whose UTF-8 bytes are `line`, where they are (a script in guarded memory), its words
+    /// written into `arena` (see ``ScenarioTokenizer/words(inUTF8:arena:)``).
+    static func parse(utf8Bytes line: UnsafeRawBufferPointer, arena: SecureBytes) throws -> ScenarioCommand? {
+        try parse(words: try ScenarioTokenizer.words(inUTF8: line, arena: arena), passcodeMayBePrompted: false)
     }
 
     /// Parses a line's words.

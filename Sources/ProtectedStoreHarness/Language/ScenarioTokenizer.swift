@@ -1,4 +1,9 @@
 import SecureKeys
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// One word of a command line, as ``ScenarioTokenizer`` read it.
 ///
@@ -31,16 +36,28 @@ struct ScenarioWord: Sendable {
     var passcode: ScenarioPasscode { ScenarioPasscode(bytes: withBytes { SecureBytes(copying: $0) }) }
 
     /// An unquoted word starting with `--`: an option's or a flag's name.
-    var isFlag: Bool { !isQuoted && withBytes { $0.starts(with: "--".utf8) } }
+    var isFlag: Bool {
+        !isQuoted && withBytes { $0.count >= 2 && $0[0] == UInt8(ascii: "-") && $0[1] == UInt8(ascii: "-") }
+    }
 
     /// Whether this is the unquoted keyword or flag `name`.
-    func `is`(_ name: String) -> Bool { !isQuoted && withBytes { $0.elementsEqual(name.utf8) } }
+    func `is`(_ name: String) -> Bool {
+        guard !isQuoted else { return false }
+        var name = name
+        return name.withUTF8 { name in
+            withBytes { word in
+                word.count == name.count && (name.isEmpty || memcmp(word.baseAddress!, name.baseAddress!, name.count) == 0)
+            }
+        }
+    }
 
     /// Calls `body` with the word's bytes. The arena lives as long as the word and nobody wipes it.
     private func withBytes<Result>(_ body: (UnsafeRawBufferPointer) -> Result) -> Result {
         let range = self.range
         do {
-            return try arena.withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[range])) }
+            return try arena.withUnsafeBytes { arena in
+                body(UnsafeRawBufferPointer(start: range.isEmpty ? nil : arena.baseAddress! + range.lowerBound, count: range.count))
+            }
         } catch {
             return body(UnsafeRawBufferPointer(start: nil, count: 0))
         }
@@ -77,12 +94,23 @@ enum ScenarioTokenizer {
     ///
     /// - Throws: ``ScenarioParseError`` with the column of the problem.
     static func words(inUTF8 line: UnsafeRawBufferPointer) throws -> [ScenarioWord] {
+        try words(inUTF8: line, arena: SecureBytes(count: arenaCount(forLineOf: line.count)))
+    }
+
+    /// How many bytes the words of a line of `count` bytes may take: 3 for each byte the line has, at most. A
+    /// scalar is as long as in the line, an escape is longer than what it stands for, and a byte that is not
+    /// UTF-8 becomes U+FFFD (3 bytes).
+    static func arenaCount(forLineOf count: Int) -> Int { 3 * count }
+
+    /// The words of the line whose UTF-8 bytes are `line`, their text written at the start of `arena` (at
+    /// least ``arenaCount(forLineOf:)`` bytes): a script reuses one arena for all its lines, and zeroes what a
+    /// line wrote once its words are parsed.
+    ///
+    /// - Throws: ``ScenarioParseError`` with the column of the problem.
+    static func words(inUTF8 line: UnsafeRawBufferPointer, arena: SecureBytes) throws -> [ScenarioWord] {
+        precondition(arena.count >= arenaCount(forLineOf: line.count), "the arena is too small for the line")
         var end = line.count
         if end > 0, line[end - 1] == UInt8(ascii: "\r") { end -= 1 }
-        // A word's text is never longer than 3 bytes for each byte it was written with: a scalar is as long as
-        // in the line, an escape is longer than what it stands for, and a byte that is not UTF-8 becomes
-        // U+FFFD (3 bytes).
-        let arena = SecureBytes(count: 3 * end)
         var words: [(range: Range<Int>, isQuoted: Bool, column: Int)] = []
         try arena.withUnsafeMutableBytes { output in
             var reader = Reader(bytes: UnsafeRawBufferPointer(rebasing: line[..<end]), output: output)
@@ -114,7 +142,15 @@ enum ScenarioTokenizer {
         /// The scalar at byte `offset` and how many bytes it takes; U+FFFD for bytes that are not UTF-8.
         private func scalar(at offset: Int) -> (scalar: Unicode.Scalar, length: Int)? {
             guard offset < bytes.count else { return nil }
-            var iterator = UnsafeRawBufferPointer(rebasing: bytes[offset...]).makeIterator()
+            let byte = bytes[offset]
+            if byte < 0x80 { return (Unicode.Scalar(byte), 1) }
+            return Self.decodeNonASCII(UnsafeRawBufferPointer(rebasing: bytes[offset...]))
+        }
+
+        /// The scalar that starts `bytes` (its first byte is not ASCII) and its length; U+FFFD for bytes that
+        /// are not UTF-8. Apart from ``scalar(at:)``, whose ASCII path it would slow down.
+        private static func decodeNonASCII(_ bytes: UnsafeRawBufferPointer) -> (scalar: Unicode.Scalar, length: Int)? {
+            var iterator = bytes.makeIterator()
             var parser = Unicode.UTF8.ForwardParser()
             switch parser.parseScalar(from: &iterator) {
             case .valid(let encoded): return (Unicode.UTF8.decode(encoded), encoded.count)

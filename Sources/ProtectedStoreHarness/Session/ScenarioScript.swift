@@ -64,9 +64,17 @@ public struct ScenarioScript: Sendable {
     /// The commands of a script's UTF-8 text, each with its line number.
     private static func parse(_ text: UnsafeRawBufferPointer, name: String) throws -> [(number: Int, command: ScenarioCommand)] {
         var lines: [(Int, ScenarioCommand)] = []
-        for (index, line) in Self.lines(of: text).enumerated() {
+        let ranges = Self.lines(of: text)
+        // One arena for the words of every line (a guarded allocation per line made a long script's parse
+        // eight times slower), zeroed after each line.
+        let arena = SecureBytes(count: ScenarioTokenizer.arenaCount(forLineOf: ranges.map(\.count).max() ?? 0))
+        for (index, line) in ranges.enumerated() {
+            defer {
+                let used = ScenarioTokenizer.arenaCount(forLineOf: line.count)
+                try? arena.withUnsafeMutableBytes { secureZero(UnsafeMutableRawBufferPointer(start: $0.baseAddress, count: used)) }
+            }
             do {
-                if let command = try ScenarioParser.parse(utf8Bytes: UnsafeRawBufferPointer(rebasing: text[line])) {
+                if let command = try ScenarioParser.parse(utf8Bytes: UnsafeRawBufferPointer(rebasing: text[line]), arena: arena) {
                     lines.append((index + 1, command))
                 }
             } catch let error as ScenarioParseError {
@@ -79,9 +87,11 @@ public struct ScenarioScript: Sendable {
     /// Where the lines of `text` are: split at line feeds (a byte that is one in UTF-8 and nothing else), after
     /// a byte order mark at the start. The tokenizer drops a carriage return ending a line.
     static func lines(of text: UnsafeRawBufferPointer) -> [Range<Int>] {
-        var start = text.starts(with: [0xEF, 0xBB, 0xBF]) ? 3 : 0
+        var start = text.count >= 3 && text[0] == 0xEF && text[1] == 0xBB && text[2] == 0xBF ? 3 : 0
         var lines: [Range<Int>] = []
-        while let newline = text[start...].firstIndex(of: UInt8(ascii: "\n")) {
+        guard let base = text.baseAddress else { return [0..<0] }
+        while start < text.count, let found = memchr(base + start, Int32(UInt8(ascii: "\n")), text.count - start) {
+            let newline = base.distance(to: UnsafeRawPointer(found))
             lines.append(start..<newline)
             start = newline + 1
         }
