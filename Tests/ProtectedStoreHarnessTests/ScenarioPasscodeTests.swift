@@ -72,4 +72,25 @@ struct ScenarioPasscodeTests {
             }
         }
     }
+
+    @Test("a script read into guarded memory parses as the same text: byte order mark, CRLF, line numbers of errors")
+    func guardedScriptsParseAsText() throws {
+        let text = "\u{FEFF}device setup --passcode \"a b\" --grace 1s\r\n\r\n# comment\ndevice unlock --passcode 1234\nput k v"
+        let fromText = try ScenarioScript(name: "s", text: text)
+        let fromBytes = try ScenarioScript(name: "s", utf8: Self.guarded(text.utf8))
+        #expect(fromBytes.lines.map(\.number) == [1, 4, 5])
+        #expect(fromBytes.lines.map(\.number) == fromText.lines.map(\.number))
+        #expect(fromBytes.lines.map(\.command) == fromText.lines.map(\.command))
+        #expect(try ScenarioScript(name: "empty", utf8: Self.guarded([])).lines.isEmpty)
+        #expect(throws: ScenarioScript.ParseFailure.self) {
+            try ScenarioScript(name: "bad", utf8: Self.guarded("status\r\nput k \"open\r\n".utf8))
+        }
+        do {
+            _ = try ScenarioScript(name: "bad", utf8: Self.guarded("status\n\ndevice unlock --passcode a b".utf8))
+            Issue.record("a passcode with a space, unquoted, parsed")
+        } catch let failure as ScenarioScript.ParseFailure {
+            #expect(failure.line == 3)
+            #expect(!failure.description.contains(" b"), "\(failure)")
+        }
+    }
 }
