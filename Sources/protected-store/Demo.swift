@@ -61,7 +61,7 @@ final class DemoScript {
 
     /// The command as typed, its passcodes hidden: a demo's passcode is no secret, but output never shows one.
     static func shown(_ command: ScenarioCommand) -> String {
-        let hidden = "••••••"
+        let hidden: ScenarioPasscode = "••••••"
         switch command {
         case .deviceSetup(.some, let grace, let wipeAfter, let allowEmpty):
             return ScenarioCommand.deviceSetup(passcode: hidden, grace: grace, wipeAfter: wipeAfter, allowEmptyPasscode: allowEmpty)

@@ -1,3 +1,5 @@
+import ProtectedStoreHarness
+import SecureKeys
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -5,7 +7,7 @@ import Darwin
 #endif
 
 /// Asks for passcodes at the terminal with echo off (termios), so a passcode is never shown, nor left in the
-/// terminal's scrollback.
+/// terminal's scrollback. What is typed stays in guarded memory (``ScenarioPasscode``), never in a string.
 @MainActor
 struct PasscodePrompt {
     /// Where the typed lines come from: the shell's own input.
@@ -23,9 +25,9 @@ struct PasscodePrompt {
     ///   - label: what is asked for (`passcode`, `current passcode`).
     ///   - command: the command that asks (`device unlock`), named if it is cancelled.
     /// - Throws: ``Refusal`` at the end of input.
-    func existing(_ label: String, for command: String) throws(Refusal) -> String {
+    func existing(_ label: String, for command: String) throws(Refusal) -> ScenarioPasscode {
         guard let passcode = ask(label) else { throw Self.cancelled(command) }
-        return passcode
+        return ScenarioPasscode(bytes: passcode)
     }
 
     /// Asks twice for a new passcode, as a phone does, and refuses an empty one unless it was asked for.
@@ -34,18 +36,23 @@ struct PasscodePrompt {
     ///   - command: the command that asks (`device setup`, `device change-passcode`), named in refusals.
     ///   - allowEmpty: whether `--allow-empty-passcode` was given.
     /// - Throws: ``Refusal`` at the end of input, when the two entries differ, or for an empty passcode.
-    func new(for command: String, allowEmpty: Bool) throws(Refusal) -> String {
+    func new(for command: String, allowEmpty: Bool) throws(Refusal) -> ScenarioPasscode {
         guard let first = ask("new passcode") else { throw Self.cancelled(command) }
-        if first.isEmpty, !allowEmpty {
+        if first.count == 0, !allowEmpty {
             throw Refusal(
                 description: "\(command): an empty passcode is refused (anyone could unlock the device); "
                     + "type `\(command) --allow-empty-passcode` if that is what you want. \(Self.consequence(command))")
         }
-        guard let second = ask("new passcode again") else { throw Self.cancelled(command) }
-        guard first == second else {
+        guard let second = ask("new passcode again") else {
+            first.wipe()
+            throw Self.cancelled(command)
+        }
+        defer { second.wipe() }
+        guard first.constantTimeEquals(second) else {
+            first.wipe()
             throw Refusal(description: "\(command): the two passcodes differ. \(Self.consequence(command))")
         }
-        return first
+        return ScenarioPasscode(bytes: first)
     }
 
     /// Turns echo off, prints `label: `, reads one line, and moves to the next line (the Return typed was not
@@ -53,7 +60,7 @@ struct PasscodePrompt {
     ///
     /// Echo goes off before the prompt is shown, discarding what was typed ahead (`TCSAFLUSH`: it was typed
     /// with echo on, so it may be on the screen already); what is typed once the prompt shows is kept.
-    private func ask(_ label: String) -> String? {
+    private func ask(_ label: String) -> SecureBytes? {
         var saved = termios()
         let isTerminal = tcgetattr(STDIN_FILENO, &saved) == 0
         if isTerminal {

@@ -42,8 +42,12 @@ extension ProtectedStoreCommand {
             for path in scripts {
                 do {
                     if path == "-" {
-                        let text = String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
-                        parsed.append(try ScenarioScript(name: "<stdin>", text: text))
+                        // Into guarded memory, as a file is: a script's passcodes never go through a String.
+                        guard let text = ScenarioScript.readToEnd(STDIN_FILENO) else {
+                            throw ScenarioScript.ParseFailure(name: "<stdin>", line: 0, message: "cannot read standard input")
+                        }
+                        defer { text.wipe() }
+                        parsed.append(try ScenarioScript(name: "<stdin>", utf8: text))
                     } else {
                         parsed.append(try ScenarioScript(contentsOf: path))
                     }

@@ -6,6 +6,7 @@ import Glibc
 import Darwin
 #endif
 import ProtectedStoreHarness
+import SecureKeys
 
 extension ProtectedStoreCommand {
     /// An interactive prompt over the command language; the same commands from a pipe, without a prompt.
@@ -52,17 +53,19 @@ extension ProtectedStoreCommand {
                     print("[\(session.promptSummary)] > ", terminator: "")
                     fflush(nil)  // flushes every output stream; `stdout` is a global Swift 6 cannot reference safely
                 }
+                // The line, in guarded memory, is zeroed once this turn of the loop ends: it may hold a
+                // passcode, which goes from it to the command's own guarded memory (issue 26, finding 10).
                 guard let line = input.readLine() else { break }
+                defer { line.wipe() }
                 lineNumber += 1
                 let where_ = interactive ? "" : "line \(lineNumber): "
-                let trimmed = line.trimmingCharacters(in: .whitespaces)
-                if trimmed == "quit" || trimmed == "exit" { break }
-                if trimmed == "help" {
+                if Self.line(line, is: "quit") || Self.line(line, is: "exit") { break }
+                if Self.line(line, is: "help") {
                     print(Self.help)
                     continue
                 }
                 do {
-                    guard let parsed = try ScenarioParser.parse(line, passcodeMayBePrompted: interactive) else { continue }
+                    guard let parsed = try ScenarioParser.parse(utf8: line, passcodeMayBePrompted: interactive) else { continue }
                     let command = try Self.askingForPasscodes(parsed, with: prompt)
                     if let failure = await session.execute(command) {
                         try status.record(.failedExpectation, "\(where_)FAILED: \(failure)")
@@ -80,6 +83,18 @@ extension ProtectedStoreCommand {
                 fflush(nil)
             }
             try status.finish()
+        }
+
+        /// Whether `line` is `word`, with spaces or tabs around it: compared in place, so that a line holding a
+        /// passcode is never made into a string.
+        static func line(_ line: SecureBytes, is word: String) -> Bool {
+            let blank: Set<UInt8> = [UInt8(ascii: " "), UInt8(ascii: "\t")]
+            return (try? line.withUnsafeBytes { bytes in
+                guard let first = bytes.firstIndex(where: { !blank.contains($0) }),
+                    let last = bytes.lastIndex(where: { !blank.contains($0) })
+                else { return false }
+                return bytes[first...last].elementsEqual(word.utf8)
+            }) ?? false
         }
 
         /// The command with every passcode left out of the line asked for at the terminal.

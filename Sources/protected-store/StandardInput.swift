@@ -5,61 +5,90 @@ import Glibc
 import Darwin
 #endif
 
-/// Standard input, line by line, read with `read(2)` through a buffer of its own.
+/// Standard input, line by line, read with `read(2)` into guarded memory of its own.
 ///
 /// Not the C library's `stdin` (which Swift's `readLine()` reads): once `stdin` has seen an end of input its
 /// end-of-file flag stays set (glibc 2.28 and later), so after Ctrl-D at a passcode prompt every later read would
 /// fail and the shell would end. `read(2)` on a terminal returns 0 once for Ctrl-D and then waits again; on a
 /// pipe or a file, 0 stays the end.
+///
+/// A line may hold a passcode (`device unlock --passcode P`), so no byte read ever lands in a Swift array or
+/// string: `read(2)` writes into ``SecureBytes``, a line is returned in ``SecureBytes`` of its own, and the
+/// bytes a returned line leaves behind are zeroed (issue 26, finding 10).
 @MainActor
 final class StandardInput {
-    /// What was read and not yet returned; room for a whole chunk reserved, so that it never grows into new
-    /// storage and leaves the old one, with the lines it held, unzeroed.
-    private var buffer: [UInt8] = {
-        var buffer: [UInt8] = []
-        buffer.reserveCapacity(2 * 64 * 1024)
-        return buffer
-    }()
-    /// Where `read(2)` puts its bytes: zeroed once they are copied into ``buffer``.
-    private var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+    /// What was read and not yet returned: the first ``filled`` bytes. A line longer than it moves to storage
+    /// twice as large; the old storage is zeroed as it is released.
+    private var storage = SecureBytes(count: 64 * 1024)
+    /// How many bytes of ``storage`` hold input.
+    private var filled = 0
+    /// How many of them are known to hold no line feed.
+    private var scanned = 0
 
     /// Whether standard input is a terminal (someone typing), rather than a pipe or a file.
     let isTerminal = isatty(STDIN_FILENO) == 1
 
-    /// The next line, without its line ending (`\n` or `\r\n`).
+    /// The next line, without its line ending (`\n` or `\r\n`), as UTF-8 bytes in guarded memory; wipe it once
+    /// it is parsed.
     ///
     /// - Returns: `nil` at the end of input (Ctrl-D at a terminal), or when reading fails. Text after the last
     ///   line ending is returned as a last line.
-    func readLine() -> String? {
+    func readLine() -> SecureBytes? {
         while true {
-            if let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) {
-                let end = newline > 0 && buffer[newline - 1] == UInt8(ascii: "\r") ? newline - 1 : newline
-                // Through a pointer, not a slice: a slice alive during `consume` would share the storage, and the
-                // removal would copy the whole buffer — every line after this one — into storage never zeroed.
-                let text = buffer.withUnsafeBufferPointer { String(decoding: UnsafeBufferPointer(rebasing: $0[..<end]), as: UTF8.self) }
-                consume(newline + 1)
-                return text
-            }
-            let count = chunk.withUnsafeMutableBytes { read(STDIN_FILENO, $0.baseAddress, $0.count) }
+            if let line = takeLine() { return line }
+            if filled == storage.count { grow() }
+            let (start, room) = (filled, storage.count - filled)
+            // The storage is this object's and never wiped while it is: the access cannot fail.
+            let count = try! storage.withUnsafeMutableBytes { read(STDIN_FILENO, $0.baseAddress! + start, room) }
             if count < 0, errno == EINTR { continue }
             if count <= 0 {
-                guard !buffer.isEmpty else { return nil }
-                defer { consume(buffer.count) }
-                return String(decoding: buffer, as: UTF8.self)
+                guard filled > 0 else { return nil }
+                return take(lineLength: filled, consumed: filled)
             }
-            buffer.append(contentsOf: chunk[..<count])
-            chunk.withUnsafeMutableBytes { secureZero(UnsafeMutableRawBufferPointer(rebasing: $0[..<count])) }
+            filled += count
         }
     }
 
-    /// Drops the first `count` bytes of the buffer, leaving no copy of them (a line may hold a passcode): the rest
-    /// moves down over them and the bytes it leaves at the end are zeroed.
-    private func consume(_ count: Int) {
-        buffer.withUnsafeMutableBytes { bytes in
-            let rest = bytes.count - count
-            if rest > 0 { bytes.baseAddress!.copyMemory(from: bytes.baseAddress! + count, byteCount: rest) }
-            secureZero(UnsafeMutableRawBufferPointer(rebasing: bytes[rest...]))
+    /// The first line of what was read, when a line feed ends it.
+    private func takeLine() -> SecureBytes? {
+        let (from, to) = (scanned, filled)
+        let newline = try! storage.withUnsafeBytes { bytes in
+            bytes[from..<to].firstIndex(of: UInt8(ascii: "\n"))
         }
-        buffer.removeLast(count)
+        guard let newline else {
+            scanned = filled
+            return nil
+        }
+        let endsWithReturn = try! storage.withUnsafeBytes { newline > 0 && $0[newline - 1] == UInt8(ascii: "\r") }
+        return take(lineLength: endsWithReturn ? newline - 1 : newline, consumed: newline + 1)
+    }
+
+    /// Copies the first `lineLength` bytes into a line of their own and drops the first `consumed` bytes,
+    /// leaving no copy of them: the rest moves down over them and the bytes it leaves at the end are zeroed.
+    private func take(lineLength: Int, consumed: Int) -> SecureBytes {
+        let filled = self.filled
+        let line = try! storage.withUnsafeMutableBytes { bytes in
+            let line = SecureBytes(copying: UnsafeRawBufferPointer(rebasing: bytes[..<lineLength]))
+            let rest = filled - consumed
+            if rest > 0 { bytes.baseAddress!.copyMemory(from: bytes.baseAddress! + consumed, byteCount: rest) }
+            secureZero(UnsafeMutableRawBufferPointer(rebasing: bytes[rest..<filled]))
+            return line
+        }
+        self.filled -= consumed
+        scanned = 0
+        return line
+    }
+
+    /// Moves what was read to guarded storage twice as large; the old storage is zeroed and freed.
+    private func grow() {
+        let larger = SecureBytes(count: storage.count * 2)
+        let filled = self.filled
+        try! storage.withUnsafeBytes { old in
+            try! larger.withUnsafeMutableBytes { new in
+                new.baseAddress!.copyMemory(from: old.baseAddress!, byteCount: filled)
+            }
+        }
+        storage.wipe()
+        storage = larger
     }
 }

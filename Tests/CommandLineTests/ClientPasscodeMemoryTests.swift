@@ -3,30 +3,64 @@ import TestSupport
 import Testing
 
 /// Issue 26 finding 10, first half: with a device agent, the passcode a client shell reads from a script line
-/// should not stay in the shell's memory. Its input buffers are the part checked here: the raw bytes read from
-/// standard input (the only copies that hold the line ending) are zeroed as soon as a line is taken from them.
+/// must not stay in the shell's memory once the device is locked and the grace period is over — not in its
+/// input buffers, not in the line it parsed, not in the command it sent, not in the frame that carried it — nor
+/// in the agent's.
 @Suite(
     "A client shell's memory after a passcode went to the agent", .timeLimit(.minutes(3)),
     .enabled(if: geteuid() == 0, "reads another process's memory (/proc/PID/mem), which needs root"))
 struct ClientPasscodeMemoryTests {
-    @Test("after lock and the grace period, no input buffer of a client shell holds a passcode line it read (the raw bytes, line ending included)")
-    func noPasscodeLineInTheInputBuffers() throws {
+    @Test("after lock and the grace period, no copy of a passcode the shell read (typed bare, or quoted with escapes) is left in the client shell's memory, nor in the agent's")
+    func noPasscodeInTheShellOrTheAgent() throws {
         let directory = TemporaryDirectory()
         let state = directory.file("s")
         let agent = try LiveProcess.agent(state: state)
         defer { agent.kill() }
         let shell = try LiveProcess.shell(state: state)
         defer { shell.kill() }
+        // Longer than a small string (15 bytes), so that any String copy is on the heap; and a second passcode
+        // written quoted with an escape, so that the tokenizer's unescaped copy is looked for too.
         let passcode = "Zq7x-unique-passcode-9183"
-        try shell.commands([
+        let changed = "Wm4k unique passcode\t6072"
+        let (_, errors) = try shell.commands([
             "device setup --passcode \(passcode) --grace 1s", "device lock", "device unlock --passcode \(passcode)",
+            #"device change-passcode --old \#(passcode) --new "Wm4k unique passcode\t6072""#,
+            "device lock", #"device unlock --passcode "Wm4k unique passcode\t6072""#, "expect device unlocked",
             "device lock", "clock advance 5s", "expect device locked",
         ])
-        // `device unlock --passcode P` ends with P: P and the line feed after it are the raw input, never a string
-        // the parser made.
-        let found = try Array((passcode + "\n").utf8).withUnsafeBytes {
-            try ProcessMemory.occurrences(of: $0, inProcess: shell.processID)
+        #expect(errors.isEmpty, "\(errors)")
+        for (secret, what) in [(passcode, "first"), (changed, "second")] {
+            let inShell = try Array(secret.utf8).withUnsafeBytes { try ProcessMemory.occurrences(of: $0, inProcess: shell.processID) }
+            #expect(inShell.isEmpty, "\(inShell.count) copies of the \(what) passcode in the client shell's memory")
+            let inAgent = try Array(secret.utf8).withUnsafeBytes { try ProcessMemory.occurrences(of: $0, inProcess: agent.processID) }
+            #expect(inAgent.isEmpty, "\(inAgent.count) copies of the \(what) passcode in the agent's memory")
         }
-        #expect(found.isEmpty, "\(found.count) raw copies of the passcode line in the client shell's memory")
+    }
+
+    @Test("after lock and the grace period, no copy of a passcode typed at the prompt (echo off) is left in the client shell's memory, nor in the agent's")
+    func noTypedPasscodeInTheShellOrTheAgent() throws {
+        let directory = TemporaryDirectory()
+        let state = directory.file("s")
+        let agent = try LiveProcess.agent(state: state)
+        defer { agent.kill() }
+        let terminal = try TerminalSession(["shell", "--fast-kdf", "--state-dir", state])
+        let prompt = "] > "
+        try terminal.waitFor(prompt)
+        let passcode = "Hv3p-typed-passcode-5521"
+        try terminal.converse([
+            .type("device setup --grace 1s", until: "new passcode: "), .type(passcode, until: "new passcode again: "),
+            .type(passcode, until: prompt), .type("device lock", until: prompt),
+            .type("device unlock", until: "passcode: "), .type(passcode, until: prompt),
+            .type("expect device unlocked", until: "ok", prompt), .type("device lock", until: prompt),
+            .type("clock advance 5s", until: prompt), .type("expect device locked", until: "ok", prompt),
+        ])
+        let inShell = try Array(passcode.utf8).withUnsafeBytes {
+            try ProcessMemory.occurrences(of: $0, inProcess: terminal.process.processIdentifier)
+        }
+        #expect(inShell.isEmpty, "\(inShell.count) copies of the typed passcode in the client shell's memory")
+        let inAgent = try Array(passcode.utf8).withUnsafeBytes { try ProcessMemory.occurrences(of: $0, inProcess: agent.processID) }
+        #expect(inAgent.isEmpty, "\(inAgent.count) copies of the typed passcode in the agent's memory")
+        terminal.send("quit")
+        #expect(try terminal.finish() == 0, "\(terminal.transcript)")
     }
 }

@@ -74,9 +74,17 @@ struct Arguments {
     }
 
     /// A passcode option: required, unless the shell may ask for it at the terminal (then `nil` when absent).
-    mutating func passcodeOption(_ name: String, mayBePrompted: Bool) throws -> String? {
+    /// The passcode goes from the line's guarded memory to its own, never through a `String`.
+    mutating func passcodeOption(_ name: String, mayBePrompted: Bool) throws -> ScenarioPasscode? {
         holdsPasscode = true
-        if let value = try optionalOption(name) { return value }
+        if let index = words.firstIndex(where: { $0.is(name) }) {
+            guard index + 1 < words.count, !words[index + 1].isFlag else {
+                throw ScenarioParseError(message: "\(command): \(name) needs a value (quote one that starts with --)")
+            }
+            let passcode = words[index + 1].passcode
+            words.removeSubrange(index...index + 1)
+            return passcode
+        }
         if mayBePrompted { return nil }
         throw ScenarioParseError(
             message: "\(command): missing \(name) (the passcode is asked for only when the shell reads a terminal)")

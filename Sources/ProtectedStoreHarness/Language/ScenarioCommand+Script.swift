@@ -1,20 +1,21 @@
 extension ScenarioCommand {
     /// The command as a script line that parses back to it: one line, every word written by
-    /// `ScenarioQuoting` (bare when it can be, quoted with escapes otherwise).
+    /// `ScenarioQuoting` (bare when it can be, quoted with escapes otherwise). A passcode is written out, as a
+    /// script has it: for the simulator's traces and minimized scripts, never for what a person typed.
     public var scriptLine: String {
         switch self {
         case .deviceSetup(let passcode, let grace, let wipeAfter, let allowEmpty):
-            var line = "device setup --passcode \(quoted(passcode ?? "")) --grace \(grace.scriptText)"
+            var line = "device setup --passcode \(quoted(passcode?.text ?? "")) --grace \(grace.scriptText)"
             if let wipeAfter { line += " --wipe-after \(wipeAfter)" }
-            if allowEmpty || (passcode ?? "").isEmpty { line += " --allow-empty-passcode" }
+            if allowEmpty || passcode?.isEmpty ?? true { line += " --allow-empty-passcode" }
             return line
         case .deviceReboot: return "device reboot"
         case .devicePowerCut(let mode, let seed): return "device power-cut --mode \(mode.rawValue) --seed \(seed)"
         case .deviceLock: return "device lock"
-        case .deviceUnlock(let passcode): return "device unlock --passcode \(quoted(passcode ?? ""))"
+        case .deviceUnlock(let passcode): return "device unlock --passcode \(quoted(passcode?.text ?? ""))"
         case .deviceChangePasscode(let old, let new, let allowEmpty):
-            let line = "device change-passcode --old \(quoted(old ?? "")) --new \(quoted(new ?? ""))"
-            return allowEmpty || (new ?? "").isEmpty ? line + " --allow-empty-passcode" : line
+            let line = "device change-passcode --old \(quoted(old?.text ?? "")) --new \(quoted(new?.text ?? ""))"
+            return allowEmpty || new?.isEmpty ?? true ? line + " --allow-empty-passcode" : line
         case .clockAdvance(let duration): return "clock advance \(duration.scriptText)"
         case .appLaunch(let options, let protection, let attachDelay):
             var line = "app launch"

@@ -5,8 +5,8 @@ import ProtectedData
 public enum ScenarioCommand: Sendable, Hashable {
     /// `device setup --passcode P [--grace D] [--wipe-after N] [--allow-empty-passcode]`. `passcode` is `nil` in
     /// the shell when it is to be read from the terminal with echo off; an empty passcode is refused unless
-    /// `allowEmptyPasscode` says it was asked for.
-    case deviceSetup(passcode: String?, grace: Duration, wipeAfter: Int?, allowEmptyPasscode: Bool = false)
+    /// `allowEmptyPasscode` says it was asked for. Passcodes are kept in guarded memory (``ScenarioPasscode``).
+    case deviceSetup(passcode: ScenarioPasscode?, grace: Duration, wipeAfter: Int?, allowEmptyPasscode: Bool = false)
     /// `device reboot`: power off (every key in memory zeroed, the app killed) and boot before the first unlock.
     case deviceReboot
     /// `device power-cut [--mode drop|torn-sequence|torn-op] [--seed N]`: the power goes: the disk keeps only
@@ -15,12 +15,13 @@ public enum ScenarioCommand: Sendable, Hashable {
     case devicePowerCut(PowerCutMode, seed: UInt64)
     /// `device lock`: lock now; the grace period starts.
     case deviceLock
-    /// `passcode` is `nil` in the shell when it is to be read from the terminal with echo off.
-    case deviceUnlock(passcode: String?)
+    /// `device unlock --passcode P`. `passcode` is `nil` in the shell when it is to be read from the terminal
+    /// with echo off.
+    case deviceUnlock(passcode: ScenarioPasscode?)
     /// `device change-passcode --old P --new Q [--allow-empty-passcode]`. Either passcode is `nil` in the shell
     /// when it is to be read from the terminal with echo off; an empty new passcode is refused unless
     /// `allowEmptyPasscode` says it was asked for.
-    case deviceChangePasscode(old: String?, new: String?, allowEmptyPasscode: Bool = false)
+    case deviceChangePasscode(old: ScenarioPasscode?, new: ScenarioPasscode?, allowEmptyPasscode: Bool = false)
     /// `clock advance DURATION`: move the virtual clock; timers that become due fire.
     case clockAdvance(Duration)
     /// `app launch [--background] [--reason R] [--protection P] [--attach-delay D]`.

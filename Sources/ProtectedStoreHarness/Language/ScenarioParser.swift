@@ -1,5 +1,6 @@
 import ProtectedStore
 import ProtectedData
+public import SecureKeys
 
 /// A line the parser could not read: what is wrong with it, in words, and where when a column can be named.
 public struct ScenarioParseError: Error, Sendable, Hashable, CustomStringConvertible {
@@ -36,7 +37,31 @@ public enum ScenarioParser: Sendable {
     /// - Returns: the command, or `nil` for a blank or comment-only line.
     /// - Throws: ``ScenarioParseError`` naming the problem.
     public static func parse(_ line: String, passcodeMayBePrompted: Bool = false) throws -> ScenarioCommand? {
-        let words = try ScenarioTokenizer.words(in: line)
+        try parse(words: try ScenarioTokenizer.words(in: line), passcodeMayBePrompted: passcodeMayBePrompted)
+    }
+
+    /// Parses one line whose UTF-8 bytes are in guarded memory, as the shell reads them: its passcodes go from
+    /// there to guarded memory of their own (``ScenarioPasscode``), never through a `String`, and the words'
+    /// text is in guarded memory while the line is parsed. The caller wipes `line` when it is done with it.
+    ///
+    /// - Parameters:
+    ///   - line: one line of the command language, in UTF-8 (a byte that is not UTF-8 reads as U+FFFD).
+    ///   - passcodeMayBePrompted: as in ``parse(_:passcodeMayBePrompted:)``.
+    /// - Returns: the command, or `nil` for a blank or comment-only line.
+    /// - Throws: ``ScenarioParseError`` naming the problem; `SecureKeysError` when `line` was wiped.
+    public static func parse(utf8 line: SecureBytes, passcodeMayBePrompted: Bool = false) throws -> ScenarioCommand? {
+        let words = try line.withUnsafeBytes { try ScenarioTokenizer.words(inUTF8: $0) }
+        return try parse(words: words, passcodeMayBePrompted: passcodeMayBePrompted)
+    }
+
+    /// Parses one line whose UTF-8 bytes are `line`, where they are (a script in guarded memory), its words
+    /// written into `arena` (see ``ScenarioTokenizer/words(inUTF8:arena:)``).
+    static func parse(utf8Bytes line: UnsafeRawBufferPointer, arena: SecureBytes) throws -> ScenarioCommand? {
+        try parse(words: try ScenarioTokenizer.words(inUTF8: line, arena: arena), passcodeMayBePrompted: false)
+    }
+
+    /// Parses a line's words.
+    private static func parse(words: [ScenarioWord], passcodeMayBePrompted: Bool) throws -> ScenarioCommand? {
         guard let first = words.first else { return nil }
         let verb = first.isQuoted ? "\"" + first.text + "\"" : first.text
         var arguments = Arguments(words: Array(words.dropFirst()), command: verb)
@@ -48,7 +73,7 @@ public enum ScenarioParser: Sendable {
             case "setup":
                 let allowEmpty = arguments.flag("--allow-empty-passcode")
                 let passcode = try arguments.passcodeOption("--passcode", mayBePrompted: passcodeMayBePrompted)
-                if passcode == "", !allowEmpty { throw ScenarioParseError.emptyPasscode(arguments.command) }
+                if passcode?.isEmpty == true, !allowEmpty { throw ScenarioParseError.emptyPasscode(arguments.command) }
                 let grace = try arguments.durationOption("--grace") ?? .seconds(10)
                 let wipeAfter = try arguments.integerOption("--wipe-after")
                 // The device's own rules (DeviceRules), which it checks again for every caller: said here first,
@@ -86,7 +111,7 @@ public enum ScenarioParser: Sendable {
                 let allowEmpty = arguments.flag("--allow-empty-passcode")
                 let old = try arguments.passcodeOption("--old", mayBePrompted: passcodeMayBePrompted)
                 let new = try arguments.passcodeOption("--new", mayBePrompted: passcodeMayBePrompted)
-                if new == "", !allowEmpty { throw ScenarioParseError.emptyPasscode(arguments.command) }
+                if new?.isEmpty == true, !allowEmpty { throw ScenarioParseError.emptyPasscode(arguments.command) }
                 try arguments.finish()
                 return .deviceChangePasscode(old: old, new: new, allowEmptyPasscode: allowEmpty)
             default:

@@ -1,4 +1,10 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+public import SecureKeys
 
 /// A scenario script: its commands with their line numbers, parsed completely before anything runs, so a
 /// mistake on line 50 never runs lines 1 to 49.
@@ -20,7 +26,7 @@ public struct ScenarioScript: Sendable {
         /// What is wrong with the line.
         public let message: String
 
-        init(name: String, line: Int, column: Int? = nil, message: String) {
+        package init(name: String, line: Int, column: Int? = nil, message: String) {
             self.name = name
             self.line = line
             self.column = column
@@ -36,32 +42,114 @@ public struct ScenarioScript: Sendable {
     ///
     /// - Throws: ``ParseFailure`` for the first line that cannot be parsed.
     public init(name: String, text: String) throws {
-        var lines: [(Int, ScenarioCommand)] = []
-        for (index, line) in Self.lines(of: text).enumerated() {
-            do {
-                if let command = try ScenarioParser.parse(line) { lines.append((index + 1, command)) }
-            } catch let error as ScenarioParseError {
-                throw ParseFailure(name: name, line: index + 1, column: error.column, message: error.message)
-            }
-        }
+        var text = text
+        let lines = try text.withUTF8 { try Self.parse(UnsafeRawBufferPointer($0), name: name) }
         self.name = name
         self.lines = lines
     }
 
-    /// The lines of `text`, split at line feeds by scalar: `"\r\n"` is one `Character`, so splitting by
-    /// characters would leave a CRLF file as one long line. The tokenizer drops the carriage return.
-    static func lines(of text: String) -> [String] {
-        var scalars = Substring(text).unicodeScalars
-        if scalars.first == "\u{FEFF}" { scalars.removeFirst() }
-        return scalars.split(separator: "\n", omittingEmptySubsequences: false).map { String(Substring($0)) }
+    /// Parses a script whose UTF-8 text is in guarded memory (as `protected-store run` reads a file or standard
+    /// input): its lines are read where they are, and its passcodes go from there to guarded memory of their
+    /// own, never through a `String`. Lines end as in ``init(name:text:)``. The caller wipes `utf8`.
+    ///
+    /// A byte that is not UTF-8 reads as U+FFFD, as `String(decoding:as:)` repairs it.
+    ///
+    /// - Throws: ``ParseFailure`` for the first line that cannot be parsed.
+    public init(name: String, utf8: SecureBytes) throws {
+        let lines = try utf8.withUnsafeBytes { try Self.parse($0, name: name) }
+        self.name = name
+        self.lines = lines
     }
 
-    /// Reads and parses the script at `path`.
+    /// The commands of a script's UTF-8 text, each with its line number.
+    private static func parse(_ text: UnsafeRawBufferPointer, name: String) throws -> [(number: Int, command: ScenarioCommand)] {
+        var lines: [(Int, ScenarioCommand)] = []
+        let ranges = Self.lines(of: text)
+        // One arena for the words of every line (a guarded allocation per line made a long script's parse
+        // eight times slower), zeroed after each line.
+        let arena = SecureBytes(count: ScenarioTokenizer.arenaCount(forLineOf: ranges.map(\.count).max() ?? 0))
+        for (index, line) in ranges.enumerated() {
+            defer {
+                let used = ScenarioTokenizer.arenaCount(forLineOf: line.count)
+                try? arena.withUnsafeMutableBytes { secureZero(UnsafeMutableRawBufferPointer(start: $0.baseAddress, count: used)) }
+            }
+            do {
+                if let command = try ScenarioParser.parse(utf8Bytes: UnsafeRawBufferPointer(rebasing: text[line]), arena: arena) {
+                    lines.append((index + 1, command))
+                }
+            } catch let error as ScenarioParseError {
+                throw ParseFailure(name: name, line: index + 1, column: error.column, message: error.message)
+            }
+        }
+        return lines
+    }
+
+    /// Where the lines of `text` are: split at line feeds (a byte that is one in UTF-8 and nothing else), after
+    /// a byte order mark at the start. The tokenizer drops a carriage return ending a line.
+    static func lines(of text: UnsafeRawBufferPointer) -> [Range<Int>] {
+        var start = text.count >= 3 && text[0] == 0xEF && text[1] == 0xBB && text[2] == 0xBF ? 3 : 0
+        var lines: [Range<Int>] = []
+        guard let base = text.baseAddress else { return [0..<0] }
+        while start < text.count, let found = memchr(base + start, Int32(UInt8(ascii: "\n")), text.count - start) {
+            let newline = base.distance(to: UnsafeRawPointer(found))
+            lines.append(start..<newline)
+            start = newline + 1
+        }
+        lines.append(start..<text.count)
+        return lines
+    }
+
+    /// Whether `bytes` are UTF-8, checked in place.
+    private static func isUTF8(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        var iterator = bytes.makeIterator()
+        var parser = Unicode.UTF8.ForwardParser()
+        while true {
+            switch parser.parseScalar(from: &iterator) {
+            case .valid: continue
+            case .error: return false
+            case .emptyInput: return true
+            }
+        }
+    }
+
+    /// Reads and parses the script at `path`, read into guarded memory (see ``init(name:utf8:)``).
     public init(contentsOf path: String) throws {
-        guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8) else {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        let text = descriptor >= 0 ? Self.readToEnd(descriptor) : nil
+        if descriptor >= 0 { close(descriptor) }
+        defer { text?.wipe() }
+        guard let text, (try? text.withUnsafeBytes(Self.isUTF8)) == true else {
             throw ParseFailure(name: path, line: 0, message: "cannot read the script (missing, unreadable or not UTF-8)")
         }
-        try self.init(name: path, text: text)
+        try self.init(name: path, utf8: text)
+    }
+
+    /// Everything `descriptor` reads until its end, in guarded memory (storage outgrown is zeroed as it is
+    /// released); `nil` when reading fails.
+    package static func readToEnd(_ descriptor: Int32) -> SecureBytes? {
+        var storage = SecureBytes(count: 64 * 1024)
+        var filled = 0
+        while true {
+            if filled == storage.count {
+                let larger = SecureBytes(count: storage.count * 2)
+                let count = filled
+                try? storage.withUnsafeBytes { old in
+                    try larger.withUnsafeMutableBytes { $0.baseAddress!.copyMemory(from: old.baseAddress!, byteCount: count) }
+                }
+                storage.wipe()
+                storage = larger
+            }
+            let start = filled
+            guard let count = try? storage.withUnsafeMutableBytes({ read(descriptor, $0.baseAddress! + start, $0.count - start) })
+            else { return nil }
+            if count < 0, errno == EINTR { continue }
+            if count < 0 { return nil }
+            if count == 0 { break }
+            filled += count
+        }
+        defer { storage.wipe() }
+        let count = filled
+        return try? storage.withUnsafeBytes { SecureBytes(copying: UnsafeRawBufferPointer(rebasing: $0[..<count])) }
     }
 
     /// How many `expect` lines it has.

@@ -232,6 +232,9 @@ public final class ScenarioSession {
         return device
     }
 
+    /// A command's passcode as the device takes it: the command's own guarded bytes (not a copy), or none.
+    private static func bytes(of passcode: ScenarioPasscode?) -> SecureBytes { passcode?.bytes ?? SecureBytes(count: 0) }
+
     private static let noDevice = DeviceError(code: .noDevice, message: "no device is set up; run `device setup --passcode P` first")
 
     /// What the app asks for keys and availability: the device in this process, or the agent.
@@ -259,7 +262,7 @@ public final class ScenarioSession {
         switch command {
         case .deviceSetup(let passcode, let grace, let wipeAfter, let allowsEmpty):
             try agent.setUp(
-                passcode: SecureBytes(utf8: passcode ?? ""), gracePeriod: grace, wipeAfterFailures: wipeAfter,
+                passcode: Self.bytes(of: passcode), gracePeriod: grace, wipeAfterFailures: wipeAfter,
                 allowsEmptyPasscode: allowsEmpty)
         case .deviceReboot:
             try agent.reboot()
@@ -280,10 +283,10 @@ public final class ScenarioSession {
         case .deviceLock:
             try agent.lock()
         case .deviceUnlock(let passcode):
-            try agent.unlock(passcode: SecureBytes(utf8: passcode ?? ""))
+            try agent.unlock(passcode: Self.bytes(of: passcode))
         case .deviceChangePasscode(let old, let new, let allowsEmpty):
             try agent.changePasscode(
-                from: SecureBytes(utf8: old ?? ""), to: SecureBytes(utf8: new ?? ""), allowsEmptyPasscode: allowsEmpty)
+                from: Self.bytes(of: old), to: Self.bytes(of: new), allowsEmptyPasscode: allowsEmpty)
         case .clockAdvance(let duration):
             // The device's clock is the agent's; the app's timers run on this process's.
             try agent.advanceClock(by: duration)
@@ -307,7 +310,7 @@ public final class ScenarioSession {
             // what it would find instead.
             if device != nil { throw DeviceError.deviceExists(at: stateDirectory) }
             device = try SimulatedDevice.setUp(
-                in: stateDirectory, passcode: SecureBytes(utf8: passcode ?? ""),
+                in: stateDirectory, passcode: Self.bytes(of: passcode),
                 configuration: .init(gracePeriod: grace, attemptPolicy: .init(wipeAfterFailures: wipeAfter), kdf: kdf),
                 clock: clock, ownership: ownership, allowsEmptyPasscode: allowsEmpty)
         case .deviceReboot:
@@ -330,10 +333,10 @@ public final class ScenarioSession {
         case .deviceLock:
             try requireDevice().lock()
         case .deviceUnlock(let passcode):
-            try requireDevice().unlock(passcode: SecureBytes(utf8: passcode ?? ""))
+            try requireDevice().unlock(passcode: Self.bytes(of: passcode))
         case .deviceChangePasscode(let old, let new, let allowsEmpty):
             try requireDevice().changePasscode(
-                from: SecureBytes(utf8: old ?? ""), to: SecureBytes(utf8: new ?? ""), allowsEmptyPasscode: allowsEmpty)
+                from: Self.bytes(of: old), to: Self.bytes(of: new), allowsEmptyPasscode: allowsEmpty)
         case .clockAdvance(let duration):
             clock.advance(by: duration)
         case .appLaunch(let options, let protection, let attachDelay):

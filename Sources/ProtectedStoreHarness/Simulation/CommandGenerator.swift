@@ -174,9 +174,9 @@ struct CommandGenerator {
 
     static let keys = ["a", "b", "c", "d", "e"]
     /// Passcodes a change may set; never ``wrongPasscode``.
-    static let passcodes = ["1234", "5678", "2580", "1111"]
+    static let passcodes: [ScenarioPasscode] = ["1234", "5678", "2580", "1111"]
     /// The passcode every wrong attempt uses.
-    static let wrongPasscode = "0000"
+    static let wrongPasscode: ScenarioPasscode = "0000"
     /// Kinds of inbox record this tool's app has no handler for: each is quarantined at the merge.
     static let unknownKinds = ["note-starred", "sticker", "reaction"]
 

@@ -5,7 +5,7 @@ import SecureKeys
 /// The oracle: what the device and the store must look like after each command, kept independently of
 /// the code under test — from the rules in DESIGN.md, not by replaying the implementation.
 struct SimulationModel {
-    static let passcode = "1234"
+    static let passcode: ScenarioPasscode = "1234"
     /// How often a running app looks for records another process appended (the controller's default, which
     /// the sessions the simulator drives keep).
     static let inboxPollInterval: Duration =
@@ -61,7 +61,7 @@ struct SimulationModel {
     /// A passcode change that failed under a fault after its new keybag reached the disk: the device keeps the
     /// old passcode until it boots, and boots with the new one if its keybag file still holds these bytes.
     /// The old passcode is kept too: a later power cut may lose the new keybag's rename, so each boot decides.
-    var passcodeAtBoot: (keybag: [UInt8], new: String, old: String)?
+    var passcodeAtBoot: (keybag: [UInt8], new: ScenarioPasscode, old: ScenarioPasscode)?
     /// A passcode attempt a fault hit: its counter (or the wipe it started) may not have reached the disk, so
     /// the next boot's counter and wipe are read from the device rather than predicted.
     var attemptMayBeUnrecorded = false
