@@ -618,6 +618,14 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
             if state.wipePending { try finishWipe(&state) }
             throw DeviceError.deviceWiped()
         }
+        if state.persisted.attemptPolicy.wipes(afterFailures: state.persisted.failedPasscodeAttempts) {
+            // An attempt reached the limit when it was counted and was never resolved: a right passcode whose
+            // reset to 0 failed to write. Boot counts it as failed and erases; so does the next attempt, rather
+            // than count past the limit (a count the state file's range check calls damaged).
+            logger.debug("the count is at the erase limit: erasing the device")
+            try wipe(&state)
+            throw DeviceError.deviceWiped()
+        }
         if let remaining = remainingDelay(in: state) {
             throw DeviceError.passcodeDelay(remaining: remaining, failedAttempts: state.persisted.failedPasscodeAttempts)
         }

@@ -135,6 +135,7 @@ struct SimulationModel {
         case .deviceUnlock(let passcode):
             guard deviceSetUp else { return "no-device" }
             if wiped { return "device-wiped" }
+            if countIsAtEraseLimit { return erase() }
             if delayActive { return "passcode-delay" }
             if unlocked { return nil }
             guard passcode == self.passcode else { return recordFailure() }
@@ -149,6 +150,7 @@ struct SimulationModel {
             // attempt like a wrong unlock: counted, delayed, and the N-th erases the device.
             guard deviceSetUp else { return "no-device" }
             if wiped { return "device-wiped" }
+            if countIsAtEraseLimit { return erase() }
             if delayActive { return "passcode-delay" }
             guard (old ?? "") == passcode else { return recordFailure() }
             passcode = new ?? ""
@@ -208,8 +210,10 @@ struct SimulationModel {
         }
     }
 
-    /// Power off and boot: every key gone, the app killed, a passcode delay carried over.
+    /// Power off and boot: every key gone, the app killed, a passcode delay carried over, and a count left at
+    /// the erase limit erased.
     mutating func reboot() {
+        if !wiped, countIsAtEraseLimit { _ = erase() }
         unlocked = false
         unlockedSinceBoot = false
         graceDeadline = nil
@@ -222,16 +226,23 @@ struct SimulationModel {
     /// count sets the delay before the next attempt.
     private mutating func recordFailure() -> String {
         failures += 1
-        if let wipeAfter, failures >= wipeAfter {
-            wiped = true
-            unlocked = false
-            unlockedSinceBoot = false
-            graceDeadline = nil
-            return "device-wiped"
-        }
+        if countIsAtEraseLimit { return erase() }
         let delay = policy.delay(afterFailures: failures)
         delayUntil = delay > .zero ? now + delay : nil
         return "wrong-passcode"
+    }
+
+    /// Whether the count has reached `--wipe-after`: a wrong passcode that reaches it erases the device, and a
+    /// count left there unresolved (a right passcode whose reset to 0 failed) erases it at the next attempt or
+    /// boot.
+    private var countIsAtEraseLimit: Bool { wipeAfter.map { failures >= $0 } ?? false }
+
+    private mutating func erase() -> String {
+        wiped = true
+        unlocked = false
+        unlockedSinceBoot = false
+        graceDeadline = nil
+        return "device-wiped"
     }
 
     private mutating func expireGracePeriod() {
