@@ -11,6 +11,7 @@ import SecureKeys
 //
 //   inbox-merge-workload small [COUNT]     COUNT records of a location update (10,000 unless told)
 //   inbox-merge-workload large [COUNT]     COUNT records of the largest payload, 4 MiB each (40: a 160 MiB inbox)
+//   INBOX_MERGE_CACHE_KIB=N    the store's page cache (`Database.Configuration.cacheSizeKiB`, 32,768 unless told).
 //   INBOX_MERGE_PAUSE=SECONDS  waits that long between the appends and the merge, for `perf record -p PID`.
 
 struct UsageError: Error, CustomStringConvertible {
@@ -39,7 +40,9 @@ func run(_ arguments: [String]) throws {
         atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
     defer { try? FileManager.default.removeItem(atPath: directory) }
     let storeKey = SecureBytes.random(count: 32)
-    let database = try Database(path: directory + "/app.sqlite", key: storeKey)
+    var configuration = Database.Configuration()
+    if let cache = ProcessInfo.processInfo.environment["INBOX_MERGE_CACHE_KIB"].flatMap(Int.init) { configuration.cacheSizeKiB = cache }
+    let database = try Database(path: directory + "/app.sqlite", key: storeKey, configuration: configuration)
     defer { database.close() }
     try DatabaseMigrator.keyValue.migrate(database)
     let inbox = LockedInbox(files: StoreFiles(database: directory + "/app.sqlite"))

@@ -92,6 +92,23 @@ public struct InboxEntry: Sendable {
         }
     }
 
+    /// Calls `body` with the key of a built-in `put` record and its value's bytes, read in place: valid UTF-8,
+    /// checked without keeping a copy. What the merge binds straight into SQLite, so a 4 MiB value is never
+    /// held twice before SQLite copies it into its row.
+    ///
+    /// - Throws: ``StoreError/Code/inboxRecordMalformed`` when the body does not decode (as ``change``).
+    func withPut<Result>(_ body: (_ key: String, _ value: UnsafeRawBufferPointer) throws -> Result) throws -> Result {
+        precondition(kind == Self.putKind, "withPut reads a put record")
+        return try withBody { bytes in
+            var reader = RawReader(bytes)
+            guard let key = reader.readText() else { throw StoreError.inboxRecordMalformed(id: id, "no key") }
+            guard let length = reader.readUInt32(), let value = reader.read(Int(length)), reader.remaining == 0,
+                String(validating: value, as: UTF8.self) != nil
+            else { throw StoreError.inboxRecordMalformed(id: id, "no value") }
+            return try body(key, value)
+        }
+    }
+
     /// Decodes the record as the app's change `type`.
     ///
     /// - Parameter type: the change type whose ``InboxChange/kind`` the record carries.
