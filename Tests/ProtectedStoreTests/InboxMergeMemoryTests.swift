@@ -41,6 +41,28 @@ struct InboxMergeMemoryTests {
         #expect(try fixture.value("k49") == "value 2999")
     }
 
+    @Test("the built-in put, bound in place: a large value reads back whole, one that is not UTF-8 is quarantined")
+    func putBoundInPlace() throws {
+        let fixture = try InboxFixture()
+        var body = ByteWriter()
+        body.writeText("broken")
+        body.write(UInt32(2))
+        body.write([0xff, 0xfe] as [UInt8])
+        let payload = try InboxEntry.payload(id: .random(), kind: "put", schemaVersion: 1, body: body.bytes, sequence: 1)
+        try Data(try InboxRecord.seal(payload, to: fixture.publicKey)).write(to: URL(fileURLWithPath: fixture.inbox.inboxPath))
+        let large = String(repeating: "é", count: 1 << 19)
+        try fixture.put("large", large)
+        try fixture.put("small", "")
+        var applied: [String] = []
+        let report = try fixture.merge(counting: &applied)
+        #expect(applied == ["large", "small"])
+        #expect(report.quarantined.map(\.kind) == ["put"])
+        #expect(report.quarantined.first?.reason.contains("no value") == true)
+        #expect(try fixture.value("large") == large)
+        #expect(try fixture.value("small") == "")
+        #expect(try fixture.value("broken") == nil)
+    }
+
     @Test("an entry opened into a window's shared buffer wipes only its own part of it")
     func sharedEntryWipesItsPart() throws {
         let first = try InboxEntry.payload(for: .put(key: "a", value: "1"), id: .init(bytes: Array(repeating: 1, count: 16)), sequence: 1)
