@@ -309,17 +309,17 @@ public struct LockedInbox: Sendable {
         return (file.publicKey, privateKey)
     }
 
-    /// Applies every pending record to `database` in one transaction, in arrival order, each in a savepoint
-    /// of its own and at most once (its identifier is recorded in `inbox_applied`); a record that cannot be
-    /// applied moves to the quarantine. Bytes that are not a record (and a torn tail) are moved to the
+    /// Applies every pending record to `database` in one transaction, in arrival order, and at most once (its
+    /// identifier is recorded in `inbox_applied`); a record that cannot be applied moves to the quarantine (the
+    /// records are then applied again in a new transaction, each in a savepoint of its own). Bytes that are not a record (and a torn tail) are moved to the
     /// damaged-bytes file first. Then truncates the inbox — only after the commit, and only when everything
     /// in it was merged, quarantined or moved aside — and forgets the recorded identifiers, which no record
     /// in the file names any more.
     ///
-    /// Records are read one window at a time (`pread`), never the whole file: what the merge holds of the
-    /// inbox is about one window (4 MiB, or one record when it is larger) whatever the inbox's size (SQLite's
-    /// transaction still grows with what it applies); a window's records are opened on all cores, then
-    /// applied in order.
+    /// Records are read one window at a time (`pread`, through a read-ahead), never the whole file: what the
+    /// merge holds of the inbox is about one window (4 MiB, or one record when it is larger) whatever the
+    /// inbox's size, plus the store's page cache; a window's records are opened on all cores into one guarded
+    /// buffer, applied in order, and the buffer wiped before the next window.
     ///
     /// - Parameters:
     ///   - database: the store, open.
