@@ -29,6 +29,15 @@ let package = Package(
                 .product(name: "ProtectedData", package: "ProtectedStore"),
             ]
         ),
+        // One inbox merge in a process of its own, for `/usr/bin/time -v`, perf and valgrind (BENCHMARKS.md, §6).
+        .executableTarget(
+            name: "inbox-merge-workload",
+            dependencies: [
+                .product(name: "ProtectedStore", package: "ProtectedStore"),
+                .product(name: "EncryptedSQLite", package: "ProtectedStore"),
+                .product(name: "SecureKeys", package: "ProtectedStore"),
+            ]
+        ),
         // glibc's heap counter, for the bytes each queued operation holds.
         .target(name: "CHeapUsage"),
         .executableTarget(

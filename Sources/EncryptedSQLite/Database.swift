@@ -324,6 +324,12 @@ public final class Database {
         try cachedStatement(sql).execute(values)
     }
 
+    /// Runs one statement with `values`, the text at `position` (1-based) read in place from `text` rather
+    /// than copied (see `Statement.execute(_:borrowingText:at:)`).
+    package func execute(_ sql: String, _ values: [DatabaseValue], borrowingText text: UnsafeRawBufferPointer, at position: Int) throws {
+        try cachedStatement(sql).execute(values, borrowingText: text, at: position)
+    }
+
     /// Runs one query with `arguments` and returns its rows.
     public func rows(_ sql: String, _ arguments: StatementArguments = []) throws -> [Row] {
         try cachedStatement(sql).rows(arguments)

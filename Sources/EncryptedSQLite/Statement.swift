@@ -203,6 +203,32 @@ public final class Statement {
         try run()
     }
 
+    /// Binds `values`, then the text at `position` (1-based) straight from `text` — read in place by SQLite,
+    /// not copied — and runs the statement to completion; the bindings are cleared before this returns, so
+    /// SQLite never keeps the pointer. For a value too large to copy twice (the inbox merge's 4 MiB values):
+    /// the bytes must be valid UTF-8.
+    ///
+    /// - Parameter values: every argument; the one at `position` is replaced by `text`.
+    package func execute(_ values: [DatabaseValue], borrowingText text: UnsafeRawBufferPointer, at position: Int) throws {
+        try bind(values)
+        defer {
+            reset()
+            releaseBindings()
+        }
+        let code: Int32
+        if let base = text.baseAddress, !text.isEmpty {
+            // SQLITE_STATIC (a null destructor): SQLite reads the caller's bytes for as long as they are bound.
+            code = sqlite3_bind_text(handle, Int32(position), base.assumingMemoryBound(to: CChar.self), Int32(text.count), nil)
+        } else {
+            // Empty text still needs a pointer: a NULL one would bind SQL NULL.
+            code = sqlite3_bind_text(handle, Int32(position), "", 0, _ps_sqlite_transient())
+        }
+        guard code == SQLITE_OK else {
+            throw SQLiteError(resultCode: code, message: String(cString: sqlite3_errmsg(databaseHandle)), sql: sql, path: path)
+        }
+        while try step() {}
+    }
+
     /// Binds `arguments` and collects every row.
     public func rows(_ arguments: StatementArguments = []) throws -> [Row] {
         try bind(arguments)
@@ -227,6 +253,14 @@ public final class Statement {
     private func run() throws {
         while try step() {}
         reset()
+        releaseBindings()
+    }
+
+    /// Lets SQLite free the copies of the values just bound (`sqlite3_clear_bindings`): a cached statement
+    /// would otherwise keep its last arguments — a 4 MiB value, a secret — until it runs again. Only after a
+    /// run that bound every argument itself (`execute` and `rows`).
+    private func releaseBindings() {
+        sqlite3_clear_bindings(handle)
     }
 
     private func collectRows() throws -> [Row] {
@@ -240,6 +274,7 @@ public final class Statement {
             rows.append(Row(columnNames: names, values: values))
         }
         reset()
+        releaseBindings()
         return rows
     }
 

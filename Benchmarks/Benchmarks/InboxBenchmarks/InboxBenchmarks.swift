@@ -64,7 +64,7 @@ let benchmarks: @Sendable () -> Void = {
         store.remove()
     }
 
-    // The common case: every record applies, in one savepoint.
+    // The common case: every record applies, in one transaction (no savepoint).
     Benchmark("Inbox: merge 10,000 records (open, apply in one transaction, truncate)", configuration: configuration) { benchmark in
         let store = try InboxStore()
         try store.inbox.append(contentsOf: (0..<10_000).map { .put(key: "location-\($0)", value: "48.8606,2.3376") })

@@ -55,14 +55,21 @@ public struct InboxEntry: Sendable {
     /// never copied out until a field of it is decoded.
     let payload: SecureBytes
     let bodyRange: Range<Int>
+    /// Where this entry's payload lies in `payload` when it shares that buffer with other entries (a merge
+    /// opens a window of records into one guarded buffer); `nil` when the buffer is the entry's alone.
+    let sharedRange: Range<Int>?
 
     /// Calls `read` with the body's bytes, in place.
     private func withBody<Result>(_ read: (UnsafeRawBufferPointer) throws -> Result) throws -> Result {
         try payload.withUnsafeBytes { try read(UnsafeRawBufferPointer(rebasing: $0[bodyRange])) }
     }
 
-    /// Zeroes the payload now, rather than when the last copy of the entry goes away.
-    func wipe() { payload.wipe() }
+    /// Zeroes the payload now, rather than when the last copy of the entry goes away (only its own part of a
+    /// buffer it shares: the buffer's owner wipes and frees the whole).
+    func wipe() {
+        guard let sharedRange else { return payload.wipe() }
+        _ = try? payload.withUnsafeMutableBytes { secureZero(UnsafeMutableRawBufferPointer(rebasing: $0[sharedRange])) }
+    }
 
     /// The built-in change, for a record of kind `put` or `delete`; `nil` for an app's own change.
     ///
@@ -82,6 +89,23 @@ public struct InboxEntry: Sendable {
                 }
                 return .put(key: key, value: value)
             }
+        }
+    }
+
+    /// Calls `body` with the key of a built-in `put` record and its value's bytes, read in place: valid UTF-8,
+    /// checked without keeping a copy. What the merge binds straight into SQLite, so a 4 MiB value is never
+    /// held twice before SQLite copies it into its row.
+    ///
+    /// - Throws: ``StoreError/Code/inboxRecordMalformed`` when the body does not decode (as ``change``).
+    func withPut<Result>(_ body: (_ key: String, _ value: UnsafeRawBufferPointer) throws -> Result) throws -> Result {
+        precondition(kind == Self.putKind, "withPut reads a put record")
+        return try withBody { bytes in
+            var reader = RawReader(bytes)
+            guard let key = reader.readText() else { throw StoreError.inboxRecordMalformed(id: id, "no key") }
+            guard let length = reader.readUInt32(), let value = reader.read(Int(length)), reader.remaining == 0,
+                String(validating: value, as: UTF8.self) != nil
+            else { throw StoreError.inboxRecordMalformed(id: id, "no value") }
+            return try body(key, value)
         }
     }
 
@@ -196,34 +220,42 @@ public struct InboxEntry: Sendable {
     /// - Returns: the entry, or `nil` when the bytes are not a valid payload.
     @_spi(Testing)
     public static func decode(payload: SecureBytes) -> InboxEntry? {
-        try? payload.withUnsafeBytes { bytes -> InboxEntry? in
-            var reader = RawReader(bytes)
-            guard let version = reader.readUInt8(), let idBytes = reader.read(idLength) else { return nil }
-            let id = ID(bytes: Array(idBytes))
-            switch version {
-            case 1:
-                // v1: kind (1 put, 2 delete) ‖ key ‖ [value]: the body of v2's built-in kinds, after the kind byte.
-                guard let kindByte = reader.readUInt8(), kindByte == 1 || kindByte == 2 else { return nil }
-                return InboxEntry(
-                    id: id, kind: kindByte == 1 ? putKind : deleteKind, schemaVersion: 1, sequence: nil, payload: payload,
-                    bodyRange: reader.offset..<bytes.count)
-            case 2, 3:
-                var sequence: UInt64?
-                if version == 3 {
-                    guard let value = reader.readUInt64(), value > 0 else { return nil }
-                    sequence = value
-                }
-                guard let kindLength = reader.readUInt8(), kindLength > 0, let kindBytes = reader.read(Int(kindLength)),
-                    let kind = String(validating: kindBytes, as: UTF8.self), let schema = reader.readUInt32(),
-                    let bodyLength = reader.readUInt32(), Int(bodyLength) == reader.remaining
-                else { return nil }
-                return InboxEntry(
-                    id: id, kind: kind, schemaVersion: Int(schema), sequence: sequence, payload: payload,
-                    bodyRange: reader.offset..<bytes.count)
-            default:
-                return nil
+        try? payload.withUnsafeBytes { bytes in decode(bytes, in: payload, at: 0..<bytes.count, shared: false) } ?? nil
+    }
+
+    /// Reads the payload that lies at `range` of `buffer`, whose bytes are `bytes` (read in place, without
+    /// taking `buffer`'s lock: the caller holds it, and several threads may decode parts of one buffer).
+    ///
+    /// - Parameter shared: whether other entries share `buffer` (the entry then wipes only its part).
+    /// - Returns: the entry, or `nil` when the bytes are not a valid payload.
+    static func decode(_ bytes: UnsafeRawBufferPointer, in buffer: SecureBytes, at range: Range<Int>, shared: Bool) -> InboxEntry? {
+        var reader = RawReader(UnsafeRawBufferPointer(rebasing: bytes[range]))
+        guard let version = reader.readUInt8(), let idBytes = reader.read(idLength) else { return nil }
+        let id = ID(bytes: Array(idBytes))
+        let sharedRange = shared ? range : nil
+        switch version {
+        case 1:
+            // v1: kind (1 put, 2 delete) ‖ key ‖ [value]: the body of v2's built-in kinds, after the kind byte.
+            guard let kindByte = reader.readUInt8(), kindByte == 1 || kindByte == 2 else { return nil }
+            return InboxEntry(
+                id: id, kind: kindByte == 1 ? putKind : deleteKind, schemaVersion: 1, sequence: nil, payload: buffer,
+                bodyRange: range.lowerBound + reader.offset..<range.upperBound, sharedRange: sharedRange)
+        case 2, 3:
+            var sequence: UInt64?
+            if version == 3 {
+                guard let value = reader.readUInt64(), value > 0 else { return nil }
+                sequence = value
             }
-        } ?? nil
+            guard let kindLength = reader.readUInt8(), kindLength > 0, let kindBytes = reader.read(Int(kindLength)),
+                let kind = String(validating: kindBytes, as: UTF8.self), let schema = reader.readUInt32(),
+                let bodyLength = reader.readUInt32(), Int(bodyLength) == reader.remaining
+            else { return nil }
+            return InboxEntry(
+                id: id, kind: kind, schemaVersion: Int(schema), sequence: sequence, payload: buffer,
+                bodyRange: range.lowerBound + reader.offset..<range.upperBound, sharedRange: sharedRange)
+        default:
+            return nil
+        }
     }
 }
 

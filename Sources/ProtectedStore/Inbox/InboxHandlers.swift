@@ -18,14 +18,19 @@ public struct InboxHandlers: Sendable {
     typealias Handler = @Sendable (Database, InboxEntry) throws -> Void
 
     private var handlers: [String: Handler] = [:]
+    /// Whether `put` and `delete` are the built-in key-value handlers (``keyValue``): the merge then writes a
+    /// `put` straight from the opened record, its value never copied into a Swift `String`.
+    private var appliesKeyValueInPlace = false
 
     /// No handlers: every record is quarantined until the app says how to apply it.
     public init() {}
 
     /// The built-in key-value changes, applied to the `entries` table.
-    public static let keyValue = InboxHandlers().handlingKeyValue { database, change in
-        try applyToEntries(change, database)
-    }
+    public static let keyValue = {
+        var handlers = InboxHandlers().handlingKeyValue { database, change in try applyToEntries(change, database) }
+        handlers.appliesKeyValueInPlace = true
+        return handlers
+    }()
 
     /// Applies a key-value change to the `entries` table: what ``keyValue`` does, for a handler that does
     /// more around it.
@@ -41,7 +46,14 @@ public struct InboxHandlers: Sendable {
     private static func applyToEntries(_ change: InboxEntry.Change, _ database: Database) throws {
         switch change {
         case .put(let key, let value):
-            try database.execute("INSERT OR REPLACE INTO entries(key, value) VALUES (?, ?)", [.text(key), .text(value)])
+            // An update, then an insert when there was no row: each statement writes one row, so SQLite needs no
+            // statement journal for it. `INSERT OR REPLACE` may delete a row before it inserts one, and inside
+            // the merge's transaction SQLite then journals (and encrypts) every page the statement touches first:
+            // a quarter of a merge's time.
+            try database.execute("UPDATE entries SET value = ? WHERE key = ?", [.text(value), .text(key)])
+            if database.changes == 0 {
+                try database.execute("INSERT INTO entries(key, value) VALUES (?, ?)", [.text(key), .text(value)])
+            }
         case .delete(let key):
             try database.execute("DELETE FROM entries WHERE key = ?", [.text(key)])
         }
@@ -73,6 +85,7 @@ public struct InboxHandlers: Sendable {
         }
         copy.handlers[InboxEntry.putKind] = handler
         copy.handlers[InboxEntry.deleteKind] = handler
+        copy.appliesKeyValueInPlace = false
         return copy
     }
 
@@ -83,6 +96,16 @@ public struct InboxHandlers: Sendable {
     ///
     /// - Throws: ``StoreError/Code/inboxUnknownKind`` when no handler takes its kind; what the handler throws.
     func apply(_ entry: InboxEntry, to database: Database) throws {
+        if appliesKeyValueInPlace && entry.kind == InboxEntry.putKind {
+            // What `applyToEntries` does for a put, with the value bound in place (SQLite copies it once, into
+            // its row): a merge holds the largest record about twice, not four times.
+            return try entry.withPut { key, value in
+                try database.execute("UPDATE entries SET value = ? WHERE key = ?", [.null, .text(key)], borrowingText: value, at: 1)
+                if database.changes == 0 {
+                    try database.execute("INSERT INTO entries(key, value) VALUES (?, ?)", [.text(key), .null], borrowingText: value, at: 2)
+                }
+            }
+        }
         guard let handler = handlers[entry.kind] else { throw StoreError.inboxUnknownKind(entry.kind, id: entry.id) }
         try handler(database, entry)
     }

@@ -309,17 +309,17 @@ public struct LockedInbox: Sendable {
         return (file.publicKey, privateKey)
     }
 
-    /// Applies every pending record to `database` in one transaction, in arrival order, each in a savepoint
-    /// of its own and at most once (its identifier is recorded in `inbox_applied`); a record that cannot be
-    /// applied moves to the quarantine. Bytes that are not a record (and a torn tail) are moved to the
+    /// Applies every pending record to `database` in one transaction, in arrival order, and at most once (its
+    /// identifier is recorded in `inbox_applied`); a record that cannot be applied moves to the quarantine (the
+    /// records are then applied again in a new transaction, each in a savepoint of its own). Bytes that are not a record (and a torn tail) are moved to the
     /// damaged-bytes file first. Then truncates the inbox — only after the commit, and only when everything
     /// in it was merged, quarantined or moved aside — and forgets the recorded identifiers, which no record
     /// in the file names any more.
     ///
-    /// Records are read one window at a time (`pread`), never the whole file: what the merge holds of the
-    /// inbox is about one window (4 MiB, or one record when it is larger) whatever the inbox's size (SQLite's
-    /// transaction still grows with what it applies); a window's records are opened on all cores, then
-    /// applied in order.
+    /// Records are read one window at a time (`pread`, through a read-ahead), never the whole file: what the
+    /// merge holds of the inbox is about one window (4 MiB, or one record when it is larger) whatever the
+    /// inbox's size, plus the store's page cache; a window's records are opened on all cores into one guarded
+    /// buffer, applied in order, and the buffer wiped before the next window.
     ///
     /// - Parameters:
     ///   - database: the store, open.
@@ -339,6 +339,7 @@ public struct LockedInbox: Sendable {
         let logger = LogSubsystem.inbox.makeLogger()
         let file: DiskIO.File
         let source: InboxBytesInFile
+        let readAhead: InboxReadAhead
         let pieces: [InboxRecord.Piece]
         do {
             guard let opened = try InboxFile.openForUpdate(inboxPath, create: false) else { return report }
@@ -346,7 +347,9 @@ public struct LockedInbox: Sendable {
             do {
                 try lock(file.descriptor)
                 source = InboxBytesInFile(descriptor: file.descriptor, path: inboxPath, count: try Self.size(of: file))
-                pieces = try InboxRecord.layout(of: source)
+                // The scan and the merge read the file front to back: a chunk at a time, not a call per record.
+                readAhead = InboxReadAhead(source)
+                pieces = try InboxRecord.layout(of: readAhead)
             } catch {
                 file.close()
                 throw error
@@ -392,13 +395,13 @@ public struct LockedInbox: Sendable {
 
         let ledger = InboxLedger(database: database)
         var highestMerged: UInt64 = 0
-        try database.transaction {
-            try ledger.prepare()
-            let generation = try ledger.nextGeneration()
-            func applyAll(isolated: Bool) throws {
+        /// Applies every record in one transaction; `isolated`, each in a savepoint of its own.
+        func applyAll(isolated: Bool) throws {
+            try database.transaction {
+                try ledger.prepare()
+                let generation = try ledger.nextGeneration()
                 var highest = try ledger.highestSequence()
-                defer { highestMerged = highest }
-                try Self.openInWindows(records, from: source, publicKey: publicKey, privateKey: privateKey) { opened in
+                try Self.openInWindows(records, from: readAhead, publicKey: publicKey, privateKey: privateKey) { opened in
                     guard try ledger.markHandled(opened.id, generation: generation) else {
                         report.alreadyApplied += 1
                         return
@@ -409,7 +412,8 @@ public struct LockedInbox: Sendable {
                             defer { entry.wipe() }
                             try ledger.markReplay(entry.id)
                             report.quarantined.append(
-                                try ledger.quarantine(entry.id, kind: entry.kind, schemaVersion: entry.schemaVersion, sealed: sealed, reason: reason))
+                                try ledger.quarantine(
+                                    entry.id, kind: entry.kind, schemaVersion: entry.schemaVersion, sealed: try sealed.bytes(), reason: reason))
                             return
                         }
                         if let sequence = entry.sequence { highest = sequence }
@@ -420,25 +424,24 @@ public struct LockedInbox: Sendable {
                         report.merged.append(opened.id)
                     }
                 }
+                try ledger.setHighestSequence(highest)
+                try ledger.forgetEarlierThan(generation)
+                highestMerged = highest
             }
-            // Records almost always apply: try them all in one savepoint first, and only when one of them fails
-            // go back and give each record a savepoint of its own (a savepoint per record costs a statement
-            // journal each).
-            try database.execute("SAVEPOINT inbox_merge", [])
-            do {
-                try applyAll(isolated: false)
-                try database.execute("RELEASE inbox_merge", [])
-            } catch is RecordNeedsIsolation {
-                try database.execute("ROLLBACK TO inbox_merge", [])
-                try database.execute("RELEASE inbox_merge", [])
-                let kept = (report.problems, report.movedAside)
-                report = InboxMergeReport()
-                (report.problems, report.movedAside) = kept
-                try applyAll(isolated: true)
-            }
-            try ledger.setHighestSequence(highestMerged)
-            try ledger.forgetEarlierThan(generation)
         }
+        // Records almost always apply: try them all in one transaction first, without a savepoint, and only
+        // when one of them fails roll it back and apply them again with a savepoint per record (a savepoint
+        // per record costs a statement journal each). No savepoint stays open across the records: SQLite keeps
+        // a statement journal (in memory) for as long as one is open, and it would grow with every record.
+        do {
+            try applyAll(isolated: false)
+        } catch is RecordNeedsIsolation {
+            let kept = (report.problems, report.movedAside)
+            report = InboxMergeReport()
+            (report.problems, report.movedAside) = kept
+            try applyAll(isolated: true)
+        }
+        readAhead.release()
         if Self.crashPoint == .afterCommit { throw SimulatedCrash(point: .afterCommit) }
         // Sequences keep increasing across merges: the base moves past every record this inbox held (and past
         // the highest merged, which heals a base that was lost or lowered) before the records go.
@@ -478,16 +481,16 @@ public struct LockedInbox: Sendable {
     static let windowRecords = 256
 
     /// Reads `records` from `source` one window at a time, opens each window's records concurrently (the
-    /// X25519 opens are most of a merge's time), then hands them to `body` in file order.
+    /// X25519 opens are most of a merge's time) into one guarded buffer for the window, then hands them to
+    /// `body` in file order.
+    ///
+    /// What a window holds is released before the next is read: its sealed bytes once it is opened (a record
+    /// that must be quarantined is read again from the file), its buffer, wiped, once `body` has applied them.
     static func openInWindows(
-        _ records: [(offset: Int, sealed: Range<Int>, verified: Bool)], from source: InboxBytesInFile,
+        _ records: [(offset: Int, sealed: Range<Int>, verified: Bool)], from source: InboxReadAhead,
         publicKey: [UInt8], privateKey: SecureBytes, _ body: (Opened) throws -> Void
     ) throws {
-        // A key is used under its own lock, so each worker opens with its own copy (in guarded memory, wiped
-        // at the end): one key shared by all would open one box at a time.
-        let workers = max(1, min(Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))), 8, records.count))
-        let keys = try (0..<workers).map { _ in try privateKey.withUnsafeBytes { SecureBytes(copying: $0) } }
-        defer { for key in keys { key.wipe() } }
+        let cores = max(1, min(Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))), 8))
         var start = 0
         while start < records.count {
             var end = start
@@ -496,29 +499,81 @@ public struct LockedInbox: Sendable {
                 bytes += records[end].sealed.count
                 end += 1
             }
-            let window = try records[start..<end].map { (sealed: try source.read($0.sealed), verified: $0.verified) }
-            var opened = [Opened?](repeating: nil, count: window.count)
-            opened.withUnsafeMutableBufferPointer { slots in
-                nonisolated(unsafe) let slots = slots
-                DispatchQueue.concurrentPerform(iterations: min(workers, window.count)) { worker in
-                    for index in stride(from: worker, to: window.count, by: workers) {
-                        slots[index] = openRecord(
-                            window[index].sealed, checksumVerified: window[index].verified, publicKey: publicKey,
-                            privateKey: keys[worker])
+            // One guarded allocation for the window's payloads, each record opened into its own part: a guarded
+            // allocation per record (mmap, mprotect, mlock, and back) cost more than a third of a merge.
+            let window = Array(records[start..<end])
+            let buffer = SecureBytes(count: window.reduce(0) { $0 + max(0, $1.sealed.count - SealedBox.overhead) })
+            defer { buffer.wipe() }
+            var opened = try openWindow(
+                window, from: source, into: buffer, workers: min(cores, window.count), publicKey: publicKey, privateKey: privateKey)
+            for index in opened.indices {
+                let record = opened[index]
+                opened[index] = nil
+                try body(record!)
+            }
+            start = end
+        }
+    }
+
+    /// Reads a window's records and opens them on `workers` threads, each into its own part of `buffer`; the
+    /// sealed bytes read are released when this returns.
+    private static func openWindow(
+        _ window: [(offset: Int, sealed: Range<Int>, verified: Bool)], from source: InboxReadAhead, into buffer: SecureBytes,
+        workers: Int, publicKey: [UInt8], privateKey: SecureBytes
+    ) throws -> [Opened?] {
+        let sealed = try window.map { try source.read($0.sealed) }
+        var total = 0
+        let parts = window.map { record in
+            let length = max(0, record.sealed.count - SealedBox.overhead)
+            defer { total += length }
+            return total..<total + length
+        }
+        let file = source.file
+        var opened = [Opened?](repeating: nil, count: window.count)
+        // The key and the buffer are reached once, here, and read in place by every worker (each writes only
+        // its records' parts of the buffer): a lock taken per record would let one worker open at a time.
+        try privateKey.withUnsafeBytes { secret in
+            try buffer.withUnsafeMutableBytes { plaintext in
+                opened.withUnsafeMutableBufferPointer { slots in
+                    nonisolated(unsafe) let slots = slots
+                    nonisolated(unsafe) let plaintext = plaintext
+                    nonisolated(unsafe) let secret = secret
+                    DispatchQueue.concurrentPerform(iterations: workers) { worker in
+                        for index in stride(from: worker, to: window.count, by: workers) {
+                            slots[index] = openRecord(
+                                sealed[index], at: window[index].sealed, of: file, checksumVerified: window[index].verified,
+                                into: plaintext, part: parts[index], of: buffer, publicKey: publicKey, privateKey: secret)
+                        }
                     }
                 }
             }
-            for record in opened { try body(record!) }
-            start = end
         }
+        return opened
     }
 
     /// A record failed while the batch was applied without savepoints of its own.
     struct RecordNeedsIsolation: Error {}
 
+    /// A record's sealed bytes: in memory, or where they lie in the inbox file (locked by the merge), read
+    /// again only when the record is quarantined — so a merge does not keep them while it applies the record.
+    enum SealedBytes {
+        case inMemory([UInt8])
+        case inFile(InboxBytesInFile, Range<Int>)
+
+        /// The bytes.
+        ///
+        /// - Throws: ``SecureKeysError/Code/io`` when they cannot be read from the file.
+        func bytes() throws -> [UInt8] {
+            switch self {
+            case .inMemory(let bytes): bytes
+            case .inFile(let file, let range): try file.read(range)
+            }
+        }
+    }
+
     /// A record as far as it could be opened: an entry, or the reason it cannot be read.
     enum Opened {
-        case entry(InboxEntry, sealed: [UInt8])
+        case entry(InboxEntry, sealed: SealedBytes)
         case unreadable(InboxEntry.ID, sealed: [UInt8], reason: String)
 
         var id: InboxEntry.ID {
@@ -534,24 +589,61 @@ public struct LockedInbox: Sendable {
     /// - Parameter checksumVerified: `false` for a record whose frame checksum failed: applied only when its
     ///   seal (authenticated) still opens, which proves its sealed bytes intact.
     static func openRecord(_ sealed: [UInt8], checksumVerified: Bool = true, publicKey: [UInt8], privateKey: SecureBytes) -> Opened {
-        var checksumID: InboxEntry.ID {
-            InboxEntry.ID(bytes: KeyDerivation.checksum(of: sealed[...], length: InboxEntry.idLength))
+        let payload = SecureBytes(count: max(0, sealed.count - SealedBox.overhead))
+        let opened = (try? privateKey.withUnsafeBytes { secret in
+            try payload.withUnsafeMutableBytes { plaintext in
+                sealed.withUnsafeBytes { sealedBytes in
+                    openRecord(
+                        sealedBytes, sealed: { .inMemory(sealed) }, checksumVerified: checksumVerified, into: plaintext,
+                        part: 0..<plaintext.count, of: payload, shared: false, publicKey: publicKey, privateKey: secret)
+                }
+            }
+        }) ?? unreadable(sealed, checksumVerified: checksumVerified)
+        if case .unreadable = opened { payload.wipe() }
+        return opened
+    }
+
+    /// Opens the sealed record found at `range` of `file` into `part` of a window's guarded `buffer`.
+    static func openRecord(
+        _ sealed: [UInt8], at range: Range<Int>, of file: InboxBytesInFile, checksumVerified: Bool,
+        into plaintext: UnsafeMutableRawBufferPointer, part: Range<Int>, of buffer: SecureBytes, publicKey: [UInt8],
+        privateKey: UnsafeRawBufferPointer
+    ) -> Opened {
+        sealed.withUnsafeBytes { sealedBytes in
+            openRecord(
+                sealedBytes, sealed: { .inFile(file, range) }, checksumVerified: checksumVerified, into: plaintext, part: part,
+                of: buffer, shared: true, publicKey: publicKey, privateKey: privateKey)
         }
-        let payload: SecureBytes
-        do {
-            payload = try InboxRecord.open(InboxRecord.Frame(offset: 0, sealed: sealed), publicKey: publicKey, privateKey: privateKey)
-        } catch {
-            return .unreadable(
-                checksumID, sealed: sealed,
-                reason: checksumVerified
-                    ? "it does not open with this store's inbox key"
-                    : "its checksum fails and it does not open with this store's inbox key (damaged)")
+    }
+
+    private static func openRecord(
+        _ sealedBytes: UnsafeRawBufferPointer, sealed: () -> SealedBytes, checksumVerified: Bool,
+        into plaintext: UnsafeMutableRawBufferPointer, part: Range<Int>, of buffer: SecureBytes, shared: Bool,
+        publicKey: [UInt8], privateKey: UnsafeRawBufferPointer
+    ) -> Opened {
+        let output = UnsafeMutableRawBufferPointer(rebasing: plaintext[part])
+        guard SealedBox.open(sealedBytes, into: output, publicKey: publicKey, privateKey: privateKey) else {
+            return unreadable(Array(sealedBytes), checksumVerified: checksumVerified)
         }
-        guard let entry = InboxEntry.decode(payload: payload) else {
-            payload.wipe()
-            return .unreadable(checksumID, sealed: sealed, reason: "it holds no valid payload")
+        guard let entry = InboxEntry.decode(UnsafeRawBufferPointer(plaintext), in: buffer, at: part, shared: shared) else {
+            secureZero(output)
+            return .unreadable(checksumID(Array(sealedBytes)), sealed: Array(sealedBytes), reason: "it holds no valid payload")
         }
-        return .entry(entry, sealed: sealed)
+        return .entry(entry, sealed: sealed())
+    }
+
+    /// A record whose seal does not open.
+    private static func unreadable(_ sealed: [UInt8], checksumVerified: Bool) -> Opened {
+        .unreadable(
+            checksumID(sealed), sealed: sealed,
+            reason: checksumVerified
+                ? "it does not open with this store's inbox key"
+                : "its checksum fails and it does not open with this store's inbox key (damaged)")
+    }
+
+    /// What names a record that cannot be read: a checksum of its sealed bytes.
+    private static func checksumID(_ sealed: [UInt8]) -> InboxEntry.ID {
+        InboxEntry.ID(bytes: KeyDerivation.checksum(of: sealed[...], length: InboxEntry.idLength))
     }
 
     /// Applies an opened record in its own savepoint, or quarantines it.
@@ -570,7 +662,7 @@ public struct LockedInbox: Sendable {
         if checkReplay, case .entry(let entry, let sealed) = opened, try ledger.isReplay(entry.id) {
             defer { entry.wipe() }
             return try ledger.quarantine(
-                entry.id, kind: entry.kind, schemaVersion: entry.schemaVersion, sealed: sealed,
+                entry.id, kind: entry.kind, schemaVersion: entry.schemaVersion, sealed: try sealed.bytes(),
                 reason: "replayed: an old sealed record appended again; kept, never applied (discard it)")
         }
         switch opened {
@@ -589,7 +681,7 @@ public struct LockedInbox: Sendable {
             }
             guard let failure = try ledger.applyInSavepoint(entry, handlers: handlers) else { return nil }
             return try ledger.quarantine(
-                entry.id, kind: entry.kind, schemaVersion: entry.schemaVersion, sealed: sealed, reason: "\(failure)")
+                entry.id, kind: entry.kind, schemaVersion: entry.schemaVersion, sealed: try sealed.bytes(), reason: "\(failure)")
         }
     }
 

@@ -80,4 +80,36 @@ public enum SealedBox: Sendable {
         }
         return plaintext
     }
+
+    /// Opens a sealed message into memory the caller provides (a part of a guarded buffer it reuses), with a
+    /// private key it reads in place: no allocation, no lock, so several threads can open at once.
+    ///
+    /// - Parameters:
+    ///   - sealed: the sealed message.
+    ///   - plaintext: where the plaintext goes: exactly `sealed.count - overhead` bytes.
+    ///   - publicKey: the public key the message was sealed to.
+    ///   - privateKey: the private key's bytes.
+    /// - Returns: `false` when the message was not sealed to this key pair or was altered (`plaintext` is
+    ///   zeroed then).
+    package static func open(
+        _ sealed: UnsafeRawBufferPointer, into plaintext: UnsafeMutableRawBufferPointer, publicKey: [UInt8],
+        privateKey: UnsafeRawBufferPointer
+    ) -> Bool {
+        Sodium.ensureInitialised()
+        guard sealed.count >= overhead, plaintext.count == sealed.count - overhead, publicKey.count == publicKeyLength,
+            privateKey.count == privateKeyLength, let input = sealed.baseAddress
+        else { return false }
+        var scratch: UInt8 = 0
+        let status = withUnsafeMutablePointer(to: &scratch) { empty in
+            crypto_box_seal_open(
+                plaintext.baseAddress?.assumingMemoryBound(to: UInt8.self) ?? empty,
+                input.assumingMemoryBound(to: UInt8.self), UInt64(sealed.count), publicKey,
+                privateKey.baseAddress!.assumingMemoryBound(to: UInt8.self))
+        }
+        guard status == 0 else {
+            secureZero(plaintext)
+            return false
+        }
+        return true
+    }
 }
