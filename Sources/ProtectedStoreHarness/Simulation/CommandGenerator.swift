@@ -102,7 +102,15 @@ struct CommandGenerator {
         if !model.appRunning, !model.wiped, !model.inboxHasDamage, model.pendingInbox.count >= 2, model.pendingInbox.allSatisfy({ !$0.optional }),
             random.next() % Self.damageOdds == 0
         {
-            return .damage(.inbox, .setLength(recordAt: 0, value: UInt32(InboxRecord.maximumSealedLength)))
+            // Never the first record's own length, or the damage changes nothing (simulate-long, seed 5415: a
+            // record at the size limit has the limit's length).
+            let first = model.pendingInbox[0]
+            let sealedOverhead = InboxRecord.maximumSealedLength - InboxRecord.maximumPayloadLength
+            let ownLength = first.value.map {
+                SimulationModel.inboxPayloadLength(key: first.key, value: $0, kind: first.kind) + sealedOverhead
+            }
+            let claimed = ownLength == InboxRecord.maximumSealedLength ? InboxRecord.maximumSealedLength - 1 : InboxRecord.maximumSealedLength
+            return .damage(.inbox, .setLength(recordAt: 0, value: UInt32(claimed)))
         }
         let attacking = wipeAfter != nil && step >= Self.attackFromStep && !model.wiped
         // A wrong passcode may be tried unless it would only run into delays; the one that erases the device

@@ -286,17 +286,23 @@ struct SimulationModel {
                     pendingInbox.removeFirst(min(merged + quarantined, pendingInbox.count))
                     break
                 }
-                for (record, present) in zip(pendingInbox, handled) where present {
+                for (record, present) in zip(pendingInbox, handled) {
                     if let kind = record.kind {
-                        quarantine.append(kind)
+                        if present { quarantine.append(kind) }
                     } else if record.optional {
-                        // Chosen present by the counts alone: either value may be the store's.
-                        uncertain[record.key, default: []].insert(contents[record.key])
-                        contents[record.key] = record.value
-                    } else {
+                        // Chosen present or absent by the counts alone, which another choice may give as well
+                        // (two failed appends, one of them kept): either value may be the store's.
+                        uncertain[record.key, default: []].insert(present ? contents[record.key] : record.value)
+                        if present { contents[record.key] = record.value }
+                    } else if present {
                         contents[record.key] = record.value
                         uncertain[record.key] = nil
                     }
+                }
+                // A failed append the counts left for later may have been merged now all the same (simulate-long,
+                // seed 2535: of three appends, two failed, the counts took the first, the store had the third).
+                for record in pendingInbox.dropFirst(handled.count) where record.optional && record.kind == nil {
+                    uncertain[record.key, default: []].insert(record.value)
                 }
                 pendingInbox.removeFirst(handled.count)
             case .quarantineRetried(let merged, let stillQuarantined):
