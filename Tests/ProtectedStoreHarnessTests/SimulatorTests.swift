@@ -31,9 +31,9 @@ struct SimulatorTests {
 
     /// Seeds the 10,000-seed `make simulate-long` stopped at: a count left at the erase limit that the next
     /// attempt counted past (9016, a product bug), a damage that left an inbox record at the size limit as it
-    /// was (5415, the generator's), and two failed appends of which the merge kept the second (2535, the
+    /// was (5415 and 7205, the generator's), and two failed appends of which the merge kept the second (2535, the
     /// oracle's choice by counts alone).
-    @Test("the seeds simulate-long stopped at hold", arguments: [9016, 5415, 2535] as [UInt64])
+    @Test("the seeds simulate-long stopped at hold", arguments: [9016, 5415, 7205, 2535] as [UInt64])
     func simulateLongSeedsHold(seed: UInt64) async throws {
         let run = try await Simulator.run(seed: seed, steps: 200)
         #expect(run.violation == nil, "seed \(seed): \(run.violation.map(String.init(describing:)) ?? "")")
