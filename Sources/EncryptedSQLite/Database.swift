@@ -52,6 +52,18 @@ public final class Database {
         /// and migration of a store runs inside one. A violation fails the statement with
         /// ``SQLiteError/Code/constraint`` and the extended code 787 (`SQLITE_CONSTRAINT_FOREIGNKEY`).
         public var foreignKeysEnabled: Bool = true
+        /// How many prepared statements the connection keeps for reuse (``Database/cachedStatement(_:)``, and
+        /// every `execute`, `rows` and `scalar` with arguments); past it the least recently used one is
+        /// finalized. 0 keeps none: every call prepares its statement afresh.
+        ///
+        /// 100 by default: the store's own statements (transactions, the key-value table, the inbox, the
+        /// migrator's bookkeeping) are about 35 distinct SQL texts, and a record type adds up to nine, so an
+        /// app's working set fits with room to spare, while an app that builds SQL text dynamically —
+        /// `IN (?, ?, …)` lists of every length, values spliced into the text — no longer grows the connection
+        /// without end (20,000 distinct texts cost 37 MB before there was a bound). A simple statement holds
+        /// about 2 KB; a join, tens of KB. Raise it when a profile shows statements being prepared again and
+        /// again in a loop over more distinct texts than this.
+        public var statementCacheCapacity: Int = 100
         /// What runs on each new connection, in the order added; see ``prepareDatabase(_:)``.
         var preparations: [Preparation] = []
 
@@ -100,7 +112,7 @@ public final class Database {
     public private(set) var cipherVersion: String = ""
 
     private var handle: OpaquePointer?
-    private var cachedStatements: [String: Statement] = [:]
+    private var cachedStatements: StatementCache
     private let hooks = ConnectionHooks()
     /// The file this connection counts as open in ``openFiles``, once it is open.
     private var registeredFile: String?
@@ -164,6 +176,7 @@ public final class Database {
     private init(path: String, keying: Keying, configuration: Configuration) throws {
         self.path = path
         self.configuration = configuration
+        cachedStatements = StatementCache(capacity: configuration.statementCacheCapacity)
         var flags = SQLITE_OPEN_NOMUTEX
         flags |= configuration.readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE
         if configuration.createIfMissing && !configuration.readOnly { flags |= SQLITE_OPEN_CREATE }
@@ -290,13 +303,24 @@ public final class Database {
         try Statement(sql: sql, databaseHandle: try openHandle(), path: path, hooks: hooks)
     }
 
-    /// A prepared statement for `sql`, kept and reused for the life of the connection.
+    /// A prepared statement for `sql`, reused from the connection's cache when it holds one.
+    ///
+    /// The cache keeps the ``Configuration/statementCacheCapacity`` most recently used statements; a
+    /// statement it drops is finalized once nobody holds it, so one handed out stays valid for as long as
+    /// the caller keeps it. Two callers asking for the same SQL get the same statement: finish with one
+    /// (step it to the end, or ``Statement/reset()``) before running the same SQL again.
     public func cachedStatement(_ sql: String) throws -> Statement {
-        if let statement = cachedStatements[sql] { return statement }
+        if let statement = cachedStatements.statement(for: sql) { return statement }
         let statement = try prepare(sql)
-        cachedStatements[sql] = statement
+        cachedStatements.insert(statement, for: sql)
         return statement
     }
+
+    /// How many prepared statements the cache holds (for tests).
+    package var cachedStatementCount: Int { cachedStatements.count }
+
+    /// Whether the cache holds a statement for `sql`, without counting as a use (for tests).
+    package func cachesStatement(_ sql: String) -> Bool { cachedStatements.contains(sql) }
 
     /// Runs one or more statements separated by semicolons, without arguments.
     public func execute(_ sql: String) throws {
