@@ -402,8 +402,21 @@ public final class Database {
 
     /// Runs `body` in a transaction: committed when it returns, rolled back when it throws.
     ///
-    /// - Throws: what `body` throws (after the rollback), or the commit's failure.
+    /// Transactions do not nest: inside one — and every store write (`StoreCoordinator.write`) is inside one
+    /// — this fails with ``SQLiteError/Code/misuse`` before running `body`, saying so. Use
+    /// ``inSavepoint(_:)`` for a part that may fail on its own, inside a transaction or not. (Not turned into
+    /// a savepoint silently: `kind` would then be ignored, and a caller who believes the work commits on
+    /// return would find it rolled back with the outer transaction.)
+    ///
+    /// - Throws: what `body` throws (after the rollback), or the commit's failure; ``SQLiteError/Code/misuse``
+    ///   when a transaction is already open.
     public func transaction<Result>(_ kind: TransactionKind = .immediate, _ body: () throws -> Result) throws -> Result {
+        if isInTransaction {
+            throw SQLiteError(
+                code: .misuse,
+                message: "a transaction is already open on this connection (a store write runs in one); transactions do not nest — use inSavepoint { } for a nested part that rolls back on its own",
+                path: path)
+        }
         // Prepared once and reused: a one-row write does not parse BEGIN and COMMIT each time.
         try cachedStatement("BEGIN \(kind.rawValue) TRANSACTION").execute([DatabaseValue]())
         let result: Result
@@ -416,6 +429,57 @@ public final class Database {
             }
             throw error
         }
+        return result
+    }
+
+    /// Runs `body` in a savepoint: its changes are kept when it returns, and undone — only them — when it
+    /// throws; then the error reaches the caller unchanged.
+    ///
+    /// Inside a transaction the savepoint nests (`SAVEPOINT`, then `RELEASE`, or `ROLLBACK TO` and `RELEASE`
+    /// when `body` throws): what it kept commits or rolls back with the enclosing transaction. Savepoints nest
+    /// in savepoints. Outside a transaction it is one, ``TransactionKind/immediate`` like the store's writes,
+    /// committed when `body` returns: a top-level `SAVEPOINT` would take SQLite's deferred lock, and could
+    /// fail half-way with `busy`.
+    ///
+    /// ```swift
+    /// try coordinator.write { db in
+    ///     try db.execute("INSERT INTO player (name) VALUES (?)", ["Arthur"])
+    ///     do {
+    ///         try db.inSavepoint {
+    ///             try db.execute("INSERT INTO score (player, points) VALUES (?, ?)", ["Arthur", 100])
+    ///             try validate(db)  // throws: only the score is undone
+    ///         }
+    ///     } catch let error as ValidationError { log(error) }
+    /// }  // commits the player
+    /// ```
+    ///
+    /// Unlike GRDB's `inSavepoint`, whose body returns `.commit` or `.rollback`, the body here returns a value
+    /// and rolls back by throwing, as ``transaction(_:_:)`` does: a result needs no captured variable, and a
+    /// failure cannot be dropped by returning `.rollback` without saying why. To discard work with no error
+    /// to report, throw one of your own and catch it around the call.
+    ///
+    /// - Parameter body: the work; it uses this connection.
+    /// - Returns: what `body` returned.
+    /// - Throws: what `body` throws, unchanged (after the rollback to the savepoint); the failure of
+    ///   `SAVEPOINT` or `RELEASE` (or, outside a transaction, of the commit) as a ``SQLiteError``.
+    public func inSavepoint<Result>(_ body: () throws -> Result) throws -> Result {
+        guard isInTransaction else { return try transaction(.immediate, body) }
+        // One name for every savepoint, as GRDB does: ROLLBACK TO and RELEASE act on the innermost savepoint
+        // of that name, which is this call's, whatever the body opened and closed in between.
+        try cachedStatement("SAVEPOINT encryptedsqlite").execute([DatabaseValue]())
+        let result: Result
+        do {
+            result = try body()
+        } catch {
+            // After an error that made SQLite roll the whole transaction back (a full disk, an interrupt)
+            // there is no savepoint left to go back to; the enclosing transaction sees that at its commit.
+            if isInTransaction {
+                try? cachedStatement("ROLLBACK TRANSACTION TO SAVEPOINT encryptedsqlite").execute([DatabaseValue]())
+                try? cachedStatement("RELEASE SAVEPOINT encryptedsqlite").execute([DatabaseValue]())
+            }
+            throw error
+        }
+        try cachedStatement("RELEASE SAVEPOINT encryptedsqlite").execute([DatabaseValue]())
         return result
     }
 
