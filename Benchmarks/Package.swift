@@ -19,7 +19,9 @@ let package = Package(
                 .product(name: "SecureKeys", package: "ProtectedStore"),
             ]
         ),
-        .executableTarget(name: "store-workload", dependencies: ["StoreWorkloads"]),
+        .executableTarget(
+            name: "store-workload",
+            dependencies: ["StoreWorkloads", "CHeapUsage", .product(name: "EncryptedSQLite", package: "ProtectedStore")]),
         // The ProtectedStore side of the peer benchmark (BENCHMARKS.md, section 7), through the app-level API.
         // Its GRDB side is the separate package Peers/: GRDB's SQLite must never share a process with SQLCipher.
         .executableTarget(

@@ -52,6 +52,19 @@ public final class Database {
         /// and migration of a store runs inside one. A violation fails the statement with
         /// ``SQLiteError/Code/constraint`` and the extended code 787 (`SQLITE_CONSTRAINT_FOREIGNKEY`).
         public var foreignKeysEnabled: Bool = true
+        /// How many prepared statements the connection keeps for reuse (``Database/cachedStatement(_:)``, and
+        /// every `execute`, `rows` and `scalar` with arguments); past it the least recently used one is
+        /// finalized. 0 keeps none: every call prepares its statement afresh.
+        ///
+        /// 100 by default: the store's own statements (transactions, the key-value table, the inbox, the
+        /// migrator's bookkeeping) are about 35 distinct SQL texts, and a record type adds up to nine, so an
+        /// app's working set fits with room to spare, while an app that builds SQL text dynamically —
+        /// `IN (?, ?, …)` lists of every length, values spliced into the text — no longer grows the connection
+        /// without end: 20,000 distinct texts held 37–41 MB before there was a bound, 0.2 MB with it
+        /// (`store-workload distinct-statements`, Benchmarks/). A simple statement holds about 2 KB, an
+        /// `IN` list of 500 parameters about 65 KB. Raise it when a profile shows statements being prepared
+        /// again and again in a loop over more distinct texts than this.
+        public var statementCacheCapacity: Int = 100
         /// What runs on each new connection, in the order added; see ``prepareDatabase(_:)``.
         var preparations: [Preparation] = []
 
@@ -100,7 +113,7 @@ public final class Database {
     public private(set) var cipherVersion: String = ""
 
     private var handle: OpaquePointer?
-    private var cachedStatements: [String: Statement] = [:]
+    private var cachedStatements: StatementCache
     private let hooks = ConnectionHooks()
     /// The file this connection counts as open in ``openFiles``, once it is open.
     private var registeredFile: String?
@@ -164,6 +177,7 @@ public final class Database {
     private init(path: String, keying: Keying, configuration: Configuration) throws {
         self.path = path
         self.configuration = configuration
+        cachedStatements = StatementCache(capacity: configuration.statementCacheCapacity)
         var flags = SQLITE_OPEN_NOMUTEX
         flags |= configuration.readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE
         if configuration.createIfMissing && !configuration.readOnly { flags |= SQLITE_OPEN_CREATE }
@@ -290,13 +304,24 @@ public final class Database {
         try Statement(sql: sql, databaseHandle: try openHandle(), path: path, hooks: hooks)
     }
 
-    /// A prepared statement for `sql`, kept and reused for the life of the connection.
+    /// A prepared statement for `sql`, reused from the connection's cache when it holds one.
+    ///
+    /// The cache keeps the ``Configuration/statementCacheCapacity`` most recently used statements; a
+    /// statement it drops is finalized once nobody holds it, so one handed out stays valid for as long as
+    /// the caller keeps it. Two callers asking for the same SQL get the same statement: finish with one
+    /// (step it to the end, or ``Statement/reset()``) before running the same SQL again.
     public func cachedStatement(_ sql: String) throws -> Statement {
-        if let statement = cachedStatements[sql] { return statement }
+        if let statement = cachedStatements.statement(for: sql) { return statement }
         let statement = try prepare(sql)
-        cachedStatements[sql] = statement
+        cachedStatements.insert(statement, for: sql)
         return statement
     }
+
+    /// How many prepared statements the cache holds (for tests).
+    package var cachedStatementCount: Int { cachedStatements.count }
+
+    /// Whether the cache holds a statement for `sql`, without counting as a use (for tests).
+    package func cachesStatement(_ sql: String) -> Bool { cachedStatements.contains(sql) }
 
     /// Runs one or more statements separated by semicolons, without arguments.
     public func execute(_ sql: String) throws {
@@ -384,8 +409,21 @@ public final class Database {
 
     /// Runs `body` in a transaction: committed when it returns, rolled back when it throws.
     ///
-    /// - Throws: what `body` throws (after the rollback), or the commit's failure.
+    /// Transactions do not nest: inside one — and every store write (`StoreCoordinator.write`) is inside one
+    /// — this fails with ``SQLiteError/Code/misuse`` before running `body`, saying so. Use
+    /// ``inSavepoint(_:)`` for a part that may fail on its own, inside a transaction or not. (Not turned into
+    /// a savepoint silently: `kind` would then be ignored, and a caller who believes the work commits on
+    /// return would find it rolled back with the outer transaction.)
+    ///
+    /// - Throws: what `body` throws (after the rollback), or the commit's failure; ``SQLiteError/Code/misuse``
+    ///   when a transaction is already open.
     public func transaction<Result>(_ kind: TransactionKind = .immediate, _ body: () throws -> Result) throws -> Result {
+        if isInTransaction {
+            throw SQLiteError(
+                code: .misuse,
+                message: "a transaction is already open on this connection (a store write runs in one); transactions do not nest — use inSavepoint { } for a nested part that rolls back on its own",
+                path: path)
+        }
         // Prepared once and reused: a one-row write does not parse BEGIN and COMMIT each time.
         try cachedStatement("BEGIN \(kind.rawValue) TRANSACTION").execute([DatabaseValue]())
         let result: Result
@@ -398,6 +436,57 @@ public final class Database {
             }
             throw error
         }
+        return result
+    }
+
+    /// Runs `body` in a savepoint: its changes are kept when it returns, and undone — only them — when it
+    /// throws; then the error reaches the caller unchanged.
+    ///
+    /// Inside a transaction the savepoint nests (`SAVEPOINT`, then `RELEASE`, or `ROLLBACK TO` and `RELEASE`
+    /// when `body` throws): what it kept commits or rolls back with the enclosing transaction. Savepoints nest
+    /// in savepoints. Outside a transaction it is one, ``TransactionKind/immediate`` like the store's writes,
+    /// committed when `body` returns: a top-level `SAVEPOINT` would take SQLite's deferred lock, and could
+    /// fail half-way with `busy`.
+    ///
+    /// ```swift
+    /// try coordinator.write { db in
+    ///     try db.execute("INSERT INTO player (name) VALUES (?)", ["Arthur"])
+    ///     do {
+    ///         try db.inSavepoint {
+    ///             try db.execute("INSERT INTO score (player, points) VALUES (?, ?)", ["Arthur", 100])
+    ///             try validate(db)  // throws: only the score is undone
+    ///         }
+    ///     } catch let error as ValidationError { log(error) }
+    /// }  // commits the player
+    /// ```
+    ///
+    /// Unlike GRDB's `inSavepoint`, whose body returns `.commit` or `.rollback`, the body here returns a value
+    /// and rolls back by throwing, as ``transaction(_:_:)`` does: a result needs no captured variable, and a
+    /// failure cannot be dropped by returning `.rollback` without saying why. To discard work with no error
+    /// to report, throw one of your own and catch it around the call.
+    ///
+    /// - Parameter body: the work; it uses this connection.
+    /// - Returns: what `body` returned.
+    /// - Throws: what `body` throws, unchanged (after the rollback to the savepoint); the failure of
+    ///   `SAVEPOINT` or `RELEASE` (or, outside a transaction, of the commit) as a ``SQLiteError``.
+    public func inSavepoint<Result>(_ body: () throws -> Result) throws -> Result {
+        guard isInTransaction else { return try transaction(.immediate, body) }
+        // One name for every savepoint, as GRDB does: ROLLBACK TO and RELEASE act on the innermost savepoint
+        // of that name, which is this call's, whatever the body opened and closed in between.
+        try cachedStatement("SAVEPOINT encryptedsqlite").execute([DatabaseValue]())
+        let result: Result
+        do {
+            result = try body()
+        } catch {
+            // After an error that made SQLite roll the whole transaction back (a full disk, an interrupt)
+            // there is no savepoint left to go back to; the enclosing transaction sees that at its commit.
+            if isInTransaction {
+                try? cachedStatement("ROLLBACK TRANSACTION TO SAVEPOINT encryptedsqlite").execute([DatabaseValue]())
+                try? cachedStatement("RELEASE SAVEPOINT encryptedsqlite").execute([DatabaseValue]())
+            }
+            throw error
+        }
+        try cachedStatement("RELEASE SAVEPOINT encryptedsqlite").execute([DatabaseValue]())
         return result
     }
 
