@@ -17,14 +17,18 @@ struct SimulatorDamageTests {
         for seed: UInt64 in 1...12 {
             let run = try await Simulator.run(seed: seed, steps: 200)
             #expect(run.violation == nil, "seed \(seed): \(run.violation.map(String.init(describing:)) ?? "")")
+            // Every damage is restored, and every device file's restore booted from and checked, but the last
+            // one when the run ends first.
+            let damaged = run.coverage.damagedKeyFiles + run.coverage.damagedKeybags + run.coverage.damagedDeviceStates
+            #expect((damaged - 1...damaged).contains(run.coverage.restoredFiles), "seed \(seed): \(run.coverage.summaryLines)")
+            let devices = run.coverage.damagedKeybags + run.coverage.damagedDeviceStates
+            #expect((devices - 1...devices).contains(run.coverage.bootsAfterRestore), "seed \(seed): \(run.coverage.summaryLines)")
             coverage += run.coverage
         }
         #expect(coverage.damagedKeyFiles > 0, "\(coverage.summaryLines)")
         #expect(coverage.damagedKeybags > 0, "\(coverage.summaryLines)")
         #expect(coverage.damagedDeviceStates > 0, "\(coverage.summaryLines)")
-        // Every damage is restored, and every device file's restore is booted from and checked.
-        #expect(coverage.restoredFiles == coverage.damagedKeyFiles + coverage.damagedKeybags + coverage.damagedDeviceStates)
-        #expect(coverage.bootsAfterRestore == coverage.damagedKeybags + coverage.damagedDeviceStates)
+        #expect(coverage.restoredFiles > 0 && coverage.bootsAfterRestore > 0, "\(coverage.summaryLines)")
     }
 
     @Test("the model expects a boot to fail on a damaged keybag or state file, and to succeed after the restore")
@@ -69,6 +73,7 @@ struct SimulatorDamageTests {
         #expect(Simulator.checkDamage(session: session, model: model)?.message.contains("was removed") == true)
         // A store that attached anyway.
         try damaged.write(to: URL(fileURLWithPath: path))
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: path)
         model.damaged = .storeKey
         _ = model.apply(.damage(.storeKey, .restore))
         await session.execute(.damage(.storeKey, .restore))

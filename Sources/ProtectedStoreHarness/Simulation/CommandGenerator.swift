@@ -20,6 +20,9 @@ struct CommandGenerator {
     /// The commands that come next, in order, after a key file or device file was damaged: the one that
     /// meets the damage, the restore, and a boot from the restored file.
     private var followUps: [ScenarioCommand] = []
+    /// The draws of file damage: a stream of their own, so the other commands of a seed stay as they were
+    /// until a damage happens.
+    private var damageRandom: SplitMix64
     /// The device's `--wipe-after`: a few failures, in one seed in eight (decided by the seed); `nil` otherwise.
     let wipeAfter: Int?
     /// In one other seed in eight, wrong passcodes are tried often enough to reach the delays (the 5th
@@ -37,6 +40,7 @@ struct CommandGenerator {
         let draw = decider.next() % 8
         wipeAfter = draw == 0 ? Int(3 + decider.next() % 3) : nil
         guessesOften = draw == 1
+        damageRandom = SplitMix64(seed: seed ^ 0x4441_4D41_4745_4441)
     }
 
     private mutating func pick<T>(_ choices: [T]) -> T { choices[Int(random.next() % UInt64(choices.count))] }
@@ -83,7 +87,8 @@ struct CommandGenerator {
     /// becomes a byte that is not UTF-8 and a sealed or tagged byte fails its check) at an offset below
     /// `shortest`, or a tail of 2 to 17 bytes cut off (more than a trailing newline).
     private mutating func fileDamage(shortest: Int) -> Damage {
-        random.next() % 2 == 0 ? .flipByte(offset: Int(random.next() % UInt64(shortest))) : .truncateTail(2 + Int(random.next() % 16))
+        damageRandom.next() % 2 == 0
+            ? .flipByte(offset: Int(damageRandom.next() % UInt64(shortest))) : .truncateTail(2 + Int(damageRandom.next() % 16))
     }
 
     /// Now and then, with no app running and no boot or erase left uncertain by a fault, one key file or
@@ -91,17 +96,19 @@ struct CommandGenerator {
     /// key file, or a boot that reads the keybag and state file), restore the file and go on from it.
     private mutating func drawFileDamage(_ model: SimulationModel) -> ScenarioCommand? {
         guard !model.appRunning, !model.wiped, model.damaged == nil, !model.bootFailed, !model.attemptMayBeUnrecorded,
-            model.passcodeAtBoot == nil, random.next() % Self.fileDamageOdds == 0
+            model.passcodeAtBoot == nil, damageRandom.next() % Self.fileDamageOdds == 0
         else { return nil }
         // The store's key file is read by an attach, which needs its class's keys: only then is it met.
         let storeKeyMet = model.storeAttachedOnce && model.storeClass.map { model.keysHeld($0) } == true
         let candidates = Self.damageableFiles.filter { $0.file != .storeKey || storeKeyMet }
-        let (file, shortest) = pick(candidates)
+        let (file, shortest) = candidates[Int(damageRandom.next() % UInt64(candidates.count))]
         let damage = fileDamage(shortest: shortest)
         switch file {
         case .storeKey:
             followUps = [
-                .appLaunch(LaunchOptions(reason: pick(LaunchOptions.Reason.allCases)), protection: nil, attachDelay: .zero),
+                .appLaunch(
+                    LaunchOptions(reason: LaunchOptions.Reason.allCases[Int(damageRandom.next() % UInt64(LaunchOptions.Reason.allCases.count))]), protection: nil,
+                    attachDelay: .zero),
                 .appTerminate, .damage(file, .restore),
             ]
         default:
