@@ -29,7 +29,7 @@ cat "$logs"/*.log
 # Sum the processes' "N power cuts: …" and "N seeds, M steps" lines, and the coverage lines ("passcodes: …",
 # "wipes: …", …), which hold only counts: those are summed number by number, in their words.
 cat "$logs"/*.log | awk -v elapsed="$elapsed" -v processes="$processes" '
-    /^(passcodes|wipes|quarantine|inbox|values|faults|faulted|damage): / {
+    /^(passcodes|wipes|quarantine|inbox|values|faults|faulted|damage|damaged): / {
         n = split($0, w, " ")
         for (i = 1; i <= n; i++) if (match(w[i], /[0-9]+/)) total[$1, i] += substr(w[i], RSTART, RLENGTH)
         if (!($1 in line)) { order[++lines] = $1; line[$1] = $0 }

@@ -130,8 +130,10 @@ extension ProtectedStoreCommand {
             app terminate | app crash
             ui NAME | put KEY VALUE | get KEY | delete KEY
             inbox put KEY VALUE                         a write while locked: sealed now, merged at the next attach
-            damage inbox truncate-tail N | byte OFFSET set VALUE | byte OFFSET flip | length OFFSET VALUE
-                                                        damage a store file in place (bit rot, a cut-short append)
+            damage inbox|store-key|inbox-key|keybag|device-state
+                   truncate-tail N | byte OFFSET set VALUE | byte OFFSET flip | length OFFSET VALUE | restore
+                                                        damage a file in place (bit rot, a cut-short append);
+                                                        restore puts back what its last damage replaced
             status
             fault next-io ENOSPC|EIO|short-write|power-cut [--after N] [--persistent] [--mode M] [--seed S]
                                                         the next command's call N+1 fails (a full or failing disk, a cut)

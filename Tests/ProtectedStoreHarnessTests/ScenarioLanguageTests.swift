@@ -90,7 +90,9 @@ struct ScenarioLanguageTests {
             .expect(.queued(3)), .expect(.inbox(0)), .expect(.quarantined(12)), .expect(.noPlaintext), .expect(.integrityOK),
             .expect(.inboxDamaged(117)), .damage(.inbox, .truncateTail(10)), .damage(.inbox, .setByte(offset: 5, value: 0x41)),
             .damage(.inbox, .flipByte(offset: 0)), .damage(.inbox, .setLength(recordAt: 111, value: 4_194_352)),
-            .damage(.inbox, .setLength(recordAt: 0, value: .max)),
+            .damage(.inbox, .setLength(recordAt: 0, value: .max)), .damage(.storeKey, .flipByte(offset: 40)),
+            .damage(.inboxKey, .truncateTail(3)), .damage(.keybag, .setByte(offset: 7, value: 0)),
+            .damage(.deviceState, .restore),
         ]
         commands += PowerCutMode.allCases.map { .devicePowerCut($0, seed: 7) }
         commands += [

@@ -50,7 +50,8 @@ public enum ScenarioCommand: Sendable, Hashable {
     case inboxDiscard(String?)
     /// `damage FILE HOW`: damages one of the state directory's files in place, durably — bit rot, an append
     /// cut short, another program — so scripts and the simulator can check that the damage is reported and
-    /// nothing intact is lost.
+    /// nothing intact is lost. `damage FILE restore` puts back what the last damage of the file replaced, as
+    /// a user restoring the file from a backup would.
     case damage(DamagedFile, Damage)
     /// `status`: print the device, the app and the store.
     case status
@@ -63,6 +64,12 @@ public enum ScenarioCommand: Sendable, Hashable {
     /// Whether the command plans a fault for the next one (it runs under no plan itself).
     var isFault: Bool {
         if case .faultNextIO = self { return true }
+        return false
+    }
+
+    /// Whether the command is a `device power-cut`.
+    var isPowerCut: Bool {
+        if case .devicePowerCut = self { return true }
         return false
     }
 
@@ -80,6 +87,14 @@ public enum ScenarioCommand: Sendable, Hashable {
 public enum DamagedFile: String, Sendable, Hashable, CaseIterable {
     /// The store's locked inbox (`<store>.inbox`).
     case inbox
+    /// The store's key file (`<store>.key`): its database key, wrapped under its class key.
+    case storeKey = "store-key"
+    /// The inbox's key file (`<store>.inbox-key`), which an attach creates.
+    case inboxKey = "inbox-key"
+    /// The device's keybag (`device/device.keybag`): the class keys, wrapped under the passcode and device key.
+    case keybag
+    /// The device's state file (`device/state.json`): settings and the failed-attempt count, authenticated.
+    case deviceState = "device-state"
 }
 
 /// How `damage` damages a file.
@@ -93,6 +108,10 @@ public enum Damage: Sendable, Hashable {
     /// `length OFFSET VALUE`: the little-endian u32 at `OFFSET + 4` — the length field of an inbox record that
     /// starts at `OFFSET` — becomes `VALUE`.
     case setLength(recordAt: Int, value: UInt32)
+    /// `restore`: the bytes the last damage of the file replaced are put back (the file as it was before
+    /// it), as a user restoring it from a backup would; an error when the file was not damaged since its last
+    /// restore.
+    case restore
 
     /// The words after the file's name in a script.
     var scriptText: String {
@@ -101,6 +120,7 @@ public enum Damage: Sendable, Hashable {
         case .setByte(let offset, let value): "byte \(offset) set \(value)"
         case .flipByte(let offset): "byte \(offset) flip"
         case .setLength(let offset, let value): "length \(offset) \(value)"
+        case .restore: "restore"
         }
     }
 }

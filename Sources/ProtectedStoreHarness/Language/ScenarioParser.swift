@@ -250,14 +250,14 @@ public enum ScenarioParser: Sendable {
         return ScenarioFault(kind, after: after, persistent: persistent)
     }
 
-    /// `damage FILE truncate-tail N | byte OFFSET set VALUE | byte OFFSET flip | length OFFSET VALUE`.
+    /// `damage FILE truncate-tail N | byte OFFSET set VALUE | byte OFFSET flip | length OFFSET VALUE | restore`.
     private static func parseDamage(_ arguments: inout Arguments) throws -> ScenarioCommand {
         let files = DamagedFile.allCases.map(\.rawValue).joined(separator: ", ")
         let name = try arguments.positional("a file to damage (\(files))")
         guard let file = DamagedFile(rawValue: name) else {
             throw ScenarioParseError(message: "damage: unknown file '\(name)' (\(files))")
         }
-        let how = try arguments.positional("how: truncate-tail, byte or length")
+        let how = try arguments.positional("how: truncate-tail, byte, length or restore")
         arguments.command = "damage \(name) \(how)"
         func number(_ what: String, max: UInt64 = UInt64(Int.max)) throws -> UInt64 {
             let text = try arguments.positional(what)
@@ -282,8 +282,11 @@ public enum ScenarioParser: Sendable {
         case "length":
             let offset = Int(try number("a record's byte offset"))
             damage = .setLength(recordAt: offset, value: UInt32(try number("a length", max: UInt64(UInt32.max))))
+        case "restore":
+            damage = .restore
         default:
-            throw ScenarioParseError(message: "damage: unknown damage '\(how)' (truncate-tail N, byte OFFSET set VALUE, byte OFFSET flip, length OFFSET VALUE)")
+            throw ScenarioParseError(
+                message: "damage: unknown damage '\(how)' (truncate-tail N, byte OFFSET set VALUE, byte OFFSET flip, length OFFSET VALUE, restore)")
         }
         try arguments.finish()
         return .damage(file, damage)

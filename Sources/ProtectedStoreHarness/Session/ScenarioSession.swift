@@ -432,15 +432,32 @@ public final class ScenarioSession {
     package func path(of file: DamagedFile) -> String {
         switch file {
         case .inbox: storeFiles.inbox
+        case .storeKey: storeFiles.key
+        case .inboxKey: storeFiles.inboxKey
+        // DeviceLayout (ProtectedData).
+        case .keybag: stateDirectory + "/device/device.keybag"
+        case .deviceState: stateDirectory + "/device/state.json"
         }
+    }
+
+    /// For each file damaged and not restored since: its contents before the last damage (what `damage FILE
+    /// restore` puts back) and after it (what nothing may overwrite or remove while it is damaged). Key files
+    /// hold only wrapped keys, never a secret in the clear.
+    package private(set) var damagedFiles: [DamagedFile: (original: [UInt8], damaged: [UInt8])] = [:]
+
+    /// The contents of the file at `path`, or `nil` when it cannot be read.
+    package static func contents(of path: String) -> [UInt8]? {
+        try? [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
     }
 
     /// Damages `file` in place, through the file seam, and syncs it: damage is durable, as bit rot is.
     private func damage(_ file: DamagedFile, _ damage: Damage) throws {
         let path = path(of: file)
+        if damage == .restore { return try restore(file, at: path) }
         guard SecureFile.exists(path) else {
             throw StoreError(code: .invalidArgument, message: "damage: there is no \(file.rawValue) file (\(path)) to damage")
         }
+        let original = Self.contents(of: path)
         do {
             let handle = try DiskIO.open(path, flags: O_RDWR)
             defer { handle.close() }
@@ -468,12 +485,36 @@ public final class ScenarioSession {
                 try overwrite([~(try SecureFile.readAll(from: handle.descriptor, offset: offset, count: 1, path: path)[0])], at: offset)
             case .setLength(let offset, let value):
                 try overwrite(withUnsafeBytes(of: value.littleEndian) { Array($0) }, at: offset + 4)
+            case .restore:
+                break
             }
             try handle.sync()
         } catch {
             throw StoreError(wrapping: error)
         }
+        if let original, let damaged = Self.contents(of: path) { damagedFiles[file] = (original, damaged) }
         output("damage: \(file.rawValue) \(damage.scriptText)")
+    }
+
+    /// Puts back the contents `file` had before its last damage, in place, and syncs them (a user restoring
+    /// it from a backup).
+    private func restore(_ file: DamagedFile, at path: String) throws {
+        guard let original = damagedFiles[file]?.original else {
+            throw StoreError(
+                code: .invalidArgument,
+                message: "damage \(file.rawValue) restore: \(path) was not damaged since its last restore (nothing to put back)")
+        }
+        do {
+            let handle = try DiskIO.open(path, flags: O_RDWR | O_CREAT)
+            defer { handle.close() }
+            try handle.truncate(to: 0)
+            try handle.write(original)
+            try handle.sync()
+        } catch {
+            throw StoreError(wrapping: error)
+        }
+        damagedFiles[file] = nil
+        output("damage: \(file.rawValue) restored (\(original.count) bytes)")
     }
 
     private func launch(_ options: LaunchOptions, protection: ProtectionClass?, attachDelay: Duration) throws {

@@ -8,13 +8,21 @@ import SecureKeys
 /// It covers the whole product: passcode changes (right and wrong old passcodes), in one seed in eight a
 /// device set up to erase itself after a few wrong passcodes and then attacked until it does, inbox records
 /// of kinds the app cannot apply (quarantined, retried, discarded), values at the inbox's 4 MiB limit and
-/// direct puts as large, reads beside writes, and appends by another process while the app runs.
+/// direct puts as large, reads beside writes, and appends by another process while the app runs. Now and
+/// then it damages the inbox, the store's key file, the keybag or the device state file, meets the damage,
+/// and restores the file.
 struct CommandGenerator {
     private var random: SplitMix64
     private let seed: UInt64
     private var step = 0
     /// The command a `fault next-io` was just drawn for: it comes next, so the fault falls inside it.
     private var faulted: ScenarioCommand?
+    /// The commands that come next, in order, after a key file or device file was damaged: the one that
+    /// meets the damage, the restore, and a boot from the restored file.
+    private var followUps: [ScenarioCommand] = []
+    /// The draws of file damage: a stream of their own, so the other commands of a seed stay as they were
+    /// until a damage happens.
+    private var damageRandom: SplitMix64
     /// The device's `--wipe-after`: a few failures, in one seed in eight (decided by the seed); `nil` otherwise.
     let wipeAfter: Int?
     /// In one other seed in eight, wrong passcodes are tried often enough to reach the delays (the 5th
@@ -32,6 +40,7 @@ struct CommandGenerator {
         let draw = decider.next() % 8
         wipeAfter = draw == 0 ? Int(3 + decider.next() % 3) : nil
         guessesOften = draw == 1
+        damageRandom = SplitMix64(seed: seed ^ 0x4441_4D41_4745_4441)
     }
 
     private mutating func pick<T>(_ choices: [T]) -> T { choices[Int(random.next() % UInt64(choices.count))] }
@@ -41,6 +50,7 @@ struct CommandGenerator {
             self.faulted = nil
             return faulted
         }
+        if !followUps.isEmpty { return followUps.removeFirst() }
         let command = draw(model)
         // Now and then an I/O fault or a power cut inside the command: one of its first few file-system calls
         // fails. Only inside the operations that write (appends, merges, attaches, passcode changes, wipes,
@@ -65,6 +75,47 @@ struct CommandGenerator {
 
     /// One step in this many, of those with records waiting and no app, damages the inbox.
     static let damageOdds: UInt64 = 12
+
+    /// One step in this many, of those with no app running, damages a key file or a device file.
+    static let fileDamageOdds: UInt64 = 40
+
+    /// The files the generator damages besides the inbox, and the shortest each can be: every offset it
+    /// flips is below that length (a keybag, a device state file and a store key file are each longer).
+    static let damageableFiles: [(file: DamagedFile, shortest: Int)] = [(.storeKey, 60), (.keybag, 100), (.deviceState, 100)]
+
+    /// A damage that a checked file always notices: a flipped byte (every bit inverted, so a JSON character
+    /// becomes a byte that is not UTF-8 and a sealed or tagged byte fails its check) at an offset below
+    /// `shortest`, or a tail of 2 to 17 bytes cut off (more than a trailing newline).
+    private mutating func fileDamage(shortest: Int) -> Damage {
+        damageRandom.next() % 2 == 0
+            ? .flipByte(offset: Int(damageRandom.next() % UInt64(shortest))) : .truncateTail(2 + Int(damageRandom.next() % 16))
+    }
+
+    /// Now and then, with no app running and no boot or erase left uncertain by a fault, one key file or
+    /// device file is damaged, and the next steps meet the damage (a launch whose attach reads the store's
+    /// key file, or a boot that reads the keybag and state file), restore the file and go on from it.
+    private mutating func drawFileDamage(_ model: SimulationModel) -> ScenarioCommand? {
+        guard !model.appRunning, !model.wiped, model.damaged == nil, !model.bootFailed, !model.attemptMayBeUnrecorded,
+            model.passcodeAtBoot == nil, damageRandom.next() % Self.fileDamageOdds == 0
+        else { return nil }
+        // The store's key file is read by an attach, which needs its class's keys: only then is it met.
+        let storeKeyMet = model.storeAttachedOnce && model.storeClass.map { model.keysHeld($0) } == true
+        let candidates = Self.damageableFiles.filter { $0.file != .storeKey || storeKeyMet }
+        let (file, shortest) = candidates[Int(damageRandom.next() % UInt64(candidates.count))]
+        let damage = fileDamage(shortest: shortest)
+        switch file {
+        case .storeKey:
+            followUps = [
+                .appLaunch(
+                    LaunchOptions(reason: LaunchOptions.Reason.allCases[Int(damageRandom.next() % UInt64(LaunchOptions.Reason.allCases.count))]), protection: nil,
+                    attachDelay: .zero),
+                .appTerminate, .damage(file, .restore),
+            ]
+        default:
+            followUps = [.deviceReboot, .damage(file, .restore), .deviceReboot]
+        }
+        return .damage(file, damage)
+    }
 
     /// One command in this many (of those ``mayFault(_:)`` allows) runs under a `fault next-io`.
     static let faultOdds: UInt64 = 25
@@ -112,6 +163,7 @@ struct CommandGenerator {
             let claimed = ownLength == InboxRecord.maximumSealedLength ? InboxRecord.maximumSealedLength - 1 : InboxRecord.maximumSealedLength
             return .damage(.inbox, .setLength(recordAt: 0, value: UInt32(claimed)))
         }
+        if let damage = drawFileDamage(model) { return damage }
         let attacking = wipeAfter != nil && step >= Self.attackFromStep && !model.wiped
         // A wrong passcode may be tried unless it would only run into delays; the one that erases the device
         // comes with or without the app running (its store, of any class, must close then).

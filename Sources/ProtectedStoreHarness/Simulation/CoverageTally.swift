@@ -67,6 +67,17 @@ public struct CoverageTally: Sendable, Equatable {
     /// Intact records beside a damaged one, each required to be merged or quarantined.
     public var intactRecordsAfterDamage = 0
 
+    /// Key files damaged (the store's or the inbox's key file), each required to be reported, never replaced.
+    public var damagedKeyFiles = 0
+    /// Keybags damaged, each required to stop the boot as a damaged key file and to be left as it is.
+    public var damagedKeybags = 0
+    /// Device state files damaged, each required to stop the boot as damaged device state, left as it is.
+    public var damagedDeviceStates = 0
+    /// Damaged files restored (`damage FILE restore`), after which the run goes on from them.
+    public var restoredFiles = 0
+    /// Boots from a restored keybag or state file, each checked to find the failed-attempt count kept.
+    public var bootsAfterRestore = 0
+
     /// An empty tally.
     public init() {}
 
@@ -117,6 +128,17 @@ public struct CoverageTally: Sendable, Equatable {
         }
     }
 
+    /// Counts a `damage` of a file other than the inbox, or its restore, that ran.
+    mutating func countDamage(_ file: DamagedFile, _ damage: Damage) {
+        switch (file, damage) {
+        case (_, .restore): restoredFiles += 1
+        case (.storeKey, _), (.inboxKey, _): damagedKeyFiles += 1
+        case (.keybag, _): damagedKeybags += 1
+        case (.deviceState, _): damagedDeviceStates += 1
+        case (.inbox, _): break
+        }
+    }
+
     /// Counts what the store reported doing.
     mutating func count(_ journal: ArraySlice<ScenarioSession.JournalEntry>) {
         for entry in journal {
@@ -163,6 +185,11 @@ public struct CoverageTally: Sendable, Equatable {
         lhs.faultsInAppends += rhs.faultsInAppends
         lhs.damagedRecords += rhs.damagedRecords
         lhs.intactRecordsAfterDamage += rhs.intactRecordsAfterDamage
+        lhs.damagedKeyFiles += rhs.damagedKeyFiles
+        lhs.damagedKeybags += rhs.damagedKeybags
+        lhs.damagedDeviceStates += rhs.damagedDeviceStates
+        lhs.restoredFiles += rhs.restoredFiles
+        lhs.bootsAfterRestore += rhs.bootsAfterRestore
     }
 
     /// The tally in lines of at most 100 columns, each `subject: N what, N what…` with no number but counts,
@@ -182,6 +209,8 @@ public struct CoverageTally: Sendable, Equatable {
             "faulted: \(faultsInAttempts) passcode attempts, \(faultsInPasscodeChanges) passcode changes, "
                 + "\(faultsInLaunches) launches, \(faultsInWrites) store writes, \(faultsInAppends) inbox appends",
             "damage: \(damagedRecords) inbox records made unreadable, \(intactRecordsAfterDamage) intact ones beside them kept",
+            "damaged: \(damagedKeyFiles) key files, \(damagedKeybags) keybags, \(damagedDeviceStates) device states kept as damaged, "
+                + "\(restoredFiles) restored, \(bootsAfterRestore) boots after",
         ]
     }
 }

@@ -67,6 +67,14 @@ struct SimulationModel {
     var attemptMayBeUnrecorded = false
     /// Whether the inbox holds a span damaged since the last merge (which moves such bytes aside).
     var inboxHasDamage = false
+    /// A key file or device file damaged and not restored yet (never the inbox): the step that meets it must
+    /// fail with its typed error, and nothing may overwrite or remove it.
+    var damaged: DamagedFile?
+    /// A boot met a damaged keybag or device state: no device runs until a restore and a reboot.
+    var bootFailed = false
+    /// A keybag or device state was restored and the device has not booted from it yet: at that boot the
+    /// failed-attempt count is compared with the model's.
+    var deviceFileRestored = false
     /// `ui` operations in submission order.
     var submitted: [String] = []
 
@@ -161,11 +169,12 @@ struct SimulationModel {
         case .deviceReboot:
             guard deviceSetUp else { return "no-device" }
             reboot()
-            return nil
+            return bootError()
         case .devicePowerCut:
             // What was acknowledged survives a power cut as it survives a reboot: the same model.
-            if deviceSetUp { reboot() }
-            return nil
+            guard deviceSetUp else { return nil }
+            reboot()
+            return bootError()
         case .clockAdvance(let duration):
             now += duration
             expireGracePeriod()
@@ -202,8 +211,16 @@ struct SimulationModel {
             return nil
         case .inboxQuarantine, .inboxRetry, .inboxDiscard:
             return appRunning ? nil : "app-not-running"
-        case .damage:
+        case .damage(let file, .restore):
+            guard damaged == file else { return "invalid-argument" }
+            damaged = nil
+            if file == .keybag || file == .deviceState { deviceFileRestored = true }
+            return nil
+        case .damage(.inbox, _):
             inboxHasDamage = true
+            return nil
+        case .damage(let file, _):
+            damaged = file
             return nil
         case .status, .expect, .faultNextIO:
             return nil
@@ -220,6 +237,18 @@ struct SimulationModel {
         appRunning = false
         let delay = policy.delay(afterFailures: failures)
         delayUntil = delay > .zero ? now + delay : nil
+    }
+
+    /// What a boot that meets ``damaged`` fails with (the device does not run until a restore and a reboot):
+    /// a damaged keybag is a damaged key file, a damaged state file is damaged device state.
+    private mutating func bootError() -> String? {
+        let error: String? = switch damaged {
+        case .keybag: "key-file-damaged"
+        case .deviceState: "device-state-damaged"
+        default: nil
+        }
+        bootFailed = error != nil
+        return error
     }
 
     /// A wrong passcode: counted; the N-th of a device set up with `--wipe-after N` erases it, otherwise the

@@ -154,7 +154,7 @@ public enum Simulator {
             } else if faulted {
                 coverage.faultsUnused += 1
             }
-            if command == .deviceReboot || { if case .devicePowerCut = command { true } else { false } }() {
+            if command == .deviceReboot || command.isPowerCut {
                 if let atBoot = model.passcodeAtBoot { model.passcode = keybag(session) == atBoot.keybag ? atBoot.new : atBoot.old }
                 if model.attemptMayBeUnrecorded, let device = session.device {
                     model.attemptMayBeUnrecorded = false
@@ -162,6 +162,9 @@ public enum Simulator {
                     model.failures = device.failedPasscodeAttempts
                     model.reboot()
                 }
+            }
+            if case .damage(let file, let damage) = command, file != .inbox, session.lastError == nil {
+                coverage.countDamage(file, damage)
             }
             model.absorb(session.journal[journalSeen...])
             coverage.count(session.journal[journalSeen...])
@@ -197,6 +200,10 @@ public enum Simulator {
                 let violation = Violation(
                     step: commands.count, invariant: failure.invariant, message: failure.message, expectation: failure.expectation)
                 return SimulationRun(commands: commands, trace: trace, violation: violation, powerCuts: tally, coverage: coverage)
+            }
+            if model.deviceFileRestored, !model.bootFailed, command == .deviceReboot || command.isPowerCut {
+                model.deviceFileRestored = false
+                coverage.bootsAfterRestore += 1
             }
             // The first time the store is ready after a power cut: every page decrypts and checks out, and every
             // acknowledged write was just compared (above, as after any attach).
@@ -348,6 +355,45 @@ public enum Simulator {
         return nil
     }
 
+    /// A damaged key file or device file is reported, never repaired by replacing it: while it is damaged its
+    /// bytes stay as the damage left them (not overwritten, not removed — no new key, no reset counter), a
+    /// boot fails (checked as the command's error), and an app whose class keys are held presents the damaged
+    /// key file and never gets a store. After a restore, the boot from the restored keybag or state file finds
+    /// the failed-attempt count the model holds (the passcode and the values are checked as always).
+    static func checkDamage(session: ScenarioSession, model: SimulationModel) -> Failure? {
+        if let file = model.damaged, let damaged = session.damagedFiles[file]?.damaged,
+            ScenarioSession.contents(of: session.path(of: file)) != damaged
+        {
+            let now = SecureFile.exists(session.path(of: file)) ? "overwritten" : "removed"
+            return Failure(
+                invariant: "damage reported, never repaired by replacement",
+                message: "the damaged \(file.rawValue) file (\(session.path(of: file))) was \(now)", expectation: nil)
+        }
+        if model.damaged == .storeKey, let controller = session.controller, let storeClass = model.storeClass {
+            if controller.phase == .ready || controller.coordinator != nil {
+                return Failure(
+                    invariant: "damage reported, never repaired by replacement",
+                    message: "the store attached with its key file damaged", expectation: .store("failed"))
+            }
+            let presented = controller.presentedError?.code.name ?? "none"
+            if model.keysHeld(storeClass), presented != StoreError.Code.keyFileDamaged.name {
+                return Failure(
+                    invariant: "damage reported, never repaired by replacement",
+                    message: "the store's key file is damaged and its keys are held, but the app presented \(presented)",
+                    expectation: .presentedError(StoreError.Code.keyFileDamaged.name))
+            }
+        }
+        if model.deviceFileRestored, !model.bootFailed, !model.attemptMayBeUnrecorded, let device = session.device,
+            device.failedPasscodeAttempts != model.failures
+        {
+            return Failure(
+                invariant: "damage reported, never repaired by replacement",
+                message: "after a restore the device counts \(device.failedPasscodeAttempts) failed attempts, expected \(model.failures)",
+                expectation: nil)
+        }
+        return nil
+    }
+
     /// 7. Every record of a kind the app cannot apply is kept in the quarantine, in order, until discarded.
     private static func checkQuarantine(_ coordinator: StoreCoordinator, model: SimulationModel) async -> Failure? {
         guard let records = try? await coordinator.quarantinedInboxRecords() else {
@@ -377,6 +423,8 @@ public enum Simulator {
                 message: "expected error \(expectedError ?? "none"), got \(gotError ?? "none")",
                 expectation: .error(expectedError ?? "none"))
         }
+        if let failure = checkDamage(session: session, model: model) { return failure }
+        if model.bootFailed { return nil }
         if session.deviceStateWord != model.deviceWord {
             return Failure(
                 invariant: "oracle: device state", message: "expected device \(model.deviceWord), got \(session.deviceStateWord)",
@@ -431,8 +479,9 @@ public enum Simulator {
                     invariant: "1 coordinator ⇔ attached store", message: "the store is ready before the first unlock",
                     expectation: .store("waiting"))
             }
-            // 3. Errors are presented only when protected data was available (the simulation damages nothing).
-            if let presented = controller.presentedError, !faultedAppRuns {
+            // 3. Errors are presented only when protected data was available (the simulation damages nothing
+            // but the files it names: a damaged store key file is presented, checked in `checkDamage`).
+            if let presented = controller.presentedError, !faultedAppRuns, model.damaged != .storeKey {
                 return Failure(
                     invariant: "3 errors presented only when data was available", message: "presented \(presented)",
                     expectation: .presentedError("none"))
