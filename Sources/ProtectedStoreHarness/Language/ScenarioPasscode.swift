@@ -1,6 +1,6 @@
 public import SecureKeys
 
-/// A passcode a command carries, in guarded memory (``SecureBytes``) from the moment the line is parsed or the
+/// A passcode a command carries, in guarded memory (`SecureBytes`) from the moment the line is parsed or the
 /// prompt reads it until the command is released, when it is zeroed.
 ///
 /// Never a Swift `String`: a freed string's storage keeps its bytes in the heap, so a shell that had read
