@@ -618,14 +618,6 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
             if state.wipePending { try finishWipe(&state) }
             throw DeviceError.deviceWiped()
         }
-        if state.persisted.attemptPolicy.wipes(afterFailures: state.persisted.failedPasscodeAttempts) {
-            // An attempt reached the limit when it was counted and was never resolved: a right passcode whose
-            // reset to 0 failed to write. Boot counts it as failed and erases; so does the next attempt, rather
-            // than count past the limit (a count the state file's range check calls damaged).
-            logger.debug("the count is at the erase limit: erasing the device")
-            try wipe(&state)
-            throw DeviceError.deviceWiped()
-        }
         if let remaining = remainingDelay(in: state) {
             throw DeviceError.passcodeDelay(remaining: remaining, failedAttempts: state.persisted.failedPasscodeAttempts)
         }
@@ -642,6 +634,13 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
         try state.withLock { state in
             var counted = state.persisted
             counted.failedPasscodeAttempts = PasscodeAttemptPolicy.failures(afterOneMore: state.persisted.failedPasscodeAttempts)
+            // Never past the erase limit: a count can already be there, unresolved, when a right passcode's reset
+            // to 0 failed to write (the file may even hold 0 if only its folder's sync failed). This attempt then
+            // counts as the limit again: a wrong passcode erases, a right one sets it back to 0. A count past
+            // the limit is one the state file's range check calls damaged (simulate-long, seed 9016).
+            if let limit = counted.attemptPolicy.wipeAfterFailures, counted.failedPasscodeAttempts > limit {
+                counted.failedPasscodeAttempts = limit
+            }
             try DeviceStateFile.write(counted, deviceKey: state.deviceKey, to: layout.statePath)
             state.persisted = counted
         }

@@ -143,7 +143,6 @@ struct SimulationModel {
         case .deviceUnlock(let passcode):
             guard deviceSetUp else { return "no-device" }
             if wiped { return "device-wiped" }
-            if countIsAtEraseLimit { return erase() }
             if delayActive { return "passcode-delay" }
             if unlocked { return nil }
             guard passcode == self.passcode else { return recordFailure() }
@@ -158,7 +157,6 @@ struct SimulationModel {
             // attempt like a wrong unlock: counted, delayed, and the N-th erases the device.
             guard deviceSetUp else { return "no-device" }
             if wiped { return "device-wiped" }
-            if countIsAtEraseLimit { return erase() }
             if delayActive { return "passcode-delay" }
             guard (old ?? "") == passcode else { return recordFailure() }
             passcode = new ?? ""
@@ -254,7 +252,8 @@ struct SimulationModel {
     /// A wrong passcode: counted; the N-th of a device set up with `--wipe-after N` erases it, otherwise the
     /// count sets the delay before the next attempt.
     private mutating func recordFailure() -> String {
-        failures += 1
+        // Never past the erase limit: a count left there (a right passcode whose reset failed) counts as it again.
+        failures = wipeAfter.map { min(failures + 1, $0) } ?? failures + 1
         if countIsAtEraseLimit { return erase() }
         let delay = policy.delay(afterFailures: failures)
         delayUntil = delay > .zero ? now + delay : nil
@@ -262,8 +261,7 @@ struct SimulationModel {
     }
 
     /// Whether the count has reached `--wipe-after`: a wrong passcode that reaches it erases the device, and a
-    /// count left there unresolved (a right passcode whose reset to 0 failed) erases it at the next attempt or
-    /// boot.
+    /// boot that finds a count left there unresolved (a right passcode whose reset to 0 failed) erases it.
     private var countIsAtEraseLimit: Bool { wipeAfter.map { failures >= $0 } ?? false }
 
     private mutating func erase() -> String {
