@@ -114,6 +114,8 @@ public final class Database {
 
     private var handle: OpaquePointer?
     private var cachedStatements: StatementCache
+    /// How many ``transaction(_:_:)`` bodies are running (one, or none: transactions do not nest).
+    private var transactionBodies = 0
     private let hooks = ConnectionHooks()
     /// The file this connection counts as open in ``openFiles``, once it is open.
     private var registeredFile: String?
@@ -301,7 +303,8 @@ public final class Database {
 
     /// Prepares `sql` (one statement).
     public func prepare(_ sql: String) throws -> Statement {
-        try Statement(sql: sql, databaseHandle: try openHandle(), path: path, hooks: hooks)
+        try checkTransactionNotAborted()
+        return try Statement(sql: sql, databaseHandle: try openHandle(), path: path, hooks: hooks)
     }
 
     /// A prepared statement for `sql`, reused from the connection's cache when it holds one.
@@ -311,6 +314,7 @@ public final class Database {
     /// the caller keeps it. Two callers asking for the same SQL get the same statement: finish with one
     /// (step it to the end, or ``Statement/reset()``) before running the same SQL again.
     public func cachedStatement(_ sql: String) throws -> Statement {
+        try checkTransactionNotAborted()
         if let statement = cachedStatements.statement(for: sql) { return statement }
         let statement = try prepare(sql)
         cachedStatements.insert(statement, for: sql)
@@ -428,7 +432,11 @@ public final class Database {
         try cachedStatement("BEGIN \(kind.rawValue) TRANSACTION").execute([DatabaseValue]())
         let result: Result
         do {
-            result = try body()
+            transactionBodies += 1
+            do {
+                defer { transactionBodies -= 1 }
+                result = try body()
+            }
             try cachedStatement("COMMIT TRANSACTION").execute([DatabaseValue]())
         } catch {
             if let handle, sqlite3_get_autocommit(handle) == 0 {
@@ -481,13 +489,31 @@ public final class Database {
             // After an error that made SQLite roll the whole transaction back (a full disk, an interrupt)
             // there is no savepoint left to go back to; the enclosing transaction sees that at its commit.
             if isInTransaction {
-                try? cachedStatement("ROLLBACK TRANSACTION TO SAVEPOINT encryptedsqlite").execute([DatabaseValue]())
-                try? cachedStatement("RELEASE SAVEPOINT encryptedsqlite").execute([DatabaseValue]())
+                do {
+                    try cachedStatement("ROLLBACK TRANSACTION TO SAVEPOINT encryptedsqlite").execute([DatabaseValue]())
+                    try cachedStatement("RELEASE SAVEPOINT encryptedsqlite").execute([DatabaseValue]())
+                } catch {
+                    // The body's changes could not be undone alone: undo the whole transaction rather than let
+                    // RELEASE keep them. What follows in it is refused, and the caller still gets its error.
+                    if let handle { _ = sqlite3_exec(handle, "ROLLBACK TRANSACTION", nil, nil, nil) }
+                }
             }
             throw error
         }
         try cachedStatement("RELEASE SAVEPOINT encryptedsqlite").execute([DatabaseValue]())
         return result
+    }
+
+    /// Refuses a statement inside a ``transaction(_:_:)`` body once SQLite has rolled that transaction back on
+    /// its own (after a full disk, an I/O error or an interrupt): the statement would otherwise run, and
+    /// commit, outside any transaction — part of a write committed, the rest lost at the body's end. As
+    /// GRDB does with its aborted transactions.
+    private func checkTransactionNotAborted() throws {
+        guard transactionBodies > 0, let handle, sqlite3_get_autocommit(handle) != 0 else { return }
+        throw SQLiteError(
+            code: .misuse,
+            message: "SQLite rolled this transaction back after an earlier error; nothing more runs in it (let the error end the write)",
+            path: path)
     }
 
     /// Whether a transaction is open.

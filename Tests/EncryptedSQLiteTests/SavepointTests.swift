@@ -28,6 +28,23 @@ struct SavepointTests {
         try database.execute("INSERT INTO items(name) VALUES (?)", [name])
     }
 
+    @Test("once SQLite has rolled a transaction back on its own, a further statement of its body is refused, and nothing of the body commits")
+    func abortedTransactionRefusesStatements() throws {
+        let database = try makeDatabase()
+        let error = #expect(throws: SQLiteError.self) {
+            try database.transaction {
+                try insert("first", into: database)
+                try database.execute("ROLLBACK")  // what SQLite does by itself after a full disk or an I/O error
+                try insert("second", into: database)  // would autocommit, outside any transaction
+            }
+        }
+        #expect(error?.code == .misuse)
+        #expect(try names(database) == [])
+        // The connection is usable again once the body has ended.
+        try database.transaction { try insert("after", into: database) }
+        #expect(try names(database) == ["after"])
+    }
+
     @Test("a savepoint whose body throws undoes only its own changes; the enclosing transaction commits the rest")
     func failedSavepointRollsBackOnlyItself() throws {
         let database = try makeDatabase()
