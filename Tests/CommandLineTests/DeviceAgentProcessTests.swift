@@ -206,7 +206,10 @@ struct DeviceAgentProcessTests {
         defer { app.kill() }
         try app.commands(["device setup --passcode 1234", "app launch", "expect store ready"])
         agent.kill()
-        let after = try app.commands(["expect store waiting", "expect coordinator nil", "device lock", "expect error agent-disconnected"])
+        // Two minutes, not one: a clean-clone CI run, with a long simulation beside it, once waited past a minute
+        // here (not reproduced alone: 0.14–0.19 s in four runs).
+        let after = try app.commands(
+            ["expect store waiting", "expect coordinator nil", "device lock", "expect error agent-disconnected"], timeout: .seconds(120))
         #expect(after.output.contains("device agent    process \(agent.processID) (gone)"), "\(after.output)")
         #expect(after.output.contains("start it again with `protected-store device serve --state-dir"), "\(after.output)")
     }

@@ -94,12 +94,12 @@ final class LiveProcess: @unchecked Sendable {
     ///
     /// - Returns: what the lines printed, on standard output and on standard error.
     @discardableResult
-    func commands(_ lines: [String]) throws -> (output: String, errors: String) {
+    func commands(_ lines: [String], timeout: Duration = .seconds(60)) throws -> (output: String, errors: String) {
         let marker = "time            "
         let (outputBefore, errorsBefore) = lock.withLock { (output.utf8.count, error.utf8.count) }
         let seen = printed.components(separatedBy: marker).count - 1
         for line in lines + ["status"] { send(line) }
-        try waitFor(marker, count: seen + 1)
+        try waitFor(marker, count: seen + 1, timeout: timeout)
         return lock.withLock {
             (String(decoding: output.utf8.dropFirst(outputBefore), as: UTF8.self),
              String(decoding: error.utf8.dropFirst(errorsBefore), as: UTF8.self))
