@@ -126,6 +126,18 @@ let package = Package(
             dependencies: ["protected-store", "TestSupport", "ProtectedStore", "ProtectedData", "SecureKeys"],
             swiftSettings: strictSettings
         ),
+        // The code of every ```swift block in README.md and the DocC articles, between `// snippet.NAME` markers,
+        // run against the simulated device (scripts/doc-snippets.py, `make doc-snippets`, checks that each block is
+        // a region). `MemberImportVisibility`: a file's imports are exactly its block's, so a block that shows
+        // `import ProtectedStore` alone compiles with that alone.
+        .testTarget(
+            name: "DocumentationSnippetTests",
+            dependencies: [
+                "ProtectedStore", "ProtectedData", "ProtectedStoreTesting",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSettings + [.enableUpcomingFeature("MemberImportVisibility")]
+        ),
         .testTarget(
             name: "ProtectedDataTests",
             dependencies: ["ProtectedData", "SecureKeys", "TestSupport", .product(name: "Clocks", package: "swift-clocks")],

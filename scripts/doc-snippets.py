@@ -1,0 +1,312 @@
+#!/usr/bin/env python3
+"""Every ```swift block of README.md and of the DocC articles is code that compiles and runs.
+
+The code of each block lives in Tests/DocumentationSnippetTests (a test target: compiled by `swift build
+--build-tests`, run by `swift test`, against a simulated device) or, for a Package.swift fragment, in
+Tests/DocumentationManifest/Package.swift. There it sits between markers, in SwiftPM's snippet syntax:
+
+    // snippet.readme-data-layer        a region starts (any name but hide, show and end)
+    import ProtectedStore
+    // snippet.hide                     lines from here ...
+    func dataLayer() async throws {
+    // snippet.show                     ... to here are not part of the region (set-up the docs leave out)
+        var migrator = DatabaseMigrator.keyValue
+    // snippet.end                      the region ends
+
+A region's text is its shown lines, each run of shown lines (between hidden parts) stripped of its own common
+indentation. A document's block, stripped of its common indentation, must be byte for byte the text of some
+region; every region must be some block's. This script checks that, compiles the manifest regions
+(`swift package dump-package`: the fragments are valid PackageDescription in place) and checks that each product
+they name is one the root package declares, then — unless --no-run — runs the snippet tests
+(`swift test --skip-build --filter DocumentationSnippetTests`) and requires each region's test to pass: the
+test's name starts with the region's name.
+
+Usage: scripts/doc-snippets.py [--no-run] [--scratch-path .build]
+Exit status 0 when every block is a region and every region's test passed, 1 otherwise, naming the document's
+file and line, the nearest region and the first line that differs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import re
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SNIPPET_SOURCES = ROOT / "Tests" / "DocumentationSnippetTests"
+MANIFEST = ROOT / "Tests" / "DocumentationManifest" / "Package.swift"
+TEST_TARGET = "DocumentationSnippetTests"
+
+FENCE = re.compile(r"^(?P<indent> *)(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
+MARKER = re.compile(r"^\s*// snippet\.(?P<word>[A-Za-z0-9_-]+)\s*$")
+
+
+@dataclass
+class Block:
+    """A fenced ```swift block of a document."""
+
+    path: Path
+    line: int  # 1-based line of the block's first code line
+    lines: list[str]
+
+    @property
+    def where(self) -> str:
+        return f"{self.path.relative_to(ROOT)}:{self.line}"
+
+
+@dataclass
+class Region:
+    """The shown lines between `// snippet.NAME` and `// snippet.end`."""
+
+    name: str
+    path: Path
+    line: int  # 1-based line of the `// snippet.NAME` marker
+    lines: list[str] = field(default_factory=list)
+    source_lines: list[int] = field(default_factory=list)  # the file line of each shown line
+
+    @property
+    def where(self) -> str:
+        return f"{self.path.relative_to(ROOT)}:{self.line}"
+
+
+def dedent(lines: list[str]) -> list[str]:
+    """Strips the indentation every non-blank line shares; blank lines become empty."""
+    widths = [len(line) - len(line.lstrip(" ")) for line in lines if line.strip()]
+    cut = min(widths, default=0)
+    return [line[cut:] if line.strip() else "" for line in lines]
+
+
+def documents() -> list[Path]:
+    """README.md and every DocC article of every module."""
+    return [ROOT / "README.md"] + sorted(ROOT.glob("Sources/*/Documentation.docc/**/*.md"))
+
+
+def swift_blocks(path: Path) -> list[Block]:
+    """The fenced blocks whose info string's first word is `swift` (CommonMark: a fence may be indented, in a
+    list item, and the code lines lose up to the fence's indentation)."""
+    blocks: list[Block] = []
+    lines = path.read_text(encoding="utf-8").split("\n")
+    index = 0
+    while index < len(lines):
+        opening = FENCE.match(lines[index])
+        if not opening:
+            index += 1
+            continue
+        fence, indent = opening["fence"], len(opening["indent"])
+        language = (opening["info"].split() or [""])[0]
+        body: list[str] = []
+        index += 1
+        start = index + 1
+        while index < len(lines):
+            closing = FENCE.match(lines[index])
+            if closing and closing["fence"][0] == fence[0] and len(closing["fence"]) >= len(fence) and not closing["info"].strip():
+                break
+            line = lines[index]
+            body.append(line[min(indent, len(line) - len(line.lstrip(" "))):])
+            index += 1
+        index += 1
+        if language == "swift":
+            blocks.append(Block(path, start, dedent(body)))
+    return blocks
+
+
+def regions(path: Path, problems: list[str]) -> list[Region]:
+    """The marked regions of one source file; malformed markers are problems."""
+    found: list[Region] = []
+    current: Region | None = None
+    hidden = False
+    run: list[str] = []
+    run_lines: list[int] = []
+
+    def flush() -> None:
+        if current is not None and run:
+            current.lines.extend(dedent(run))
+            current.source_lines.extend(run_lines)
+        run.clear()
+        run_lines.clear()
+
+    for number, line in enumerate(path.read_text(encoding="utf-8").split("\n"), start=1):
+        marker = MARKER.match(line)
+        word = marker["word"] if marker else None
+        where = f"{path.relative_to(ROOT)}:{number}"
+        if word is None:
+            if current is not None and not hidden:
+                run.append(line)
+                run_lines.append(number)
+        elif word == "hide":
+            if current is None or hidden:
+                problems.append(f"{where}: `// snippet.hide` outside a region or after another hide")
+            flush()
+            hidden = True
+        elif word == "show":
+            if current is None or not hidden:
+                problems.append(f"{where}: `// snippet.show` without a `// snippet.hide` before it")
+            hidden = False
+        elif word == "end":
+            if current is None:
+                problems.append(f"{where}: `// snippet.end` without a region")
+            elif hidden:
+                problems.append(f"{where}: region `{current.name}` ends while hidden (add `// snippet.show` or end it earlier)")
+            flush()
+            if current is not None:
+                found.append(current)
+            current, hidden = None, False
+        else:
+            if current is not None:
+                problems.append(f"{where}: region `{word}` starts inside region `{current.name}` ({current.where})")
+            current, hidden = Region(word, path, number), False
+    if current is not None:
+        problems.append(f"{current.where}: region `{current.name}` has no `// snippet.end`")
+    for region in found:
+        while region.lines and not region.lines[-1]:
+            region.lines.pop()
+            region.source_lines.pop()
+        while region.lines and not region.lines[0]:
+            region.lines.pop(0)
+            region.source_lines.pop(0)
+    return found
+
+
+def trimmed(lines: list[str]) -> list[str]:
+    start, end = 0, len(lines)
+    while start < end and not lines[start]:
+        start += 1
+    while end > start and not lines[end - 1]:
+        end -= 1
+    return lines[start:end]
+
+
+def first_difference(block: Block, region: Region) -> str:
+    """Where a block and its nearest region part, as file:line on both sides."""
+    doc = trimmed(block.lines)
+    offset = block.lines.index(doc[0]) if doc else 0
+    for index in range(max(len(doc), len(region.lines))):
+        ours = doc[index] if index < len(doc) else None
+        theirs = region.lines[index] if index < len(region.lines) else None
+        if ours != theirs:
+            doc_where = f"{block.path.relative_to(ROOT)}:{block.line + offset + index}" if ours is not None else "(the block ends)"
+            code_where = (f"{region.path.relative_to(ROOT)}:{region.source_lines[index]}"
+                          if theirs is not None else "(the region ends)")
+            return (f"  first difference:\n"
+                    f"    {doc_where}: {ours!r}\n"
+                    f"    {code_where}: {theirs!r}")
+    return "  (identical)"
+
+
+def check_manifest(manifest_regions: list[Region], problems: list[str]) -> None:
+    """The manifest compiles (dump-package evaluates it) and names only products the root package has."""
+    dumped = subprocess.run(["swift", "package", "dump-package", "--package-path", str(MANIFEST.parent)],
+                            capture_output=True, text=True)
+    if dumped.returncode != 0:
+        problems.append(f"{MANIFEST.relative_to(ROOT)} does not compile:\n{dumped.stderr.strip()}")
+        return
+    root = subprocess.run(["swift", "package", "dump-package", "--package-path", str(ROOT)],
+                          capture_output=True, text=True)
+    if root.returncode != 0:
+        problems.append(f"Package.swift does not load:\n{root.stderr.strip()}")
+        return
+    products = {product["name"] for product in json.loads(root.stdout)["products"]}
+    identity = json.loads(root.stdout)["name"]
+    for region in manifest_regions:
+        for line, number in zip(region.lines, region.source_lines):
+            for name, package in re.findall(r'\.product\(name: "([^"]+)", package: "([^"]+)"\)', line):
+                if package == identity and name not in products:
+                    problems.append(f"{MANIFEST.relative_to(ROOT)}:{number}: the root package has no product "
+                                    f"`{name}` (it has {', '.join(sorted(products))})")
+
+
+def run_tests(run_regions: list[Region], scratch: str, problems: list[str]) -> None:
+    """Runs the snippet tests. Each region's code must have run in a passing test: one whose name starts with
+    the region's name (`@Test("region-name: what it shows")`, or `@Test("one-region, another: …")` for a test
+    that runs several), or, for a region that is itself a `@Test func name()`, a passing test `name()`."""
+    command = ["swift", "test", "--skip-build", "--scratch-path", scratch, "--filter", TEST_TARGET]
+    print("$ " + " ".join(command), flush=True)
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+    output = result.stdout + result.stderr
+    if result.returncode != 0:
+        failures = [line for line in output.splitlines() if "✘" in line or "error:" in line]
+        problems.append("the snippet tests failed (swift test exit status "
+                        f"{result.returncode}):\n" + "\n".join(failures[-40:] or output.splitlines()[-40:]))
+        return
+    covered: set[str] = set()
+    for name in re.findall(r'Test "([^"]+)" passed', output):
+        if ":" in name:
+            covered.update(part.strip() for part in name.split(":", 1)[0].split(","))
+    unnamed = re.findall(r"Test (\w+)\(\) passed", output)
+    for region in run_regions:
+        declared = re.search(r"@Test\b[^\n]*\n?[^\n]*\bfunc (\w+)\(", "\n".join(region.lines))
+        if region.name in covered:
+            continue
+        if declared and declared.group(1) in unnamed:
+            unnamed.remove(declared.group(1))  # one passing run per region that declares it
+            continue
+        problems.append(f"{region.where}: region `{region.name}`: no passing test ran its code (name the @Test that "
+                        f"runs it `\"{region.name}: …\"`)")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--no-run", action="store_true", help="check the text only; do not run the tests")
+    parser.add_argument("--scratch-path", default=".build", help="swift's build folder (default .build)")
+    arguments = parser.parse_args()
+
+    problems: list[str] = []
+    all_regions: list[Region] = []
+    for path in sorted(SNIPPET_SOURCES.rglob("*.swift")) + [MANIFEST]:
+        all_regions.extend(regions(path, problems))
+    by_name: dict[str, Region] = {}
+    for region in all_regions:
+        if region.name in by_name:
+            problems.append(f"{region.where}: region `{region.name}` is also at {by_name[region.name].where}")
+        by_name[region.name] = region
+        if not region.lines:
+            problems.append(f"{region.where}: region `{region.name}` shows no line")
+
+    docs = documents()
+    blocks = [block for path in docs for block in swift_blocks(path)]
+    used: set[str] = set()
+    for block in blocks:
+        text = trimmed(block.lines)
+        match = next((region for region in all_regions if region.lines == text), None)
+        if match is not None:
+            used.add(match.name)
+            continue
+        if not all_regions:
+            problems.append(f"{block.where}: this swift block is no snippet region (there are none)")
+            continue
+        nearest = max(all_regions, key=lambda region: difflib.SequenceMatcher(
+            None, "\n".join(region.lines), "\n".join(text)).ratio())
+        problems.append(f"{block.where}: this swift block is no snippet region's code; the nearest is "
+                        f"`{nearest.name}` ({nearest.where})\n{first_difference(block, nearest)}")
+    for region in all_regions:
+        if region.name not in used:
+            problems.append(f"{region.where}: region `{region.name}` is in no document: paste it into one, or "
+                            f"remove it")
+
+    manifest_regions = [region for region in all_regions if region.path == MANIFEST]
+    check_manifest(manifest_regions, problems)
+    files = sorted({block.path for block in blocks})
+    if not problems and not arguments.no_run:
+        run_tests([region for region in all_regions if region.path != MANIFEST], arguments.scratch_path, problems)
+
+    if problems:
+        print(f"doc-snippets: {len(problems)} problem(s) in {len(blocks)} swift blocks of {len(files)} files:",
+              file=sys.stderr)
+        for problem in problems:
+            print(problem, file=sys.stderr)
+        return 1
+    compiled = len([b for b in blocks if not any(r.lines == trimmed(b.lines) and r.path == MANIFEST for r in all_regions)])
+    ran = "compiled and run" if not arguments.no_run else "matched (not run: --no-run)"
+    print(f"doc-snippets: {len(blocks)} swift blocks in {len(files)} files, all {ran} "
+          f"({compiled} as tests in Tests/{TEST_TARGET}, {len(blocks) - compiled} as Package.swift fragments "
+          f"evaluated in {MANIFEST.relative_to(ROOT)})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
