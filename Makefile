@@ -2,7 +2,7 @@
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 APT_PACKAGES := libsqlcipher-dev libsodium-dev pkg-config
 
-.PHONY: deps demo test docs api-check simulate-long benchmarks benchmarks-build peers fuzz fuzz-smoke example
+.PHONY: deps demo test doc-snippets docs api-check simulate-long benchmarks benchmarks-build peers fuzz fuzz-smoke example
 
 ## Install the system libraries when missing (Debian/Ubuntu).
 deps:
@@ -44,6 +44,15 @@ test: deps
 	.build/debug/protected-store simulate --seeds 200 --steps 200
 	swift test --sanitize=thread --scratch-path .build-tsan $(SANITIZER_SKIP)
 	LSAN_OPTIONS=suppressions=$(CURDIR)/Tests/lsan-suppressions.txt:print_suppressions=0 swift test --sanitize=address --scratch-path .build-asan $(ASAN_LINK) $(SANITIZER_SKIP)
+
+## Every ```swift block of README.md and of the DocC articles compiles and runs: scripts/doc-snippets.py checks that
+## each block is, byte for byte, a region between `// snippet.NAME` and `// snippet.end` in
+## Tests/DocumentationSnippetTests (code run against the simulated device) or Tests/DocumentationManifest (Package.swift
+## fragments, evaluated), then runs those tests; a block that drifted names its line and the first line that differs.
+## CONTRIBUTING.md says how to add a block.
+doc-snippets: deps
+	swift build --build-tests
+	python3 scripts/doc-snippets.py
 
 ## The documentation: a DocC catalog per public library module (Sources/*/Documentation.docc), built with
 ## swift-docc-plugin, warnings as errors, so an unresolved symbol link or an undocumented parameter fails.

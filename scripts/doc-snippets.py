@@ -42,6 +42,10 @@ SNIPPET_SOURCES = ROOT / "Tests" / "DocumentationSnippetTests"
 MANIFEST = ROOT / "Tests" / "DocumentationManifest" / "Package.swift"
 TEST_TARGET = "DocumentationSnippetTests"
 
+# A block that is deliberately not compiled (code of another package, say GRDB's side of a comparison) says so on
+# the line before its fence, with the reason: <!-- doc-snippets: not compiled: the same example with GRDB -->.
+# Such blocks are listed in the summary, never skipped silently.
+NOT_COMPILED = re.compile(r"^\s*<!--\s*doc-snippets:\s*not compiled:\s*(?P<reason>.+?)\s*-->\s*$")
 FENCE = re.compile(r"^(?P<indent> *)(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
 MARKER = re.compile(r"^\s*// snippet\.(?P<word>[A-Za-z0-9_-]+)\s*$")
 
@@ -53,6 +57,7 @@ class Block:
     path: Path
     line: int  # 1-based line of the block's first code line
     lines: list[str]
+    not_compiled: str | None = None  # the reason given by a `<!-- doc-snippets: not compiled: … -->` line
 
     @property
     def where(self) -> str:
@@ -111,7 +116,8 @@ def swift_blocks(path: Path) -> list[Block]:
             index += 1
         index += 1
         if language == "swift":
-            blocks.append(Block(path, start, dedent(body)))
+            marker = NOT_COMPILED.match(lines[start - 3]) if start >= 3 else None
+            blocks.append(Block(path, start, dedent(body), marker["reason"] if marker else None))
     return blocks
 
 
@@ -271,6 +277,8 @@ def main() -> int:
     blocks = [block for path in docs for block in swift_blocks(path)]
     used: set[str] = set()
     for block in blocks:
+        if block.not_compiled:
+            continue
         text = trimmed(block.lines)
         match = next((region for region in all_regions if region.lines == text), None)
         if match is not None:
@@ -300,11 +308,15 @@ def main() -> int:
         for problem in problems:
             print(problem, file=sys.stderr)
         return 1
-    compiled = len([b for b in blocks if not any(r.lines == trimmed(b.lines) and r.path == MANIFEST for r in all_regions)])
+    skipped = [block for block in blocks if block.not_compiled]
+    checked = [block for block in blocks if not block.not_compiled]
+    fragments = len([b for b in checked if any(r.lines == trimmed(b.lines) and r.path == MANIFEST for r in all_regions)])
     ran = "compiled and run" if not arguments.no_run else "matched (not run: --no-run)"
-    print(f"doc-snippets: {len(blocks)} swift blocks in {len(files)} files, all {ran} "
-          f"({compiled} as tests in Tests/{TEST_TARGET}, {len(blocks) - compiled} as Package.swift fragments "
+    print(f"doc-snippets: {len(checked)} swift blocks in {len(files)} files, all {ran} "
+          f"({len(checked) - fragments} as tests in Tests/{TEST_TARGET}, {fragments} as Package.swift fragments "
           f"evaluated in {MANIFEST.relative_to(ROOT)})")
+    for block in skipped:
+        print(f"doc-snippets: NOT compiled, as marked: {block.where} ({block.not_compiled})")
     return 0
 
 
