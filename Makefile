@@ -49,8 +49,9 @@ test: deps
 ## each block is, byte for byte, a region between `// snippet.NAME` and `// snippet.end` in
 ## Tests/DocumentationSnippetTests (code run against the simulated device) or Tests/DocumentationManifest (Package.swift
 ## fragments, evaluated), then runs those tests; a block that drifted names its line and the first line that differs.
-## CONTRIBUTING.md says how to add a block.
+## CONTRIBUTING.md says how to add a block. `--self-test` first: the check fails on a block that drifted by a line.
 doc-snippets: deps
+	python3 scripts/doc-snippets.py --self-test
 	swift build --build-tests
 	python3 scripts/doc-snippets.py
 

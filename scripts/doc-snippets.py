@@ -18,8 +18,10 @@ indentation. A document's block, stripped of its common indentation, must be byt
 region; every region must be some block's. This script checks that, compiles the manifest regions
 (`swift package dump-package`: the fragments are valid PackageDescription in place) and checks that each product
 they name is one the root package declares, then — unless --no-run — runs the snippet tests
-(`swift test --skip-build --filter DocumentationSnippetTests`) and requires each region's test to pass: the
-test's name starts with the region's name.
+(`swift test --skip-build --filter DocumentationSnippetTests`) and requires each region's code to have run in a
+passing test: one named `@Test("region-name: …")` (or `@Test("region-a, region-b: …")`), or the region's own
+`@Test func`. A block this package cannot compile is marked on the line before its fence,
+`<!-- doc-snippets: not compiled: REASON -->`, and listed in the summary.
 
 Usage: scripts/doc-snippets.py [--no-run] [--scratch-path .build]
 Exit status 0 when every block is a region and every region's test passed, 1 otherwise, naming the document's
@@ -61,7 +63,12 @@ class Block:
 
     @property
     def where(self) -> str:
-        return f"{self.path.relative_to(ROOT)}:{self.line}"
+        return f"{shown(self.path)}:{self.line}"
+
+
+def shown(path: Path) -> str:
+    """A path as the messages show it: relative to the repository when it is in it."""
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
 @dataclass
@@ -76,7 +83,7 @@ class Region:
 
     @property
     def where(self) -> str:
-        return f"{self.path.relative_to(ROOT)}:{self.line}"
+        return f"{shown(self.path)}:{self.line}"
 
 
 def dedent(lines: list[str]) -> list[str]:
@@ -139,7 +146,7 @@ def regions(path: Path, problems: list[str]) -> list[Region]:
     for number, line in enumerate(path.read_text(encoding="utf-8").split("\n"), start=1):
         marker = MARKER.match(line)
         word = marker["word"] if marker else None
-        where = f"{path.relative_to(ROOT)}:{number}"
+        where = f"{shown(path)}:{number}"
         if word is None:
             if current is not None and not hidden:
                 run.append(line)
@@ -195,8 +202,8 @@ def first_difference(block: Block, region: Region) -> str:
         ours = doc[index] if index < len(doc) else None
         theirs = region.lines[index] if index < len(region.lines) else None
         if ours != theirs:
-            doc_where = f"{block.path.relative_to(ROOT)}:{block.line + offset + index}" if ours is not None else "(the block ends)"
-            code_where = (f"{region.path.relative_to(ROOT)}:{region.source_lines[index]}"
+            doc_where = f"{shown(block.path)}:{block.line + offset + index}" if ours is not None else "(the block ends)"
+            code_where = (f"{shown(region.path)}:{region.source_lines[index]}"
                           if theirs is not None else "(the region ends)")
             return (f"  first difference:\n"
                     f"    {doc_where}: {ours!r}\n"
@@ -255,15 +262,10 @@ def run_tests(run_regions: list[Region], scratch: str, problems: list[str]) -> N
                         f"runs it `\"{region.name}: …\"`)")
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--no-run", action="store_true", help="check the text only; do not run the tests")
-    parser.add_argument("--scratch-path", default=".build", help="swift's build folder (default .build)")
-    arguments = parser.parse_args()
-
-    problems: list[str] = []
+def match(docs: list[Path], sources: list[Path], problems: list[str]) -> tuple[list[Region], list[Block]]:
+    """Every swift block of `docs` must be a region of `sources`, and every region some block."""
     all_regions: list[Region] = []
-    for path in sorted(SNIPPET_SOURCES.rglob("*.swift")) + [MANIFEST]:
+    for path in sources:
         all_regions.extend(regions(path, problems))
     by_name: dict[str, Region] = {}
     for region in all_regions:
@@ -273,7 +275,6 @@ def main() -> int:
         if not region.lines:
             problems.append(f"{region.where}: region `{region.name}` shows no line")
 
-    docs = documents()
     blocks = [block for path in docs for block in swift_blocks(path)]
     used: set[str] = set()
     for block in blocks:
@@ -295,6 +296,77 @@ def main() -> int:
         if region.name not in used:
             problems.append(f"{region.where}: region `{region.name}` is in no document: paste it into one, or "
                             f"remove it")
+    return all_regions, blocks
+
+
+def self_test() -> int:
+    """The check fails when it should: a block that drifted by one line, a region no document shows, a region
+    left open; and passes a block in a list item whose region hides set-up lines, and a block marked not
+    compiled."""
+    import tempfile
+    with tempfile.TemporaryDirectory() as folder:
+        doc, code = Path(folder) / "doc.md", Path(folder) / "Code.swift"
+        code.write_text("\n".join([
+            "// snippet.one", "import ProtectedStore", "// snippet.hide", "func run() {", "// snippet.show", "",
+            "    let a = 1", "    print(a)", "// snippet.end", "}", "", "// snippet.two", "let b = 2", "// snippet.end",
+        ]) + "\n")
+        good = ["Text.", "", "- item:", "", "  ```swift", "  import ProtectedStore", "", "  let a = 1", "  print(a)",
+                "  ```", "", "```swift", "let b = 2", "```", ""]
+        doc.write_text("\n".join(good))
+        failures: list[str] = []
+
+        def expect(name: str, condition: bool, detail: object) -> None:
+            print(f"self-test: {'ok  ' if condition else 'FAIL'} {name}")
+            if not condition:
+                failures.append(f"{name}: {detail}")
+
+        problems: list[str] = []
+        _, blocks = match([doc], [code], problems)
+        expect("identical blocks match their regions", problems == [] and len(blocks) == 2, problems)
+
+        doc.write_text("\n".join(good).replace("print(a)", "print(b)"))
+        problems = []
+        match([doc], [code], problems)
+        expect("a drifted line is named, with the region's line", len(problems) == 2
+               and f"{doc}:6: this swift block is no snippet region's code; the nearest is `one`" in problems[0]
+               and f"{doc}:9: '  print(b)'".replace("  print", "print") in problems[0]
+               and f"{code}:8: 'print(a)'" in problems[0]
+               and "region `one` is in no document" in problems[1], problems)
+
+        doc.write_text("\n".join(good[:10]))
+        problems = []
+        match([doc], [code], problems)
+        expect("a region no document shows fails", problems == [f"{code}:12: region `two` is in no document: "
+                                                               "paste it into one, or remove it"], problems)
+
+        doc.write_text("\n".join(good[:11] + ["<!-- doc-snippets: not compiled: GRDB's side -->"] + good[11:])
+                       .replace("let b = 2", "let b = 3"))
+        code.write_text(code.read_text().replace("// snippet.two\nlet b = 2\n// snippet.end\n", ""))
+        problems = []
+        _, blocks = match([doc], [code], problems)
+        expect("a block marked not compiled is listed, not matched",
+               problems == [] and [block.not_compiled for block in blocks] == [None, "GRDB's side"], problems)
+
+        code.write_text(code.read_text().replace("// snippet.end\n}", "}"))
+        problems = []
+        match([doc], [code], problems)
+        expect("a region left open fails", any("region `one` has no `// snippet.end`" in p for p in problems), problems)
+    for failure in failures:
+        print(f"self-test: {failure}", file=sys.stderr)
+    return 1 if failures else 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--no-run", action="store_true", help="check the text only; do not run the tests")
+    parser.add_argument("--scratch-path", default=".build", help="swift's build folder (default .build)")
+    parser.add_argument("--self-test", action="store_true", help="check that the check fails when it should")
+    arguments = parser.parse_args()
+    if arguments.self_test:
+        return self_test()
+
+    problems: list[str] = []
+    all_regions, blocks = match(documents(), sorted(SNIPPET_SOURCES.rglob("*.swift")) + [MANIFEST], problems)
 
     manifest_regions = [region for region in all_regions if region.path == MANIFEST]
     check_manifest(manifest_regions, problems)
