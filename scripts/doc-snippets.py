@@ -379,6 +379,8 @@ def main() -> int:
               file=sys.stderr)
         for problem in problems:
             print(problem, file=sys.stderr)
+        print("doc-snippets: a block's code lives between `// snippet.NAME` and `// snippet.end` in "
+              f"Tests/{TEST_TARGET} (CONTRIBUTING.md, \"Code in the documentation\")", file=sys.stderr)
         return 1
     skipped = [block for block in blocks if block.not_compiled]
     checked = [block for block in blocks if not block.not_compiled]
