@@ -77,8 +77,7 @@ struct SignalCleanupTests {
         let directory = TemporaryDirectory()
         let temporary = directory.file("tmp")
         try FileManager.default.createDirectory(atPath: temporary, withIntermediateDirectories: true)
-        let script = "device setup --passcode 1\napp launch\n" + String(repeating: "put k v\nget k\nclock advance 1s\n", count: 100_000)
-        let process = try start(["run", "--fast-kdf", "-"], temporary: temporary, errors: directory.file("stderr"), input: script)
+        let process = try start(["run", "--fast-kdf", "-"], temporary: temporary, errors: directory.file("stderr"), input: Self.longScript)
         try waitForStateDirectory(in: temporary, of: process)
         kill(process.processIdentifier, SIGTERM)
         process.waitUntilExit()
@@ -86,9 +85,12 @@ struct SignalCleanupTests {
         #expect(leftovers(in: temporary).isEmpty, "left behind: \(leftovers(in: temporary))")
     }
 
-    /// A script that runs long enough to be killed part-way.
+    /// A script that runs long enough to be killed part-way (20,000 durable writes: 20 s in a debug build on a
+    /// busy machine), and short enough to parse quickly: `run` parses the whole script before its first command
+    /// makes the state directory, and 300,000 lines took 7.7 s in a debug build and over a minute under the
+    /// Thread Sanitizer on a loaded machine, past the wait for the directory.
     static let longScript =
-        "device setup --passcode 1\napp launch\n" + String(repeating: "put k v\nget k\nclock advance 1s\n", count: 100_000)
+        "device setup --passcode 1\napp launch\n" + String(repeating: "put k v\nget k\nclock advance 1s\n", count: 20_000)
 
     @Test("a SIGKILLed run leaves its state directory with its key files; the next run removes it, and never the directory of a run that is still going")
     func killedRunIsSweptByTheNext() throws {
