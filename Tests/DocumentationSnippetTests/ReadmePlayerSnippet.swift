@@ -50,6 +50,33 @@ struct ReadmePlayerSnippet {
         await controller.terminate()
     }
 
+    @Test("readme-records-cursor: a cursor reads the players one at a time inside a read")
+    func cursor() async throws {
+        let device = try SnippetDevice()
+        var migrator = DatabaseMigrator.keyValue
+        migrator.registerMigration("create player") { db in
+            try db.execute("CREATE TABLE player(id TEXT PRIMARY KEY, name TEXT NOT NULL, score INTEGER NOT NULL)")
+        }
+        let store = StoreConfiguration(path: device.documents + "/Players.sqlite", migrator: migrator)
+        let controller = DataController(configuration: .init(store: store), keys: device.keys)
+        controller.launch()
+        try await controller.perform("add players") { coordinator in
+            try await coordinator.write { db in
+                for index in 1...1_000 { try Player(id: "\(index)", name: "p\(index)", score: index).insert(db) }
+            }
+        }
+        // snippet.readme-records-cursor
+        let total = try await controller.read { db in
+            let players = try Player.fetchCursor(db)
+            var total = 0
+            while let player = try players.next() { total += player.score }
+            return total
+        }
+        // snippet.end
+        #expect(total == 1_000 * 1_001 / 2)
+        await controller.terminate()
+    }
+
     @Test("the Player example is no longer than GRDB's, counting lines that are neither blank nor only a comment")
     func noLongerThanGRDB() throws {
         let count = try Self.shownLineCount(ofRegion: "readme-player", in: String(contentsOfFile: #filePath, encoding: .utf8))
