@@ -21,7 +21,7 @@ public protocol TableRecord {
     /// One column: the key of ``FetchableRecord/fetchOne(_:key:)`` and of the `WHERE` clause of
     /// ``PersistableRecord/update(_:)``, ``PersistableRecord/delete(_:)`` and ``PersistableRecord/exists(_:)``.
     /// A table whose key spans several columns is read and written with SQL (``Database/fetchAll(_:_:_:)``,
-    /// ``Database/execute(_:_:)``).
+    /// ``Database/execute(_:_:)-(_,StatementArguments)``).
     static var databasePrimaryKey: String { get }
 }
 
