@@ -116,6 +116,11 @@ public final class Database {
     private var cachedStatements: StatementCache
     /// How many ``transaction(_:_:)`` bodies are running (one, or none: transactions do not nest).
     private var transactionBodies = 0
+    /// How many ``transaction(_:_:)`` bodies have started: the running one's number tells a cursor's
+    /// transaction from a later one.
+    private var startedTransactions = 0
+    /// The cursors opened in the running transaction body, ended with it (``DatabaseCursor``).
+    private var transactionCursors: [CursorState] = []
     private let hooks = ConnectionHooks()
     /// The file this connection counts as open in ``openFiles``, once it is open.
     private var registeredFile: String?
@@ -312,10 +317,14 @@ public final class Database {
     /// The cache keeps the ``Configuration/statementCacheCapacity`` most recently used statements; a
     /// statement it drops is finalized once nobody holds it, so one handed out stays valid for as long as
     /// the caller keeps it. Two callers asking for the same SQL get the same statement: finish with one
-    /// (step it to the end, or ``Statement/reset()``) before running the same SQL again.
+    /// (step it to the end, or ``Statement/reset()``) before running the same SQL again. The one exception is a
+    /// statement an open ``DatabaseCursor`` steps through: the caller then gets a statement of its own.
     public func cachedStatement(_ sql: String) throws -> Statement {
         try checkTransactionNotAborted()
-        if let statement = cachedStatements.statement(for: sql) { return statement }
+        if let statement = cachedStatements.statement(for: sql) {
+            // An open cursor steps through that one: a statement of its own, uncached, for this caller.
+            return statement.isHeldByCursor ? try prepare(sql) : statement
+        }
         let statement = try prepare(sql)
         cachedStatements.insert(statement, for: sql)
         return statement
@@ -433,8 +442,14 @@ public final class Database {
         let result: Result
         do {
             transactionBodies += 1
+            startedTransactions += 1
             do {
-                defer { transactionBodies -= 1 }
+                defer {
+                    // Before COMMIT or ROLLBACK: a cursor left open would keep its read going past the
+                    // transaction (holding an old snapshot), or be cut short by the rollback.
+                    endTransactionCursors()
+                    transactionBodies -= 1
+                }
                 result = try body()
             }
             try cachedStatement("COMMIT TRANSACTION").execute([DatabaseValue]())
@@ -514,6 +529,25 @@ public final class Database {
             code: .misuse,
             message: "SQLite rolled this transaction back after an earlier error; nothing more runs in it (let the error end the write)",
             path: path)
+    }
+
+    /// The running ``transaction(_:_:)`` body's number, `nil` outside one: a cursor opened in it works only
+    /// while this stays the same.
+    var currentTransactionID: Int? { transactionBodies > 0 ? startedTransactions : nil }
+
+    /// Keeps `cursor` to end it with the running transaction body; a cursor opened outside one ends on its own
+    /// (last row, error, release).
+    func register(_ cursor: CursorState) {
+        guard transactionBodies > 0 else { return }
+        // Cursors that already ended hold no statement; drop them now and then, so a transaction that opens
+        // many cursors keeps only the running ones.
+        if transactionCursors.count >= 32 { transactionCursors.removeAll { !$0.isRunning } }
+        transactionCursors.append(cursor)
+    }
+
+    private func endTransactionCursors() {
+        for cursor in transactionCursors { cursor.finish() }
+        transactionCursors.removeAll()
     }
 
     /// Whether a transaction is open.

@@ -20,6 +20,9 @@ public final class Statement {
     /// Whether the next step is the first of a run.
     private var isStarting = true
     private var cachedColumnNames: [String]?
+    /// Whether an open ``DatabaseCursor`` is stepping through this statement: the connection's statement cache
+    /// then prepares another for the same SQL rather than hand this one out and have it reset under the cursor.
+    var isHeldByCursor = false
     private var cachedParameterNames: [String?]?
 
     init(sql: String, databaseHandle: OpaquePointer, path: String, hooks: ConnectionHooks) throws {
@@ -259,7 +262,7 @@ public final class Statement {
     /// Lets SQLite free the copies of the values just bound (`sqlite3_clear_bindings`): a cached statement
     /// would otherwise keep its last arguments — a 4 MiB value, a secret — until it runs again. Only after a
     /// run that bound every argument itself (`execute` and `rows`).
-    private func releaseBindings() {
+    func releaseBindings() {
         sqlite3_clear_bindings(handle)
     }
 
