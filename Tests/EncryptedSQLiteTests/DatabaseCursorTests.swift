@@ -84,19 +84,19 @@ struct DatabaseCursorTests {
         // connection sees what another one commits afterwards (a statement left half-way would hold the old
         // snapshot open).
         let writer = try Database(path: directory.file("store.sqlite"), key: key)
-        try writer.transaction { try Item(id: 11, label: "item 11").insert(writer) }
+        _ = try writer.transaction { try Item(id: 11, label: "item 11").insert(writer) }
         #expect(try database.fetchValue(Int.self, "SELECT count(*) FROM item") == 11)
 
         let error = #expect(throws: SQLiteError.self) { try escaped.next() }
         #expect(error?.code == .misuse)
         #expect(error?.message.contains("after the read or write that opened it ended") == true)
         // Not even in a later transaction.
-        try database.transaction(.deferred) {
+        _ = try database.transaction(.deferred) {
             #expect(throws: SQLiteError.self) { try escaped.next() }
         }
         // Ended at the transaction's end: its statement was reset, so the writer can take the database and the
         // cached statement runs from the first row.
-        try database.transaction { try Item(id: 12, label: "item 12").insert(database) }
+        _ = try database.transaction { try Item(id: 12, label: "item 12").insert(database) }
         #expect(try database.fetchAll(Item.self, Self.allItems).map(\.id) == Array(1...12))
 
         // A cursor not started before its transaction ended fails the same way.
