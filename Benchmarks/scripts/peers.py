@@ -6,12 +6,13 @@
 Builds the two release binaries one after the other (2 cores: never two builds at once) — `peer-workloads`
 of this package (ProtectedStore over SQLCipher) and `grdb-workloads` of Peers/ (GRDB over the system's
 SQLite; a package of its own because both libraries export sqlite3_*) — unless --no-build says they are
-built. Checks that both sides run with the same settings (WAL, synchronous FULL, 4 KiB pages, 32 MiB cache),
+built. Checks that both sides' writers run with the same settings (WAL, synchronous FULL, 4 KiB pages, 32 MiB cache),
 then runs every workload in rounds, each run a new process, the two sides interleaved and the order flipped
 every round (ours, grdb, grdb, ours, ...) so neither always runs first; each pair starts once the shared
 machine is quiet (other processes below --quiet-below of the CPUs, waiting at most --quiet-timeout s). Writes the medians as
-{"<workload>": {"ours": x, "grdb": y, "unit": "s|ms", ...}} (with the ratio of the medians, the target,
-whether it is met, the middle half of the round-by-round ratios and every run) and prints a Markdown table.
+{"<workload>": {"ours": x, "grdb": y, "unit": "s|ms|MiB", ...}} with the verdict's ratio — the median of the
+round-by-round ratios ours ÷ GRDB, each round's two runs made one after the other — its min–max and p25–p75, the
+ratio of the medians beside it, the target, whether it is met and every run, and prints a Markdown table.
 Only the standard library is used.
 """
 import argparse
@@ -30,7 +31,8 @@ SCRATCH = ".build-peers"
 OURS = os.path.join(BENCHMARKS, SCRATCH, "release", "peer-workloads")
 GRDB = os.path.join(PEERS, SCRATCH, "release", "grdb-workloads")
 
-# Issue 17's targets: ratio = ours ÷ grdb, of the medians. read_p99_during_write also needs ≤ 1 ms itself.
+# Targets: ratio = ours ÷ grdb, the median of the round-by-round ratios (issue 17's six, issue 27's five).
+# ABSOLUTE_LIMIT: ours' own figure must also stay at or under it.
 TARGETS = {
     "insert_100k": 0.85,
     "warm_scan_100k": 0.80,
@@ -38,6 +40,11 @@ TARGETS = {
     "durable_write_1row": 1.30,
     "read_p99_during_write": 1.00,
     "reopen_cold_scan_100k": 1.40,
+    "durable_write_database": 1.20,
+    "durable_write_coordinator": 1.20,
+    "main_actor_read_10k": 1.00,
+    "open_new_store": 1.50,
+    "peak_rss_100k": 1.20,
 }
 ABSOLUTE_LIMIT = {"read_p99_during_write": 1.0}  # ms
 WORKLOADS = list(TARGETS)
@@ -117,22 +124,25 @@ def medians(results):
 def summarize(workload, ours_runs, grdb_runs):
     ours, ours_extras = medians(ours_runs)
     grdb, grdb_extras = medians(grdb_runs)
-    ratio = ours / grdb
+    # The headline: each round's two runs were made one after the other, so their ratio cancels most of the
+    # shared machine's drift; the verdict is the median of those ratios (with their min–max), not the ratio of
+    # two medians taken minutes apart.
+    paired = sorted(o["value"] / g["value"] for o, g in zip(ours_runs, grdb_runs))
+    ratio = statistics.median(paired)
+    quartiles = statistics.quantiles(paired, n=4)
     target = TARGETS[workload]
     met = ratio <= target
     target_text = f"≤{target:.2f}×"
     if workload in ABSOLUTE_LIMIT:
         met = met and ours <= ABSOLUTE_LIMIT[workload]
         target_text += f" and ≤{ABSOLUTE_LIMIT[workload]:g} {ours_runs[0]['unit']}"
-    # Each round's two runs were made one after the other: their ratios show how far the machine's drift
-    # moves the verdict (the middle half of them, as p25–p75).
-    paired = sorted(o["value"] / g["value"] for o, g in zip(ours_runs, grdb_runs))
-    quartiles = statistics.quantiles(paired, n=4)
     return {
         "ours": significant(ours),
         "grdb": significant(grdb),
         "unit": ours_runs[0]["unit"],
         "ratio": round(ratio, 3),
+        "ratio_min_max": [round(paired[0], 3), round(paired[-1], 3)],
+        "ratio_of_medians": round(ours / grdb, 3),
         "target": target_text,
         "met": met,
         "paired_ratio_p25_p75": [round(quartiles[0], 3), round(quartiles[2], 3)],
@@ -145,14 +155,15 @@ def summarize(workload, ours_runs, grdb_runs):
 
 def table(summary):
     lines = [
-        "| workload | ours | GRDB | ratio (ours ÷ GRDB) | round by round, p25–p75 | target | met? |",
-        "|---|---:|---:|---:|---:|---|---|"]
+        "| workload | ours | GRDB | ours ÷ GRDB, median of rounds | min–max | p25–p75 | target | met? |",
+        "|---|---:|---:|---:|---:|---:|---|---|"]
     for workload, row in summary.items():
         unit = row["unit"]
         low, high = row["paired_ratio_p25_p75"]
+        least, most = row["ratio_min_max"]
         lines.append(
             f"| `{workload}` | {row['ours']:g} {unit} | {row['grdb']:g} {unit} | {row['ratio']:.2f}× | "
-            f"{low:.2f}–{high:.2f}× | {row['target']} | {'yes' if row['met'] else '**no**'} |")
+            f"{least:.2f}–{most:.2f}× | {low:.2f}–{high:.2f}× | {row['target']} | {'yes' if row['met'] else '**no**'} |")
     return "\n".join(lines)
 
 

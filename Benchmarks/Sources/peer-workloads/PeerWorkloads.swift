@@ -12,7 +12,8 @@ import Synchronization
 //
 //   peer-workloads WORKLOAD [--dir DIR]
 //   WORKLOAD: settings | insert_100k | warm_scan_100k | point_read_10k | durable_write_1row
-//             | read_p99_during_write | reopen_cold_scan_100k
+//             | read_p99_during_write | reopen_cold_scan_100k | durable_write_database
+//             | durable_write_coordinator | main_actor_read_10k | open_new_store | peak_rss_100k
 
 enum Shape {
     static let rows = 100_000
@@ -25,6 +26,8 @@ enum Shape {
     static let repeats = 5
     static let value = String(repeating: "v", count: 64)
     static let replacement = String(repeating: "w", count: 64)
+    static let createSQL = "CREATE TABLE items(id INTEGER PRIMARY KEY, name TEXT NOT NULL, value TEXT NOT NULL)"
+    static let mainActorReads = 10_000
     static let insertSQL = "INSERT INTO items(id, name, value) VALUES (?, ?, ?)"
     static let replaceSQL = "INSERT OR REPLACE INTO items(id, name, value) VALUES (?, ?, ?)"
     static let scanSQL = "SELECT id, name, value FROM items"
@@ -83,7 +86,7 @@ struct LaunchError: Error, CustomStringConvertible {
 @MainActor
 final class App {
     let device: SimulatedDevice
-    let store: StoreConfiguration
+    var store: StoreConfiguration
     private var controller: DataController?
 
     init(directory: String) throws {
@@ -91,11 +94,16 @@ final class App {
         // unlocks it again.
         device = try SimulatedDevice.setUp(
             in: directory + "/device", passcode: SecureBytes(utf8: "peer-benchmark"), configuration: .init(kdf: .minimal))
+        store = StoreConfiguration(path: directory + "/store.sqlite", migrator: Self.migrator)
+    }
+
+    /// One migration, "create items".
+    static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
         migrator.registerMigration("create items") { database in
-            try database.execute("CREATE TABLE items(id INTEGER PRIMARY KEY, name TEXT NOT NULL, value TEXT NOT NULL)")
+            try database.execute(Shape.createSQL)
         }
-        store = StoreConfiguration(path: directory + "/store.sqlite", migrator: migrator)
+        return migrator
     }
 
     /// Launches a new controller and returns its coordinator once the phase is `ready`, as an app following
@@ -214,7 +222,8 @@ func run(_ workload: String, in directory: String) async throws {
     switch workload {
     case "settings":
         let coordinator = try await populated()
-        let settings = try await coordinator.read { database in
+        // The writer's pragmas: it is the connection that commits (`synchronous` matters there), as on GRDB's side.
+        let settings = try await coordinator.write { database in
             try [
                 "PRAGMA journal_mode", "PRAGMA synchronous", "PRAGMA page_size", "PRAGMA cache_size",
                 "PRAGMA cipher_page_size", "SELECT sqlite_version()", "PRAGMA cipher_version",
@@ -327,9 +336,92 @@ func run(_ workload: String, in directory: String) async throws {
             ("min", timings.min()!), ("samples", timings), ("open_s", median(openTimings)), ("checksum", checksum),
         ])
 
+    case "durable_write_database":
+        // The store's `Database` opened directly (no device, no coordinator): what a write costs below the
+        // app-level API, against GRDB's synchronous `DatabaseQueue.write`.
+        let database = try Database(path: directory + "/direct.sqlite", key: SecureBytes.random(count: 32))
+        defer { database.close() }
+        try database.execute(Shape.createSQL)
+        try database.transaction { try insert(database, 0..<Shape.rows) }
+        var ids = PseudoRandomIDs()
+        var samples: [Double] = []
+        for index in 0..<(Shape.durableWarmUpWrites + Shape.durableWrites) {
+            let id = ids.next()
+            let start = clock.now
+            try database.transaction {
+                try database.execute(Shape.replaceSQL, [.integer(id), .text("item-\(id)"), .text(Shape.replacement)])
+            }
+            let elapsed = seconds(start.duration(to: clock.now)) * 1000
+            if index >= Shape.durableWarmUpWrites { samples.append(elapsed) }
+        }
+        samples.sort()
+        report(workload, percentile(samples, 0.5), "ms", [("p99", percentile(samples, 0.99)), ("writes", samples.count)])
+
+    case "durable_write_coordinator":
+        // durable_write_1row's writes, against GRDB's synchronous `DatabaseQueue.write` instead of its pool.
+        let coordinator = try await populated()
+        var ids = PseudoRandomIDs()
+        var samples: [Double] = []
+        for index in 0..<(Shape.durableWarmUpWrites + Shape.durableWrites) {
+            let id = ids.next()
+            let start = clock.now
+            try await coordinator.write { database in
+                try database.execute(Shape.replaceSQL, [.integer(id), .text("item-\(id)"), .text(Shape.replacement)])
+            }
+            let elapsed = seconds(start.duration(to: clock.now)) * 1000
+            if index >= Shape.durableWarmUpWrites { samples.append(elapsed) }
+        }
+        samples.sort()
+        report(workload, percentile(samples, 0.5), "ms", [("p99", percentile(samples, 0.99)), ("writes", samples.count)])
+
+    case "main_actor_read_10k":
+        // 10,000 one-row reads, each its own read call awaited from the main actor, as a view model does.
+        let coordinator = try await populated()
+        _ = try await coordinator.read { database in try scan(database) }
+        var timings: [Double] = []
+        var found = 0
+        for _ in 0..<Shape.repeats {
+            var ids = PseudoRandomIDs()
+            let start = clock.now
+            for _ in 0..<Shape.mainActorReads {
+                let id = ids.next()
+                let value = try await coordinator.read { database in try database.scalar(Shape.smallReadSQL, [.integer(id)])?.string }
+                found &+= value?.utf8.count ?? 0
+            }
+            timings.append(seconds(start.duration(to: clock.now)))
+        }
+        report(workload, median(timings), "s", [("min", timings.min()!), ("samples", timings), ("checksum", found)])
+
+    case "open_new_store":
+        // Launch → ready on a new store (its key made and wrapped, the file created, the migration run), the
+        // device already set up and unlocked; 5 new stores per process, median.
+        var timings: [Double] = []
+        for index in 0..<Shape.repeats {
+            app.store = StoreConfiguration(path: directory + "/new-\(index).sqlite", migrator: App.migrator)
+            let start = clock.now
+            let coordinator = try await app.launch()
+            timings.append(seconds(start.duration(to: clock.now)))
+            await app.terminate(coordinator)
+        }
+        report(workload, median(timings), "s", [("min", timings.min()!), ("samples", timings)])
+
+    case "peak_rss_100k":
+        // The process's peak resident size after insert_100k's write and a scan of every row (the writer's and
+        // a reader's page caches both filled), in MiB.
+        let coordinator = try await populated()
+        let checksum = try await coordinator.read { database in try scan(database) }
+        report(workload, peakResidentMiB(), "MiB", [("checksum", checksum)])
+
     default:
         throw UsageError(description: "unknown workload '\(workload)'")
     }
+}
+
+/// The process's peak resident set size (`getrusage`'s `ru_maxrss`, KiB on Linux), in MiB.
+func peakResidentMiB() -> Double {
+    var usage = rusage()
+    getrusage(RUSAGE_SELF.rawValue, &usage)
+    return Double(usage.ru_maxrss) / 1024
 }
 
 /// The span of the write's transaction during which reads are sampled: opened by the write's first

@@ -9,7 +9,8 @@ import Synchronization
 //
 //   grdb-workloads WORKLOAD [--dir DIR]
 //   WORKLOAD: settings | insert_100k | warm_scan_100k | point_read_10k | durable_write_1row
-//             | read_p99_during_write | reopen_cold_scan_100k
+//             | read_p99_during_write | reopen_cold_scan_100k | durable_write_database
+//             | durable_write_coordinator | main_actor_read_10k | open_new_store | peak_rss_100k
 
 enum Shape {
     static let rows = 100_000
@@ -22,6 +23,8 @@ enum Shape {
     static let repeats = 5
     static let value = String(repeating: "v", count: 64)
     static let replacement = String(repeating: "w", count: 64)
+    static let createSQL = "CREATE TABLE items(id INTEGER PRIMARY KEY, name TEXT NOT NULL, value TEXT NOT NULL)"
+    static let mainActorReads = 10_000
     static let insertSQL = "INSERT INTO items(id, name, value) VALUES (?, ?, ?)"
     static let replaceSQL = "INSERT OR REPLACE INTO items(id, name, value) VALUES (?, ?, ?)"
     static let scanSQL = "SELECT id, name, value FROM items"
@@ -82,6 +85,78 @@ func makePool(_ path: String) throws -> DatabasePool {
     // so FULL must be set here, once the pool exists. Only the writer commits.
     try pool.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
     return pool
+}
+
+/// A `DatabaseQueue` with the same settings, WAL included (a queue's default is a rollback journal): the peer
+/// of a synchronous write, `queue.write { }`, which blocks its caller as ours' `Database.transaction` does.
+func makeQueue(_ path: String) throws -> DatabaseQueue {
+    var configuration = Configuration()
+    configuration.prepareDatabase { db in
+        try db.execute(sql: "PRAGMA page_size = 4096")
+        try db.execute(sql: "PRAGMA cache_size = -32768")
+        try db.execute(sql: "PRAGMA temp_store = MEMORY")
+        try db.execute(sql: "PRAGMA journal_mode = WAL")
+        try db.execute(sql: "PRAGMA synchronous = FULL")
+    }
+    return try DatabaseQueue(path: path, configuration: configuration)
+}
+
+/// The migrator of ours' store, "create items".
+var migrator: DatabaseMigrator {
+    var migrator = DatabaseMigrator()
+    migrator.registerMigration("create items") { db in try db.execute(sql: Shape.createSQL) }
+    return migrator
+}
+
+/// The process's peak resident set size (`getrusage`'s `ru_maxrss`, KiB on Linux), in MiB.
+func peakResidentMiB() -> Double {
+    var usage = rusage()
+    getrusage(RUSAGE_SELF.rawValue, &usage)
+    return Double(usage.ru_maxrss) / 1024
+}
+
+/// A `DatabaseQueue` with the 100,000-row table, checked to run WAL with `synchronous = FULL`.
+func populatedQueue(_ path: String) throws -> DatabaseQueue {
+    let queue = try makeQueue(path)
+    try queue.write { db in
+        try db.execute(sql: Shape.createSQL)
+        try insert(db, 0..<Shape.rows)
+    }
+    let mode = try queue.read { db in try String.fetchOne(db, sql: "PRAGMA journal_mode") }
+    let synchronous = try queue.read { db in try Int.fetchOne(db, sql: "PRAGMA synchronous") }
+    precondition(mode == "wal" && synchronous == 2, "the queue runs \(mode ?? "?"), synchronous \(synchronous ?? -1)")
+    return queue
+}
+
+/// `mainActorReads` one-row reads, each its own synchronous `pool.read { }` on the calling (main) thread;
+/// returns a checksum. Not `async`, so the synchronous `read` is the one called.
+func synchronousReads(_ pool: DatabasePool) throws -> Int {
+    var ids = PseudoRandomIDs()
+    var found = 0
+    for _ in 0..<Shape.mainActorReads {
+        let id = ids.next()
+        let value = try pool.read { db in try String.fetchOne(db.cachedStatement(sql: Shape.smallReadSQL), arguments: [id]) }
+        found &+= value?.utf8.count ?? 0
+    }
+    return found
+}
+
+/// Durable one-row writes through a synchronous `DatabaseQueue.write`: the median and p99 in ms.
+func queueWrites(_ queue: DatabaseQueue) throws -> (Double, Double, Int) {
+    let clock = ContinuousClock()
+    var ids = PseudoRandomIDs()
+    var samples: [Double] = []
+    for index in 0..<(Shape.durableWarmUpWrites + Shape.durableWrites) {
+        let id = ids.next()
+        let start = clock.now
+        try queue.write { db in
+            try db.cachedStatement(sql: Shape.replaceSQL).execute(arguments: [id, "item-\(id)", Shape.replacement])
+        }
+        let elapsed = seconds(start.duration(to: clock.now)) * 1000
+        if index >= Shape.durableWarmUpWrites { samples.append(elapsed) }
+    }
+    samples.sort()
+    return (percentile(samples, 0.5), percentile(samples, 0.99), samples.count)
 }
 
 func createTable(_ pool: DatabasePool) throws {
@@ -158,6 +233,7 @@ func report(_ workload: String, _ value: Double, _ unit: String, _ extras: [(Str
     print("{" + body.joined(separator: ", ") + "}")
 }
 
+@MainActor
 func run(_ workload: String, in directory: String) async throws {
     let path = directory + "/store.sqlite"
     let clock = ContinuousClock()
@@ -284,6 +360,42 @@ func run(_ workload: String, in directory: String) async throws {
             ("min", timings.min()!), ("samples", timings), ("open_s", median(openTimings)), ("checksum", checksum),
         ])
 
+    case "durable_write_database", "durable_write_coordinator":
+        // The peer of both ours' `Database.transaction` and ours' `coordinator.write`: GRDB's synchronous queue.
+        let (p50, p99, writes) = try queueWrites(try populatedQueue(path))
+        report(workload, p50, "ms", [("p99", p99), ("writes", writes)])
+
+    case "main_actor_read_10k":
+        // 10,000 one-row reads, each its own synchronous `pool.read { }` on the main thread, as a GRDB view
+        // model does.
+        let pool = try populatedPool()
+        _ = try await pool.read { db in try scan(db) }
+        var timings: [Double] = []
+        var found = 0
+        for _ in 0..<Shape.repeats {
+            let start = clock.now
+            found = try synchronousReads(pool)
+            timings.append(seconds(start.duration(to: clock.now)))
+        }
+        report(workload, median(timings), "s", [("min", timings.min()!), ("samples", timings), ("checksum", found)])
+
+    case "open_new_store":
+        // A new pool on a new file, the migration run: GRDB's launch → ready. 5 per process, median.
+        var timings: [Double] = []
+        for index in 0..<Shape.repeats {
+            let start = clock.now
+            let pool = try makePool(directory + "/new-\(index).sqlite")
+            try migrator.migrate(pool)
+            timings.append(seconds(start.duration(to: clock.now)))
+            try pool.close()
+        }
+        report(workload, median(timings), "s", [("min", timings.min()!), ("samples", timings)])
+
+    case "peak_rss_100k":
+        let pool = try populatedPool()
+        let checksum = try await pool.read { db in try scan(db) }
+        report(workload, peakResidentMiB(), "MiB", [("checksum", checksum)])
+
     default:
         throw UsageError(description: "unknown workload '\(workload)'")
     }
@@ -339,6 +451,7 @@ func readsDuringWrite(
 
 @main
 struct GRDBWorkloads {
+    @MainActor
     static func main() async {
         var arguments = Array(CommandLine.arguments.dropFirst())
         var base = NSTemporaryDirectory()
