@@ -165,8 +165,11 @@ struct InboxLedger {
 
     /// Whether `error` says the store itself cannot be written, rather than that one record cannot be applied.
     static func failsTheWholeMerge(_ error: any Error) -> Bool {
-        let sqliteError = (error as? SQLiteError) ?? ((error as? StoreError)?.cause as? SQLiteError)
-        guard let code = sqliteError?.code else { return false }
-        return [.diskFull, .readOnly, .unavailable, .corrupt, .busy, .closed, .notSQLCipher, .wrongKey].contains(code)
+        // The store's failure, thrown as it is or as the cause of a handler's own error.
+        guard let storeError = error as? StoreError else { return false }
+        let storeFailures: Set<StoreError.Code> = [
+            .diskFull, .readOnly, .storeUnavailable, .storeDamaged, .busy, .closed, .notSQLCipher, .wrongKey,
+        ]
+        return storeFailures.contains(storeError.code) || (storeError.cause as? StoreError).map { storeFailures.contains($0.code) } == true
     }
 }
