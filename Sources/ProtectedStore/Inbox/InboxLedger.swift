@@ -165,11 +165,11 @@ struct InboxLedger {
 
     /// Whether `error` says the store itself cannot be written, rather than that one record cannot be applied.
     static func failsTheWholeMerge(_ error: any Error) -> Bool {
-        // The store's failure, thrown as it is or as the cause of a handler's own error.
-        guard let storeError = error as? StoreError else { return false }
-        let storeFailures: Set<StoreError.Code> = [
-            .diskFull, .readOnly, .storeUnavailable, .storeDamaged, .busy, .closed, .notSQLCipher, .wrongKey,
-        ]
-        return storeFailures.contains(storeError.code) || (storeError.cause as? StoreError).map { storeFailures.contains($0.code) } == true
+        // A failure of the connection (the SQL layer names its file), thrown as it is or as another error's cause.
+        func connectionFailure(_ error: (any Error)?) -> StoreError? {
+            (error as? StoreError).flatMap { $0.path != nil ? $0 : nil }
+        }
+        guard let failure = connectionFailure(error) ?? connectionFailure((error as? StoreError)?.cause) else { return false }
+        return [.diskFull, .readOnly, .storeUnavailable, .storeDamaged, .busy, .closed, .notSQLCipher, .wrongKey].contains(failure.code)
     }
 }
