@@ -47,8 +47,13 @@ let package = Package(
         .target(name: "CDiskVFS", dependencies: ["CSQLCipher"]),
 
         // Layers, each importing only the ones above it (../shared/DESIGN.md).
+        // The one error type an app catches, below every layer that throws it: the SQL layer's failures are
+        // `StoreError`s, so an app catches one type inside `write { }` and outside it.
+        .target(name: "StoreErrors", swiftSettings: strictSettings),
         .target(name: "SecureKeys", dependencies: ["CSodium"], swiftSettings: strictSettings),
-        .target(name: "EncryptedSQLite", dependencies: ["CSQLCipher", "CDiskVFS", "SecureKeys"], swiftSettings: strictSettings),
+        .target(
+            name: "EncryptedSQLite", dependencies: ["StoreErrors", "CSQLCipher", "CDiskVFS", "SecureKeys"],
+            swiftSettings: strictSettings),
         .target(
             name: "ProtectedData",
             dependencies: [
@@ -72,7 +77,7 @@ let package = Package(
         .target(
             name: "ProtectedStore",
             dependencies: [
-                "SecureKeys", "EncryptedSQLite", "ProtectedData",
+                "StoreErrors", "SecureKeys", "EncryptedSQLite", "ProtectedData",
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "Logging", package: "swift-log"),
             ],

@@ -31,6 +31,7 @@ import time
 from urllib.parse import unquote, urlparse
 
 MODULES = [
+    "StoreErrors",
     "SecureKeys",
     "EncryptedSQLite",
     "ProtectedData",

@@ -32,7 +32,7 @@ public final class Database {
         public var usesWAL: Bool = true
         /// Open read-only.
         public var readOnly: Bool = false
-        /// Create the file when it does not exist. Off, a missing file fails with ``SQLiteError/Code/unavailable``.
+        /// Create the file when it does not exist. Off, a missing file fails with `StoreError.Code.storeUnavailable`.
         public var createIfMissing: Bool = true
         /// How long to wait for another connection's lock, in milliseconds.
         public var busyTimeoutMilliseconds: Int = 5000
@@ -40,7 +40,7 @@ public final class Database {
         public var synchronous: Synchronous = .full
         /// Before SQLite recovers a write-ahead log a crash left behind, look for damage its recovery would
         /// take for a torn write — silently dropping every transaction committed after a damaged frame — and
-        /// refuse to open with ``SQLiteError/Code/corrupt`` instead, every file left as it is. On by default;
+        /// refuse to open with `StoreError.Code.storeDamaged` instead, every file left as it is. On by default;
         /// it runs only for a writer opened with ``Synchronous/full`` (with `NORMAL`, a power cut may tear
         /// several unsynced transactions, which is not damage) while no other connection, of this process or
         /// another, has the database open, and costs one read of the log, only when there is one.
@@ -50,7 +50,7 @@ public final class Database {
         ///
         /// Set on every connection when it opens: the pragma is a no-op inside a transaction, and every write
         /// and migration of a store runs inside one. A violation fails the statement with
-        /// ``SQLiteError/Code/constraint`` and the extended code 787 (`SQLITE_CONSTRAINT_FOREIGNKEY`).
+        /// `StoreError.Code.constraint` and the extended code 787 (`SQLITE_CONSTRAINT_FOREIGNKEY`).
         public var foreignKeysEnabled: Bool = true
         /// How many prepared statements the connection keeps for reuse (``Database/cachedStatement(_:)``, and
         /// every `execute`, `rows` and `scalar` with arguments); past it the least recently used one is
@@ -135,11 +135,11 @@ public final class Database {
     ///   - path: the database file.
     ///   - key: the 32-byte store key.
     ///   - configuration: see ``Configuration``.
-    /// - Throws: ``SQLiteError/Code/wrongKey`` when `key` does not decrypt the file (the file is untouched),
-    ///   ``SQLiteError/Code/unavailable`` when the file cannot be opened, ``SQLiteError/Code/notSQLCipher``.
+    /// - Throws: `StoreError.Code.wrongKey` when `key` does not decrypt the file (the file is untouched),
+    ///   `StoreError.Code.storeUnavailable` when the file cannot be opened, `StoreError.Code.notSQLCipher`.
     public convenience init(path: String, key: SecureBytes, configuration: Configuration = Configuration()) throws {
         guard key.count == 32 else {
-            throw SQLiteError(code: .misuse, message: "a store key is 32 bytes, got \(key.count)", path: path)
+            throw StoreError(code: .misuse, message: "a store key is 32 bytes, got \(key.count)", path: path)
         }
         try self.init(path: path, keying: .raw(key), configuration: configuration)
     }
@@ -203,7 +203,7 @@ public final class Database {
         guard code == SQLITE_OK, connection != nil else {
             let message = connection.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
             close()
-            throw SQLiteError(resultCode: code, message: message, path: path)
+            throw StoreError(resultCode: code, message: message, path: path)
         }
         let file = Self.resolved(path)
         registeredFile = file
@@ -215,7 +215,7 @@ public final class Database {
         // hold a lock for a moment, and the validation read must wait for it rather than fail with `busy`.
         sqlite3_busy_timeout(connection, Int32(configuration.busyTimeoutMilliseconds))
         // Extended result codes tell a foreign-key failure from a unique one, a failed fsync from a failed
-        // write; ``SQLiteError/extendedResultCode`` carries them, ``SQLiteError/code`` still groups them.
+        // write; `StoreError.extendedResultCode` carries them, `StoreError.code` still groups them.
         sqlite3_extended_result_codes(connection, 1)
         hooks.install(on: connection!)
         do {
@@ -233,11 +233,11 @@ public final class Database {
             }
             try execute("PRAGMA foreign_keys = \(configuration.foreignKeysEnabled ? "ON" : "OFF")")
             for preparation in configuration.preparations { try preparation.body.run(self) }
-        } catch let error as SQLiteError where error.code == .unavailable && Self.isOnReadOnlyFileSystem(path) {
+        } catch let error as StoreError where error.code == .storeUnavailable && Self.isOnReadOnlyFileSystem(path) {
             // SQLite says only "unable to open database file": in WAL mode it must create and write the -shm
             // and -wal files beside the store, which a read-only file system refuses. Say that.
             close()
-            throw SQLiteError(
+            throw StoreError(
                 code: .readOnly,
                 message: "the store's folder is on a read-only file system; the store must write its journal beside it",
                 path: path, extendedResultCode: error.extendedResultCode)
@@ -260,7 +260,7 @@ public final class Database {
     /// Whether the connection is open.
     public var isOpen: Bool { handle != nil }
 
-    /// Closes the connection; later calls throw ``SQLiteError/Code/closed``. Closing twice is harmless.
+    /// Closes the connection; later calls throw `StoreError.Code.closed`. Closing twice is harmless.
     public func close() {
         cachedStatements.removeAll()
         guard let handle else { return }
@@ -281,8 +281,8 @@ public final class Database {
     /// dropping transactions committed after it (``Configuration/checksWriteAheadLog``). A log that another
     /// connection has open, of this process or another, is live, and left alone.
     ///
-    /// - Throws: ``SQLiteError/Code/corrupt`` naming the log, the frame and its byte offset;
-    ///   ``SQLiteError/Code/unavailable`` when the log cannot be read.
+    /// - Throws: `StoreError.Code.storeDamaged` naming the log, the frame and its byte offset;
+    ///   `StoreError.Code.storeUnavailable` when the log cannot be read.
     private static func checkWriteAheadLog(ofDatabaseAt path: String, pageSize: Int) throws {
         let file = resolved(path)
         guard openFiles.withLock({ $0[file] == nil }), !WriteAheadLogCheck.isOpenInAnotherProcess(databaseAt: path) else {
@@ -290,8 +290,8 @@ public final class Database {
         }
         let logPath = path + "-wal"
         guard let damage = try WriteAheadLogCheck(path: logPath, expectedPageSize: pageSize).findDamage() else { return }
-        throw SQLiteError(
-            code: .corrupt,
+        throw StoreError(
+            code: .storeDamaged,
             message: "the write-ahead log is damaged at \(damage.place): it fails its checksum, yet \(damage.committedTransactions) commits verify after it, so SQLite's recovery would silently drop transactions that were committed. The store was not opened; the store file and its log were left as they are",
             path: logPath)
     }
@@ -346,7 +346,7 @@ public final class Database {
         defer { sqlite3_free(errorMessage) }
         guard code == SQLITE_OK else {
             let message = errorMessage.map { String(cString: $0) } ?? String(cString: sqlite3_errmsg(connection))
-            throw SQLiteError(
+            throw StoreError(
                 resultCode: code, message: message, sql: sql, path: path, systemErrno: sqlite3_system_errno(connection))
         }
     }
@@ -423,16 +423,16 @@ public final class Database {
     /// Runs `body` in a transaction: committed when it returns, rolled back when it throws.
     ///
     /// Transactions do not nest: inside one — and every store write (`StoreCoordinator.write`) is inside one
-    /// — this fails with ``SQLiteError/Code/misuse`` before running `body`, saying so. Use
+    /// — this fails with `StoreError.Code.misuse` before running `body`, saying so. Use
     /// ``inSavepoint(_:)`` for a part that may fail on its own, inside a transaction or not. (Not turned into
     /// a savepoint silently: `kind` would then be ignored, and a caller who believes the work commits on
     /// return would find it rolled back with the outer transaction.)
     ///
-    /// - Throws: what `body` throws (after the rollback), or the commit's failure; ``SQLiteError/Code/misuse``
+    /// - Throws: what `body` throws (after the rollback), or the commit's failure; `StoreError.Code.misuse`
     ///   when a transaction is already open.
     public func transaction<Result>(_ kind: TransactionKind = .immediate, _ body: () throws -> Result) throws -> Result {
         if isInTransaction {
-            throw SQLiteError(
+            throw StoreError(
                 code: .misuse,
                 message: "a transaction is already open on this connection (a store write runs in one); transactions do not nest — use inSavepoint { } for a nested part that rolls back on its own",
                 path: path)
@@ -491,7 +491,7 @@ public final class Database {
     /// - Parameter body: the work; it uses this connection.
     /// - Returns: what `body` returned.
     /// - Throws: what `body` throws, unchanged (after the rollback to the savepoint); the failure of
-    ///   `SAVEPOINT` or `RELEASE` (or, outside a transaction, of the commit) as a ``SQLiteError``.
+    ///   `SAVEPOINT` or `RELEASE` (or, outside a transaction, of the commit) as a `StoreError`.
     public func inSavepoint<Result>(_ body: () throws -> Result) throws -> Result {
         guard isInTransaction else { return try transaction(.immediate, body) }
         // One name for every savepoint, as GRDB does: ROLLBACK TO and RELEASE act on the innermost savepoint
@@ -525,7 +525,7 @@ public final class Database {
     /// GRDB does with its aborted transactions.
     private func checkTransactionNotAborted() throws {
         guard transactionBodies > 0, let handle, sqlite3_get_autocommit(handle) != 0 else { return }
-        throw SQLiteError(
+        throw StoreError(
             code: .misuse,
             message: "SQLite rolled this transaction back after an earlier error; nothing more runs in it (let the error end the write)",
             path: path)
@@ -583,7 +583,7 @@ public final class Database {
     /// the rewrite and back afterwards, since a rekey must not leave pages under the old key in the WAL.
     public func rekey(to newKey: SecureBytes) throws {
         guard newKey.count == 32 else {
-            throw SQLiteError(code: .misuse, message: "a store key is 32 bytes, got \(newKey.count)", path: path)
+            throw StoreError(code: .misuse, message: "a store key is 32 bytes, got \(newKey.count)", path: path)
         }
         let connection = try openHandle()
         let wal = configuration.usesWAL && !configuration.readOnly
@@ -592,7 +592,7 @@ public final class Database {
             sqlite3_rekey_v2(connection, "main", literal.baseAddress, Int32(literal.count))
         }
         guard code == SQLITE_OK else {
-            throw SQLiteError(
+            throw StoreError(
                 resultCode: code, message: String(cString: sqlite3_errmsg(connection)), path: path,
                 systemErrno: sqlite3_system_errno(connection))
         }
@@ -603,7 +603,7 @@ public final class Database {
     /// page's HMAC on the way (SQLCipher 3.4 has no `cipher_integrity_check`).
     ///
     /// - Returns: `["ok"]` for a sound database, otherwise SQLite's findings.
-    /// - Throws: ``SQLiteError/Code/corrupt`` when a page fails its HMAC.
+    /// - Throws: `StoreError.Code.storeDamaged` when a page fails its HMAC.
     public func integrityCheck() throws -> [String] {
         try rows("PRAGMA integrity_check").compactMap { $0[0].string }
     }
@@ -616,7 +616,7 @@ public final class Database {
     // MARK: Private
 
     private func openHandle() throws -> OpaquePointer {
-        guard let handle else { throw SQLiteError(code: .closed, message: "the database is closed", path: path) }
+        guard let handle else { throw StoreError(code: .closed, message: "the database is closed", path: path) }
         return handle
     }
 
@@ -624,7 +624,7 @@ public final class Database {
     private func checkSQLCipher() throws {
         let version = try rows("PRAGMA cipher_version").first?[0].string
         guard let version, !version.isEmpty else {
-            throw SQLiteError(
+            throw StoreError(
                 code: .notSQLCipher,
                 message: "the linked SQLite library is not SQLCipher (PRAGMA cipher_version returned nothing); refusing to store data unencrypted",
                 path: path)
@@ -645,7 +645,7 @@ public final class Database {
             case .none: SQLITE_OK  // nothing to key
             }
         guard code == SQLITE_OK else {
-            throw SQLiteError(resultCode: code, message: String(cString: sqlite3_errmsg(connection)), path: path)
+            throw StoreError(resultCode: code, message: String(cString: sqlite3_errmsg(connection)), path: path)
         }
     }
 

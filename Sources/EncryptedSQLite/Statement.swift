@@ -37,14 +37,14 @@ public final class Statement {
         }
         guard code == SQLITE_OK, let statement else {
             sqlite3_finalize(statement)
-            throw SQLiteError(
+            throw StoreError(
                 resultCode: code,
                 message: code == SQLITE_OK ? "the SQL holds no statement" : String(cString: sqlite3_errmsg(databaseHandle)),
                 sql: sql, path: path)
         }
         if holdsMore {
             sqlite3_finalize(statement)
-            throw SQLiteError(
+            throw StoreError(
                 code: .misuse,
                 message: "a prepared statement is one statement; this SQL holds more (run several with execute(_:) and no arguments)",
                 sql: sql, path: path)
@@ -77,7 +77,7 @@ public final class Statement {
     /// Resets the statement and binds `arguments` to its parameters: `?` parameters in order, named ones
     /// (`:name`, `@name`, `$name`) by name.
     ///
-    /// - Throws: ``SQLiteError/Code/misuse`` when a parameter has no value or a value no parameter, naming it.
+    /// - Throws: `StoreError.Code.misuse` when a parameter has no value or a value no parameter, naming it.
     public func bind(_ arguments: StatementArguments) throws {
         guard !arguments.namedValues.isEmpty else {
             try bind(arguments.values)
@@ -103,7 +103,7 @@ public final class Statement {
 
     /// Resets the statement and binds `values` to its parameters in order (`?` or `?NNN`).
     ///
-    /// - Throws: ``SQLiteError/Code/misuse`` when the count does not match.
+    /// - Throws: `StoreError.Code.misuse` when the count does not match.
     public func bind(_ values: [DatabaseValue]) throws {
         resetIfNeeded()
         let expected = Int(sqlite3_bind_parameter_count(handle))
@@ -131,7 +131,7 @@ public final class Statement {
         default:
             // sqlite3_reset returns the same error and leaves the statement reusable.
             reset()
-            throw SQLiteError(
+            throw StoreError(
                 resultCode: code, message: String(cString: sqlite3_errmsg(databaseHandle)), sql: sql, path: path,
                 systemErrno: sqlite3_system_errno(databaseHandle))
         }
@@ -180,7 +180,7 @@ public final class Statement {
 
     /// The value of column `index` of the current row, as a `Value`.
     ///
-    /// - Throws: ``SQLiteError/Code/misuse`` when the stored value does not convert.
+    /// - Throws: `StoreError.Code.misuse` when the stored value does not convert.
     public func decode<Value: DatabaseValueConvertible>(_ type: Value.Type = Value.self, at index: Int) throws -> Value {
         let value = value(at: index)
         guard let converted = Value.fromDatabaseValue(value) else {
@@ -227,7 +227,7 @@ public final class Statement {
             code = sqlite3_bind_text(handle, Int32(position), "", 0, _ps_sqlite_transient())
         }
         guard code == SQLITE_OK else {
-            throw SQLiteError(resultCode: code, message: String(cString: sqlite3_errmsg(databaseHandle)), sql: sql, path: path)
+            throw StoreError(resultCode: code, message: String(cString: sqlite3_errmsg(databaseHandle)), sql: sql, path: path)
         }
         while try step() {}
     }
@@ -320,13 +320,13 @@ public final class Statement {
             }
         }
         guard code == SQLITE_OK else {
-            throw SQLiteError(
+            throw StoreError(
                 resultCode: code, message: String(cString: sqlite3_errmsg(databaseHandle)), sql: sql, path: path)
         }
     }
 
-    private func misuse(_ message: String) -> SQLiteError {
-        SQLiteError(code: .misuse, message: message, sql: sql, path: path)
+    private func misuse(_ message: String) -> StoreError {
+        StoreError(code: .misuse, message: message, sql: sql, path: path)
     }
 
     /// Whether `tail` (what follows a statement) holds another statement, not just spaces, semicolons or

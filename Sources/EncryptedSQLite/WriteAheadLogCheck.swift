@@ -56,18 +56,18 @@ struct WriteAheadLogCheck {
     /// Reads the log at ``path`` and returns the damage recovery would step over, or `nil`: no log, an empty
     /// or sound one, or one whose only failure is a torn last transaction.
     ///
-    /// - Throws: ``SQLiteError/Code/unavailable`` when the log exists but cannot be read.
+    /// - Throws: `StoreError.Code.storeUnavailable` when the log exists but cannot be read.
     func findDamage() throws -> Damage? {
         let descriptor = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
         guard descriptor >= 0 else {
             let code = errno
             if code == ENOENT { return nil }
-            throw SQLiteError(code: .unavailable, message: "cannot open the write-ahead log to check it (\(String(cString: strerror(code))))", path: path)
+            throw StoreError(code: .storeUnavailable, message: "cannot open the write-ahead log to check it (\(String(cString: strerror(code))))", path: path)
         }
         defer { close(descriptor) }
         var info = stat()
         guard fstat(descriptor, &info) == 0 else {
-            throw SQLiteError(code: .unavailable, message: "cannot stat the write-ahead log (\(String(cString: strerror(errno))))", path: path)
+            throw StoreError(code: .storeUnavailable, message: "cannot stat the write-ahead log (\(String(cString: strerror(errno))))", path: path)
         }
         let log = Reader(descriptor: descriptor, size: Int(info.st_size), path: path)
         return try findDamage(in: log)
@@ -180,7 +180,7 @@ struct WriteAheadLogCheck {
 
         /// Exactly `count` bytes at `offset`.
         ///
-        /// - Throws: ``SQLiteError/Code/unavailable`` when the read fails or comes up short.
+        /// - Throws: `StoreError.Code.storeUnavailable` when the read fails or comes up short.
         func read(at offset: Int, count: Int) throws -> [UInt8] {
             var bytes = [UInt8](repeating: 0, count: count)
             var done = 0
@@ -188,8 +188,8 @@ struct WriteAheadLogCheck {
                 let got = bytes.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress! + done, count - done, off_t(offset + done)) }
                 if got < 0, errno == EINTR { continue }
                 guard got > 0 else {
-                    throw SQLiteError(
-                        code: .unavailable,
+                    throw StoreError(
+                        code: .storeUnavailable,
                         message: "cannot read the write-ahead log at byte \(offset + done) to check it (\(got < 0 ? String(cString: strerror(errno)) : "it ended early"))",
                         path: path)
                 }

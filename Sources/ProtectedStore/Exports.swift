@@ -1,6 +1,8 @@
-// What an app names through `import ProtectedStore` alone: the SQL layer its closures use, the protection
+// What an app names through `import ProtectedStore` alone: the one error type it catches (`StoreError`, the
+// same inside a `write { }` closure and outside it), the SQL layer its closures use, the protection
 // classes, the inbox's entries, and the protocols a source of keys implements. The simulated device is not
 // among them: tests import `ProtectedStoreTesting` (or `ProtectedData`) for it.
+@_exported public import StoreErrors
 @_exported public import EncryptedSQLite
 @_exported public import enum SecureKeys.ProtectionClass
 @_exported public import struct SecureKeys.StoreFiles

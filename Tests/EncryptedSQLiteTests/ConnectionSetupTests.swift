@@ -26,7 +26,7 @@ struct ConnectionSetupTests {
         #expect {
             try database.transaction { try database.execute("INSERT INTO child(id, parent) VALUES (1, 42)") }
         } throws: { error in
-            let error = error as? SQLiteError
+            let error = error as? StoreError
             return error?.code == .constraint && error?.extendedResultCode == 787
         }
         try database.transaction {

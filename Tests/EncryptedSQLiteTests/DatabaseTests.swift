@@ -11,11 +11,11 @@ struct DatabaseTests {
     let key = SecureBytes.random(count: 32)
     var path: String { directory.file("store.sqlite") }
 
-    func code(of body: () throws -> Void) -> SQLiteError.Code? {
+    func code(of body: () throws -> Void) -> StoreError.Code? {
         do {
             try body()
             return nil
-        } catch let error as SQLiteError {
+        } catch let error as StoreError {
             return error.code
         } catch {
             Issue.record("unexpected error \(error)")
@@ -80,7 +80,7 @@ struct DatabaseTests {
     func missingFileIsUnavailable() {
         var configuration = Database.Configuration()
         configuration.createIfMissing = false
-        #expect(code { _ = try Database(path: path, key: key, configuration: configuration) } == .unavailable)
+        #expect(code { _ = try Database(path: path, key: key, configuration: configuration) } == .storeUnavailable)
         #expect(!FileManager.default.fileExists(atPath: path))
     }
 
@@ -173,7 +173,7 @@ struct DatabaseTests {
         do {
             try database.execute("INSERT INTO items(name) VALUES (?)", [.text("item-0")])
             Issue.record("expected a constraint error")
-        } catch let error as SQLiteError {
+        } catch let error as StoreError {
             #expect(error.code == .constraint)
             #expect(error.sql == "INSERT INTO items(name) VALUES (?)")
             #expect(!error.description.contains("item-0"))
@@ -208,10 +208,10 @@ struct DatabaseTests {
         bytes[2 * 4096 + 100] ^= 0x04
         _ = FileManager.default.createFile(atPath: path, contents: Data(bytes))
         let database = try Database(path: path, key: key)
-        #expect(code { _ = try database.integrityCheck() } == .corrupt)
+        #expect(code { _ = try database.integrityCheck() } == .storeDamaged)
         #expect(fileBytes(path) == bytes)
         // An ordinary SQL error is still reported as such, not as damage.
-        #expect(code { try database.execute("SELECT * FROM no_such_table") } == .other)
+        #expect(code { try database.execute("SELECT * FROM no_such_table") } == .sqliteError)
     }
 
     @Test("using a closed database fails with closed")

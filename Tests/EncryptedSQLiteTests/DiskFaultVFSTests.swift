@@ -48,25 +48,25 @@ struct DiskFaultVFSTests {
 
     @Test("ENOSPC on a write of the log is disk-full; a short write too; EIO on its fsync is an I/O error (store-unavailable)")
     func errorsSayWhatFailed() throws {
-        func code(_ fault: DiskFaultPlan.Fault, _ calls: Set<DiskFaultPlan.Call>) throws -> SQLiteError.Code? {
+        func code(_ fault: DiskFaultPlan.Fault, _ calls: Set<DiskFaultPlan.Call>) throws -> StoreError.Code? {
             let fixture = try Fixture(key: key)
             let plan = try DiskFaultPlan.arm(under: fixture.directory.path, failingCall: 1, fault: fault, persistence: .persistent, calls: calls)
             defer { plan.disarm() }
             do {
                 try insertRow(fixture)
                 return nil
-            } catch let error as SQLiteError {
+            } catch let error as StoreError {
                 #expect(plan.fired)
                 return error.code
             }
         }
         #expect(try code(.noSpace, [.write]) == .diskFull)
         #expect(try code(.shortWrite, [.write]) == .diskFull)
-        #expect(try code(.ioError, [.sync]) == .unavailable)
-        #expect(try code(.ioError, [.write]) == .unavailable)
+        #expect(try code(.ioError, [.sync]) == .storeUnavailable)
+        #expect(try code(.ioError, [.write]) == .storeUnavailable)
     }
 
-    @Test("every call of a commit failed in turn, each way: the commit fails with an SQLiteError or succeeds, and the reopened store holds the old rows or the new, intact", arguments: [
+    @Test("every call of a commit failed in turn, each way: the commit fails with a StoreError or succeeds, and the reopened store holds the old rows or the new, intact", arguments: [
         DiskFaultSweep.Kind.errors, [DiskFaultSweep.Kind.powerCut(.drop), .powerCut(.tornOp, seed: 3)],
     ].flatMap { $0 })
     func commitSweep(kind: DiskFaultSweep.Kind) async throws {
@@ -80,7 +80,7 @@ struct DiskFaultVFSTests {
             succeeded = true
         } check: { fixture, round in
             let label = "\(kind), \(round.label)"
-            if let error = round.error { #expect(error is SQLiteError, "\(label): \(error)") }
+            if let error = round.error { #expect(error is StoreError, "\(label): \(error)") }
             if !round.faultFired { #expect(succeeded, "\(label): failed without a fault") }
             let after = try fixture.reopen(key: key)
             #expect(after.integrity == ["ok"], "\(label)")

@@ -39,7 +39,7 @@ struct RecordTests {
         do {
             try body()
             return nil
-        } catch let error as SQLiteError where error.code == .misuse {
+        } catch let error as StoreError where error.code == .misuse {
             return error.message
         } catch {
             Issue.record("expected misuse, got \(error)")
@@ -135,7 +135,7 @@ struct RecordTests {
         try database.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, name TEXT)")
         struct Item: Codable, Equatable { var id: Int; var name: String }
         try database.insert(Item(id: 1, name: "a"), into: "t")
-        #expect(throws: SQLiteError.self) { try database.insert(Item(id: 1, name: "b"), into: "t") }
+        #expect(throws: StoreError.self) { try database.insert(Item(id: 1, name: "b"), into: "t") }
         try database.insert(Item(id: 1, name: "c"), into: "t", onConflict: .ignore)
         #expect(try database.fetchAll(Item.self, "SELECT * FROM t") == [Item(id: 1, name: "a")])
         try database.insert(Item(id: 1, name: "d"), into: "t", onConflict: .replace)
@@ -183,7 +183,7 @@ struct RecordTests {
     func oneStatementPerPrepare() throws {
         let database = try open()
         try database.execute("CREATE TABLE t(id INTEGER)")
-        #expect(throws: SQLiteError.self) { try database.execute("INSERT INTO t VALUES (?); DROP TABLE t", [1]) }
+        #expect(throws: StoreError.self) { try database.execute("INSERT INTO t VALUES (?); DROP TABLE t", [1]) }
         #expect(try database.fetchValue(Int.self, "SELECT count(*) FROM t;  -- trailing comment") == 0)
     }
 

@@ -31,7 +31,7 @@ struct SavepointTests {
     @Test("once SQLite has rolled a transaction back on its own, a further statement of its body is refused, and nothing of the body commits")
     func abortedTransactionRefusesStatements() throws {
         let database = try makeDatabase()
-        let error = #expect(throws: SQLiteError.self) {
+        let error = #expect(throws: StoreError.self) {
             try database.transaction {
                 try insert("first", into: database)
                 try database.execute("ROLLBACK")  // what SQLite does by itself after a full disk or an I/O error
@@ -131,7 +131,7 @@ struct SavepointTests {
                 constraint = error
             }
         }
-        let error = try #require(constraint as? SQLiteError)
+        let error = try #require(constraint as? StoreError)
         #expect(error.code == .constraint && error.extendedResultCode == 2067)  // SQLITE_CONSTRAINT_UNIQUE
         #expect(try names(database) == ["kept"])
     }
@@ -144,7 +144,7 @@ struct SavepointTests {
             #expect {
                 try database.transaction { try insert("nested", into: database) }
             } throws: { error in
-                let error = error as? SQLiteError
+                let error = error as? StoreError
                 return error?.code == .misuse && error?.message.contains("inSavepoint") == true
             }
         }

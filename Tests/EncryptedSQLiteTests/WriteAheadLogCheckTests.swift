@@ -48,12 +48,12 @@ struct WriteAheadLogCheckTests {
         return try database.fetchValues(Int64.self, "SELECT n FROM rows ORDER BY n")
     }
 
-    func openError(_ configuration: Database.Configuration = Database.Configuration()) -> SQLiteError? {
+    func openError(_ configuration: Database.Configuration = Database.Configuration()) -> StoreError? {
         do {
             _ = try Database(path: path, key: key, configuration: configuration)
             return nil
         } catch {
-            return error as? SQLiteError
+            return error as? StoreError
         }
     }
 
@@ -78,7 +78,7 @@ struct WriteAheadLogCheckTests {
         restore(database: image.database, log: image.log)
 
         let error = openError()
-        #expect(error?.code == .corrupt)
+        #expect(error?.code == .storeDamaged)
         #expect(error?.path == logPath)
         #expect(error?.message.contains("frame 2 (byte offset \(offset(ofFrame: 2)))") == true, "\(String(describing: error))")
         #expect(bytes(path) == image.database && bytes(logPath) == image.log, "nothing was checkpointed, reset or removed")
@@ -105,7 +105,7 @@ struct WriteAheadLogCheckTests {
             image.log[offset(ofFrame: 3) + field] ^= 0x40
             restore(database: image.database, log: image.log)
             let error = openError()
-            #expect(error?.code == .corrupt, "frame header byte \(field)")
+            #expect(error?.code == .storeDamaged, "frame header byte \(field)")
             #expect(error?.message.contains("frame 3") == true, "frame header byte \(field): \(String(describing: error))")
             try FileManager.default.removeItem(atPath: path)
             try FileManager.default.removeItem(atPath: logPath)
@@ -119,7 +119,7 @@ struct WriteAheadLogCheckTests {
             image.log[field] ^= 0x01
             restore(database: image.database, log: image.log)
             let error = openError()
-            #expect(error?.code == .corrupt, "log header byte \(field)")
+            #expect(error?.code == .storeDamaged, "log header byte \(field)")
             #expect(error?.message.contains("log header") == true, "log header byte \(field): \(String(describing: error))")
             try FileManager.default.removeItem(atPath: path)
             try FileManager.default.removeItem(atPath: logPath)
@@ -175,7 +175,7 @@ struct WriteAheadLogCheckTests {
         var image = try crashImage(rows: 8)
         image.log[offset(ofFrame: 2) + 24 + 2000] ^= 0x01
         restore(database: image.database, log: image.log)
-        #expect(openError()?.code == .corrupt, "no one holds the index: the log is checked")
+        #expect(openError()?.code == .storeDamaged, "no one holds the index: the log is checked")
         _ = FileManager.default.createFile(atPath: path + "-shm", contents: Data(), attributes: [.posixPermissions: 0o600])
         // An open-file-description lock conflicts with this process's own record locks, as another process's
         // lock would: SQLite's read lock on the dead man switch byte, held while that process has the log open.
@@ -190,6 +190,6 @@ struct WriteAheadLogCheckTests {
         let openFileDescriptionSetLock: Int32 = 37  // F_OFD_SETLK (Linux)
         #expect(fcntl(descriptor, openFileDescriptionSetLock, &lock) == 0)
         #expect(WriteAheadLogCheck.isOpenInAnotherProcess(databaseAt: path))
-        #expect(openError()?.code != .corrupt, "a live log is not judged")
+        #expect(openError()?.code != .storeDamaged, "a live log is not judged")
     }
 }

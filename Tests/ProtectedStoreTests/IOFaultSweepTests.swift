@@ -116,7 +116,7 @@ struct IOFaultSweepTests {
 
     /// Whether an error is one of the project's typed errors (what a caller can show and act on).
     static func isTyped(_ error: any Error) -> Bool {
-        error is StoreError || error is SecureKeysError || error is DeviceError || error is SQLiteError || error is MigrationError
+        error is StoreError || error is SecureKeysError || error is DeviceError
     }
 
     /// Whether the error, as the app shows it (a `StoreError`), says what the disk did: a write that found

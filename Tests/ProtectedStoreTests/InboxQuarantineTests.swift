@@ -94,7 +94,7 @@ struct InboxQuarantineTests {
         try fixture.put("a", "1")
         try fixture.put("b", "2")
         let before = fixture.inboxBytes
-        #expect(throws: SQLiteError.self) {
+        #expect(throws: StoreError.self) {
             try fixture.inbox.merge(
                 into: fixture.database, publicKey: fixture.publicKey, privateKey: fixture.privateKey, handlers: handlers)
         }

@@ -116,7 +116,7 @@ struct PerformTests {
             try await fixture.controller.perform("read") { try await $0.value(forKey: "k") }
         }
         #expect(error?.code == .storeDamaged)
-        #expect(error?.cause is SQLiteError)
+        #expect((error?.cause as? StoreError)?.resultCode == 26, "the cause is SQLite's own error (SQLITE_NOTADB)")
         #expect(error.map { "\($0.location)".contains("StoreCoordinator.swift") } == true)
     }
 }

@@ -65,7 +65,7 @@ struct ReaderPoolTests {
     func readersAreReadOnly() async throws {
         let fixture = try ControllerFixture()
         let coordinator = try await readyCoordinator(fixture)
-        await #expect(throws: SQLiteError.self) {
+        await #expect(throws: StoreError.self) {
             try await coordinator.read { try $0.execute("INSERT INTO entries(key, value) VALUES ('x', 'y')", [DatabaseValue]()) }
         }
         #expect(try await coordinator.value(forKey: "x") == nil)

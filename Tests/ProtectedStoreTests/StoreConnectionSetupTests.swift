@@ -30,7 +30,8 @@ struct StoreConnectionSetupTests {
         } catch {
             failure = error
         }
-        let constraint = (failure as? SQLiteError) ?? ((failure as? StoreError)?.cause as? SQLiteError)
+        let constraint = failure as? StoreError
+        #expect(constraint?.code == .constraint)
         #expect(constraint?.extendedResultCode == 787, "a dangling child must fail with SQLITE_CONSTRAINT_FOREIGNKEY: \(String(describing: failure))")
         #expect(try await coordinator.read { try $0.fetchValues(Int.self, "SELECT count(*) FROM child") } == [0])
         #expect(try await coordinator.read { try $0.fetchValues(Int.self, "PRAGMA recursive_triggers") } == [1])

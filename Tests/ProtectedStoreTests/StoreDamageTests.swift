@@ -59,7 +59,7 @@ struct StoreDamageTests {
             return
         }
         #expect(error.code == .storeDamaged)
-        #expect(error.message.contains(fixture.storePath + "-wal"), "\(error.message)")
+        #expect(error.path == fixture.storePath + "-wal" && error.detail.contains(fixture.storePath + "-wal"), "\(error)")
         #expect(error.message.contains("frame 2"), "\(error.message)")
         #expect(fixture.presented.map(\.code) == [.storeDamaged])
         await fixture.controller.terminate()

@@ -27,15 +27,15 @@ struct StoreErrorTests {
         #expect(Set(StoreError.Code.all.map(\.name)).count == StoreError.Code.all.count, "a code is defined twice")
     }
 
-    @Test("every code any layer defines (SQLiteError, MigrationError, SecureKeysError, DeviceError, StoreError) is in StoreError.Code.all and in the README's error table")
+    @Test("every code any layer defines (SecureKeysError, DeviceError, StoreError) is in StoreError.Code.all and in the README's error table")
     func everyLayersCodeIsListed() throws {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent()
         let sources = [
-            "Sources/EncryptedSQLite/SQLiteError.swift", "Sources/EncryptedSQLite/Migrations/DatabaseMigrator.swift",
+            "Sources/StoreErrors/StoreError.swift",
             "Sources/SecureKeys/SecureKeysError.swift", "Sources/ProtectedData/DeviceError.swift",
             "Sources/ProtectedData/Agent/DeviceError+Agent.swift",
-            "Sources/ProtectedStore/Errors/StoreError.swift",
+            "Sources/ProtectedStore/Errors/StoreError+ProtectedStore.swift",
         ]
         // A code is spelled `Code("name")` or, behind a private enum, `case member = "name"`.
         let patterns = [#/Code\("([a-z0-9-]+)"\)/#, #/case \w+ = "([a-z0-9-]+)"/#]
@@ -55,7 +55,7 @@ struct StoreErrorTests {
         #expect(missing.isEmpty, "codes missing from README.md's error table: \(missing.sorted())")
     }
 
-    @Test("a foreign-key failure and a unique one are both constraint, told apart by the cause's extended result code")
+    @Test("a foreign-key failure and a unique one are both constraint, told apart by the extended result code on the error")
     func extendedResultCodes() throws {
         let directory = TemporaryDirectory()
         let database = try Database(path: directory.file("fk.sqlite"), key: SecureBytes.random(count: 32))
@@ -67,14 +67,19 @@ struct StoreErrorTests {
                 try database.execute(sql, [])
                 return nil
             } catch {
-                return StoreError(wrapping: error)
+                return error as? StoreError
             }
         }
         let foreignKey = try #require(failure("INSERT INTO child(parent) VALUES (42)"))
         let unique = try #require(failure("INSERT INTO parent(id) VALUES (1)"))
         #expect(foreignKey.code == .constraint && unique.code == .constraint)
-        #expect((foreignKey.cause as? SQLiteError)?.extendedResultCode == 787)  // SQLITE_CONSTRAINT_FOREIGNKEY
-        #expect((unique.cause as? SQLiteError)?.extendedResultCode == 1555)  // SQLITE_CONSTRAINT_PRIMARYKEY
+        #expect(foreignKey.resultCode == 19 && unique.resultCode == 19)  // SQLITE_CONSTRAINT
+        #expect(foreignKey.extendedResultCode == 787)  // SQLITE_CONSTRAINT_FOREIGNKEY
+        #expect(unique.extendedResultCode == 1555)  // SQLITE_CONSTRAINT_PRIMARYKEY
+        #expect(unique.sql == "INSERT INTO parent(id) VALUES (1)" && unique.path == directory.file("fk.sqlite"))
+        #expect(StoreError(wrapping: foreignKey).extendedResultCode == 787, "wrapping a StoreError keeps it as it is")
+        #expect("\(unique)".hasPrefix("constraint: "), "\(unique)")
+        #expect(StoreError.queueFull(capacity: 1).extendedResultCode == nil, "an error SQLite did not report has no result code")
     }
 
     @Test("wrapping keeps a lower layer's code word and message, and the error itself as the cause")

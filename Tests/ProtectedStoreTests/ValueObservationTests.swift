@@ -120,7 +120,7 @@ struct ValueObservationTests {
             try database.fetchValues(String.self, "SELECT key FROM no_such_table")
         }))
         await failing.wait { $0.finished }
-        #expect((failing.failure as? SQLiteError)?.message.contains("no_such_table") == true)
+        #expect((failing.failure as? StoreError)?.message.contains("no_such_table") == true)
 
         let quiet = Collector(fixture.controller.values(tracking: Self.keys(ReadCounter())))
         await quiet.wait { $0.values.count == 1 }

@@ -14,9 +14,9 @@ internal import Foundation
 /// ```
 ///
 /// A migration that throws is rolled back, with its record: the database stays at the last migration that
-/// succeeded, and ``migrate(_:)`` throws ``MigrationError/Code/migrationFailed`` naming it. A database that
+/// succeeded, and ``migrate(_:)`` throws a `StoreError` with code `migrationFailed` naming it. A database that
 /// records a migration this migrator does not know — written by a newer version of the app — is refused
-/// with ``MigrationError/Code/newerDatabase`` before anything is changed. Never edit a migration that has
+/// with `storeFromNewerApp` before anything is changed. Never edit a migration that has
 /// shipped: register a new one.
 public struct DatabaseMigrator: Sendable {
     /// One registered migration.
@@ -50,7 +50,7 @@ public struct DatabaseMigrator: Sendable {
 
     /// The migrations `database` records as applied, in the order they were applied.
     ///
-    /// - Throws: the read's ``SQLiteError``.
+    /// - Throws: the read's `StoreError`.
     public func appliedMigrations(in database: Database) throws -> [String] {
         let exists = try database.scalar(
             "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?", [.text(Self.tableName)])
@@ -61,24 +61,26 @@ public struct DatabaseMigrator: Sendable {
     /// Applies the migrations `database` has not applied yet, in order.
     ///
     /// - Returns: the identifiers of the migrations applied now.
-    /// - Throws: a ``MigrationError``: ``MigrationError/Code/newerDatabase`` (nothing changed),
-    ///   ``MigrationError/Code/migrationFailed`` (the migrations before the failed one stay applied; the
-    ///   failure is the error's ``MigrationError/cause``).
+    /// - Throws: a `StoreError`: `StoreError.Code.storeFromNewerApp` (nothing changed),
+    ///   `StoreError.Code.migrationFailed` naming the migration (the migrations before it stay applied; its
+    ///   failure is the error's `cause`). When the store itself failed under the migrations — a page that
+    ///   fails its HMAC, a read or write the file system refused, a full disk, a read-only file — the error
+    ///   says that (`storeDamaged`, `storeUnavailable`, `diskFull`, `readOnly`), with SQLite's extended
+    ///   result code, and where the migrations found it.
     @discardableResult
     public func migrate(_ database: Database) throws -> [String] {
         let applied: [String]
         do {
             applied = try appliedMigrations(in: database)
         } catch {
-            throw MigrationError(
-                code: .migrationFailed, migration: nil,
-                message: "the list of applied migrations could not be read", cause: error)
+            throw Self.failure(
+                migration: nil, message: "the list of applied migrations could not be read", cause: error)
         }
         let known = Set(migrationIdentifiers)
         let unknown = applied.filter { !known.contains($0) }
         guard unknown.isEmpty else {
-            throw MigrationError(
-                code: .newerDatabase, migration: unknown.first,
+            throw StoreError(
+                code: .storeFromNewerApp,
                 message: "the store records migrations this app does not know (\(unknown.map { "`\($0)`" }.joined(separator: ", "))): it was written by a newer version of the app, and is left unchanged")
         }
         let done = Set(applied)
@@ -94,8 +96,8 @@ public struct DatabaseMigrator: Sendable {
                         [migration.identifier, Date()] as StatementArguments)
                 }
             } catch {
-                throw MigrationError(
-                    code: .migrationFailed, migration: migration.identifier,
+                throw Self.failure(
+                    migration: migration.identifier,
                     message: "migration `\(migration.identifier)` failed and was rolled back; the store stays at \(appliedNow.last ?? applied.last ?? "no migration")",
                     cause: error)
             }
@@ -105,41 +107,30 @@ public struct DatabaseMigrator: Sendable {
     }
 }
 
-/// Why ``DatabaseMigrator/migrate(_:)`` stopped.
-public struct MigrationError: Error, Sendable, CustomStringConvertible {
-    /// What kind of failure this is.
-    public struct Code: Hashable, Sendable, CustomStringConvertible {
-        /// The short kebab-case word users see.
-        public let name: String
-        private init(_ name: String) { self.name = name }
-        /// The name.
-        public var description: String { name }
-
-        /// A migration threw (or its transaction failed); it was rolled back.
-        public static let migrationFailed = Code("migration-failed")
-        /// The database records migrations this migrator does not know: a newer app wrote it.
-        public static let newerDatabase = Code("store-from-newer-app")
-    }
-
-    /// What kind of failure this is.
-    public var code: Code
-    /// The migration that failed, or the first unknown one.
-    public var migration: String?
-    /// What happened, in a sentence.
-    public var message: String
-    /// The underlying failure (the migration's error, or SQLite's).
-    public var cause: (any Error)?
-
-    /// A migration failure.
-    public init(code: Code, migration: String?, message: String, cause: (any Error)? = nil) {
-        self.code = code
-        self.migration = migration
-        self.message = message
-        self.cause = cause
-    }
-
-    /// The code, the message and the cause.
-    public var description: String {
-        "\(code.name): \(message)" + (cause.map { " (\(String(describing: $0)))" } ?? "")
+extension DatabaseMigrator {
+    /// Why ``migrate(_:)`` stopped: the store's own failure under the migrations keeps its code, named where
+    /// the migrations found it; anything else is `migrationFailed`.
+    ///
+    /// - Parameters:
+    ///   - migration: the migration that ran, or `nil` when the applied migrations were being read.
+    ///   - message: what failed, for `migrationFailed`.
+    ///   - cause: what the migration (or the read) threw.
+    static func failure(migration: String?, message: String, cause: any Error) -> StoreError {
+        guard let storage = cause as? StoreError else {
+            return StoreError(code: .migrationFailed, message: message, cause: cause)
+        }
+        let code: StoreError.Code
+        switch storage.code {
+        // The database opened with its key, so a page that fails later is damage, not a wrong key.
+        case .storeDamaged, .wrongKey: code = .storeDamaged
+        case .storeUnavailable, .diskFull, .readOnly: code = storage.code
+        default: return StoreError(code: .migrationFailed, message: message, cause: cause)
+        }
+        let place = migration.map { "while migration `\($0)` ran (it was rolled back)" } ?? "while the applied migrations were read"
+        let what = code == .storeDamaged ? "the store is damaged: " : ""
+        return StoreError(
+            code: code,
+            message: "\(what)\(storage.detail) — found \(place); the store was left as it is, at its last good migration",
+            path: nil, extendedResultCode: storage.extendedResultCode, cause: storage)
     }
 }

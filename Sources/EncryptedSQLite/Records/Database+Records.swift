@@ -15,7 +15,7 @@
 extension Database {
     /// What an insert does when it would break a `UNIQUE` or `PRIMARY KEY` constraint.
     public enum ConflictResolution: String, Sendable {
-        /// Fail with ``SQLiteError/Code/constraint`` (SQLite's default).
+        /// Fail with `StoreError.Code.constraint` (SQLite's default).
         case abort = "ABORT"
         /// Replace the row that is in the way (`INSERT OR REPLACE`): an "insert or update" by key.
         case replace = "REPLACE"
@@ -29,7 +29,7 @@ extension Database {
     ///   - type: the record type; its coding keys name the columns (see `RowDecoder`).
     ///   - sql: one `SELECT`.
     ///   - arguments: its arguments.
-    /// - Throws: the query's ``SQLiteError``; ``SQLiteError/Code/misuse`` naming the column when a row does
+    /// - Throws: the query's `StoreError`; `StoreError.Code.misuse` naming the column when a row does
     ///   not decode.
     public func fetchAll<Record: Decodable>(
         _ type: Record.Type, _ sql: String, _ arguments: StatementArguments = []
@@ -55,7 +55,7 @@ extension Database {
     /// The first column of every row, converted to `Value` (use an optional type for a column that may be
     /// `NULL`).
     ///
-    /// - Throws: the query's ``SQLiteError``; ``SQLiteError/Code/misuse`` when a value does not convert.
+    /// - Throws: the query's `StoreError`; `StoreError.Code.misuse` when a value does not convert.
     public func fetchValues<Value: DatabaseValueConvertible>(
         _ type: Value.Type, _ sql: String, _ arguments: StatementArguments = []
     ) throws -> [Value] {
@@ -88,13 +88,13 @@ extension Database {
     ///   - table: the table's name.
     ///   - conflict: what to do when a row with the same key exists.
     /// - Returns: the new row's rowid (its `INTEGER PRIMARY KEY` when the table has one).
-    /// - Throws: the insert's ``SQLiteError`` (``SQLiteError/Code/constraint`` for a duplicate key with
-    ///   ``ConflictResolution/abort``); ``SQLiteError/Code/misuse`` when `record` does not encode as columns.
+    /// - Throws: the insert's `StoreError` (`StoreError.Code.constraint` for a duplicate key with
+    ///   ``ConflictResolution/abort``); `StoreError.Code.misuse` when `record` does not encode as columns.
     @discardableResult
     public func insert(_ record: some Encodable, into table: String, onConflict conflict: ConflictResolution = .abort) throws -> Int64 {
         let columns = try RecordEncoder.columns(of: record)
         guard !columns.isEmpty else {
-            throw SQLiteError(code: .misuse, message: "a record with no stored property cannot be inserted into `\(table)`")
+            throw StoreError(code: .misuse, message: "a record with no stored property cannot be inserted into `\(table)`")
         }
         let verb = conflict == .abort ? "INSERT" : "INSERT OR \(conflict.rawValue)"
         let names = columns.map { Self.quote($0.name) }.joined(separator: ", ")

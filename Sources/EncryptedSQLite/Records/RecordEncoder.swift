@@ -19,7 +19,7 @@ enum RecordEncoder {
     /// What an encoding collects.
     final class Storage {
         var columns: [(name: String, value: DatabaseValue)] = []
-        var failure: SQLiteError?
+        var failure: StoreError?
 
         func set(_ value: DatabaseValue, for name: String) {
             if let index = columns.firstIndex(where: { $0.name == name }) {
@@ -30,7 +30,7 @@ enum RecordEncoder {
         }
 
         func fail(_ message: String) {
-            if failure == nil { failure = SQLiteError(code: .misuse, message: message) }
+            if failure == nil { failure = StoreError(code: .misuse, message: message) }
         }
     }
 
@@ -114,7 +114,7 @@ enum RecordEncoder {
             encoder.outputFormatting = [.sortedKeys]
             return .text(String(decoding: try encoder.encode(value), as: UTF8.self))
         } catch {
-            throw SQLiteError(code: .misuse, message: "column `\(column)`: \(T.self) does not encode as JSON (\(error))")
+            throw StoreError(code: .misuse, message: "column `\(column)`: \(T.self) does not encode as JSON (\(error))")
         }
     }
 }

@@ -14,10 +14,10 @@ struct RowDecoder: Decoder {
     static func decode<Record: Decodable>(_ type: Record.Type, from row: Row) throws -> Record {
         do {
             return try Record(from: RowDecoder(row: row))
-        } catch let error as SQLiteError {
+        } catch let error as StoreError {
             throw error
         } catch {
-            throw SQLiteError(code: .misuse, message: "a row does not decode as \(Record.self): \(Self.describe(error))")
+            throw StoreError(code: .misuse, message: "a row does not decode as \(Record.self): \(Self.describe(error))")
         }
     }
 
@@ -26,11 +26,11 @@ struct RowDecoder: Decoder {
     }
 
     func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
-        throw SQLiteError(code: .misuse, message: "a row decodes into a type with named properties, not an unkeyed list")
+        throw StoreError(code: .misuse, message: "a row decodes into a type with named properties, not an unkeyed list")
     }
 
     func singleValueContainer() throws -> any SingleValueDecodingContainer {
-        throw SQLiteError(
+        throw StoreError(
             code: .misuse,
             message: "a row decodes into a type with named properties; read a single column with fetchValues or Row.decode")
     }
@@ -50,25 +50,25 @@ struct RowDecoder: Decoder {
         func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
             let column = key.stringValue
             guard let value = row[column] else {
-                throw SQLiteError(
+                throw StoreError(
                     code: .misuse,
                     message: "no column `\(column)` for the property of that name (the row has \(row.columnNames.joined(separator: ", ")))")
             }
             if let convertible = T.self as? any DatabaseValueConvertible.Type {
                 guard let converted = convertible.fromDatabaseValue(value) as? T else {
-                    throw SQLiteError(
+                    throw StoreError(
                         code: .misuse, message: "column `\(column)` holds \(value.kindName), which does not convert to \(T.self)")
                 }
                 return converted
             }
             guard case .text(let json) = value else {
-                throw SQLiteError(
+                throw StoreError(
                     code: .misuse, message: "column `\(column)` holds \(value.kindName); \(T.self) is read from JSON text")
             }
             do {
                 return try JSONDecoder().decode(T.self, from: Data(json.utf8))
             } catch {
-                throw SQLiteError(
+                throw StoreError(
                     code: .misuse, message: "column `\(column)` does not decode as \(T.self): \(RowDecoder.describe(error))")
             }
         }
@@ -96,11 +96,11 @@ struct RowDecoder: Decoder {
         func nestedContainer<NestedKey: CodingKey>(
             keyedBy type: NestedKey.Type, forKey key: Key
         ) throws -> KeyedDecodingContainer<NestedKey> {
-            throw SQLiteError(code: .misuse, message: "column `\(key.stringValue)`: a column cannot hold a nested container")
+            throw StoreError(code: .misuse, message: "column `\(key.stringValue)`: a column cannot hold a nested container")
         }
 
         func nestedUnkeyedContainer(forKey key: Key) throws -> any UnkeyedDecodingContainer {
-            throw SQLiteError(code: .misuse, message: "column `\(key.stringValue)`: a column cannot hold a nested container")
+            throw StoreError(code: .misuse, message: "column `\(key.stringValue)`: a column cannot hold a nested container")
         }
 
         func superDecoder() throws -> any Decoder { RowDecoder(row: row) }

@@ -25,21 +25,21 @@ public struct Row: Sendable, Hashable {
 
     /// The value of column `index` as a `Value`.
     ///
-    /// - Throws: ``SQLiteError/Code/misuse`` when the stored value does not convert (a `NULL` read as a
+    /// - Throws: `StoreError.Code.misuse` when the stored value does not convert (a `NULL` read as a
     ///   non-optional type, text read as a number), naming the column and both types.
     public func decode<Value: DatabaseValueConvertible>(_ type: Value.Type = Value.self, at index: Int) throws -> Value {
         guard index >= 0, index < values.count else {
-            throw SQLiteError(code: .misuse, message: "the row has \(values.count) columns, no column \(index)")
+            throw StoreError(code: .misuse, message: "the row has \(values.count) columns, no column \(index)")
         }
         return try convert(values[index], column: columnNames[index])
     }
 
     /// The value of the column named `name` as a `Value`.
     ///
-    /// - Throws: ``SQLiteError/Code/misuse`` when there is no such column or its value does not convert.
+    /// - Throws: `StoreError.Code.misuse` when there is no such column or its value does not convert.
     public func decode<Value: DatabaseValueConvertible>(_ type: Value.Type = Value.self, column name: String) throws -> Value {
         guard let index = index(ofColumn: name) else {
-            throw SQLiteError(
+            throw StoreError(
                 code: .misuse, message: "the row has no column `\(name)` (it has \(columnNames.joined(separator: ", ")))")
         }
         return try convert(values[index], column: name)
@@ -53,7 +53,7 @@ public struct Row: Sendable, Hashable {
 
     private func convert<Value: DatabaseValueConvertible>(_ value: DatabaseValue, column: String) throws -> Value {
         guard let converted = Value.fromDatabaseValue(value) else {
-            throw SQLiteError(
+            throw StoreError(
                 code: .misuse,
                 message: "column `\(column)` holds \(value.kindName), which does not convert to \(Value.self)")
         }

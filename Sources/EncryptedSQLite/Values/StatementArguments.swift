@@ -9,7 +9,7 @@
 /// ```
 ///
 /// Every parameter must get a value and every value must have a parameter: a count that does not match, or
-/// a name the statement does not have, fails with ``SQLiteError/Code/misuse`` rather than binding `NULL`.
+/// a name the statement does not have, fails with `StoreError.Code.misuse` rather than binding `NULL`.
 public struct StatementArguments: Sendable, Hashable {
     /// The values for `?` parameters, in order.
     public var values: [DatabaseValue]

@@ -73,7 +73,7 @@ public struct InboxEntry: Sendable {
 
     /// The built-in change, for a record of kind `put` or `delete`; `nil` for an app's own change.
     ///
-    /// - Throws: a ``StoreError`` with ``StoreError/Code/inboxRecordMalformed`` when the body does not decode.
+    /// - Throws: a `StoreError` with `StoreError.Code.inboxRecordMalformed` when the body does not decode.
     public var change: Change? {
         get throws {
             guard kind == Self.putKind || kind == Self.deleteKind else { return nil }
@@ -96,7 +96,7 @@ public struct InboxEntry: Sendable {
     /// checked without keeping a copy. What the merge binds straight into SQLite, so a 4 MiB value is never
     /// held twice before SQLite copies it into its row.
     ///
-    /// - Throws: ``StoreError/Code/inboxRecordMalformed`` when the body does not decode (as ``change``).
+    /// - Throws: `StoreError.Code.inboxRecordMalformed` when the body does not decode (as ``change``).
     func withPut<Result>(_ body: (_ key: String, _ value: UnsafeRawBufferPointer) throws -> Result) throws -> Result {
         precondition(kind == Self.putKind, "withPut reads a put record")
         return try withBody { bytes in
@@ -113,9 +113,9 @@ public struct InboxEntry: Sendable {
     ///
     /// - Parameter type: the change type whose ``InboxChange/kind`` the record carries.
     /// - Returns: the change.
-    /// - Throws: a ``StoreError``: ``StoreError/Code/inboxUnknownKind`` when the record is of another kind,
-    ///   ``StoreError/Code/inboxNewerSchema`` when it was written with a newer schema version than `type`'s,
-    ///   ``StoreError/Code/inboxRecordMalformed`` (its cause the `DecodingError`) when it does not decode.
+    /// - Throws: a `StoreError`: `StoreError.Code.inboxUnknownKind` when the record is of another kind,
+    ///   `StoreError.Code.inboxNewerSchema` when it was written with a newer schema version than `type`'s,
+    ///   `StoreError.Code.inboxRecordMalformed` (its cause the `DecodingError`) when it does not decode.
     public func decode<Change: InboxChange>(_ type: Change.Type) throws -> Change {
         guard kind == Change.kind else { throw StoreError.inboxUnknownKind(kind, id: id) }
         guard schemaVersion <= Change.schemaVersion else {
@@ -145,7 +145,7 @@ public struct InboxEntry: Sendable {
     ///
     /// For the inbox, and for tests and fuzzers that build records by hand.
     ///
-    /// - Throws: ``StoreError/Code/inboxRecordTooLarge``.
+    /// - Throws: `StoreError.Code.inboxRecordTooLarge`.
     ///
     /// - Parameter sequence: the record's sequence number (payload version 3); `nil` writes version 2.
     @_spi(Testing)

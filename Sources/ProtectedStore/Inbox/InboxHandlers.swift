@@ -38,7 +38,7 @@ public struct InboxHandlers: Sendable {
     /// - Parameters:
     ///   - change: the change.
     ///   - database: the store, inside the merge's transaction.
-    /// - Throws: the `SQLiteError` of the write.
+    /// - Throws: the `StoreError` of the write.
     public func apply(_ change: InboxEntry.Change, to database: Database) throws {
         try Self.applyToEntries(change, database)
     }
@@ -94,7 +94,7 @@ public struct InboxHandlers: Sendable {
 
     /// Applies `entry` with the handler of its kind.
     ///
-    /// - Throws: ``StoreError/Code/inboxUnknownKind`` when no handler takes its kind; what the handler throws.
+    /// - Throws: `StoreError.Code.inboxUnknownKind` when no handler takes its kind; what the handler throws.
     func apply(_ entry: InboxEntry, to database: Database) throws {
         if appliesKeyValueInPlace && entry.kind == InboxEntry.putKind {
             // What `applyToEntries` does for a put, with the value bound in place (SQLite copies it once, into

@@ -165,8 +165,11 @@ struct InboxLedger {
 
     /// Whether `error` says the store itself cannot be written, rather than that one record cannot be applied.
     static func failsTheWholeMerge(_ error: any Error) -> Bool {
-        let sqliteError = (error as? SQLiteError) ?? ((error as? StoreError)?.cause as? SQLiteError)
-        guard let code = sqliteError?.code else { return false }
-        return [.diskFull, .readOnly, .unavailable, .corrupt, .busy, .closed, .notSQLCipher, .wrongKey].contains(code)
+        // A failure of the connection (the SQL layer names its file), thrown as it is or as another error's cause.
+        func connectionFailure(_ error: (any Error)?) -> StoreError? {
+            (error as? StoreError).flatMap { $0.path != nil ? $0 : nil }
+        }
+        guard let failure = connectionFailure(error) ?? connectionFailure((error as? StoreError)?.cause) else { return false }
+        return [.diskFull, .readOnly, .storeUnavailable, .storeDamaged, .busy, .closed, .notSQLCipher, .wrongKey].contains(failure.code)
     }
 }

@@ -21,7 +21,7 @@ enum InboxSequence {
 
     /// The base in the file at `path`; 0 when there is none (a store that has not merged a record yet).
     ///
-    /// - Throws: ``StoreError/Code/inboxUnusable`` when the file is damaged (an append must not guess: a
+    /// - Throws: `StoreError.Code.inboxUnusable` when the file is damaged (an append must not guess: a
     ///   lower base would make its records look like replays); the next merge writes it again.
     static func base(at path: String) throws -> UInt64 {
         guard SecureFile.exists(path) else { return 0 }

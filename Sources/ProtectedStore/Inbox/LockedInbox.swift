@@ -54,7 +54,7 @@ public struct LockedInbox: Sendable {
     /// The files of the store the inbox belongs to.
     public let files: StoreFiles
     /// The largest the inbox file may grow, in bytes: an append that would make it larger is refused with
-    /// ``StoreError/Code/inboxFull`` and writes nothing. ``defaultMaximumSize`` unless configured.
+    /// `StoreError.Code.inboxFull` and writes nothing. ``defaultMaximumSize`` unless configured.
     public let maximumSize: Int
     /// Simulation only: the merge stops at the first span it cannot read and truncates the whole inbox, as
     /// it did before damaged bytes were moved aside (`--plant merge-truncates-unread`).
@@ -93,9 +93,9 @@ public struct LockedInbox: Sendable {
     ///
     /// - Parameter change: the write.
     /// - Returns: the record's identifier.
-    /// - Throws: a ``StoreError``: ``StoreError/Code/inboxUnavailable`` when the store has no inbox key yet
-    ///   (it is made at the store's first attach), ``StoreError/Code/inboxRecordTooLarge`` (nothing written),
-    ///   ``StoreError/Code/keyFileDamaged``, ``StoreError/Code/ioError``.
+    /// - Throws: a `StoreError`: `StoreError.Code.inboxUnavailable` when the store has no inbox key yet
+    ///   (it is made at the store's first attach), `StoreError.Code.inboxRecordTooLarge` (nothing written),
+    ///   `StoreError.Code.keyFileDamaged`, `StoreError.Code.ioError`.
     @discardableResult
     public func append(_ change: InboxEntry.Change) throws -> InboxEntry.ID {
         try append(contentsOf: [change])[0]
@@ -122,7 +122,7 @@ public struct LockedInbox: Sendable {
     ///
     /// - Parameter change: the change; its ``InboxChange/kind`` and ``InboxChange/schemaVersion`` travel with it.
     /// - Returns: the record's identifier.
-    /// - Throws: as ``append(_:)``; ``StoreError/Code/invalidArgument`` for a kind that is empty, longer than
+    /// - Throws: as ``append(_:)``; `StoreError.Code.invalidArgument` for a kind that is empty, longer than
     ///   255 bytes, or `put`/`delete`.
     @discardableResult
     public func append<Change: InboxChange>(_ change: Change) throws -> InboxEntry.ID {
@@ -257,8 +257,8 @@ public struct LockedInbox: Sendable {
     /// but whose bytes are where their length says (the merge applies or quarantines them). Read as the
     /// merge reads: regular files only, never following a link, never blocking.
     ///
-    /// - Throws: a ``StoreError``: ``StoreError/Code/inboxUnusable`` when the inbox path is not a regular
-    ///   file, ``StoreError/Code/ioError`` when it cannot be read.
+    /// - Throws: a `StoreError`: `StoreError.Code.inboxUnusable` when the inbox path is not a regular
+    ///   file, `StoreError.Code.ioError` when it cannot be read.
     public func pendingCount() throws -> Int {
         do {
             guard let (descriptor, size) = try InboxFile.openForReading(inboxPath) else { return 0 }
@@ -283,7 +283,7 @@ public struct LockedInbox: Sendable {
         }
     }
 
-    /// A ``StoreError`` for a failure of the inbox's files.
+    /// A `StoreError` for a failure of the inbox's files.
     static func storeError(_ error: any Error) -> StoreError {
         if let unusable = error as? InboxFile.Unusable { return StoreError.inboxUnusable(path: unusable.path, reason: unusable.reason) }
         return StoreError(wrapping: error)

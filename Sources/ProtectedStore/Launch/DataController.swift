@@ -25,7 +25,7 @@ public final class DataController {
     public struct Configuration: Sendable {
         /// The store to attach.
         public var store: StoreConfiguration
-        /// How many operations may wait for protected data; more are refused with ``StoreError/Code/queueFull``.
+        /// How many operations may wait for protected data; more are refused with `StoreError.Code.queueFull`.
         public var queueCapacity: Int
         /// While the store is attached, how often the controller looks for records another process (an
         /// extension) appended to the locked inbox, and merges them; `nil` to merge only at attach and after
@@ -301,7 +301,7 @@ public final class DataController {
     /// opens), the inbox merge, and the close itself — the writer and every reader closed, the store's key
     /// wiped. When this returns, the store's files may be copied, moved or opened by another process.
     /// Operations still waiting end as cancelled: ``perform(_:deadline:_:)`` throws
-    /// ``StoreError/Code/terminated``, as ``read(_:)`` does. Terminating twice waits the same way and changes
+    /// `StoreError.Code.terminated`, as ``read(_:)`` does. Terminating twice waits the same way and changes
     /// nothing more.
     ///
     /// From code that cannot wait (a synchronous termination callback), `Task { await controller.terminate() }`
@@ -349,7 +349,7 @@ public final class DataController {
     ///   - deadline: how long it may wait; past it, the operation ends as ``OperationOutcome/expired``.
     ///   - body: the operation.
     /// - Returns: its ticket, to cancel it or await its outcome.
-    /// - Throws: ``StoreError/Code/queueFull`` when the queue is at its capacity: the operation was not queued.
+    /// - Throws: `StoreError.Code.queueFull` when the queue is at its capacity: the operation was not queued.
     @discardableResult
     public func submit(_ name: String, deadline: Duration? = nil, _ body: @escaping StoreOperation) throws -> OperationTicket {
         let due = deadline.map { clock.now + $0 }
@@ -372,8 +372,8 @@ public final class DataController {
     ///   - body: the operation, on the main actor, with the attached store.
     /// - Returns: what `body` returned.
     /// - Throws: exactly what `body` threw, unchanged; `CancellationError` when the task was cancelled before
-    ///   it ran; a ``StoreError`` with ``StoreError/Code/queueFull``, ``StoreError/Code/deadlineExceeded``,
-    ///   ``StoreError/Code/terminated`` (the app terminated before it ran), ``StoreError/Code/cancelled``
+    ///   it ran; a `StoreError` with `StoreError.Code.queueFull`, `StoreError.Code.deadlineExceeded`,
+    ///   `StoreError.Code.terminated` (the app terminated before it ran), `StoreError.Code.cancelled`
     ///   (``cancel(_:)`` was called on its ticket), or the attach's
     ///   error when the store failed.
     @discardableResult
@@ -445,8 +445,8 @@ public final class DataController {
     ///
     /// - Parameter change: the write.
     /// - Returns: the record's identifier, which the merge report names.
-    /// - Throws: a ``StoreError``: ``StoreError/Code/inboxUnavailable`` before the store first attached,
-    ///   ``StoreError/Code/inboxRecordTooLarge`` (nothing written), ``StoreError/Code/ioError``.
+    /// - Throws: a `StoreError`: `StoreError.Code.inboxUnavailable` before the store first attached,
+    ///   `StoreError.Code.inboxRecordTooLarge` (nothing written), `StoreError.Code.ioError`.
     @discardableResult
     public func appendToInbox(_ change: InboxEntry.Change) throws -> InboxEntry.ID {
         try appendToInbox(contentsOf: [change])[0]
@@ -469,7 +469,7 @@ public final class DataController {
     ///
     /// - Parameter change: the change.
     /// - Returns: the record's identifier.
-    /// - Throws: as ``appendToInbox(_:)-(InboxEntry.Change)``; ``StoreError/Code/invalidArgument`` for a
+    /// - Throws: as ``appendToInbox(_:)-(InboxEntry.Change)``; `StoreError.Code.invalidArgument` for a
     ///   kind that is empty, longer than 255 bytes, or `put`/`delete`.
     @discardableResult
     public func appendToInbox<Change: InboxChange>(_ change: Change) throws -> InboxEntry.ID {

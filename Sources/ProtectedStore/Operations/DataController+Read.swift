@@ -12,8 +12,8 @@ extension DataController {
     ///
     /// - Parameter body: reads from the store; the connection must not escape it.
     /// - Returns: what `body` returned.
-    /// - Throws: what `body` throws, unchanged; the attach's ``StoreError`` when the store failed;
-    ///   ``StoreError/Code/terminated`` when the controller terminated first; `CancellationError` when the
+    /// - Throws: what `body` throws, unchanged; the attach's `StoreError` when the store failed;
+    ///   `StoreError.Code.terminated` when the controller terminated first; `CancellationError` when the
     ///   calling task was cancelled while it waited.
     public func read<Result: Sendable>(_ body: @escaping @Sendable (Database) throws -> Result) async throws -> Result {
         for await phase in phases() {

@@ -5,7 +5,7 @@ public enum OperationOutcome: Sendable, CustomStringConvertible {
     /// It ran and returned.
     case completed
     /// It ran and threw — the error is the one its body threw, unchanged — or it could never run: the store
-    /// failed to attach (a ``StoreError``).
+    /// failed to attach (a `StoreError`).
     case failed(any Error)
     /// It was cancelled (its task was cancelled, ``DataController/cancel(_:)`` was called, or the app
     /// terminated) before it ran.

@@ -12,7 +12,7 @@ internal import SecureKeys
 ///
 /// ``close()`` — at the class-A lock, with the writer — closes every idle reader at once, and each busy one as
 /// its read ends; the pool's copy of the store key is wiped as soon as no open is in progress. Reads after
-/// it fail with ``StoreError/Code/protectedDataUnavailable``, as writes do.
+/// it fail with `StoreError.Code.protectedDataUnavailable`, as writes do.
 final class ReaderPool: Sendable {
     /// One read-only connection, lent to one read at a time.
     private final class Reader: @unchecked Sendable {
@@ -59,8 +59,8 @@ final class ReaderPool: Sendable {
     ///
     /// - Parameter trackingTables: whether to collect the tables `body`'s queries read (for observations).
     /// - Returns: what `body` returned, and the tables it read (empty when not tracked).
-    /// - Throws: ``StoreError/Code/protectedDataUnavailable`` once the pool is closed; what `body` throws,
-    ///   unchanged; the read transaction's `SQLiteError`.
+    /// - Throws: `StoreError.Code.protectedDataUnavailable` once the pool is closed; what `body` throws,
+    ///   unchanged; the read transaction's `StoreError`.
     func read<Result>(
         trackingTables: Bool = false, _ body: (Database) throws -> Result
     ) async throws -> (Result, TableRegion) {

@@ -18,7 +18,7 @@ public struct StoreConfiguration: Sendable {
     /// How the records of the locked inbox are applied, by kind (``InboxHandlers/keyValue`` by default).
     public var inboxHandlers: InboxHandlers
     /// The largest the locked inbox file may grow, in bytes (``LockedInbox/defaultMaximumSize``, 256 MiB, by
-    /// default): an append that would pass it is refused with ``StoreError/Code/inboxFull`` and writes nothing.
+    /// default): an append that would pass it is refused with `StoreError.Code.inboxFull` and writes nothing.
     public var inboxMaximumSize: Int = LockedInbox.defaultMaximumSize
     /// Simulation only: the inbox merge truncates what it could not read (`--plant merge-truncates-unread`).
     package var plantedMergeTruncatesUnread = false

@@ -64,7 +64,7 @@ extension StoreCoordinator {
     ///
     /// - Returns: `false` when the store file exists (it is opened as it is); `true` for an interrupted
     ///   creation.
-    /// - Throws: ``StoreError/Code/storeUnavailable`` when the store file is missing in any other case: the
+    /// - Throws: `StoreError.Code.storeUnavailable` when the store file is missing in any other case: the
     ///   store was lost (moved, deleted, or not restored with its key file), and no new empty store is made in
     ///   its place. Nothing is changed on disk.
     static func resumesInterruptedCreation(_ files: StoreFiles) throws -> Bool {

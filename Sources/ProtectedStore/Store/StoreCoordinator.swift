@@ -15,7 +15,7 @@ internal import Darwin
 /// store is open, or throws — and ``DataController`` holds it only in its ready phase, so there is never a
 /// coordinator without a store behind it (the bug the Core Data write-up describes: a cached coordinator whose
 /// `addPersistentStore` had failed). After a class-A lock closes it, its calls throw
-/// ``StoreError/Code/protectedDataUnavailable``.
+/// `StoreError.Code.protectedDataUnavailable`.
 ///
 /// An actor: writes are serialized on it, off the main thread; ``read(_:)`` is `nonisolated` and runs on a
 /// reader, so it never waits for a write (WAL). Durability is explicit: every committed write is synced
@@ -60,9 +60,9 @@ public actor StoreCoordinator {
     /// Synchronous and blocking (Argon2id is not involved, but file I/O and the first page read are): call it
     /// from a background executor.
     ///
-    /// - Throws: ``StoreError`` with ``StoreError/Code/protectedDataUnavailable`` when the key is locked — and
-    ///   only then; ``StoreError/Code/storeUnavailable`` for a lost store (its key file without it);
-    ///   ``StoreError/Code/storeDamaged`` (a page or the log, also when the migrations find it); the lower
+    /// - Throws: `StoreError` with `StoreError.Code.protectedDataUnavailable` when the key is locked — and
+    ///   only then; `StoreError.Code.storeUnavailable` for a lost store (its key file without it);
+    ///   `StoreError.Code.storeDamaged` (a page or the log, also when the migrations find it); the lower
     ///   layers' errors as they come (`store-exists-without-key` when a store file has no key file;
     ///   `wrong-key`, `store-unavailable` from the open; `migration-failed`).
     package static func attach(_ configuration: StoreConfiguration, keys: any StoreKeyProvider) throws -> StoreCoordinator {
@@ -93,7 +93,7 @@ public actor StoreCoordinator {
         let database: Database
         do {
             database = try Database(path: configuration.path, key: storeKey, configuration: databaseConfiguration)
-        } catch let error as SQLiteError where error.code == .wrongKey && keyWasAuthenticated {
+        } catch let error as StoreError where error.code == .wrongKey && keyWasAuthenticated {
             // The key came out of its key file authenticated, so it is the right key: the store file is what
             // is wrong (page 1 fails its HMAC, or another file was put in its place). Left as it is.
             throw StoreError.storeDamaged(path: configuration.path, cause: error)
@@ -102,15 +102,9 @@ public actor StoreCoordinator {
         // its last good migration (or untouched, for a store from a newer app) and fails the attach.
         let migrationLogger = LogSubsystem.migrations.makeLogger()
         migrationLogger.trace("migrating", metadata: ["store": "\(configuration.path)"])
-        let applied: [String]
-        do {
-            applied = try configuration.migrator.migrate(database)
-        } catch let error as MigrationError {
-            // A page that fails its HMAC, a failed read or write, a full disk: the store failed, not the
-            // migration, and that is what the app must hear (named where the migrations found it).
-            if let storageFailure = StoreError.storageFailure(during: error) { throw storageFailure }
-            throw error
-        }
+        // A page that fails its HMAC, a failed read or write, a full disk: the migrator reports the store's
+        // failure, not the migration's, named where the migrations found it.
+        let applied = try configuration.migrator.migrate(database)
         if !applied.isEmpty {
             migrationLogger.debug("migrations applied", metadata: ["store": "\(configuration.path)", "migrations": "\(applied)"])
         }
@@ -159,8 +153,8 @@ public actor StoreCoordinator {
     /// - Parameter body: reads from the store; the connection must not escape it. A write fails with
     ///   `read-only`.
     /// - Returns: what `body` returned.
-    /// - Throws: ``StoreError/Code/protectedDataUnavailable`` after the store closed (the class-A lock), what
-    ///   `body` throws, unchanged, or the read transaction's `SQLiteError`.
+    /// - Throws: `StoreError.Code.protectedDataUnavailable` after the store closed (the class-A lock), what
+    ///   `body` throws, unchanged, or the read transaction's `StoreError`.
     public nonisolated func read<Result: Sendable>(_ body: @Sendable (Database) throws -> Result) async throws -> Result {
         try await readers.read(body).0
     }
@@ -171,8 +165,8 @@ public actor StoreCoordinator {
     ///
     /// - Parameter body: writes to the store; the connection must not escape it.
     /// - Returns: what `body` returned.
-    /// - Throws: ``StoreError/Code/protectedDataUnavailable`` after the store closed, what `body` throws, or
-    ///   the commit's `SQLiteError`.
+    /// - Throws: `StoreError.Code.protectedDataUnavailable` after the store closed, what `body` throws, or
+    ///   the commit's `StoreError`.
     public func write<Result: Sendable>(_ body: @Sendable (Database) throws -> Result) throws -> Result {
         let database = try openDatabase()
         defer { announceCommits(of: database) }
@@ -197,7 +191,7 @@ public actor StoreCoordinator {
     /// How many readers are open, for tests.
     package nonisolated var openReaderCount: Int { readers.openCount }
 
-    /// Whether the reader pool was closed (reads fail with ``StoreError/Code/protectedDataUnavailable``).
+    /// Whether the reader pool was closed (reads fail with `StoreError.Code.protectedDataUnavailable`).
     package nonisolated var isClosedForReads: Bool { readers.isClosed }
 
     // MARK: Observation
@@ -206,7 +200,7 @@ public actor StoreCoordinator {
     /// table `read` looked at — including the commits of inbox merges — until the store closes (then it
     /// returns) or the task is cancelled.
     ///
-    /// - Throws: what `read` throws; ``StoreError/Code/protectedDataUnavailable`` when the store closed first.
+    /// - Throws: what `read` throws; `StoreError.Code.protectedDataUnavailable` when the store closed first.
     package nonisolated func observe<Value>(
         _ read: @Sendable (Database) throws -> Value, onValue: @Sendable (Value) -> Void
     ) async throws {
@@ -229,7 +223,7 @@ public actor StoreCoordinator {
     /// Merges what arrived in the locked inbox since the store attached.
     ///
     /// - Returns: what the merge applied, quarantined and found.
-    /// - Throws: ``StoreError/Code/protectedDataUnavailable`` after the store closed; a failure to write the store.
+    /// - Throws: `StoreError.Code.protectedDataUnavailable` after the store closed; a failure to write the store.
     public func mergeInbox() throws -> InboxMergeReport {
         let (database, privateKey) = try openInbox()
         defer { announceCommits(of: database) }
@@ -243,7 +237,7 @@ public actor StoreCoordinator {
 
     /// The inbox records that could not be applied and are kept, still sealed, in the store — oldest first.
     ///
-    /// - Throws: ``StoreError/Code/protectedDataUnavailable`` after the store closed.
+    /// - Throws: `StoreError.Code.protectedDataUnavailable` after the store closed.
     public func quarantinedInboxRecords() throws -> [QuarantinedInboxRecord] {
         let database = try openDatabase()
         return try wrappingErrors {
@@ -260,7 +254,7 @@ public actor StoreCoordinator {
     ///
     /// - Parameter ids: the records to retry; all of them when `nil`.
     /// - Returns: which were merged and which stay quarantined.
-    /// - Throws: ``StoreError/Code/protectedDataUnavailable`` after the store closed; a failure of the store
+    /// - Throws: `StoreError.Code.protectedDataUnavailable` after the store closed; a failure of the store
     ///   itself (nothing changed then).
     public func retryQuarantinedInboxRecords(_ ids: [InboxEntry.ID]? = nil) throws -> InboxMergeReport {
         let (database, privateKey) = try openInbox()
@@ -288,7 +282,7 @@ public actor StoreCoordinator {
     ///
     /// - Parameter ids: the records to remove; all of them when `nil`.
     /// - Returns: how many were removed.
-    /// - Throws: ``StoreError/Code/protectedDataUnavailable`` after the store closed.
+    /// - Throws: `StoreError.Code.protectedDataUnavailable` after the store closed.
     @discardableResult
     public func discardQuarantinedInboxRecords(_ ids: [InboxEntry.ID]? = nil) throws -> Int {
         let database = try openDatabase()
@@ -310,7 +304,7 @@ public actor StoreCoordinator {
 
     /// Stores `value` under `key`, replacing what was there; durable when this returns.
     ///
-    /// - Throws: a ``StoreError``; a failure of SQLite is its ``StoreError/cause``.
+    /// - Throws: a `StoreError` (a failure of SQLite carries its result codes).
     public func put(_ key: String, _ value: String) throws {
         try wrappingErrors {
             try write { try $0.execute("INSERT OR REPLACE INTO entries(key, value) VALUES (?, ?)", [.text(key), .text(value)]) }
@@ -319,21 +313,21 @@ public actor StoreCoordinator {
 
     /// The value stored under `key`, or `nil`.
     ///
-    /// - Throws: a ``StoreError``; a failure of SQLite is its ``StoreError/cause``.
+    /// - Throws: a `StoreError` (a failure of SQLite carries its result codes).
     public nonisolated func value(forKey key: String) async throws -> String? {
         try await wrappingErrors { try await read { try $0.fetchValue(String.self, "SELECT value FROM entries WHERE key = ?", [key]) } }
     }
 
     /// Removes `key`; removing a missing key is not an error.
     ///
-    /// - Throws: a ``StoreError``; a failure of SQLite is its ``StoreError/cause``.
+    /// - Throws: a `StoreError` (a failure of SQLite carries its result codes).
     public func removeValue(forKey key: String) throws {
         try wrappingErrors { try write { try $0.execute("DELETE FROM entries WHERE key = ?", [.text(key)]) } }
     }
 
     /// Every key and value, ordered by key.
     ///
-    /// - Throws: a ``StoreError``; a failure of SQLite is its ``StoreError/cause``.
+    /// - Throws: a `StoreError` (a failure of SQLite carries its result codes).
     public nonisolated func allEntries() async throws -> [(key: String, value: String)] {
         let entries = try await wrappingErrors {
             try await read { database in
@@ -343,7 +337,7 @@ public actor StoreCoordinator {
         return entries.map { ($0.key, $0.value) }
     }
 
-    /// Runs one of the coordinator's own operations, reporting a lower layer's failure as a ``StoreError``.
+    /// Runs one of the coordinator's own operations, reporting a lower layer's failure as a `StoreError`.
     private func wrappingErrors<Result>(_ body: () throws -> Result) throws -> Result {
         do {
             return try body()
@@ -352,7 +346,7 @@ public actor StoreCoordinator {
         }
     }
 
-    /// Runs one of the coordinator's own reads, reporting a lower layer's failure as a ``StoreError``.
+    /// Runs one of the coordinator's own reads, reporting a lower layer's failure as a `StoreError`.
     private nonisolated func wrappingErrors<Result>(_ body: () async throws -> Result) async throws -> Result {
         do {
             return try await body()

@@ -272,7 +272,8 @@ final class NotesStory {
 
     private func presentErrors() async throws {
         step("6. Errors the app would present")
-        // Inside a closure, the SQL layer throws `SQLiteError`, and `perform` rethrows it unchanged.
+        // Inside a closure and outside it, one error type: the SQL layer throws `StoreError`, with SQLite's
+        // extended result code on it, and `perform` rethrows it unchanged.
         do {
             let copy = shoppingList
             // `insert` returns the new row's id, so the closure (and `perform`) return it: discarded here.
@@ -280,11 +281,11 @@ final class NotesStory {
                 try await coordinator.write { db in try db.insert(copy, into: Note.table) }
             }
             throw StoryFailure("saving a second note with an existing id succeeded")
-        } catch let error as SQLiteError {
-            let shown = StoreError(wrapping: error)
-            // `shown.message` names the file and the statement: for a bug report, not for the user.
-            print("   a note whose id exists: \(shown.code) — \(error.message) (SQLite's extended code \(error.extendedResultCode))")
-            try check(shown.code == .constraint, "a duplicate primary key is a constraint error; got \(shown.code)")
+        } catch let error as StoreError {
+            // `error.detail` names the file and the statement: for a bug report, not for the user.
+            print("   a note whose id exists: \(error.code) — \(error.message) (SQLite's extended code \(error.extendedResultCode ?? 0))")
+            try check(error.code == .constraint, "a duplicate primary key is a constraint error; got \(error.code)")
+            try check(error.extendedResultCode == 1555, "SQLITE_CONSTRAINT_PRIMARYKEY; got \(String(describing: error.extendedResultCode))")
         }
 
         let before = try await fingerprint(of: coordinator())

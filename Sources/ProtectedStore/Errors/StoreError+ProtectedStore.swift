@@ -1,0 +1,180 @@
+internal import Foundation
+internal import ProtectedData
+internal import SecureKeys
+public import StoreErrors
+
+// What ProtectedStore adds to the one error type: wrapping the key and device layers' errors, and the named
+// errors of the launch, the operation queue and the inbox. The type itself is in `StoreErrors`, below the
+// SQL layer, so that a statement inside `write { }` throws the same type an app catches outside it.
+
+extension StoreError {
+    /// Wraps an error from a lower layer, keeping it as the `cause`: a `SecureKeysError` or `DeviceError`
+    /// keeps its code word and message; `CancellationError` becomes `StoreError.Code.cancelled`; a
+    /// `StoreError` (every failure of the SQL layer is one) is returned as it is; anything else becomes
+    /// `StoreError.Code.storeError` with the error as its cause.
+    ///
+    /// - Parameters:
+    ///   - error: the lower layer's error.
+    ///   - function: the function that wraps it (the caller's, by default).
+    ///   - file: the file that wraps it (the caller's, by default).
+    ///   - line: the line that wraps it (the caller's, by default).
+    public init(wrapping error: any Error, function: String = #function, file: String = #fileID, line: Int = #line) {
+        switch error {
+        case let error as StoreError:
+            self = error
+        case let error as SecureKeysError:
+            // A key file, the keybag, the device state or the inbox refused for want of space is the same
+            // condition as the store refused for it: one word, `disk-full`.
+            let full = error.code == .io && error.systemErrno.map(Self.meansDiskFull) == true
+            let readOnly = error.code == .io && error.systemErrno == EROFS
+            self.init(
+                code: full ? .diskFull : readOnly ? .readOnly : Code(error.code.name), message: error.message, cause: error,
+                function: function, file: file, line: line)
+        case let error as DeviceError:
+            self.init(code: Code(error.code.name), message: error.message, cause: error, function: function, file: file, line: line)
+        case is CancellationError:
+            self.init(code: .cancelled, message: "the operation was cancelled", cause: error, function: function, file: file, line: line)
+        default:
+            self.init(code: .storeError, message: String(describing: error), cause: error, function: function, file: file, line: line)
+        }
+    }
+}
+
+extension StoreError {
+    /// No space (`ENOSPC`), a quota (`EDQUOT`) or the file-size limit (`EFBIG`): what SQLite reports as `SQLITE_FULL`.
+    static func meansDiskFull(_ code: Int32) -> Bool { code == ENOSPC || code == EDQUOT || code == EFBIG }
+}
+
+// MARK: Named errors
+
+extension StoreError {
+    /// The operation queue is at its capacity; the operation was not queued.
+    public static func queueFull(capacity: Int, function: String = #function, file: String = #fileID, line: Int = #line) -> Self {
+        Self(
+            code: .queueFull, message: "the operation queue is full (\(capacity) operations waiting for protected data)",
+            function: function, file: file, line: line)
+    }
+
+    /// The operation was cancelled before it ran.
+    public static func cancelled(function: String = #function, file: String = #fileID, line: Int = #line) -> Self {
+        Self(code: .cancelled, message: "the operation was cancelled before it ran", function: function, file: file, line: line)
+    }
+
+    /// The operation's deadline passed before it could run.
+    public static func deadlineExceeded(function: String = #function, file: String = #fileID, line: Int = #line) -> Self {
+        Self(
+            code: .deadlineExceeded, message: "the operation's deadline passed while it waited for protected data",
+            function: function, file: file, line: line)
+    }
+
+    /// The app terminated before the operation ran.
+    public static func terminated(function: String = #function, file: String = #fileID, line: Int = #line) -> Self {
+        Self(code: .terminated, message: "the app terminated before the operation ran", function: function, file: file, line: line)
+    }
+
+    /// The store was closed because protected data became unavailable (a class-A store at the lock).
+    public static func storeClosed(function: String = #function, file: String = #fileID, line: Int = #line) -> Self {
+        Self(
+            code: .protectedDataUnavailable, message: "the store was closed because protected data became unavailable",
+            function: function, file: file, line: line)
+    }
+
+    /// The store's protection class is not available now.
+    public static func protectedDataUnavailable(
+        _ protectionClass: ProtectionClass, cause: (any Error)? = nil,
+        function: String = #function, file: String = #fileID, line: Int = #line
+    ) -> Self {
+        Self(
+            code: .protectedDataUnavailable,
+            message: "protected data of class \(protectionClass.name) is unavailable (the device is locked or has not been unlocked since boot)",
+            cause: cause, function: function, file: file, line: line)
+    }
+
+    /// The store has no locked inbox yet.
+    public static func inboxUnavailable(function: String = #function, file: String = #fileID, line: Int = #line) -> Self {
+        Self(
+            code: .inboxUnavailable, message: "the store has no inbox yet: its inbox key is made when the store first attaches",
+            function: function, file: file, line: line)
+    }
+
+    /// The store file does not open with its own (authenticated) key: it is damaged or was replaced.
+    public static func storeDamaged(
+        path: String, cause: (any Error)?, function: String = #function, file: String = #fileID, line: Int = #line
+    ) -> Self {
+        Self(
+            code: .storeDamaged,
+            message: "the store at \(path) does not open with its own key: it is damaged or was replaced; it was left as it is",
+            cause: cause, function: function, file: file, line: line)
+    }
+
+    /// The store's key file exists but the store file does not, and no interrupted creation of that key's
+    /// store explains it: the store was lost. No new empty store is made in its place.
+    package static func storeLost(
+        _ files: StoreFiles, reason: String, cause: (any Error)? = nil,
+        function: String = #function, file: String = #fileID, line: Int = #line
+    ) -> Self {
+        Self(
+            code: .storeUnavailable,
+            message: "the store file \(files.database) is missing but its key file \(files.key) exists, and \(reason): the store was lost (moved, deleted, or not restored with its key file). No new empty store is made in its place; every file was left as it is",
+            cause: cause, function: function, file: file, line: line)
+    }
+
+    /// An inbox record would hold more than `SecureKeys/InboxRecord/maximumPayloadLength` bytes.
+    public static func inboxRecordTooLarge(
+        payloadLength: Int, function: String = #function, file: String = #fileID, line: Int = #line
+    ) -> Self {
+        Self(
+            code: .inboxRecordTooLarge,
+            message: "an inbox record holds at most \(InboxRecord.maximumPayloadLength) bytes (4 MiB) of value, key and kind together; this one would be \(payloadLength) bytes. Nothing was written",
+            function: function, file: file, line: line)
+    }
+
+    /// An append would make the inbox larger than its cap.
+    public static func inboxFull(
+        path: String, size: Int, adding: Int, maximum: Int, function: String = #function, file: String = #fileID, line: Int = #line
+    ) -> Self {
+        Self(
+            code: .inboxFull,
+            message: "the inbox at \(path) holds \(size) bytes; \(adding) more would pass its cap of \(maximum) bytes. Nothing was written: it empties when the store next attaches",
+            function: function, file: file, line: line)
+    }
+
+    /// The inbox path is not a regular file the store can use.
+    public static func inboxUnusable(
+        path: String, reason: String, function: String = #function, file: String = #fileID, line: Int = #line
+    ) -> Self {
+        Self(
+            code: .inboxUnusable, message: "the inbox at \(path) is \(reason); it was left as it is",
+            function: function, file: file, line: line)
+    }
+
+    /// No handler of this app applies records of `kind`.
+    public static func inboxUnknownKind(
+        _ kind: String, id: InboxEntry.ID, function: String = #function, file: String = #fileID, line: Int = #line
+    ) -> Self {
+        Self(
+            code: .inboxUnknownKind, message: "inbox record \(id) is of kind `\(kind)`, which this app does not apply",
+            function: function, file: file, line: line)
+    }
+
+    /// A record written with a newer schema version than this app reads.
+    public static func inboxNewerSchema(
+        kind: String, version: Int, known: Int, id: InboxEntry.ID,
+        function: String = #function, file: String = #fileID, line: Int = #line
+    ) -> Self {
+        Self(
+            code: .inboxNewerSchema,
+            message: "inbox record \(id) of kind `\(kind)` has schema version \(version); this app reads up to \(known)",
+            function: function, file: file, line: line)
+    }
+
+    /// A record that opened but does not decode.
+    public static func inboxRecordMalformed(
+        id: InboxEntry.ID, _ what: String, cause: (any Error)? = nil,
+        function: String = #function, file: String = #fileID, line: Int = #line
+    ) -> Self {
+        Self(
+            code: .inboxRecordMalformed, message: "inbox record \(id) is malformed: \(what)", cause: cause,
+            function: function, file: file, line: line)
+    }
+}

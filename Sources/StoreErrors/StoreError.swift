@@ -1,0 +1,257 @@
+public import Foundation
+
+/// The one error type of ProtectedStore and of the SQL layer under it: what kind of failure (``code``), a
+/// sentence for a person (``message``), what caused it (``cause``: the key-file or device error underneath,
+/// with its own details), where it was raised (``location``) — the shape of swift-nio's `FileSystemError` —
+/// and, for a failure of SQLite, SQLite's own codes (``resultCode``, ``extendedResultCode``), the statement
+/// (``sql``) and the file (``path``).
+///
+/// An app catches this one type wherever it is: a statement that fails inside `coordinator.write { db in … }`
+/// throws it, and the same error comes out of `write`, `read` and `DataController.perform` unchanged.
+/// Switch on ``code``; its ``Code/name`` is the short kebab-case word the command-line tool prints
+/// (`store-damaged`, `queue-full`, …). A constraint's kind is in the extended result code:
+///
+/// ```swift
+/// do {
+///     try await coordinator.write { db in try db.execute("INSERT INTO child(parent) VALUES (42)") }
+/// } catch let error as StoreError where error.code == .constraint {
+///     print(error.extendedResultCode == 787 ? "no such parent" : "another constraint")
+/// }
+/// ```
+///
+/// Errors an app's own closure throws are never wrapped in this type: `perform` rethrows them unchanged.
+/// Messages never contain key material or passcodes, and ``sql`` never holds a bound value.
+public struct StoreError: Error, Sendable {
+    /// What kind of failure this is. Extensible: compare with the static members, show ``name``.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        /// The short kebab-case word users see.
+        public let name: String
+
+        /// A code of the harness or the command-line tool (`app-not-running`), or one a lower layer named.
+        package init(_ name: String) { self.name = name }
+
+        /// The word itself.
+        public var description: String { name }
+
+        // MARK: Launch and operations
+
+        /// The operation queue is at its capacity; the operation was not queued.
+        public static let queueFull = Code("queue-full")
+        /// The operation was cancelled before it ran.
+        public static let cancelled = Code("cancelled")
+        /// The operation's deadline passed while it waited for protected data.
+        public static let deadlineExceeded = Code("deadline-exceeded")
+        /// The app terminated before the operation ran.
+        public static let terminated = Code("terminated")
+        /// The store's protection class is not available now (the device is locked or has not been unlocked
+        /// since boot), or the store was closed because it became unavailable.
+        public static let protectedDataUnavailable = Code("protected-data-unavailable")
+        /// The store has no locked inbox yet: its inbox key is made when the store first attaches.
+        public static let inboxUnavailable = Code("inbox-unavailable")
+        /// An inbox append whose record would be larger than the limit; nothing was written.
+        public static let inboxRecordTooLarge = Code("inbox-record-too-large")
+        /// An inbox record of a kind no handler of this app applies; it is kept in quarantine.
+        public static let inboxUnknownKind = Code("inbox-unknown-kind")
+        /// An inbox record written with a newer schema version than this app reads; kept in quarantine.
+        public static let inboxNewerSchema = Code("inbox-newer-schema")
+        /// An inbox record that opened but does not decode; kept in quarantine.
+        public static let inboxRecordMalformed = Code("inbox-record-malformed")
+        /// The locked inbox is at its size cap (`StoreConfiguration.inboxMaximumSize`); nothing was written.
+        public static let inboxFull = Code("inbox-full")
+        /// The inbox path holds something that is not a regular file (a link, a directory, a FIFO), or a file
+        /// that cannot be opened; it was left as it is.
+        public static let inboxUnusable = Code("inbox-unusable")
+        /// A failure with no more specific code; see ``StoreError/cause``.
+        public static let storeError = Code("store-error")
+
+        // MARK: The store file (SQLCipher)
+
+        /// The key does not decrypt the file, or the file is not a database.
+        public static let wrongKey = Code("wrong-key")
+        /// The store file cannot be opened, read or written.
+        public static let storeUnavailable = Code("store-unavailable")
+        /// A page failed its authentication or the database is inconsistent; the file was left as it is.
+        public static let storeDamaged = Code("store-damaged")
+        /// A constraint was violated (a unique key, a foreign key, `NOT NULL`, a check).
+        public static let constraint = Code("constraint")
+        /// No space is left to write the store.
+        public static let diskFull = Code("disk-full")
+        /// The store or its folder cannot be written.
+        public static let readOnly = Code("read-only")
+        /// Another connection held a lock for longer than the busy timeout.
+        public static let busy = Code("busy")
+        /// The linked SQLite library is not SQLCipher.
+        public static let notSQLCipher = Code("not-sqlcipher")
+        /// SQLite was used wrongly (a bug in the caller).
+        public static let misuse = Code("misuse")
+        /// The connection was closed.
+        public static let closed = Code("closed")
+        /// Any other SQLite failure; ``StoreError/extendedResultCode`` holds SQLite's extended result code.
+        public static let sqliteError = Code("sqlite-error")
+
+        // MARK: Migrations
+
+        /// A migration threw (or its transaction failed) and was rolled back: the store stays at the last
+        /// migration that succeeded. The message names the migration; ``StoreError/cause`` is its error.
+        public static let migrationFailed = Code("migration-failed")
+        /// The store records migrations this app does not know: a newer version of the app wrote it. It was
+        /// not changed; the app must be updated.
+        public static let storeFromNewerApp = Code("store-from-newer-app")
+
+        // MARK: Keys and key files
+
+        /// A key file is truncated, altered or not a key file; nothing was changed on disk.
+        public static let keyFileDamaged = Code("key-file-damaged")
+        /// A key file from a newer or unknown format version.
+        public static let unsupportedKeyFormat = Code("unsupported-key-format")
+        /// A key file or keybag belongs to another device.
+        public static let wrongDevice = Code("wrong-device")
+        /// A key was used after it was wiped from memory.
+        public static let keyWiped = Code("key-wiped")
+        /// A store file exists without its key file; no new key is made over existing data.
+        public static let storeExistsWithoutKey = Code("store-exists-without-key")
+        /// A file that is never overwritten already exists.
+        public static let alreadyExists = Code("already-exists")
+        /// A key file or folder is accessible to other users.
+        public static let insecurePermissions = Code("insecure-permissions")
+        /// A state directory, or a folder or the lock file in it, that another user owns or may write, or a link.
+        public static let insecureStateDirectory = Code("insecure-state-directory")
+        /// A parameter is outside what a format or libsodium accepts.
+        public static let invalidArgument = Code("invalid-argument")
+        /// The file system refused a read or a write.
+        public static let ioError = Code("io-error")
+        /// Memory for a key could not be allocated.
+        public static let outOfMemory = Code("out-of-memory")
+
+        // MARK: The device
+
+        /// No device is set up in the state directory.
+        public static let noDevice = Code("no-device")
+        /// A device is already set up there; it is never replaced.
+        public static let deviceExists = Code("device-exists")
+        /// The passcode was wrong.
+        public static let wrongPasscode = Code("wrong-passcode")
+        /// A passcode was tried during the delay after wrong passcodes.
+        public static let passcodeDelay = Code("passcode-delay")
+        /// The device erased its keys after too many wrong passcodes.
+        public static let deviceWiped = Code("device-wiped")
+        /// The device's state file is damaged; it was left as it is.
+        public static let deviceStateDamaged = Code("device-state-damaged")
+        /// Another device owns the state directory: another process runs one on it (the message names its
+        /// process id), or this process already does.
+        public static let stateInUse = Code("state-in-use")
+        /// The device agent refused this process (another user, too many clients, a malformed request).
+        public static let agentRefused = Code("agent-refused")
+        /// The device agent went away while this process used it; its state is on disk.
+        public static let agentDisconnected = Code("agent-disconnected")
+        /// The device agent could not start (its socket cannot be made).
+        public static let agentFailed = Code("agent-failed")
+        /// A device setting or new passcode outside the device's rules (an empty passcode not asked for).
+        public static let invalidDeviceSetting = Code("invalid-device-setting")
+        /// The device began erasing its keys and could not finish yet; it finishes at the next attempt or boot.
+        public static let wipeIncomplete = Code("wipe-incomplete")
+        /// The process serving the state directory's agent socket runs as another user: nothing was sent to it.
+        public static let untrustedAgent = Code("untrusted-agent")
+
+        /// Every code this version defines, in the order above.
+        public static let all: [Code] = [
+            .queueFull, .cancelled, .deadlineExceeded, .terminated, .protectedDataUnavailable, .inboxUnavailable,
+            .inboxRecordTooLarge, .inboxUnknownKind, .inboxNewerSchema, .inboxRecordMalformed, .inboxFull, .inboxUnusable, .storeError, .wrongKey, .storeUnavailable, .storeDamaged, .constraint, .diskFull, .readOnly, .busy,
+            .notSQLCipher, .misuse, .closed, .sqliteError, .migrationFailed, .storeFromNewerApp, .keyFileDamaged, .unsupportedKeyFormat, .wrongDevice,
+            .keyWiped, .storeExistsWithoutKey, .alreadyExists, .insecurePermissions, .insecureStateDirectory, .invalidArgument, .ioError,
+            .outOfMemory, .noDevice, .deviceExists, .wrongPasscode, .passcodeDelay, .deviceWiped, .deviceStateDamaged,
+            .stateInUse, .agentRefused, .agentDisconnected, .agentFailed, .invalidDeviceSetting, .wipeIncomplete,
+            .untrustedAgent,
+        ]
+    }
+
+    /// Where an error was raised: for a bug report, never for control flow.
+    public struct Location: Sendable, Hashable, CustomStringConvertible {
+        /// The function that raised it.
+        public var function: String
+        /// The source file (`Module/File.swift`).
+        public var file: String
+        /// The line.
+        public var line: Int
+
+        /// A location in the source.
+        public init(function: String, file: String, line: Int) {
+            self.function = function
+            self.file = file
+            self.line = line
+        }
+
+        /// `file:line (function)`.
+        public var description: String { "\(file):\(line) (\(function))" }
+    }
+
+    /// What kind of failure.
+    public var code: Code
+    /// A sentence for a person, without any secret.
+    public var message: String
+    /// The error underneath: a `SecureKeysError`, a `DeviceError`, the error a migration threw, or an error
+    /// the app's own code threw during the attach; `nil` when this is the origin.
+    public var cause: (any Error)?
+    /// Where it was raised.
+    public var location: Location
+    /// The statement that failed, when a statement did: its text only, never the values bound to it.
+    public var sql: String?
+    /// The database file, for a failure of SQLite.
+    public var path: String?
+    /// SQLite's extended result code, for an error SQLite reported (extended codes are on for every
+    /// connection): `SQLITE_CONSTRAINT_FOREIGNKEY` (787) and `SQLITE_CONSTRAINT_UNIQUE` (2067) are both
+    /// ``Code/constraint``, `SQLITE_IOERR_FSYNC` (1034) and `SQLITE_IOERR_WRITE` (778) both
+    /// ``Code/storeUnavailable``. `nil` for an error SQLite did not report.
+    public package(set) var extendedResultCode: Int32?
+
+    /// SQLite's primary result code (`SQLITE_CONSTRAINT` is 19): the low byte of ``extendedResultCode``;
+    /// `nil` for an error SQLite did not report.
+    public var resultCode: Int32? { extendedResultCode.map { $0 & 0xff } }
+
+    /// An error with a code, a message, and optionally its cause.
+    ///
+    /// - Parameters:
+    ///   - code: what kind of failure.
+    ///   - message: a sentence for a person; never a secret.
+    ///   - cause: the error underneath, if any.
+    ///   - function: the function that raised it (the caller's, by default).
+    ///   - file: the file that raised it (the caller's, by default).
+    ///   - line: the line that raised it (the caller's, by default).
+    public init(
+        code: Code, message: String, cause: (any Error)? = nil,
+        function: String = #function, file: String = #fileID, line: Int = #line
+    ) {
+        self.code = code
+        self.message = message
+        self.cause = cause
+        self.location = Location(function: function, file: file, line: line)
+    }
+
+    /// An error of the SQL layer: with the statement, the file and SQLite's extended result code. `path` has no
+    /// default so that a call without it is the public initializer's, never an ambiguous one.
+    package init(
+        code: Code, message: String, sql: String? = nil, path: String?, extendedResultCode: Int32? = nil,
+        cause: (any Error)? = nil, function: String = #function, file: String = #fileID, line: Int = #line
+    ) {
+        self.init(code: code, message: message, cause: cause, function: function, file: file, line: line)
+        self.sql = sql
+        self.path = path
+        self.extendedResultCode = extendedResultCode
+    }
+}
+
+extension StoreError: CustomStringConvertible, LocalizedError {
+    /// The message with the file and the statement when there are any, without the code word:
+    /// `message (path) in `sql``.
+    public var detail: String {
+        var text = message
+        if let path { text += " (\(path))" }
+        if let sql { text += " in `\(sql)`" }
+        return text
+    }
+
+    /// `code: detail`, as the command-line tool prints it.
+    public var description: String { "\(code.name): \(detail)" }
+    /// The same text; swift-argument-parser prints this for errors a command throws.
+    public var errorDescription: String? { description }
+}
