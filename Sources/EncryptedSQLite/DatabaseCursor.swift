@@ -14,7 +14,7 @@
 /// a step or a decoding throws (the error reaches the caller; later calls return `nil`), when it is released,
 /// and when the transaction it was opened in ends. A cursor works only inside the `read` or `write` closure
 /// (the ``Database/transaction(_:_:)``) that opened it: it is not `Sendable`, so a store's closure cannot
-/// return it, and one kept past its transaction throws ``SQLiteError/Code/misuse`` at its next ``next()``.
+/// return it, and one kept past its transaction throws `StoreError.Code.misuse` at its next ``next()``.
 ///
 /// Not a `Sequence`: reading a row can fail, and `Sequence` cannot say so. Use `while let … = try
 /// cursor.next()` or ``forEach(_:)``.
@@ -33,8 +33,8 @@ public final class DatabaseCursor<Element> {
 
     /// The next element, or `nil` after the last one.
     ///
-    /// - Throws: the step's ``SQLiteError``, or the decoding's (``SQLiteError/Code/misuse`` naming the
-    ///   column); either ends the cursor. ``SQLiteError/Code/misuse`` when the cursor is used after the
+    /// - Throws: the step's `StoreError`, or the decoding's (`StoreError.Code.misuse` naming the
+    ///   column); either ends the cursor. `StoreError.Code.misuse` when the cursor is used after the
     ///   transaction it was opened in ended, or after its connection closed.
     public func next() throws -> Element? {
         guard let statement = try state.statementForNextStep() else { return nil }
@@ -89,16 +89,16 @@ final class CursorState {
 
     /// The statement to step, or `nil` once the cursor ended.
     ///
-    /// - Throws: ``SQLiteError/Code/misuse`` when the transaction the cursor was opened in is over or the
+    /// - Throws: `StoreError.Code.misuse` when the transaction the cursor was opened in is over or the
     ///   connection closed.
     func statementForNextStep() throws -> Statement? {
         guard let database, database.isOpen else {
             finish()
-            throw SQLiteError(code: .misuse, message: "a cursor was used after its database connection closed")
+            throw StoreError(code: .misuse, message: "a cursor was used after its database connection closed")
         }
         if let transactionID, database.currentTransactionID != transactionID {
             finish()
-            throw SQLiteError(
+            throw StoreError(
                 code: .misuse,
                 message: "a cursor was used after the read or write that opened it ended; a cursor works only inside that closure (collect the values with fetchAll, or copy them out, instead)",
                 path: database.path)
@@ -124,7 +124,7 @@ extension Database {
     ///   - sql: one `SELECT`.
     ///   - arguments: its arguments.
     /// - Returns: a cursor that works only inside the current `read` or `write` (see ``DatabaseCursor``).
-    /// - Throws: the statement's ``SQLiteError`` (preparing and binding; the rows' failures come from
+    /// - Throws: the statement's `StoreError` (preparing and binding; the rows' failures come from
     ///   ``DatabaseCursor/next()``).
     public func rowCursor(_ sql: String, _ arguments: StatementArguments = []) throws -> DatabaseCursor<Row> {
         var names: [String]?
@@ -143,7 +143,7 @@ extension Database {
     ///   - sql: one `SELECT`.
     ///   - arguments: its arguments.
     /// - Returns: a cursor that works only inside the current `read` or `write` (see ``DatabaseCursor``).
-    /// - Throws: the statement's ``SQLiteError`` (preparing and binding; the rows' failures, and a row that
+    /// - Throws: the statement's `StoreError` (preparing and binding; the rows' failures, and a row that
     ///   does not decode, come from ``DatabaseCursor/next()``).
     public func fetchCursor<Record: Decodable>(
         _ type: Record.Type, _ sql: String, _ arguments: StatementArguments = []

@@ -119,7 +119,7 @@ struct ReadmeDataLayerSnippet {
                         try db.execute("INSERT INTO message (id, body) VALUES (?, ?)", [message.id, message.body])
                         try db.execute("UPDATE thread SET unread = unread + 1 WHERE id = ?", [message.thread])
                     }
-                } catch let error as SQLiteError where error.code == .constraint {
+                } catch let error as StoreError where error.code == .constraint {
                     rejected.append(message.id)  // this message's rows are gone; the others stay
                 }
             }

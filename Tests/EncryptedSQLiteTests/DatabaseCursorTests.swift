@@ -87,12 +87,12 @@ struct DatabaseCursorTests {
         _ = try writer.transaction { try Item(id: 11, label: "item 11").insert(writer) }
         #expect(try database.fetchValue(Int.self, "SELECT count(*) FROM item") == 11)
 
-        let error = #expect(throws: SQLiteError.self) { try escaped.next() }
+        let error = #expect(throws: StoreError.self) { try escaped.next() }
         #expect(error?.code == .misuse)
         #expect(error?.message.contains("after the read or write that opened it ended") == true)
         // Not even in a later transaction.
         _ = try database.transaction(.deferred) {
-            #expect(throws: SQLiteError.self) { try escaped.next() }
+            #expect(throws: StoreError.self) { try escaped.next() }
         }
         // Ended at the transaction's end: its statement was reset, so the writer can take the database and the
         // cached statement runs from the first row.
@@ -101,7 +101,7 @@ struct DatabaseCursorTests {
 
         // A cursor not started before its transaction ended fails the same way.
         let unstarted = try database.transaction(.deferred) { try Item.fetchCursor(database) }
-        #expect(throws: SQLiteError.self) { try unstarted.next() }
+        #expect(throws: StoreError.self) { try unstarted.next() }
     }
 
     @Test("a row that does not decode mid-iteration throws misuse naming the column, ends the cursor, and leaves the connection usable")
@@ -113,7 +113,7 @@ struct DatabaseCursorTests {
         let seen = try database.transaction { () -> [Int64] in
             let cursor = try database.fetchCursor(Item.self, sql)
             var seen: [Int64] = []
-            let error = #expect(throws: SQLiteError.self) {
+            let error = #expect(throws: StoreError.self) {
                 while let item = try cursor.next() { seen.append(item.id) }
             }
             #expect(error?.code == .misuse)

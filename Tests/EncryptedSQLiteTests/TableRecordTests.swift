@@ -59,7 +59,7 @@ struct TableRecordTests {
         #expect(try database.rows("SELECT id, name, score, nickname FROM player").map { $0.values } == [
             [.text("1"), .text("Arthur"), .integer(100), .null]
         ])
-        let duplicate = #expect(throws: SQLiteError.self) { try Player(id: "1", name: "Barbara", score: 1).insert(database) }
+        let duplicate = #expect(throws: StoreError.self) { try Player(id: "1", name: "Barbara", score: 1).insert(database) }
         #expect(duplicate?.code == .constraint)
         try Player(id: "1", name: "Barbara", score: 1).insert(database, onConflict: .replace)
         #expect(try names(database) == ["Barbara"])
@@ -83,7 +83,7 @@ struct TableRecordTests {
         #expect(try Player.fetchOne(database, key: "1") == Player(id: "1", name: "Arthur", score: 150, nickname: nil))
         #expect(try Player.fetchOne(database, key: "2") == Player(id: "2", name: "Barbara", score: 1000))
 
-        let missing = #expect(throws: SQLiteError.self) { try Player(id: "3", name: "Craig", score: 5).update(database) }
+        let missing = #expect(throws: StoreError.self) { try Player(id: "3", name: "Craig", score: 5).update(database) }
         #expect(missing?.code == .misuse)
         #expect(missing?.message.contains("nothing to update") == true)
         #expect(try Player.fetchCount(database) == 2)
@@ -177,7 +177,7 @@ struct TableRecordTests {
             var name: String
         }
         let database = try open()
-        let error = #expect(throws: SQLiteError.self) { try Nameless(name: "x").delete(database) }
+        let error = #expect(throws: StoreError.self) { try Nameless(name: "x").delete(database) }
         #expect(error?.code == .misuse)
         #expect(error?.message.contains("`id`") == true)
     }
@@ -186,7 +186,7 @@ struct TableRecordTests {
     func decodingKeepsTheCodableSemantics() throws {
         let database = try open()
         try database.execute("INSERT INTO player(id, name, score) VALUES ('1', 'Arthur', 'not a number')")
-        let error = #expect(throws: SQLiteError.self) { try Player.fetchAll(database) }
+        let error = #expect(throws: StoreError.self) { try Player.fetchAll(database) }
         #expect(error?.code == .misuse)
         #expect(error?.message.contains("column `score`") == true)
     }

@@ -19,7 +19,7 @@ extension FetchableRecord {
     /// Every row of the table, decoded (`SELECT * FROM table`, in the table's order).
     ///
     /// - Parameter database: the connection, inside a store's `read` or `write`.
-    /// - Throws: the query's ``SQLiteError``; ``SQLiteError/Code/misuse`` naming the column when a row does
+    /// - Throws: the query's `StoreError`; `StoreError.Code.misuse` naming the column when a row does
     ///   not decode.
     public static func fetchAll(_ database: Database) throws -> [Self] {
         try database.fetchAll(Self.self, "SELECT * FROM \(quotedTableAndKey.table)")
@@ -41,7 +41,7 @@ extension FetchableRecord {
     /// row however large the table (see ``DatabaseCursor``).
     ///
     /// - Parameter database: the connection; the cursor works only inside the `read` or `write` that opened it.
-    /// - Throws: the query's ``SQLiteError``.
+    /// - Throws: the query's `StoreError`.
     public static func fetchCursor(_ database: Database) throws -> DatabaseCursor<Self> {
         try database.fetchCursor(Self.self, "SELECT * FROM \(quotedTableAndKey.table)")
     }

@@ -25,8 +25,8 @@ extension PersistableRecord {
     ///   - conflict: what to do when a row with the same key exists: fail (the default), replace it, or skip.
     /// - Returns: the new row's rowid — its `INTEGER PRIMARY KEY` when the table has one, so a record whose
     ///   `Int64?` key was `nil` learns the key SQLite gave it.
-    /// - Throws: ``SQLiteError/Code/constraint`` for a duplicate key (with ``Database/ConflictResolution/abort``)
-    ///   or a `NOT NULL`, `CHECK` or foreign-key violation; ``SQLiteError/Code/misuse`` when the record does
+    /// - Throws: `StoreError.Code.constraint` for a duplicate key (with ``Database/ConflictResolution/abort``)
+    ///   or a `NOT NULL`, `CHECK` or foreign-key violation; `StoreError.Code.misuse` when the record does
     ///   not encode as columns.
     @discardableResult
     public func insert(_ database: Database, onConflict conflict: Database.ConflictResolution = .abort) throws -> Int64 {
@@ -36,12 +36,12 @@ extension PersistableRecord {
     /// Updates the row that has the record's primary key: every other column is set from the record.
     ///
     /// - Parameter database: the connection, inside a store's `write`.
-    /// - Throws: ``SQLiteError/Code/misuse`` when no row has the record's key (nothing was written; use
+    /// - Throws: `StoreError.Code.misuse` when no row has the record's key (nothing was written; use
     ///   ``save(_:)`` to insert it then) or the record has no property for its key; the statement's
-    ///   ``SQLiteError`` (``SQLiteError/Code/constraint``).
+    ///   `StoreError` (`StoreError.Code.constraint`).
     public func update(_ database: Database) throws {
         guard try updateIfPresent(database) else {
-            throw SQLiteError(
+            throw StoreError(
                 code: .misuse,
                 message: "no row of `\(Self.databaseTableName)` has this \(Self.self)'s primary key (`\(Self.databasePrimaryKey)`), so there is nothing to update; insert it, or use save",
                 path: database.path)
@@ -63,8 +63,8 @@ extension PersistableRecord {
     ///
     /// - Parameter database: the connection, inside a store's `write`.
     /// - Returns: whether a row was deleted (`false` when none had the key).
-    /// - Throws: ``SQLiteError/Code/misuse`` when the record has no property for its key; the statement's
-    ///   ``SQLiteError`` (``SQLiteError/Code/constraint`` when a foreign key still points at the row).
+    /// - Throws: `StoreError.Code.misuse` when the record has no property for its key; the statement's
+    ///   `StoreError` (`StoreError.Code.constraint` when a foreign key still points at the row).
     @discardableResult
     public func delete(_ database: Database) throws -> Bool {
         let (table, key) = Self.quotedTableAndKey
@@ -75,8 +75,8 @@ extension PersistableRecord {
     /// Whether a row has the record's primary key (whatever its other columns hold).
     ///
     /// - Parameter database: the connection, inside a store's `read` or `write`.
-    /// - Throws: ``SQLiteError/Code/misuse`` when the record has no property for its key; the query's
-    ///   ``SQLiteError``.
+    /// - Throws: `StoreError.Code.misuse` when the record has no property for its key; the query's
+    ///   `StoreError`.
     public func exists(_ database: Database) throws -> Bool {
         let (table, key) = Self.quotedTableAndKey
         let value = try primaryKeyValue()
@@ -104,7 +104,7 @@ extension PersistableRecord {
 
     private static func primaryKeyValue(in columns: [(name: String, value: DatabaseValue)]) throws -> DatabaseValue {
         guard let value = columns.first(where: { $0.name == databasePrimaryKey })?.value else {
-            throw SQLiteError(
+            throw StoreError(
                 code: .misuse,
                 message: "\(Self.self) has no stored property `\(databasePrimaryKey)` for the primary key of `\(databaseTableName)`; name its key column with `static let databasePrimaryKey`")
         }

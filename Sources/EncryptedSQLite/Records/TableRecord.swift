@@ -36,7 +36,7 @@ extension TableRecord {
     /// The number of rows in the table (`SELECT count(*)`).
     ///
     /// - Parameter database: the connection, inside a store's `read` or `write`.
-    /// - Throws: the query's ``SQLiteError`` (``SQLiteError/Code/other`` with "no such table" when the table
+    /// - Throws: the query's `StoreError` (`StoreError.Code.sqliteError` with "no such table" when the table
     ///   does not exist).
     public static func fetchCount(_ database: Database) throws -> Int {
         try database.fetchValue(Int.self, "SELECT count(*) FROM \(Database.quote(databaseTableName))") ?? 0
@@ -46,7 +46,7 @@ extension TableRecord {
     ///
     /// - Parameter database: the connection, inside a store's `write`.
     /// - Returns: how many rows were deleted.
-    /// - Throws: the statement's ``SQLiteError`` (``SQLiteError/Code/constraint`` when a foreign key still
+    /// - Throws: the statement's `StoreError` (`StoreError.Code.constraint` when a foreign key still
     ///   points at a row).
     @discardableResult
     public static func deleteAll(_ database: Database) throws -> Int {
