@@ -601,7 +601,7 @@ public final class DataController {
         Task.detached(priority: .userInitiated) { [weak self, work] in
             let event: LaunchEvent<StoreCoordinator>
             do {
-                event = .attachSucceeded(try StoreCoordinator.attach(store, keys: keys), attempt: attempt)
+                event = .attachSucceeded(try await StoreCoordinator.attach(store, keys: keys), attempt: attempt)
             } catch {
                 // The key source says why, in the error itself: "unavailable" (a locked key, or no class key
                 // to make one with) means wait for the event; anything else is a real failure.
@@ -623,13 +623,15 @@ public final class DataController {
         apply(event)
     }
 
-    /// Closes a coordinator off the main actor; ``waitUntilIdle()`` waits for it.
+    /// Closes a coordinator on its writer's thread; ``waitUntilIdle()`` (and ``terminate()``) waits for it and
+    /// for the store's threads to end.
     private func close(_ closing: StoreCoordinator) {
         if configuration.plantedFault == .keepCoordinatorAfterClose { plantedStaleCoordinator = closing }
         work.begin()
         let work = self.work
         Task.detached {
             await closing.close()
+            await closing.waitUntilThreadsStopped()
             work.end()
         }
     }
