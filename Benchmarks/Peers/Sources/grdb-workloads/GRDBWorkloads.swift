@@ -310,7 +310,7 @@ func firstReadDuringWrite(path: String) async throws {
     let clock = ContinuousClock()
     var pool = try makePool(path)
     try createTable(pool)
-    try pool.write { db in try insert(db, 0..<Shape.rows) }
+    try await pool.write { db in try insert(db, 0..<Shape.rows) }
     var timings: [Double] = []
     var duringWrite = 0
     for _ in 0..<Shape.repeats {
@@ -350,7 +350,7 @@ func firstReadDuringWrite(path: String) async throws {
 func readP99DuringTwoWrites(path: String, otherPath: String) async throws {
     let pool = try makePool(path)
     try createTable(pool)
-    try pool.write { db in try insert(db, 0..<Shape.rows) }
+    try await pool.write { db in try insert(db, 0..<Shape.rows) }
     let other = try makePool(otherPath)
     try createTable(other)
     _ = try await pool.read { db in try scan(db) }
