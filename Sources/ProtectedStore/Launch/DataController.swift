@@ -299,7 +299,8 @@ public final class DataController {
     /// The phase is ``Phase/terminated`` at once and nothing new starts; what was already under way is awaited:
     /// the operation running now (it runs to its end), an attach in flight (its store is closed as soon as it
     /// opens), the inbox merge, and the close itself — the writer and every reader closed, the store's key
-    /// wiped. When this returns, the store's files may be copied, moved or opened by another process.
+    /// wiped, the store's threads ended. When this returns, the store's files may be copied, moved or opened by
+    /// another process.
     /// Operations still waiting end as cancelled: ``perform(_:deadline:_:)`` throws
     /// ``StoreError/Code/terminated``, as ``read(_:)`` does. Terminating twice waits the same way and changes
     /// nothing more.
