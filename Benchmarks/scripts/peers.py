@@ -31,7 +31,7 @@ SCRATCH = ".build-peers"
 OURS = os.path.join(BENCHMARKS, SCRATCH, "release", "peer-workloads")
 GRDB = os.path.join(PEERS, SCRATCH, "release", "grdb-workloads")
 
-# Targets: ratio = ours ÷ grdb, the median of the round-by-round ratios (issue 17's six, issue 27's five).
+# Targets: ratio = ours ÷ grdb, the median of the round-by-round ratios (issue 17's six, issue 27's seven).
 # ABSOLUTE_LIMIT: ours' own figure must also stay at or under it.
 TARGETS = {
     "insert_100k": 0.85,
@@ -45,8 +45,11 @@ TARGETS = {
     "main_actor_read_10k": 1.00,
     "open_new_store": 1.50,
     "peak_rss_100k": 1.20,
+    "first_read_during_write": None,
+    "read_p99_during_two_writes": None,
 }
-ABSOLUTE_LIMIT = {"read_p99_during_write": 1.0}  # ms
+# None: issue 27 sets only an absolute limit for these two; the ratio is shown, not judged.
+ABSOLUTE_LIMIT = {"read_p99_during_write": 1.0, "first_read_during_write": 1.0, "read_p99_during_two_writes": 5.0}  # ms
 WORKLOADS = list(TARGETS)
 SETTINGS = ["journal_mode", "synchronous", "page_size", "cache_size"]
 
@@ -131,11 +134,12 @@ def summarize(workload, ours_runs, grdb_runs):
     ratio = statistics.median(paired)
     quartiles = statistics.quantiles(paired, n=4)
     target = TARGETS[workload]
-    met = ratio <= target
-    target_text = f"≤{target:.2f}×"
+    met = target is None or ratio <= target
+    texts = [] if target is None else [f"≤{target:.2f}×"]
     if workload in ABSOLUTE_LIMIT:
         met = met and ours <= ABSOLUTE_LIMIT[workload]
-        target_text += f" and ≤{ABSOLUTE_LIMIT[workload]:g} {ours_runs[0]['unit']}"
+        texts.append(f"≤{ABSOLUTE_LIMIT[workload]:g} {ours_runs[0]['unit']}")
+    target_text = " and ".join(texts)
     return {
         "ours": significant(ours),
         "grdb": significant(grdb),

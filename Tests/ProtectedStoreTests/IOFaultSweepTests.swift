@@ -58,7 +58,7 @@ final class FaultFixture {
 
     /// Attaches the store, runs `body` with it, and closes it.
     func withStore(_ body: (StoreCoordinator) async throws -> Void = { _ in }) async throws {
-        let coordinator = try StoreCoordinator.attach(configuration, keys: device!)
+        let coordinator = try await StoreCoordinator.attach(configuration, keys: device!)
         do {
             try await body(coordinator)
         } catch {

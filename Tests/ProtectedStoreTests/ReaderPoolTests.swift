@@ -5,8 +5,9 @@ import Testing
 
 @_spi(Testing) @testable import ProtectedStore
 
-/// Serialized: the first test holds a write open by blocking the coordinator's thread, and two such blocks at
-/// once would hold both of a 2-core machine's cooperative threads.
+/// Serialized: the first test holds a write open by blocking the writer's thread (the store's own since issue 27,
+/// item 6, so it no longer holds a cooperative thread; `StoreThreadTests` shows it), and keeps the suite's
+/// reader counts free of each other's reads.
 @Suite("Reads beside the writer", .serialized, .timeLimit(.minutes(3)))
 @MainActor
 struct ReaderPoolTests {

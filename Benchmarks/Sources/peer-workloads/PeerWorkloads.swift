@@ -14,6 +14,7 @@ import Synchronization
 //   WORKLOAD: settings | insert_100k | warm_scan_100k | point_read_10k | durable_write_1row
 //             | read_p99_during_write | reopen_cold_scan_100k | durable_write_database
 //             | durable_write_coordinator | main_actor_read_10k | open_new_store | peak_rss_100k
+//             | first_read_during_write | read_p99_during_two_writes
 
 enum Shape {
     static let rows = 100_000
@@ -21,6 +22,10 @@ enum Shape {
     static let durableWrites = 200
     static let durableWarmUpWrites = 20
     static let rowsWrittenDuringReads = 50_000
+    /// The rows each of the two stores' writes inserts in `read_p99_during_two_writes`.
+    static let rowsWrittenByEachOfTwoWrites = 100_000
+    /// The id `first_read_during_write` reads (a row written before).
+    static let firstReadID: Int64 = 42
     /// How many times one process measures the short workloads (warm scan, point reads, reopen and cold
     /// scan); it reports their median, which the shared machine's moments of slowness move less.
     static let repeats = 5
@@ -412,6 +417,71 @@ func run(_ workload: String, in directory: String) async throws {
         let checksum = try await coordinator.read { database in try scan(database) }
         report(workload, peakResidentMiB(), "MiB", [("checksum", checksum)])
 
+    case "first_read_during_write":
+        // A new controller (new readers) each time; its first read, issued from the main actor once a 50,000-row
+        // write is under way, timed on its own. The write is rolled back, so every repeat meets the same store.
+        var coordinator = try await populated()
+        var timings: [Double] = []
+        var duringWrite = 0
+        for _ in 0..<Shape.repeats {
+            await app.terminate(coordinator)
+            coordinator = try await app.launch()
+            let writing = coordinator
+            let window = WriteWindow()
+            let writer = Task.detached {
+                do {
+                    try await writing.write { database in
+                        window.open()
+                        defer { window.close() }
+                        try insert(database, Shape.rows..<(Shape.rows + Shape.rowsWrittenDuringReads))
+                        throw RolledBack()
+                    }
+                } catch is RolledBack {}
+            }
+            while !window.hasOpened { await Task.yield() }
+            let start = clock.now
+            let value = try await coordinator.read { database in
+                try database.scalar(Shape.smallReadSQL, [.integer(Shape.firstReadID)])?.string
+            }
+            timings.append(seconds(start.duration(to: clock.now)) * 1000)
+            if window.isOpen { duringWrite += 1 }
+            try await writer.value
+            precondition(value?.utf8.count == 64, "the first read found no row")
+        }
+        await app.terminate(coordinator)
+        report(workload, median(timings), "ms", [
+            ("max", timings.max()!), ("samples", timings), ("returned_during_write", duringWrite),
+        ])
+
+    case "read_p99_during_two_writes":
+        // Two stores, each with a long write (100,000 rows in one transaction) at the same time; one-row reads of
+        // the first, each its own call from the main actor, back to back, counted while both writes are open.
+        let coordinator = try await populated()
+        let otherDirectory = directory + "/other"
+        try FileManager.default.createDirectory(
+            atPath: otherDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        let other = try App(directory: otherDirectory)
+        let otherCoordinator = try await other.launch()
+        _ = try await coordinator.read { database in try scan(database) }
+        let rows = Shape.rows..<(Shape.rows + Shape.rowsWrittenByEachOfTwoWrites)
+        let (latencies, writeSeconds) = try await readsDuringTwoWrites(
+            write: { store, window in
+                try await [coordinator, otherCoordinator][store].write { database in
+                    window.open()
+                    defer { window.close() }
+                    try insert(database, rows)
+                }
+            },
+            read: { id in
+                try await coordinator.read { database in try database.scalar(Shape.smallReadSQL, [.integer(id)])?.string }
+            })
+        await app.terminate(coordinator)
+        await other.terminate(otherCoordinator)
+        report(workload, percentile(latencies, 0.99), "ms", [
+            ("p50", percentile(latencies, 0.5)), ("max", latencies.last!), ("reads", latencies.count),
+            ("write_s", writeSeconds),
+        ])
+
     default:
         throw UsageError(description: "unknown workload '\(workload)'")
     }
@@ -424,12 +494,60 @@ func peakResidentMiB() -> Double {
     return Double(usage.ru_maxrss) / 1024
 }
 
+/// Thrown by a write to roll it back.
+struct RolledBack: Error {}
+
+/// Runs two writes (store 0 and store 1) at once while the main actor reads one row at a time, each read its
+/// own call, back to back. The first read counts from the moment both writes' windows are open, the others
+/// only when issued while both still are: a read that waits for a write — for a thread the write holds, even
+/// to be issued — is counted with all its wait. Returns the counted reads' latencies
+/// in ms, sorted, and how long the slower write call took in seconds.
+@MainActor
+func readsDuringTwoWrites(
+    write: @escaping @Sendable (Int, WriteWindow) async throws -> Void,
+    read: (Int64) async throws -> String?
+) async throws -> ([Double], Double) {
+    let clock = ContinuousClock()
+    let windows = [WriteWindow(), WriteWindow()]
+    let writers = (0..<2).map { store in
+        Task.detached {
+            let clock = ContinuousClock()
+            let start = clock.now
+            try await write(store, windows[store])
+            return seconds(start.duration(to: clock.now))
+        }
+    }
+    while !windows.allSatisfy(\.hasOpened) { await Task.yield() }
+    var ids = PseudoRandomIDs()
+    var latencies: [Double] = []
+    latencies.reserveCapacity(1 << 20)
+    // The first read is due the moment both writes are open: when the writes hold the threads the main actor
+    // needs, it cannot even issue it, and that wait is the read's too.
+    var issued = windows.compactMap(\.openingTime).max()!
+    repeat {
+        let value = try await read(ids.next())
+        latencies.append(seconds(issued.duration(to: clock.now)) * 1000)
+        precondition(value?.utf8.count == 64, "a read found no row")
+        issued = clock.now
+    } while windows.allSatisfy(\.isOpen)
+    var writeSeconds = 0.0
+    for writer in writers { writeSeconds = max(writeSeconds, try await writer.value) }
+    guard !latencies.isEmpty else { throw UsageError(description: "no read was issued while both writes ran") }
+    return (latencies.sorted(), writeSeconds)
+}
+
 /// The span of the write's transaction during which reads are sampled: opened by the write's first
 /// statement, closed after its last insert (before its commit).
 final class WriteWindow: Sendable {
     private let state = Atomic<Int>(0)  // 0: not yet open, 1: open, 2: closed
+    private let openedAt = Mutex<ContinuousClock.Instant?>(nil)
 
-    func open() { state.store(1, ordering: .releasing) }
+    func open() {
+        openedAt.withLock { $0 = ContinuousClock.now }
+        state.store(1, ordering: .releasing)
+    }
+    /// When the window opened (`nil` before).
+    var openingTime: ContinuousClock.Instant? { openedAt.withLock { $0 } }
     func close() { state.store(2, ordering: .releasing) }
     var hasOpened: Bool { state.load(ordering: .acquiring) >= 1 }
     var isOpen: Bool { state.load(ordering: .acquiring) == 1 }

@@ -299,7 +299,8 @@ public final class DataController {
     /// The phase is ``Phase/terminated`` at once and nothing new starts; what was already under way is awaited:
     /// the operation running now (it runs to its end), an attach in flight (its store is closed as soon as it
     /// opens), the inbox merge, and the close itself — the writer and every reader closed, the store's key
-    /// wiped. When this returns, the store's files may be copied, moved or opened by another process.
+    /// wiped, the store's threads ended. When this returns, the store's files may be copied, moved or opened by
+    /// another process.
     /// Operations still waiting end as cancelled: ``perform(_:deadline:_:)`` throws
     /// `StoreError.Code.terminated`, as ``read(_:)`` does. Terminating twice waits the same way and changes
     /// nothing more.
@@ -601,7 +602,7 @@ public final class DataController {
         Task.detached(priority: .userInitiated) { [weak self, work] in
             let event: LaunchEvent<StoreCoordinator>
             do {
-                event = .attachSucceeded(try StoreCoordinator.attach(store, keys: keys), attempt: attempt)
+                event = .attachSucceeded(try await StoreCoordinator.attach(store, keys: keys), attempt: attempt)
             } catch {
                 // The key source says why, in the error itself: "unavailable" (a locked key, or no class key
                 // to make one with) means wait for the event; anything else is a real failure.
@@ -623,13 +624,15 @@ public final class DataController {
         apply(event)
     }
 
-    /// Closes a coordinator off the main actor; ``waitUntilIdle()`` waits for it.
+    /// Closes a coordinator on its writer's thread; ``waitUntilIdle()`` (and ``terminate()``) waits for it and
+    /// for the store's threads to end.
     private func close(_ closing: StoreCoordinator) {
         if configuration.plantedFault == .keepCoordinatorAfterClose { plantedStaleCoordinator = closing }
         work.begin()
         let work = self.work
         Task.detached {
             await closing.close()
+            await closing.waitUntilThreadsStopped()
             work.end()
         }
     }

@@ -10,17 +10,32 @@ internal import SecureKeys
 /// an idle reader is reused most-recently-used first, so that consecutive reads find a warm page cache. When
 /// all are busy a read waits for the first one returned.
 ///
+/// Each reader has a thread of its own (``StoreThread``, `PStore.reader`): it is opened there, and a read's
+/// transaction and `body` run there (the thread is the read task's executor for that time), so SQLite's
+/// blocking calls never occupy a thread of Swift's cooperative pool. A waiting read waits suspended, never
+/// blocked. One reader is opened when the store attaches, in the background (``openFirstReader()``): the first
+/// read finds it open, instead of paying for an open (SQLCipher's key set-up and page 1) while it waits.
+///
 /// ``close()`` — at the class-A lock, with the writer — closes every idle reader at once, and each busy one as
-/// its read ends; the pool's copy of the store key is wiped as soon as no open is in progress. Reads after
-/// it fail with `StoreError.Code.protectedDataUnavailable`, as writes do.
+/// its read ends, each on its own thread, whose thread then ends (``waitUntilThreadsStopped()``); the pool's
+/// copy of the store key is wiped as soon as no open is in progress. Reads after it fail with
+/// `StoreError.Code.protectedDataUnavailable`, as writes do.
 final class ReaderPool: Sendable {
-    /// One read-only connection, lent to one read at a time.
+    /// One read-only connection and its thread, lent to one read at a time.
     private final class Reader: @unchecked Sendable {
         // @unchecked Sendable: the pool hands a reader to one read at a time (it is either in `idle`, or
-        // held by exactly one `read`), so its connection is never used from two threads at once.
+        // held by exactly one `read`), and its connection is used only on its own thread.
         let database: Database
-        init(_ database: Database) { self.database = database }
+        let thread: StoreThread
+        init(_ database: Database, thread: StoreThread) {
+            self.database = database
+            self.thread = thread
+        }
     }
+
+    /// A read waiting for a reader: given one, or `nil` when the reader it waited for failed to open (it then
+    /// opens one itself).
+    private typealias Waiter = CheckedContinuation<Reader?, any Error>
 
     private struct State {
         /// Readers not in use, the most recently returned last.
@@ -29,8 +44,14 @@ final class ReaderPool: Sendable {
         var count = 0
         /// Opens in progress (the key must outlive them).
         var opening = 0
+        /// Whether the reader opened at attach is still being opened.
+        var firstReaderOpening = false
+        /// The read waiting for that reader (one read; the others open readers of their own).
+        var firstReaderWaiter: Waiter?
         /// Reads waiting for a reader, first come first served.
-        var waiters: Deque<CheckedContinuation<Reader, any Error>> = []
+        var waiters: Deque<Waiter> = []
+        /// Every reader thread started and not ended by a failed open: ``waitUntilThreadsStopped()`` joins them.
+        var threads: [StoreThread] = []
         /// The store key, wiped at close.
         var key: SecureBytes?
         var isClosed = false
@@ -54,8 +75,13 @@ final class ReaderPool: Sendable {
         self.state = LockedState(State(key: key))
     }
 
-    /// Runs `body` in a read transaction on a reader: one consistent snapshot of the store, however many
-    /// statements `body` runs.
+    deinit {
+        // A pool dropped without ``close()`` (a test's coordinator): its threads must not outlive it.
+        for thread in state.withLock({ $0.threads }) { thread.stop() }
+    }
+
+    /// Runs `body` in a read transaction on a reader, on the reader's thread: one consistent snapshot of the
+    /// store, however many statements `body` runs.
     ///
     /// - Parameter trackingTables: whether to collect the tables `body`'s queries read (for observations).
     /// - Returns: what `body` returned, and the tables it read (empty when not tracked).
@@ -65,30 +91,70 @@ final class ReaderPool: Sendable {
         trackingTables: Bool = false, _ body: (Database) throws -> Result
     ) async throws -> (Result, TableRegion) {
         let reader = try await checkOut()
-        defer { checkIn(reader) }
-        let database = reader.database
-        return try database.transaction(.deferred) {
-            trackingTables ? try database.trackingReads { try body(database) } : (try body(database), TableRegion())
+        // The closure is nonisolated: with the reader's thread as the task's executor, it runs there.
+        return try await withTaskExecutorPreference(reader.thread) {
+            // Checked in on the reader's thread, where a reader closed meanwhile is closed.
+            defer { checkIn(reader) }
+            let database = reader.database
+            return try database.transaction(.deferred) {
+                trackingTables ? try database.trackingReads { try body(database) } : (try body(database), TableRegion())
+            }
+        }
+    }
+
+    /// Opens one reader in the background, on its own thread, so that the first read finds it open; the store's
+    /// attach does not wait for it.
+    func openFirstReader() {
+        let key = state.withLock { state -> SecureBytes? in
+            guard !state.isClosed, state.count < capacity, let key = state.key else { return nil }
+            state.count += 1
+            state.opening += 1
+            state.firstReaderOpening = true
+            return key
+        }
+        guard let key else { return }
+        let thread = startThread()
+        thread.execute { [self] in
+            let opened = Result { try open(with: key, on: thread) }
+            let waiter = state.withLock { state -> Waiter? in
+                state.firstReaderOpening = false
+                defer { state.firstReaderWaiter = nil }
+                return state.firstReaderWaiter
+            }
+            switch opened {
+            case .success(let reader):
+                if let waiter { waiter.resume(returning: reader) } else { checkIn(reader) }
+            case .failure:
+                // The read that waited for it opens one itself, and meets the error, if it lasts, there.
+                waiter?.resume(returning: nil)
+            }
         }
     }
 
     /// Closes idle readers now and busy ones when their reads end, fails waiting reads, and wipes the key.
     func close() {
-        let (idle, waiters, key) = state.withLock { state -> ([Reader], Deque<CheckedContinuation<Reader, any Error>>, SecureBytes?) in
+        let (idle, waiters, key) = state.withLock { state -> ([Reader], [Waiter], SecureBytes?) in
             state.isClosed = true
             let idle = state.idle
-            let waiters = state.waiters
+            var waiters = Array(state.waiters)
+            if let waiter = state.firstReaderWaiter { waiters.append(waiter) }
             state.idle = []
             state.waiters = []
+            state.firstReaderWaiter = nil
             state.count -= idle.count
             // An open in progress still reads the key; the last one to finish wipes it.
             let key = state.opening == 0 ? state.key : nil
             if key != nil { state.key = nil }
             return (idle, waiters, key)
         }
-        for reader in idle { reader.database.close() }
+        for reader in idle { close(reader) }
         for waiter in waiters { waiter.resume(throwing: StoreError.storeClosed()) }
         key?.wipe()
+    }
+
+    /// Returns once every reader's thread has ended: after ``close()``, when the last read ended.
+    func waitUntilThreadsStopped() async {
+        for thread in state.withLock({ $0.threads }) { await thread.waitUntilStopped() }
     }
 
     /// How many readers are open (idle or busy), for tests.
@@ -103,56 +169,84 @@ final class ReaderPool: Sendable {
         case lend(Reader)
         case open(SecureBytes)
         case wait
+        case waitForFirstReader
     }
 
     private func checkOut() async throws -> Reader {
-        let lending = try state.withLock { state -> Lending in
-            if state.isClosed { throw StoreError.storeClosed() }
-            if let reader = state.idle.popLast() { return .lend(reader) }
-            if state.count < capacity, let key = state.key {
-                state.count += 1
-                state.opening += 1
-                return .open(key)
+        while true {
+            let lending = try state.withLock { state -> Lending in
+                if state.isClosed { throw StoreError.storeClosed() }
+                if let reader = state.idle.popLast() { return .lend(reader) }
+                if state.firstReaderOpening, state.firstReaderWaiter == nil { return .waitForFirstReader }
+                if state.count < capacity, let key = state.key {
+                    state.count += 1
+                    state.opening += 1
+                    return .open(key)
+                }
+                return .wait
             }
-            return .wait
-        }
-        switch lending {
-        case .lend(let reader):
-            return reader
-        case .open(let key):
-            return try open(with: key)
-        case .wait:
-            return try await withCheckedThrowingContinuation { continuation in
-                state.withLock { state in
-                    if state.isClosed {
-                        continuation.resume(throwing: StoreError.storeClosed())
-                    } else if let reader = state.idle.popLast() {
-                        continuation.resume(returning: reader)
-                    } else {
-                        state.waiters.append(continuation)
+            switch lending {
+            case .lend(let reader):
+                return reader
+            case .open(let key):
+                let thread = startThread()
+                return try await thread.run { [self] in try open(with: key, on: thread) }
+            case .wait, .waitForFirstReader:
+                let first = if case .waitForFirstReader = lending { true } else { false }
+                let reader = try await withCheckedThrowingContinuation { (continuation: Waiter) in
+                    state.withLock { state in
+                        if state.isClosed {
+                            continuation.resume(throwing: StoreError.storeClosed())
+                        } else if let reader = state.idle.popLast() {
+                            continuation.resume(returning: reader)
+                        } else if first, state.firstReaderOpening, state.firstReaderWaiter == nil {
+                            state.firstReaderWaiter = continuation
+                        } else if first {
+                            continuation.resume(returning: nil)  // it opened meanwhile: look again
+                        } else {
+                            state.waiters.append(continuation)
+                        }
                     }
                 }
+                if let reader { return reader }
             }
         }
     }
 
-    private func open(with key: SecureBytes) throws -> Reader {
+    private func startThread() -> StoreThread {
+        let thread = StoreThread(.reader)
+        state.withLock { $0.threads.append(thread) }
+        return thread
+    }
+
+    /// Opens a reader on `thread` — the caller runs there.
+    private func open(with key: SecureBytes, on thread: StoreThread) throws -> Reader {
         let opened = Result { try Database(path: path, key: key, configuration: configuration) }
         let (isClosed, keyToWipe) = state.withLock { state -> (Bool, SecureBytes?) in
             state.opening -= 1
-            if case .failure = opened { state.count -= 1 }
+            if case .failure = opened {
+                state.count -= 1
+                state.threads.removeAll { $0 === thread }
+            }
             if state.isClosed, case .success = opened { state.count -= 1 }
             guard state.isClosed, state.opening == 0, let key = state.key else { return (state.isClosed, nil) }
             state.key = nil
             return (true, key)
         }
         keyToWipe?.wipe()
-        let database = try opened.get()
+        let database: Database
+        do {
+            database = try opened.get()
+        } catch {
+            thread.stop()
+            throw error
+        }
         guard !isClosed else {
             database.close()
+            thread.stop()
             throw StoreError.storeClosed()
         }
-        return Reader(database)
+        return Reader(database, thread: thread)
     }
 
     private func checkIn(_ reader: Reader) {
@@ -168,6 +262,12 @@ final class ReaderPool: Sendable {
             }
             return true
         }
-        if !keep { reader.database.close() }
+        if !keep { close(reader) }
+    }
+
+    /// Closes `reader`'s connection on its thread, and lets the thread end.
+    private func close(_ reader: Reader) {
+        reader.thread.execute { reader.database.close() }
+        reader.thread.stop()
     }
 }

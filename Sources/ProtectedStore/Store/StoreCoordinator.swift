@@ -20,6 +20,12 @@ internal import Darwin
 /// An actor: writes are serialized on it, off the main thread; ``read(_:)`` is `nonisolated` and runs on a
 /// reader, so it never waits for a write (WAL). Durability is explicit: every committed write is synced
 /// (`synchronous = FULL`, `Database/Configuration/synchronous`).
+///
+/// Database work runs on threads the store owns, never on Swift's cooperative pool: the actor's executor is a
+/// thread of its own (`PStore.writer`), where the attach, every write and the close run, and each reader has
+/// one (`PStore.reader`). A write that blocks for seconds — a long import, a slow `fsync` — holds up only its
+/// own store's writes; reads, other stores and the rest of the app's tasks go on. The threads end when the
+/// store closes.
 public actor StoreCoordinator {
     /// The store's configuration.
     public nonisolated let configuration: StoreConfiguration
@@ -31,11 +37,17 @@ public actor StoreCoordinator {
     private let inbox: LockedInbox
     private let inboxPublicKey: [UInt8]
     private var inboxPrivateKey: SecureBytes?
+    /// The writer's thread: the actor's serial executor.
+    private nonisolated let thread: StoreThread
+
+    /// The writer's own thread (`PStore.writer`), on which every job of this actor runs.
+    public nonisolated var unownedExecutor: UnownedSerialExecutor { thread.asUnownedSerialExecutor() }
 
     private init(
         database: sending Database, readers: ReaderPool, configuration: StoreConfiguration, inboxPublicKey: [UInt8],
-        inboxPrivateKey: SecureBytes, inboxReport: InboxMergeReport
+        inboxPrivateKey: SecureBytes, inboxReport: InboxMergeReport, thread: StoreThread
     ) {
+        self.thread = thread
         self.database = database
         self.readers = readers
         self.configuration = configuration
@@ -57,15 +69,30 @@ public actor StoreCoordinator {
     /// would take for a torn write and silently drop committed transactions over (`Database/Configuration/
     /// checksWriteAheadLog`).
     ///
-    /// Synchronous and blocking (Argon2id is not involved, but file I/O and the first page read are): call it
-    /// from a background executor.
+    /// The blocking work (file I/O, the first page read, the migrations, the merge) runs on the writer's new
+    /// thread, which becomes the coordinator's executor; the caller waits suspended. When the attach fails the
+    /// thread has ended by the time this throws.
     ///
     /// - Throws: `StoreError` with `StoreError.Code.protectedDataUnavailable` when the key is locked — and
     ///   only then; `StoreError.Code.storeUnavailable` for a lost store (its key file without it);
     ///   `StoreError.Code.storeDamaged` (a page or the log, also when the migrations find it); the lower
     ///   layers' errors as they come (`store-exists-without-key` when a store file has no key file;
     ///   `wrong-key`, `store-unavailable` from the open; `migration-failed`).
-    package static func attach(_ configuration: StoreConfiguration, keys: any StoreKeyProvider) throws -> StoreCoordinator {
+    package static func attach(_ configuration: StoreConfiguration, keys: any StoreKeyProvider) async throws -> StoreCoordinator {
+        let thread = StoreThread(.writer)
+        do {
+            return try await thread.run { try attach(configuration, keys: keys, on: thread) }
+        } catch {
+            thread.stop()
+            await thread.waitUntilStopped()
+            throw error
+        }
+    }
+
+    /// The attach, on the writer's `thread`.
+    private static func attach(
+        _ configuration: StoreConfiguration, keys: any StoreKeyProvider, on thread: StoreThread
+    ) throws -> StoreCoordinator {
         let files = configuration.files
         let storeKey: SecureBytes
         var databaseConfiguration = configuration.database
@@ -127,6 +154,8 @@ public actor StoreCoordinator {
             path: configuration.path, key: storeKey, configuration: databaseConfiguration,
             capacity: max(1, configuration.maximumReaderCount))
         keyOwnedByPool = true
+        // Off the launch path: the app hears `ready` while the first reader opens on its own thread.
+        readers.openFirstReader()
         LogSubsystem.store.makeLogger().debug(
             "store attached",
             metadata: [
@@ -135,7 +164,12 @@ public actor StoreCoordinator {
             ])
         return StoreCoordinator(
             database: database, readers: readers, configuration: configuration, inboxPublicKey: publicKey,
-            inboxPrivateKey: privateKey, inboxReport: report)
+            inboxPrivateKey: privateKey, inboxReport: report, thread: thread)
+    }
+
+    deinit {
+        // A coordinator dropped without ``close()`` (a test's): its thread must not outlive it.
+        thread.stop()
     }
 
     // MARK: Access
@@ -175,17 +209,33 @@ public actor StoreCoordinator {
 
     /// Closes the store after the work already queued on this actor: in-flight transactions finish first.
     /// Every reader closes with it (a busy one when its read ends), the copies of the store key and the inbox
-    /// private key are wiped, and observations stop until the store attaches again.
-    package func close() {
-        if database != nil {
-            LogSubsystem.store.makeLogger().debug("store closing: readers closed, store key wiped", metadata: ["store": "\(configuration.path)"])
+    /// private key are wiped, and observations stop until the store attaches again. The writer closes last,
+    /// once every reader has (a read in flight is waited for), so that it is the store's last connection and
+    /// checkpoints the write-ahead log away. The store's threads end after that
+    /// (``waitUntilThreadsStopped()``); a call on the closed store still runs, and fails.
+    package func close() async {
+        guard let closing = database else {
+            readers.close()
+            thread.stop()
+            return
         }
-        readers.close()
-        database?.close()
+        LogSubsystem.store.makeLogger().debug("store closing: readers closed, store key wiped", metadata: ["store": "\(configuration.path)"])
+        // Unusable from here on: a write that comes while the readers close fails as on a closed store.
         database = nil
         inboxPrivateKey?.wipe()
         inboxPrivateKey = nil
         commits.finish()
+        readers.close()
+        await readers.waitUntilThreadsStopped()
+        closing.close()
+        thread.stop()
+    }
+
+    /// Returns once the store's threads — the writer's and every reader's — have ended: after ``close()``, once
+    /// the last read in flight ended.
+    package nonisolated func waitUntilThreadsStopped() async {
+        await thread.waitUntilStopped()
+        await readers.waitUntilThreadsStopped()
     }
 
     /// How many readers are open, for tests.

@@ -11,6 +11,7 @@ import Synchronization
 //   WORKLOAD: settings | insert_100k | warm_scan_100k | point_read_10k | durable_write_1row
 //             | read_p99_during_write | reopen_cold_scan_100k | durable_write_database
 //             | durable_write_coordinator | main_actor_read_10k | open_new_store | peak_rss_100k
+//             | first_read_during_write | read_p99_during_two_writes
 
 enum Shape {
     static let rows = 100_000
@@ -18,6 +19,10 @@ enum Shape {
     static let durableWrites = 200
     static let durableWarmUpWrites = 20
     static let rowsWrittenDuringReads = 50_000
+    /// The rows each of the two stores' writes inserts in `read_p99_during_two_writes`.
+    static let rowsWrittenByEachOfTwoWrites = 100_000
+    /// The id `first_read_during_write` reads (a row written before).
+    static let firstReadID: Int64 = 42
     /// How many times one process measures the short workloads (warm scan, point reads, reopen and cold
     /// scan); it reports their median, which the shared machine's moments of slowness move less.
     static let repeats = 5
@@ -396,17 +401,123 @@ func run(_ workload: String, in directory: String) async throws {
         let checksum = try await pool.read { db in try scan(db) }
         report(workload, peakResidentMiB(), "MiB", [("checksum", checksum)])
 
+    case "first_read_during_write":
+        try await firstReadDuringWrite(path: path)
+
+    case "read_p99_during_two_writes":
+        try await readP99DuringTwoWrites(path: path, otherPath: directory + "/other.sqlite")
+
     default:
         throw UsageError(description: "unknown workload '\(workload)'")
     }
+}
+
+/// Thrown by a write to roll it back.
+struct RolledBack: Error {}
+
+/// A new pool (new readers) each time; its first read, issued from the main actor once a 50,000-row write is
+/// under way, timed on its own. The write is rolled back, so every repeat meets the same store.
+@MainActor
+func firstReadDuringWrite(path: String) async throws {
+    let clock = ContinuousClock()
+    var pool = try makePool(path)
+    try createTable(pool)
+    try await pool.write { db in try insert(db, 0..<Shape.rows) }
+    var timings: [Double] = []
+    var duringWrite = 0
+    for _ in 0..<Shape.repeats {
+        try pool.close()
+        pool = try makePool(path)
+        let writing = pool
+        let window = WriteWindow()
+        let writer = Task.detached {
+            do {
+                try await writing.write { db in
+                    window.open()
+                    defer { window.close() }
+                    try insert(db, Shape.rows..<(Shape.rows + Shape.rowsWrittenDuringReads))
+                    throw RolledBack()
+                }
+            } catch is RolledBack {}
+        }
+        while !window.hasOpened { await Task.yield() }
+        let start = clock.now
+        let value = try await pool.read { db in
+            try String.fetchOne(db.cachedStatement(sql: Shape.smallReadSQL), arguments: [Shape.firstReadID])
+        }
+        timings.append(seconds(start.duration(to: clock.now)) * 1000)
+        if window.isOpen { duringWrite += 1 }
+        try await writer.value
+        precondition(value?.utf8.count == 64, "the first read found no row")
+    }
+    try pool.close()
+    report("first_read_during_write", median(timings), "ms", [
+        ("max", timings.max()!), ("samples", timings), ("returned_during_write", duringWrite),
+    ])
+}
+
+/// Two pools, each with a long write (100,000 rows in one transaction) at the same time; one-row reads of the
+/// first, each its own call from the main actor, back to back, counted while both writes are open.
+@MainActor
+func readP99DuringTwoWrites(path: String, otherPath: String) async throws {
+    let pool = try makePool(path)
+    try createTable(pool)
+    try await pool.write { db in try insert(db, 0..<Shape.rows) }
+    let other = try makePool(otherPath)
+    try createTable(other)
+    _ = try await pool.read { db in try scan(db) }
+    let rows = Shape.rows..<(Shape.rows + Shape.rowsWrittenByEachOfTwoWrites)
+    let clock = ContinuousClock()
+    let windows = [WriteWindow(), WriteWindow()]
+    let writers = [pool, other].enumerated().map { store, writing in
+        Task.detached {
+            let clock = ContinuousClock()
+            let start = clock.now
+            try await writing.write { db in
+                windows[store].open()
+                defer { windows[store].close() }
+                try insert(db, rows)
+            }
+            return seconds(start.duration(to: clock.now))
+        }
+    }
+    while !windows.allSatisfy(\.hasOpened) { await Task.yield() }
+    var ids = PseudoRandomIDs()
+    var latencies: [Double] = []
+    latencies.reserveCapacity(1 << 20)
+    // The first read is due the moment both writes are open (as on ours: a main actor that cannot run is charged).
+    var issued = windows.compactMap(\.openingTime).max()!
+    repeat {
+        let id = ids.next()
+        let value = try await pool.read { db in
+            try String.fetchOne(db.cachedStatement(sql: Shape.smallReadSQL), arguments: [id])
+        }
+        latencies.append(seconds(issued.duration(to: clock.now)) * 1000)
+        precondition(value?.utf8.count == 64, "a read found no row")
+        issued = clock.now
+    } while windows.allSatisfy(\.isOpen)
+    var writeSeconds = 0.0
+    for writer in writers { writeSeconds = max(writeSeconds, try await writer.value) }
+    guard !latencies.isEmpty else { throw UsageError(description: "no read was issued while both writes ran") }
+    latencies.sort()
+    report("read_p99_during_two_writes", percentile(latencies, 0.99), "ms", [
+        ("p50", percentile(latencies, 0.5)), ("max", latencies.last!), ("reads", latencies.count),
+        ("write_s", writeSeconds),
+    ])
 }
 
 /// The span of the write's transaction during which reads are sampled: opened by the write's first
 /// statement, closed after its last insert (before its commit).
 final class WriteWindow: Sendable {
     private let state = Atomic<Int>(0)  // 0: not yet open, 1: open, 2: closed
+    private let openedAt = Mutex<ContinuousClock.Instant?>(nil)
 
-    func open() { state.store(1, ordering: .releasing) }
+    func open() {
+        openedAt.withLock { $0 = ContinuousClock.now }
+        state.store(1, ordering: .releasing)
+    }
+    /// When the window opened (`nil` before).
+    var openingTime: ContinuousClock.Instant? { openedAt.withLock { $0 } }
     func close() { state.store(2, ordering: .releasing) }
     var hasOpened: Bool { state.load(ordering: .acquiring) >= 1 }
     var isOpen: Bool { state.load(ordering: .acquiring) == 1 }

@@ -1,0 +1,226 @@
+internal import DequeModule
+internal import Foundation
+#if canImport(Glibc)
+internal import Glibc
+#elseif canImport(Darwin)
+internal import Darwin
+#endif
+
+/// A thread of the store's own, running one job at a time: the writer's serial executor, or a reader's task
+/// executor. SQLite calls and `fsync` block; run on these threads they never occupy one of the few threads of
+/// Swift's cooperative pool (two on a 2-core machine), so a long write on two stores cannot hold up every other
+/// task in the process — a read, the main actor's continuations (issue 27, item 6).
+///
+/// GRDB gives each connection a serial dispatch queue (`SerializedDatabase`); this is the same idea without
+/// Dispatch: one `pthread`, named so a debugger, `top -H` or a test can see where database work runs (`comm` is
+/// at most 15 bytes on Linux, hence the short names), and a mutex and condition over a queue of jobs. It does
+/// not depend on the cooperative pool in any way: a job enqueued here runs even when every pool thread is blocked.
+///
+/// The thread runs until ``stop()`` — the store closing — and then ends as soon as its queue is empty. A job that
+/// arrives after that (a call on a closed store, which fails at once) still runs: a short-lived thread of the
+/// same name starts for it and ends when the queue is empty again, so nothing waits forever and no thread is
+/// left behind.
+final class StoreThread: @unchecked Sendable {
+    // @unchecked Sendable: every mutable field is in `state`, read and written only with `mutex` held.
+
+    /// What the thread is to the concurrency runtime.
+    enum Role: Sendable {
+        /// The serial executor of an actor (the coordinator): jobs run isolated to it.
+        case writer
+        /// A task executor (`withTaskExecutorPreference`): the nonisolated code of a read runs on it.
+        case reader
+
+        /// The thread's name (`comm`), at most 15 bytes.
+        var threadName: String {
+            switch self {
+            case .writer: "PStore.writer"
+            case .reader: "PStore.reader"
+            }
+        }
+    }
+
+    private enum Work {
+        case job(UnownedJob)
+        case closure(() -> Void)
+    }
+
+    private struct State {
+        var queue: Deque<Work> = []
+        /// Whether a thread is in its loop (or about to enter it).
+        var isRunning = false
+        /// Whether the thread waits for more work when its queue is empty: until ``stop()``.
+        var keepsRunning = true
+        /// The running thread, for ``checkIsolated()``.
+        var current: pthread_t?
+        /// A thread that left its loop and that nobody joined or detached yet.
+        var unjoined: pthread_t?
+        /// Callers of ``waitUntilStopped()``.
+        var stopWaiters: [CheckedContinuation<Void, Never>] = []
+    }
+
+    let role: Role
+    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    private let condition: UnsafeMutablePointer<pthread_cond_t>
+    private var state = State()
+
+    /// A thread for `role`, started now.
+    init(_ role: Role) {
+        self.role = role
+        mutex = .allocate(capacity: 1)
+        mutex.initialize(to: pthread_mutex_t())
+        pthread_mutex_init(mutex, nil)
+        condition = .allocate(capacity: 1)
+        condition.initialize(to: pthread_cond_t())
+        pthread_cond_init(condition, nil)
+        state.isRunning = true
+        startThread()
+    }
+
+    deinit {
+        // No thread runs here: a running thread holds a reference. One that ended unjoined is released.
+        if let unjoined = state.unjoined { pthread_detach(unjoined) }
+        pthread_cond_destroy(condition)
+        condition.deinitialize(count: 1)
+        condition.deallocate()
+        pthread_mutex_destroy(mutex)
+        mutex.deinitialize(count: 1)
+        mutex.deallocate()
+    }
+
+    /// Runs `work` on the thread, after what is queued before it.
+    func execute(_ work: @escaping @Sendable () -> Void) {
+        submit(.closure(work))
+    }
+
+    /// Runs `body` on the thread and returns its result to the caller: the caller's task waits suspended, its
+    /// thread free for other work.
+    func run<Result: Sendable>(_ body: @escaping @Sendable () throws -> Result) async throws -> Result {
+        try await withCheckedThrowingContinuation { continuation in
+            execute { continuation.resume(with: Swift.Result { try body() }) }
+        }
+    }
+
+    /// Lets the thread end once its queue is empty. Jobs enqueued later still run (on a short-lived thread).
+    func stop() {
+        lock()
+        state.keepsRunning = false
+        pthread_cond_signal(condition)
+        unlock()
+    }
+
+    /// Returns once the thread has ended — after ``stop()`` and the last queued job — and was joined.
+    func waitUntilStopped() async {
+        await withCheckedContinuation { continuation in
+            lock()
+            if state.isRunning {
+                state.stopWaiters.append(continuation)
+                unlock()
+            } else {
+                unlock()
+                continuation.resume()
+            }
+        }
+        lock()
+        let ended = state.unjoined
+        state.unjoined = nil
+        unlock()
+        // The thread has left its loop and is returning: joining it waits for that return only.
+        if let ended { pthread_join(ended, nil) }
+    }
+
+    /// Whether the caller runs on this thread.
+    var isCurrent: Bool {
+        lock()
+        defer { unlock() }
+        guard let current = state.current else { return false }
+        return pthread_equal(current, pthread_self()) != 0
+    }
+
+    // MARK: The thread
+
+    private func submit(_ work: Work) {
+        lock()
+        state.queue.append(work)
+        var previous: pthread_t?
+        let starts = !state.isRunning
+        if starts {
+            // A job for a stopped thread: a short-lived one runs it. The ended one is released.
+            state.isRunning = true
+            previous = state.unjoined
+            state.unjoined = nil
+        } else {
+            pthread_cond_signal(condition)
+        }
+        unlock()
+        if let previous { pthread_detach(previous) }
+        if starts { startThread() }
+    }
+
+    private func startThread() {
+        let context = Unmanaged.passRetained(self).toOpaque()
+        var thread = pthread_t()
+        #if canImport(Glibc)
+        let result = pthread_create(&thread, nil, { context in
+            Unmanaged<StoreThread>.fromOpaque(context!).takeRetainedValue().runLoop()
+            return nil
+        }, context)
+        #else
+        let result = pthread_create(&thread, nil, { context in
+            Unmanaged<StoreThread>.fromOpaque(context).takeRetainedValue().runLoop()
+            return nil
+        }, context)
+        #endif
+        // Out of threads (EAGAIN) the process cannot run the store at all: nothing sensible to fall back on.
+        precondition(result == 0, "ProtectedStore could not start its \(role.threadName) thread: error \(result)")
+    }
+
+    private func runLoop() {
+        // Foundation sets the kernel's name of the current thread (`pthread_setname_np`, a GNU extension the
+        // Glibc module does not import).
+        Thread.current.name = role.threadName
+        lock()
+        state.current = pthread_self()
+        while true {
+            while state.queue.isEmpty {
+                if !state.keepsRunning {
+                    state.isRunning = false
+                    state.current = nil
+                    state.unjoined = pthread_self()
+                    let waiters = state.stopWaiters
+                    state.stopWaiters = []
+                    unlock()
+                    for waiter in waiters { waiter.resume() }
+                    return
+                }
+                pthread_cond_wait(condition, mutex)
+            }
+            let work = state.queue.removeFirst()
+            unlock()
+            switch work {
+            case .job(let job):
+                switch role {
+                case .writer: job.runSynchronously(on: asUnownedSerialExecutor())
+                case .reader: job.runSynchronously(on: asUnownedTaskExecutor())
+                }
+            case .closure(let body):
+                body()
+            }
+            lock()
+        }
+    }
+
+    private func lock() { pthread_mutex_lock(mutex) }
+    private func unlock() { pthread_mutex_unlock(mutex) }
+}
+
+// One type for both roles, so that the thread, its queue and its stopping are written once; `role` says which
+// executor a job is run on (the writer's thread is only ever an actor's executor, a reader's only a task's).
+extension StoreThread: SerialExecutor, TaskExecutor {
+    func enqueue(_ job: consuming ExecutorJob) {
+        submit(.job(UnownedJob(job)))
+    }
+
+    func checkIsolated() {
+        precondition(isCurrent, "expected to run on the store's \(role.threadName) thread")
+    }
+}
