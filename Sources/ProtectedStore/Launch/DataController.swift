@@ -614,6 +614,8 @@ public final class DataController {
                     metadata: ["attempt": "\(attempt)", "code": "\(failure.code)"])
             }
             await self?.attachFinished(event)
+            // `ready` is out; the reader the attach opens in the background still counts as work in flight.
+            if case .attachSucceeded(let coordinator, _) = event { await coordinator.waitUntilFirstReaderOpened() }
             work.end()
         }
     }

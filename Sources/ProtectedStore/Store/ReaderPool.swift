@@ -48,6 +48,8 @@ final class ReaderPool: Sendable {
         var firstReaderOpening = false
         /// The read waiting for that reader (one read; the others open readers of their own).
         var firstReaderWaiter: Waiter?
+        /// Who waits for that open to end, however it ends (``waitUntilFirstReaderOpened()``).
+        var firstReaderWatchers: [CheckedContinuation<Void, Never>] = []
         /// Reads waiting for a reader, first come first served.
         var waiters: Deque<Waiter> = []
         /// Every reader thread started and not ended by a failed open: ``waitUntilThreadsStopped()`` joins them.
@@ -116,10 +118,13 @@ final class ReaderPool: Sendable {
         let thread = startThread()
         thread.execute { [self] in
             let opened = Result { try open(with: key, on: thread) }
-            let waiter = state.withLock { state -> Waiter? in
+            let (waiter, watchers) = state.withLock { state -> (Waiter?, [CheckedContinuation<Void, Never>]) in
                 state.firstReaderOpening = false
-                defer { state.firstReaderWaiter = nil }
-                return state.firstReaderWaiter
+                defer {
+                    state.firstReaderWaiter = nil
+                    state.firstReaderWatchers = []
+                }
+                return (state.firstReaderWaiter, state.firstReaderWatchers)
             }
             switch opened {
             case .success(let reader):
@@ -128,6 +133,21 @@ final class ReaderPool: Sendable {
                 // The read that waited for it opens one itself, and meets the error, if it lasts, there.
                 waiter?.resume(returning: nil)
             }
+            for watcher in watchers { watcher.resume() }
+        }
+    }
+
+    /// Returns once the reader opened at attach (``openFirstReader()``) is open, or failed to open: its open does
+    /// file I/O, which the controller's ``DataController/waitUntilIdle()`` waits for, as for every other — so a
+    /// test, the simulator and its fault plans see it happen at one point, not beside the next command.
+    func waitUntilFirstReaderOpened() async {
+        await withCheckedContinuation { (watcher: CheckedContinuation<Void, Never>) in
+            let opening = state.withLock { state -> Bool in
+                guard state.firstReaderOpening else { return false }
+                state.firstReaderWatchers.append(watcher)
+                return true
+            }
+            if !opening { watcher.resume() }
         }
     }
 

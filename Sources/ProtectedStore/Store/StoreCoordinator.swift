@@ -238,6 +238,11 @@ public actor StoreCoordinator {
         await readers.waitUntilThreadsStopped()
     }
 
+    /// Returns once the reader opened at attach is open, or failed to open (the controller's idle wait includes it).
+    package nonisolated func waitUntilFirstReaderOpened() async {
+        await readers.waitUntilFirstReaderOpened()
+    }
+
     /// How many readers are open, for tests.
     package nonisolated var openReaderCount: Int { readers.openCount }
 
