@@ -133,7 +133,7 @@ def peer_svg(rows):
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="13">',
         f'<rect width="{width}" height="{height}" fill="white"/>',
-        '<text x="20" y="24" font-size="16" font-weight="bold">ProtectedStore ÷ GRDB, ratio of the medians '
+        '<text x="20" y="24" font-size="16" font-weight="bold">ProtectedStore ÷ GRDB, median of the round-by-round ratios '
         '(below 1× ours is faster; log scale)</text>',
     ]
     # 1, 10, 100, … and, below 10×, the 2s and 5s between them.
