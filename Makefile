@@ -34,10 +34,11 @@ export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH := $(TEST_WIDTH)
 ## The sanitizer runs skip the suites that are long, single-threaded loops of file I/O or child processes over
 ## code the rest of the suite runs too — the I/O fault sweeps (49 sweeps, 1,092 fault points), the simulator's
 ## suites (hundreds of seeds), the inbox and log damage suites, the hostile-user and memory-scan tests, and the
-## SIGKILL crash replays (26–71 s a test under TSan, 181 s for the four), and the merge-memory measurement (a
-## process of its own, meaningless under a sanitizer's allocator): several times slower under a
+## SIGKILL crash replays (26–71 s a test under TSan, 181 s for the four), and the merge-memory and cursor-memory
+## measurements (processes of their own, meaningless under a sanitizer's allocator, whose quarantine keeps freed
+## memory resident): several times slower under a
 ## sanitizer, they would add minutes to each run. Every one of them runs in full in the plain `swift test` above.
-SANITIZER_SKIP := --skip 'IOFaultSweepTests|SimulatorTests|SimulatorCoverageTests|DiskFaultVFSTests|InboxDamageTests|InboxFileTypeTests|InboxAtAttachTests|InboxReplayTests|StoreDamageTests|WriteAheadLogCheckTests|HostileUserTests|ClientPasscodeMemoryTests|FaultNextIOTests|CrashTests|InboxMergeMemoryTests'
+SANITIZER_SKIP := --skip 'IOFaultSweepTests|SimulatorTests|SimulatorCoverageTests|DiskFaultVFSTests|InboxDamageTests|InboxFileTypeTests|InboxAtAttachTests|InboxReplayTests|StoreDamageTests|WriteAheadLogCheckTests|HostileUserTests|ClientPasscodeMemoryTests|FaultNextIOTests|CrashTests|InboxMergeMemoryTests|cursorMemoryIsBounded'
 
 test: deps
 	swift test
