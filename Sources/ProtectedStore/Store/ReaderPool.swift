@@ -156,7 +156,9 @@ final class ReaderPool: Sendable {
         let (idle, waiters, key) = state.withLock { state -> ([Reader], [Waiter], SecureBytes?) in
             state.isClosed = true
             let idle = state.idle
-            var waiters = Array(state.waiters)
+            // Not `Array(state.waiters)` when it is empty: copying an empty Deque writes the count of Swift's shared
+            // empty-array storage, which two pools closing at once on two threads did (ThreadSanitizer reports it).
+            var waiters: [Waiter] = state.waiters.isEmpty ? [] : Array(state.waiters)
             if let waiter = state.firstReaderWaiter { waiters.append(waiter) }
             state.idle = []
             state.waiters = []
