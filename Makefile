@@ -1,12 +1,19 @@
 # The two commands a new user needs (README.md): `make demo` and `make test`.
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
-APT_PACKAGES := libsqlcipher-dev libsodium-dev pkg-config
+## What the build links (SQLCipher, libsodium; sd-bus for the session lock, tpm2-tss for the TPM, libedit for the shell)
+## and what the tests start (a private D-Bus with python3-dbusmock's logind, a software TPM).
+APT_PACKAGES := libsqlcipher-dev libsodium-dev pkg-config libsystemd-dev libtss2-dev libedit-dev
+TEST_APT_PACKAGES := dbus python3-dbusmock swtpm swtpm-tools tpm2-tools
 
-.PHONY: deps demo test doc-snippets docs api-check simulate-long benchmarks benchmarks-build peers fuzz fuzz-smoke example
+.PHONY: deps test-deps demo test doc-snippets docs api-check simulate-long benchmarks benchmarks-build peers fuzz fuzz-smoke example
 
 ## Install the system libraries when missing (Debian/Ubuntu).
 deps:
 	@dpkg -s $(APT_PACKAGES) >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq $(APT_PACKAGES); }
+
+## What the tests need beyond the build: a bus, a mock logind, a software TPM.
+test-deps: deps
+	@dpkg -s $(TEST_APT_PACKAGES) >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq $(TEST_APT_PACKAGES); }
 
 ## The main job: the narrated walkthrough.
 demo: deps
@@ -40,7 +47,7 @@ export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH := $(TEST_WIDTH)
 ## sanitizer, they would add minutes to each run. Every one of them runs in full in the plain `swift test` above.
 SANITIZER_SKIP := --skip 'IOFaultSweepTests|SimulatorTests|SimulatorCoverageTests|DiskFaultVFSTests|InboxDamageTests|InboxFileTypeTests|InboxAtAttachTests|InboxReplayTests|StoreDamageTests|WriteAheadLogCheckTests|HostileUserTests|ClientPasscodeMemoryTests|FaultNextIOTests|CrashTests|InboxMergeMemoryTests|cursorMemoryIsBounded'
 
-test: deps
+test: test-deps
 	swift test
 	.build/debug/protected-store simulate --seeds 200 --steps 200
 	swift test --sanitize=thread --scratch-path .build-tsan $(SANITIZER_SKIP)

@@ -31,7 +31,8 @@ let package = Package(
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.4.0"),
     ],
     targets: [
-        // The C boundary: system libraries found through pkg-config (apt: libsqlcipher-dev, libsodium-dev).
+        // The C boundary: system libraries found through pkg-config (apt: libsqlcipher-dev, libsodium-dev,
+        // libsystemd-dev, libtss2-dev, libedit-dev).
         .systemLibrary(
             name: "CSQLCipher",
             pkgConfig: "sqlcipher",
@@ -41,6 +42,21 @@ let package = Package(
             name: "CSodium",
             pkgConfig: "libsodium",
             providers: [.apt(["libsodium-dev"])]
+        ),
+        .systemLibrary(
+            name: "CSystemd",
+            pkgConfig: "libsystemd",
+            providers: [.apt(["libsystemd-dev"])]
+        ),
+        .systemLibrary(
+            name: "CTSS2",
+            pkgConfig: "tss2-esys",
+            providers: [.apt(["libtss2-dev"])]
+        ),
+        .systemLibrary(
+            name: "CEditLine",
+            pkgConfig: "libedit",
+            providers: [.apt(["libedit-dev"])]
         ),
 
         // The SQLite VFS that reports a store's writes to the simulated disk (power-cut simulation only).
