@@ -33,6 +33,9 @@ public struct DeviceError: Error, Sendable, CustomStringConvertible, LocalizedEr
         /// The device began erasing its keys but could not remove a key file yet; the erase is finished at the
         /// next passcode attempt or boot. Until then the keys are still on disk: the device is not erased.
         public static let wipeIncomplete = Code("wipe-incomplete")
+        /// A clock advance past the virtual clock's end (1,000 years), or one step over 100 years
+        /// (``DeviceRules/checkClockAdvance(by:from:)``): the clock stays where it was.
+        public static let clockLimit = Code("clock-limit")
     }
 
     /// What kind of failure.
@@ -151,6 +154,10 @@ public struct DeviceError: Error, Sendable, CustomStringConvertible, LocalizedEr
             message: "the device in \(directory) began erasing its keys after too many wrong passcodes but is NOT erased yet: "
                 + "\(cause); no key is held in memory and no passcode is tried, and the erase is finished at the next "
                 + "attempt or boot")
+    }
+
+    static func clockLimit(_ what: String) -> Self {
+        Self(code: .clockLimit, message: what)
     }
 
     static func stateDamaged(_ path: String, _ what: String) -> Self {

@@ -12,6 +12,10 @@ public enum DeviceRules: Sendable {
     /// The counter stops there (an hour's delay per attempt from the 9th on makes it a century away), so
     /// no count read from disk or kept in memory can overflow.
     public static let maximumFailedAttempts = 1_000_000
+    /// The longest single step of a virtual clock: 100 years, the longest grace period.
+    public static let maximumClockStep = maximumGracePeriod
+    /// Where a virtual clock stops: 1,000 years after boot, far from where its milliseconds would overflow.
+    public static let clockLimit = Duration.seconds(1000 * 365 * 24 * 3600)
     /// The `wipe-after` values a device accepts: erase after 1 to ``maximumFailedAttempts`` wrong passcodes.
     public static let wipeAfterFailures: ClosedRange<Int> = 1...maximumFailedAttempts
 
@@ -47,6 +51,24 @@ public enum DeviceRules: Sendable {
         guard wipeAfterFailures.contains(count) else {
             throw DeviceError.invalidSetting(
                 "wipe-after \(count) is outside \(wipeAfterFailures.lowerBound)…\(wipeAfterFailures.upperBound) wrong passcodes")
+        }
+    }
+
+    /// Checks a step of a virtual clock (`clock advance`) before it is taken: from zero to
+    /// ``maximumClockStep``, and never past ``clockLimit``. The device agent and a session's own device apply
+    /// the same rule, so a script behaves the same with and without an agent.
+    ///
+    /// - Parameters:
+    ///   - step: how far the clock would move.
+    ///   - now: where the clock is, from its start.
+    /// - Throws: ``DeviceError/Code/clockLimit`` naming the step and where the clock stays.
+    public static func checkClockAdvance(by step: Duration, from now: Duration) throws(DeviceError) {
+        guard step >= .zero, step <= maximumClockStep else {
+            throw DeviceError.clockLimit(
+                "a clock advance of \(step.spoken) is \(step < .zero ? "negative" : "over 100 years"); the clock stays at \(now.spoken)")
+        }
+        guard now + step <= clockLimit else {
+            throw DeviceError.clockLimit("the device clock would pass 1,000 years; it stays at \(now.spoken)")
         }
     }
 

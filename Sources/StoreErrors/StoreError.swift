@@ -152,6 +152,8 @@ public struct StoreError: Error, Sendable {
         public static let wipeIncomplete = Code("wipe-incomplete")
         /// The process serving the state directory's agent socket runs as another user: nothing was sent to it.
         public static let untrustedAgent = Code("untrusted-agent")
+        /// A clock advance past the virtual clock's end (1,000 years), or one step over 100 years.
+        public static let clockLimit = Code("clock-limit")
 
         /// Every code this version defines, in the order above.
         public static let all: [Code] = [
@@ -161,7 +163,7 @@ public struct StoreError: Error, Sendable {
             .keyWiped, .storeExistsWithoutKey, .alreadyExists, .insecurePermissions, .insecureStateDirectory, .invalidArgument, .ioError,
             .outOfMemory, .noDevice, .deviceExists, .wrongPasscode, .passcodeDelay, .deviceWiped, .deviceStateDamaged,
             .stateInUse, .agentRefused, .agentDisconnected, .agentFailed, .invalidDeviceSetting, .wipeIncomplete,
-            .untrustedAgent,
+            .untrustedAgent, .clockLimit,
         ]
     }
 

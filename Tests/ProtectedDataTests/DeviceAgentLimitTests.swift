@@ -33,24 +33,27 @@ struct DeviceAgentLimitTests {
         let client = try fixture.connect("clock")
         for _ in 1...10 { try client.advanceClock(by: AgentWireFormat.maximumRequestDuration) }
         let error = #expect(throws: DeviceError.self) { try client.advanceClock(by: .seconds(1)) }
-        #expect(error?.code == .agentRefused)
+        #expect(error?.code == .clockLimit)
         #expect(error?.message.contains("would pass 1,000 years") == true, "\(String(describing: error))")
         #expect(try client.status().clock == AgentWireFormat.maximumRequestDuration * 10)
     }
 
-    @Test("a clock advance or grace period the wire cannot carry fails that call alone (invalid-argument); the connection stays")
+    @Test("a clock step over 100 years (clock-limit), a grace period or path the wire cannot carry (invalid-argument) fails that call alone; the connection stays")
     func outOfRangeValuesFailOneCall() throws {
         let fixture = try AgentFixture()
         defer { fixture.stop() }
         let client = try fixture.connect("values")
         for call in [
-            { try client.advanceClock(by: AgentWireFormat.maximumRequestDuration + .milliseconds(1)) },
             { try client.setUp(passcode: SecureBytes(utf8: "1"), gracePeriod: .seconds(Int64.max)) },
             { _ = try client.lookUpStoreKey(forStoreAt: "/" + String(repeating: "p", count: 5000)) },
         ] {
             let error = #expect(throws: SecureKeysError.self) { try call() }
             #expect(error?.code == .invalidArgument)
         }
+        let step = #expect(throws: DeviceError.self) {
+            try client.advanceClock(by: AgentWireFormat.maximumRequestDuration + .milliseconds(1))
+        }
+        #expect(step?.code == .clockLimit)
         #expect(client.isConnected)
         #expect(try client.status().lockState == .unlocked)
     }

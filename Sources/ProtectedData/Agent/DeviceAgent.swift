@@ -73,8 +73,6 @@ public final class DeviceAgent: Sendable {
     private let serial = NSLock()
     private let state = LockedState(State())
     private let logger = LogSubsystem.device.makeLogger()
-    /// How far clients may move the device's clock in all: far from where its milliseconds would overflow.
-    private static let clockLimit = Duration.seconds(1000 * 365 * 24 * 3600)
 
     /// Where the agent of `stateDirectory` listens.
     public static func socketPath(in stateDirectory: String) -> String {
@@ -250,9 +248,7 @@ public final class DeviceAgent: Sendable {
             case .createStoreKey(let storePath, let protectionClass):
                 return .storeKey(.available(try requireDevice().createStoreKey(forStoreAt: storePath, protectionClass: protectionClass)))
             case .advanceClock(let duration):
-                guard clock.now.offset + duration <= Self.clockLimit else {
-                    throw DeviceError.agentRefused("the device clock would pass 1,000 years; it stays at \(clock.now.offset.spoken)")
-                }
+                try DeviceRules.checkClockAdvance(by: duration, from: clock.now.offset)
                 clock.advance(by: duration)
             case .reboot:
                 let old = try requireDevice()

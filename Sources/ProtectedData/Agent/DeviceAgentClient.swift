@@ -144,9 +144,10 @@ public final class DeviceAgentClient: KeyAvailabilityMonitor, StoreKeyProvider {
 
     /// Moves the device's virtual clock (grace periods and passcode delays count on it).
     ///
-    /// - Throws: `SecureKeysError` with `invalid-argument` for a step outside 0 to 100 years;
-    ///   ``DeviceError/Code/agentRefused`` past the device clock's end, 1,000 years.
+    /// - Throws: ``DeviceError/Code/clockLimit`` for a step outside 0 to 100 years (checked here, before it is
+    ///   sent) or past the device clock's end, 1,000 years (checked by the agent).
     public func advanceClock(by duration: Duration) throws {
+        try DeviceRules.checkClockAdvance(by: duration, from: .zero)
         _ = try link.requestStatus(.advanceClock(try Self.checked(duration, "a clock advance")))
     }
 

@@ -338,6 +338,7 @@ public final class ScenarioSession {
             try requireDevice().changePasscode(
                 from: Self.bytes(of: old), to: Self.bytes(of: new), allowsEmptyPasscode: allowsEmpty)
         case .clockAdvance(let duration):
+            try DeviceRules.checkClockAdvance(by: duration, from: now)
             clock.advance(by: duration)
         case .appLaunch(let options, let protection, let attachDelay):
             try launch(options, protection: protection, attachDelay: attachDelay)
