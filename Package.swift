@@ -62,7 +62,7 @@ let package = Package(
         // The SQLite VFS that reports a store's writes to the simulated disk (power-cut simulation only).
         .target(name: "CDiskVFS", dependencies: ["CSQLCipher"]),
 
-        // Layers, each importing only the ones above it (../shared/DESIGN.md).
+        // Layers, each importing only the ones above it (README.md, "What is here").
         // The one error type an app catches, below every layer that throws it: the SQL layer's failures are
         // `StoreError`s, so an app catches one type inside `write { }` and outside it.
         .target(name: "StoreErrors", swiftSettings: strictSettings),

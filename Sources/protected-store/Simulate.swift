@@ -4,7 +4,7 @@ import ProtectedStore
 import ProtectedStoreHarness
 
 extension ProtectedStoreCommand {
-    /// Seeded random runs on the real stack, with DESIGN.md's invariants checked after every step.
+    /// Seeded random runs on the real stack, with the design's invariants (README.md, "The design in one page") checked after every step.
     struct Simulate: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Run seeded random command sequences on the real stack and check the invariants after every step.",

@@ -3,7 +3,7 @@ import ProtectedData
 import SecureKeys
 
 /// The oracle: what the device and the store must look like after each command, kept independently of
-/// the code under test — from the rules in DESIGN.md, not by replaying the implementation.
+/// the code under test — from the design's rules (README.md), not by replaying the implementation.
 struct SimulationModel {
     static let passcode: ScenarioPasscode = "1234"
     /// How often a running app looks for records another process appended (the controller's default, which

@@ -8,7 +8,7 @@ import SecureKeys
 public struct Violation: Error, Sendable, CustomStringConvertible {
     /// The command (1-based) after which the check failed.
     public let step: Int
-    /// Which rule: DESIGN.md's invariants 1–6, or the oracle's model of the device and its errors.
+    /// Which rule: the design's invariants (README.md, "The design in one page"), or the oracle's model of the device and its errors.
     public let invariant: String
     /// What was wrong, in words.
     public let message: String
@@ -83,7 +83,7 @@ public struct PowerCutTally: Sendable, Equatable {
 }
 
 /// Runs random command sequences on the real stack — real SQLCipher files, real libsodium keys, a test
-/// clock — and checks DESIGN.md's invariants, and an oracle's model of the device, after every step.
+/// clock — and checks the design's invariants (README.md), and an oracle's model of the device, after every step.
 @MainActor
 public enum Simulator {
     /// The grace period the simulated devices use.
