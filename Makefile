@@ -5,7 +5,7 @@ SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 APT_PACKAGES := libsqlcipher-dev libsodium-dev pkg-config libsystemd-dev libtss2-dev libedit-dev
 TEST_APT_PACKAGES := dbus python3-dbusmock swtpm swtpm-tools tpm2-tools
 
-.PHONY: deps test-deps demo test doc-snippets docs api-check simulate-long benchmarks benchmarks-build peers fuzz fuzz-smoke example
+.PHONY: deps test-deps docs-serve doc-transcripts demo test doc-snippets docs api-check simulate-long benchmarks benchmarks-build peers fuzz fuzz-smoke example
 
 ## Install the system libraries when missing (Debian/Ubuntu).
 deps:
@@ -63,12 +63,29 @@ doc-snippets: deps
 	swift build --build-tests
 	python3 scripts/doc-snippets.py
 
+## Every other block of README.md, CONTRIBUTING.md and the DocC articles — transcripts (```console), shell sessions at a
+## terminal (```shell-session), scripts (```sh), the command language (the shell's `help`) — run on the debug build and
+## compared with what the tool prints; inline `protected-store …` and `make …` commands checked against the tool's
+## --help and the Makefile's targets. `--self-test` first: the check fails on a transcript that drifted by a character.
+doc-transcripts: deps
+	swift build --product protected-store
+	python3 scripts/doc-transcripts.py --self-test
+	python3 scripts/doc-transcripts.py
+
 ## The documentation: a DocC catalog per public library module (Sources/*/Documentation.docc), built with
 ## swift-docc-plugin, warnings as errors, so an unresolved symbol link or an undocumented parameter fails.
 ## The archives land in .build/plugins/Swift-DocC/outputs/.
 DOC_TARGETS := StoreErrors SecureKeys EncryptedSQLite ProtectedData ProtectedStore ProtectedStoreTesting ProtectedStoreHarness
 docs: deps
 	swift package generate-documentation $(addprefix --target ,$(DOC_TARGETS)) --warnings-as-errors
+
+## Serve the archives `make docs` built at http://localhost:8000 (DOCS_PORT=…): an archive is a web app, blank
+## when opened from disk. /documentation/protectedstore/ is the app's module, /documentation/encryptedsqlite/ its SQL
+## layer. Ctrl-C stops it.
+DOCS_PORT ?= 8000
+docs-serve:
+	@test -d .build/plugins/Swift-DocC/outputs || { echo "no documentation yet: run make docs first" >&2; exit 1; }
+	python3 scripts/serve-docs.py $(DOCS_PORT) .build/plugins/Swift-DocC/outputs
 
 ## The public API of the library modules: every public declaration documented, no test hook public
 ## (scripts/public-api.py reads `swift package dump-symbol-graph`; `--list` names what is missing).
