@@ -52,7 +52,7 @@ extension ProtectedStoreCommand {
                         parsed.append(try ScenarioScript(contentsOf: path))
                     }
                 } catch let failure as ScenarioScript.ParseFailure {
-                    FileHandle.standardError.write(Data("\(failure)\n".utf8))
+                    StandardError.write("\(failure)")
                     throw ExitCode(2)
                 }
             }
@@ -62,7 +62,7 @@ extension ProtectedStoreCommand {
                 let session = try ScenarioSession(stateDirectory: directory, kdf: options.kdf) { print("  \($0)") }
                 session.plantedFault = options.plant
                 if let failure = await script.run(in: session) {
-                    FileHandle.standardError.write(Data("\(failure)\n".utf8))
+                    StandardError.write("\(failure)")
                     throw ExitCode(1)
                 }
                 print("\(script.name): \(script.lines.count) commands, \(script.expectationCount) expectations held")
