@@ -35,6 +35,8 @@ struct ProtectedStoreBinary {
             process.arguments = arguments
         }
         if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
+        // The output's width is the test's to set (`env COLUMNS=80 …`), never the terminal's the tests run in.
+        process.environment = ProcessInfo.processInfo.environment.filter { $0.key != "COLUMNS" }
         let stdout = Pipe()
         let stderr = Pipe()
         let stdin = Pipe()
