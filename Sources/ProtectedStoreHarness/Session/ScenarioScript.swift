@@ -120,13 +120,13 @@ public struct ScenarioScript: Sendable {
 
     /// Reads and parses the script at `path`, read into guarded memory (see ``init(name:utf8:)``).
     ///
+    /// A pipe is read to its end (`run <(generate-script)`).
+    ///
     /// - Throws: ``ParseFailure`` at line 0 saying which of these it is: no file at `path`, a file this user
-    ///   may not read, a directory or another file that is not a regular one, a read that failed, or a byte
-    ///   that is not UTF-8 (named by line and column); ``ParseFailure`` for the first line that cannot be
-    ///   parsed.
+    ///   may not read, a directory, a read that failed, or a byte that is not UTF-8 (named by line and column);
+    ///   ``ParseFailure`` for the first line that cannot be parsed.
     public init(contentsOf path: String) throws {
-        // O_NONBLOCK: a FIFO named by mistake is reported, not waited on for a writer.
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else {
             let code = errno
             let why = switch code {
@@ -139,11 +139,9 @@ public struct ScenarioScript: Sendable {
         }
         defer { close(descriptor) }
         var info = stat()
-        if fstat(descriptor, &info) == 0, (info.st_mode & S_IFMT) != S_IFREG {
-            let kind = (info.st_mode & S_IFMT) == S_IFDIR ? "a directory" : "not a regular file"
-            throw ParseFailure(name: path, line: 0, message: "cannot read the script: it is \(kind), not a script file")
+        if fstat(descriptor, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR {
+            throw ParseFailure(name: path, line: 0, message: "cannot read the script: it is a directory, not a script file")
         }
-        _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) & ~O_NONBLOCK)
         guard let text = Self.readToEnd(descriptor) else {
             throw ParseFailure(
                 name: path, line: 0, message: "cannot read the script: \(String(cString: strerror(errno)))")
