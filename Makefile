@@ -5,7 +5,15 @@ SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 APT_PACKAGES := libsqlcipher-dev libsodium-dev pkg-config libsystemd-dev libtss2-dev libedit-dev
 TEST_APT_PACKAGES := dbus python3-dbusmock swtpm swtpm-tools tpm2-tools
 
-.PHONY: deps test-deps docs-serve doc-transcripts demo test doc-snippets docs api-check simulate-long benchmarks benchmarks-build peers fuzz fuzz-smoke example
+.PHONY: help deps test-deps docs-serve doc-transcripts demo test doc-snippets docs api-check simulate-long benchmarks benchmarks-build peers fuzz fuzz-smoke example
+
+## List the targets and what each does (the default target).
+## What each does is the first line of the `##` comment above it: keep that line a summary of its own.
+help:
+	@awk '/^## / { if (!inComment) summary = substr($$0, 4); inComment = 1; next } \
+	     { inComment = 0 } \
+	     /^$$/ { summary = "" } \
+	     /^[a-z][a-z-]*:([^=]|$$)/ { split($$0, name, ":"); printf "  make %-17s %s\n", name[1], summary; summary = "" }' $(firstword $(MAKEFILE_LIST))
 
 ## Install the system libraries when missing (Debian/Ubuntu).
 deps:
@@ -20,8 +28,6 @@ demo: deps
 	swift build -c release --product protected-store
 	.build/release/protected-store demo
 
-## Every test; a bounded simulation (200 seeds × 200 steps); the whole suite again under Thread Sanitizer
-## and under Address Sanitizer.
 ## The ASan links use lld, the toolchain's own linker, when it is there. clang hands the linker the ASan runtime's
 ## export list (--dynamic-list=libclang_rt.asan-x86_64.a.syms) so that a library loaded later finds the
 ## runtime; 141 of its symbols are local in the runtime archive (the __asan_report_*_asm stubs and the like).
@@ -47,13 +53,16 @@ export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH := $(TEST_WIDTH)
 ## sanitizer, they would add minutes to each run. Every one of them runs in full in the plain `swift test` above.
 SANITIZER_SKIP := --skip 'IOFaultSweepTests|SimulatorTests|SimulatorCoverageTests|DiskFaultVFSTests|InboxDamageTests|InboxFileTypeTests|InboxAtAttachTests|InboxReplayTests|StoreDamageTests|WriteAheadLogCheckTests|HostileUserTests|ClientPasscodeMemoryTests|FaultNextIOTests|CrashTests|InboxMergeMemoryTests|cursorMemoryIsBounded'
 
+## Every test, a bounded simulation, then the suite again under Thread and Address Sanitizer.
+## The simulation: 200 seeds × 200 steps.
 test: test-deps
 	swift test
 	.build/debug/protected-store simulate --seeds 200 --steps 200
 	swift test --sanitize=thread --scratch-path .build-tsan $(SANITIZER_SKIP)
 	LSAN_OPTIONS=suppressions=$(CURDIR)/Tests/lsan-suppressions.txt:print_suppressions=0 swift test --sanitize=address --scratch-path .build-asan $(ASAN_LINK) $(SANITIZER_SKIP)
 
-## Every ```swift block of README.md and of the DocC articles compiles and runs: scripts/doc-snippets.py checks that
+## Check that every ```swift block of README.md and of the DocC articles compiles and runs.
+## scripts/doc-snippets.py checks that
 ## each block is, byte for byte, a region between `// snippet.NAME` and `// snippet.end` in
 ## Tests/DocumentationSnippetTests (code run against the simulated device) or Tests/DocumentationManifest (Package.swift
 ## fragments, evaluated), then runs those tests; a block that drifted names its line and the first line that differs.
@@ -63,36 +72,40 @@ doc-snippets: deps
 	swift build --build-tests
 	python3 scripts/doc-snippets.py
 
-## Every other block of README.md, CONTRIBUTING.md and the DocC articles — transcripts (```console), shell sessions at a
-## terminal (```shell-session), scripts (```sh), the command language (the shell's `help`) — run on the debug build and
-## compared with what the tool prints; inline `protected-store …` and `make …` commands checked against the tool's
-## --help and the Makefile's targets. `--self-test` first: the check fails on a transcript that drifted by a character.
+## Run every other block of the documents and compare it with what the tool prints.
+## README.md, CONTRIBUTING.md and the DocC articles: transcripts (```console), shell sessions at a terminal
+## (```shell-session), scripts (```sh), the command language (the shell's `help`), run on the debug build; inline
+## `protected-store …` and `make …` commands checked against the tool's --help and the Makefile's targets.
+## `--self-test` first: the check fails on a transcript that drifted by a character.
 doc-transcripts: deps
 	swift build --product protected-store
 	python3 scripts/doc-transcripts.py --self-test
 	python3 scripts/doc-transcripts.py
 
-## The documentation: a DocC catalog per public library module (Sources/*/Documentation.docc), built with
+## Build the documentation (DocC), warnings as errors.
+## A DocC catalog per public library module (Sources/*/Documentation.docc), built with
 ## swift-docc-plugin, warnings as errors, so an unresolved symbol link or an undocumented parameter fails.
 ## The archives land in .build/plugins/Swift-DocC/outputs/.
 DOC_TARGETS := StoreErrors SecureKeys EncryptedSQLite ProtectedData ProtectedStore ProtectedStoreTesting ProtectedStoreHarness
 docs: deps
 	swift package generate-documentation $(addprefix --target ,$(DOC_TARGETS)) --warnings-as-errors
 
-## Serve the archives `make docs` built at http://localhost:8000 (DOCS_PORT=…): an archive is a web app, blank
-## when opened from disk. /documentation/protectedstore/ is the app's module, /documentation/encryptedsqlite/ its SQL
-## layer. Ctrl-C stops it.
+## Serve the documentation make docs built, at http://localhost:8000 (DOCS_PORT=…).
+## An archive is a web app, blank when opened from disk. /documentation/protectedstore/ is the app's module,
+## /documentation/encryptedsqlite/ its SQL layer. Ctrl-C stops it.
 DOCS_PORT ?= 8000
 docs-serve:
 	@test -d .build/plugins/Swift-DocC/outputs || { echo "no documentation yet: run make docs first" >&2; exit 1; }
 	python3 scripts/serve-docs.py $(DOCS_PORT) .build/plugins/Swift-DocC/outputs
 
-## The public API of the library modules: every public declaration documented, no test hook public
+## Check the public API of the library modules.
+## Every public declaration documented, no test hook public
 ## (scripts/public-api.py reads `swift package dump-symbol-graph`; `--list` names what is missing).
 api-check: deps
 	python3 scripts/public-api.py --scratch-path .build --own-docs --check
 
-## The long simulation the README reports: 10,000 seeds × 200 steps, power cuts included, in 8 processes
+## The long simulation the README reports (10,000 seeds × 200 steps).
+## Power cuts included, in 8 processes
 ## (scripts/simulate-long.sh says why 8, and why no eatmydata any more).
 simulate-long: deps
 	scripts/simulate-long.sh
@@ -105,7 +118,8 @@ benchmarks: deps
 benchmarks-build: deps
 	cd Benchmarks && swift build
 
-## The peer benchmark: the same workloads through ProtectedStore and through GRDB (Benchmarks/Peers, a package of
+## The peer benchmark: the same workloads through ProtectedStore and through GRDB.
+## Benchmarks/Peers, a package of
 ## its own over the system's SQLite, libsqlite3-dev), release builds, interleaved runs, medians; writes
 ## Benchmarks/results/peers.json and peers.svg (Benchmarks/BENCHMARKS.md, section 7). PEERS_FLAGS=--no-build
 ## reuses the binaries already built.
@@ -120,10 +134,12 @@ FUZZ_SECONDS ?= 300
 fuzz: deps
 	Fuzz/run-all.sh $(FUZZ_SECONDS)
 
+## A short run of every fuzz target (15 s each), as CI does.
 fuzz-smoke: deps
 	Fuzz/run-all.sh 15
 
-## The example apps, each a separate package (CI builds and runs both): Examples/Notes, an app on the data
+## Build and run the example apps (Examples/Notes, Examples/PassphraseKeys).
+## Each is a separate package (CI builds and runs both): Examples/Notes, an app on the data
 ## layer, and Examples/PassphraseKeys, a key source of an app's own written against the public API. Each runs a
 ## story that exits non-zero with what went wrong when a step does not behave as expected.
 example: deps

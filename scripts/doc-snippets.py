@@ -34,7 +34,9 @@ import argparse
 import difflib
 import json
 import re
+import shutil
 import subprocess
+import tempfile
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -233,6 +235,48 @@ def check_manifest(manifest_regions: list[Region], problems: list[str]) -> None:
                                     f"`{name}` (it has {', '.join(sorted(products))})")
 
 
+# SwiftPM names a package that is a path dependency after its folder: `.package(path: "../ProtectedStore")` with
+# `package: "ProtectedStore"` fails for a clone in a folder of another name ("unknown package 'ProtectedStore' …
+# valid packages are: 'clone'"). The documented dependency must work whatever the folder is called.
+CLONE_FOLDER = "clone"
+DOCUMENTED_PATH = '"../ProtectedStore"'
+
+
+def check_adoption(manifest: str, problems: list[str]) -> None:
+    """An app package whose manifest is `manifest` (the documentation's Package.swift fragments in place) loads
+    with the dependency's path pointing at a clone of this repository in a folder named `clone`: SwiftPM finds
+    every `package:` its products name. Once with README.md's dependency, once with GettingStarted.md's.
+    `swift package describe` loads the manifests and checks the graph's names without fetching anything; the
+    clone is made of links to this repository's manifest, sources and tests."""
+    if DOCUMENTED_PATH not in manifest:
+        problems.append(f"{MANIFEST.relative_to(ROOT)}: no dependency on the path {DOCUMENTED_PATH}, which the "
+                        "adoption check replaces with a folder of another name")
+        return
+    with tempfile.TemporaryDirectory() as folder:
+        clone = Path(folder) / CLONE_FOLDER
+        clone.mkdir()
+        for name in ("Package.swift", "Sources", "Tests"):
+            (clone / name).symlink_to(ROOT / name)
+        for dependencies in ("readmePackageDependencies", "gettingStartedPackageDependencies"):
+            app = Path(folder) / "App"
+            shutil.rmtree(app, ignore_errors=True)
+            for target, source in (("Sources/App", 'print("app")\n'), ("Tests/ReadmeTests", "import Testing\n"),
+                                   ("Tests/AppTests", "import Testing\n")):
+                (app / target).mkdir(parents=True)
+                (app / target / "File.swift").write_text(source)
+            (app / "Package.swift").write_text(
+                manifest.replace(DOCUMENTED_PATH, f'"../{CLONE_FOLDER}"')
+                .replace("dependencies: readmePackageDependencies", f"dependencies: {dependencies}"))
+            described = subprocess.run(["swift", "package", "describe", "--package-path", str(app)],
+                                       capture_output=True, text=True)
+            if described.returncode != 0:
+                errors = list(dict.fromkeys(line for line in described.stderr.splitlines()
+                                            if "error:" in line and "fatalError" not in line))
+                problems.append(f"{MANIFEST.relative_to(ROOT)} ({dependencies}): an app whose clone of this "
+                                f"repository is in a folder named `{CLONE_FOLDER}` does not load:\n  "
+                                + "\n  ".join(errors or described.stderr.strip().splitlines()[-5:]))
+
+
 def run_tests(run_regions: list[Region], scratch: str, problems: list[str]) -> None:
     """Runs the snippet tests. Each region's code must have run in a passing test: one whose name starts with
     the region's name (`@Test("region-name: what it shows")`, or `@Test("one-region, another: …")` for a test
@@ -351,6 +395,14 @@ def self_test() -> int:
         problems = []
         match([doc], [code], problems)
         expect("a region left open fails", any("region `one` has no `// snippet.end`" in p for p in problems), problems)
+
+    # The adoption check fails on the dependency SwiftPM names after its folder (issue 30, item 4).
+    problems = []
+    folder_named = MANIFEST.read_text(encoding="utf-8").replace(
+        f'.package(name: "ProtectedStore", path: {DOCUMENTED_PATH})', f".package(path: {DOCUMENTED_PATH})")
+    check_adoption(folder_named, problems)
+    expect("a dependency named after its folder fails in a folder named otherwise",
+           len(problems) == 2 and all("unknown package 'ProtectedStore'" in p for p in problems), problems)
     for failure in failures:
         print(f"self-test: {failure}", file=sys.stderr)
     return 1 if failures else 0
@@ -370,6 +422,7 @@ def main() -> int:
 
     manifest_regions = [region for region in all_regions if region.path == MANIFEST]
     check_manifest(manifest_regions, problems)
+    check_adoption(MANIFEST.read_text(encoding="utf-8"), problems)
     files = sorted({block.path for block in blocks})
     if not problems and not arguments.no_run:
         run_tests([region for region in all_regions if region.path != MANIFEST], arguments.scratch_path, problems)

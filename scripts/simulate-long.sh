@@ -18,7 +18,8 @@ pids=()
 for ((index = 0; index < processes; index++)); do
     first=$((1 + index * seeds / processes))
     count=$(((index + 1) * seeds / processes - index * seeds / processes))
-    .build/release/protected-store simulate --no-progress --seeds "$count" --start "$first" --steps "$steps" \
+    # No COLUMNS: the summary lines stay whole (simulate wraps them to COLUMNS), as the sums below read them.
+    env -u COLUMNS .build/release/protected-store simulate --no-progress --seeds "$count" --start "$first" --steps "$steps" \
         --output "$PWD" >"$logs/$index.log" 2>&1 &
     pids+=($!)
 done

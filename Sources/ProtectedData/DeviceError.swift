@@ -122,22 +122,36 @@ public struct DeviceError: Error, Sendable, CustomStringConvertible, LocalizedEr
     /// The state directory `directory` is owned by another device: the process `holder` (`nil`: unknown),
     /// or this very process.
     ///
+    /// What to do depends on who was refused: a shell or a script can go through a device agent, while an
+    /// agent refused by a shell can only wait for that shell to end.
+    ///
     /// - Parameters:
     ///   - directory: the state directory.
     ///   - holder: the process id its lock file names, if it could be read.
     ///   - byAgent: whether the holder is a device agent.
-    public static func stateInUse(_ directory: String, holder: Int32?, byAgent: Bool = false) -> Self {
+    ///   - requester: who was refused: a process opening the device itself, or a device agent.
+    public static func stateInUse(
+        _ directory: String, holder: Int32?, byAgent: Bool = false, requester: StateDirectoryLock.Owner = .process
+    ) -> Self {
         let start = "the state directory \(directory) is in use by"
         let message: String
-        if byAgent {
+        let holderName = holder.map { "process \($0)" } ?? "another process"
+        if requester == .deviceAgent && holder != getpid() {
+            message = byAgent
+                ? "the state directory \(directory) is already served by a device agent (\(holderName)) at "
+                    + "\(directory)/agent/device.sock: one agent is all a directory has, and shells and scripts on it "
+                    + "go through that one"
+                : "\(start) \(holderName), which opened the device itself (a shell, a script or an app): an agent can "
+                    + "serve the directory only once that process ends. Quit it (`quit` in a shell), start the agent "
+                    + "again, then the shell: it goes through the agent"
+        } else if byAgent {
             message = "the state directory \(directory) is served by a device agent (process \(holder.map(String.init) ?? "?")) "
                 + "at \(directory)/agent/device.sock: a shell or script started on the directory goes through it, "
                 + "and one agent is all a directory has"
         } else if let holder, holder == getpid() {
             message = "\(start) this process (\(holder)): another device is already open on it"
         } else {
-            let owner = holder.map { "process \($0)" } ?? "another process"
-            message = "\(start) \(owner); quit it, or start `protected-store device serve --state-dir \(directory)` "
+            message = "\(start) \(holderName); quit it, or start `protected-store device serve --state-dir \(directory)` "
                 + "and let every process go through the agent"
         }
         return Self(code: .stateInUse, message: message, holderProcessID: holder)

@@ -81,8 +81,19 @@ public final class StateDirectoryLock: Sendable {
         // access, and a writable mount of the same directory elsewhere sees the lock — only without an id.
         var writable = true
         if descriptor < 0 && (errno == EROFS || errno == EACCES) {
+            let cannotWrite = errno
             descriptor = open(path, O_RDONLY | flags)
             writable = false
+            // No lock file to fall back on (a new state directory there): the cause is the read-only mount or
+            // the missing permission, not the missing file the fallback found.
+            if descriptor < 0 && errno == ENOENT {
+                throw SecureKeysError(
+                    code: .io,
+                    message: "cannot create the lock file \(path): \(String(cString: strerror(cannotWrite))); a state "
+                        + "directory is owned through its lock file, so it must be writable (a read-only mount cannot "
+                        + "hold a new one)",
+                    path: path, systemErrno: cannotWrite)
+            }
         }
         guard descriptor >= 0 else {
             let code = errno
@@ -98,7 +109,7 @@ public final class StateDirectoryLock: Sendable {
         // the directory.
         do {
             try checkLockFile(descriptor, path: path, directory: directory)
-            try lock(descriptor, path: path, directory: directory)
+            try lock(descriptor, path: path, directory: directory, for: owner)
         } catch {
             close(descriptor)
             throw error
@@ -136,16 +147,18 @@ public final class StateDirectoryLock: Sendable {
     ///
     /// The holder writes its id just after locking, and ``holder(of:)`` holds a shared lock for an instant:
     /// for up to 50 ms an empty file, or an id whose process is gone, is retried rather than reported.
-    private static func lock(_ descriptor: Int32, path: String, directory: String) throws {
+    private static func lock(_ descriptor: Int32, path: String, directory: String, for requester: Owner) throws {
         let deadline = ContinuousClock.now + .milliseconds(50)
         while flock(descriptor, LOCK_EX | LOCK_NB) != 0 {
             let error = errno
             if error == EINTR { continue }
             guard error == EWOULDBLOCK else { throw SecureKeysError.io("cannot lock", path: path, errno: error) }
             if let (holder, owner) = readHolder(descriptor), isAlive(holder) {
-                throw DeviceError.stateInUse(directory, holder: holder, byAgent: owner == .deviceAgent)
+                throw DeviceError.stateInUse(directory, holder: holder, byAgent: owner == .deviceAgent, requester: requester)
             }
-            guard ContinuousClock.now < deadline else { throw DeviceError.stateInUse(directory, holder: nil) }
+            guard ContinuousClock.now < deadline else {
+                throw DeviceError.stateInUse(directory, holder: nil, requester: requester)
+            }
             usleep(5_000)
         }
     }

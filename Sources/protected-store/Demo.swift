@@ -191,11 +191,30 @@ final class DemoScript {
             header: everything is encrypted.
             """)
         let markers = ["Rue de Rivoli", "café at", "48.8606", "SQLite format 3"]
-        for name in RegularFile.all(under: directory).map(\.name) {
+        func plaintext(in name: String) -> [String] {
             let bytes = FileManager.default.contents(atPath: directory + "/" + name) ?? Data()
-            let found = markers.filter { bytes.range(of: Data($0.utf8)) != nil }
-            let note = name.hasPrefix("hardware/") ? "the simulated secure element's device key" : (found.isEmpty ? "no plaintext" : "PLAINTEXT: \(found)")
-            print("  " + name.padding(toLength: 24, withPad: " ", startingAt: 0) + String(bytes.count).leftPadded(7) + " bytes  " + note)
+            return markers.filter { bytes.range(of: Data($0.utf8)) != nil }
+        }
+        // The simulated disk's bookkeeping is not the app's: earlier versions of files that were replaced, kept
+        // under .disk-model/ so that a simulated power cut could bring them back. Scanned, not listed.
+        let model = ".disk-model/"  // SimulatedDisk's folder (SecureKeys), named there
+        let files = RegularFile.all(under: directory)
+        let listed = files.filter { !$0.name.hasPrefix(model) }
+        let kept = files.filter { $0.name.hasPrefix(model) }
+        let nameWidth = listed.map(\.name.count).max() ?? 0
+        for file in listed {
+            let found = plaintext(in: file.name)
+            let note = file.name.hasPrefix("hardware/") ? "the simulated secure element's device key" : (found.isEmpty ? "no plaintext" : "PLAINTEXT: \(found)")
+            let start = "  " + file.name.padding(toLength: nameWidth, withPad: " ", startingAt: 0) + String(file.size).leftPadded(7) + " bytes  "
+            for line in timeline.wrap(note, first: start, rest: String(repeating: " ", count: start.count)) { print(line) }
+        }
+        if !kept.isEmpty {
+            let found = kept.flatMap { plaintext(in: $0.name) }
+            print("")
+            timeline.explainParagraph(
+                "Not listed: \(kept.count) file\(kept.count == 1 ? "" : "s") in \(model), the simulated disk's bookkeeping: earlier "
+                    + "versions of files that were replaced, kept so that a simulated power cut can bring them back, and removed "
+                    + "with the folder. " + (found.isEmpty ? "No plaintext in them either." : "PLAINTEXT in them: \(Set(found).sorted())"))
         }
     }
 }

@@ -56,20 +56,28 @@ extension ProtectedStoreCommand {
                     throw ExitCode(2)
                 }
             }
+            // What the sessions print, wrapped to the terminal (or COLUMNS): a quarantined record's line is 200
+            // characters. Whole lines into a pipe or a file.
+            let width = OutputWidth.current()
             for script in parsed {
                 let directory = try options.stateDirectory ?? TemporaryStateDirectories.make(prefix: "protected-store")
                 defer { if options.stateDirectory == nil { TemporaryStateDirectories.remove(directory) } }
-                let session = try ScenarioSession(stateDirectory: directory, kdf: options.kdf) { print("  \($0)") }
+                let session = try ScenarioSession(stateDirectory: directory, kdf: options.kdf) { OutputWidth.print("  " + $0, width: width) }
                 session.plantedFault = options.plant
                 if let failure = await script.run(in: session) {
                     StandardError.write("\(failure)")
                     throw ExitCode(1)
                 }
-                print("\(script.name): \(script.lines.count) commands, \(script.expectationCount) expectations held")
+                OutputWidth.print(
+                    "\(script.name): \(counted(script.lines.count, "command")), \(counted(script.expectationCount, "expectation")) held",
+                    width: width)
             }
         }
     }
 }
+
+/// `1 command`, `2 commands`: a count and its noun, in the plural unless the count is 1.
+func counted(_ count: Int, _ noun: String) -> String { "\(count) \(noun)\(count == 1 ? "" : "s")" }
 
 /// Options every session-running command shares.
 struct SessionOptions: ParsableArguments {
@@ -79,7 +87,7 @@ struct SessionOptions: ParsableArguments {
     @Flag(name: .customLong("fast-kdf"), help: "Argon2id at its minimal cost, for tests: passcodes become guessable.")
     var fastKDF = false
 
-    @Option(help: ArgumentHelp("Plant a bug in the app (the simulator's self-test).", visibility: .hidden))
+    @Option(help: "Plant a bug in the app (the simulator's self-test): to replay a script `simulate --plant` minimized.")
     var plant: DataController.PlantedFault?
 
     var kdf: PasscodeKDF { fastKDF ? .minimal : .default }

@@ -17,13 +17,13 @@ extension ProtectedStoreCommand {
                 temporary state directories (they hold key files) and exits 130 or 143.
                 """)
 
-        @Option(help: "How many seeds to run.")
+        @Option(parsing: .unconditional, help: "How many seeds to run (1 or more).", transform: WholeNumberOption.transform(1...Int.max))
         var seeds = 100
 
-        @Option(help: "The first seed.")
+        @Option(parsing: .unconditional, help: "The first seed.", transform: WholeNumberOption.transform(UInt64.min...UInt64.max))
         var start: UInt64 = 1
 
-        @Option(help: "Commands per seed.")
+        @Option(parsing: .unconditional, help: "Commands per seed (1 or more).", transform: WholeNumberOption.transform(1...Int.max))
         var steps = 200
 
         @Option(name: .customLong("output"), help: "Where to write the minimized script of a violation.")
@@ -39,7 +39,7 @@ extension ProtectedStoreCommand {
 
         @OptionGroup var logging: LoggingOptions
 
-        @Option(help: ArgumentHelp("Plant a bug, to see the simulator catch it.", visibility: .hidden))
+        @Option(help: "Plant a bug in the app, to see the simulator catch it (its self-test; `run --plant` replays it).")
         var plant: DataController.PlantedFault?
 
         func validate() throws {
@@ -104,8 +104,10 @@ extension ProtectedStoreCommand {
             let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
             // The summary first (scripts and tests read it), then what the runs covered.
             print("\(seeds) seeds, \(totalSteps) steps, 0 violations (\(Int(Double(totalSteps) / max(seconds, 0.001))) steps/s, \(String(format: "%.1f", seconds)) s)")
-            if powerCuts.cuts > 0 { print(powerCuts.summary) }
-            for line in coverage.summaryLines { print(line) }
+            // Wrapped to the terminal (or COLUMNS); whole lines into a pipe or a file, for scripts that read them.
+            let width = OutputWidth.current()
+            if powerCuts.cuts > 0 { OutputWidth.print(powerCuts.summary, width: width) }
+            for line in coverage.summaryLines { OutputWidth.print(line, width: width) }
         }
     }
 }

@@ -3,6 +3,7 @@ import ProtectedStore
 
 /// Prints the demo's steps for a reader who has never built an iOS app, in at most ``width`` columns: the
 /// virtual time and the command, what a phone would be doing and why, notes, and the state after the step.
+/// Words are never split at a width of 80 columns or more.
 ///
 /// ```
 /// 0:05.000  $ app launch --background --reason location
@@ -12,30 +13,36 @@ import ProtectedStore
 /// ```
 @MainActor
 struct Timeline {
-    /// The widest line printed, in columns.
-    static let width = 100
+    /// The widest line printed, in columns: the output's width (``OutputWidth``), at most ``maximumWidth``.
+    let width: Int
+    /// The width without `COLUMNS` or a terminal, and the widest the demo gets: longer lines read badly.
+    static let maximumWidth = 100
+
+    init(width: Int? = OutputWidth.current()) {
+        self.width = min(width ?? Self.maximumWidth, Self.maximumWidth)
+    }
     /// Where the text of a step starts: after the clock (`0:05.000`) and two spaces.
     private static let indent = String(repeating: " ", count: 10)
 
     /// The first line of a step: the clock and the command typed.
     func step(_ time: Duration, _ command: String) {
-        for line in Self.wrap("$ " + command, first: time.clockText + "  ", rest: Self.indent + "  ") { print(line) }
+        for line in wrap("$ " + command, first: time.clockText + "  ", rest: Self.indent + "  ") { print(line) }
     }
 
     /// What the step means, wrapped.
     func explain(_ text: String) {
-        for line in Self.wrap(text, first: Self.indent, rest: Self.indent) { print(line) }
+        for line in wrap(text, first: Self.indent, rest: Self.indent) { print(line) }
     }
 
     /// A paragraph of the introduction or the ending, from the first column, then a blank line.
     func explainParagraph(_ text: String) {
-        for line in Self.wrap(text, first: "", rest: "") { print(line) }
+        for line in wrap(text, first: "", rest: "") { print(line) }
         print("")
     }
 
     /// A note: something the app or the phone reported during the step.
     func note(_ text: String) {
-        for line in Self.wrap(text, first: Self.indent + "↳ ", rest: Self.indent + "  ") { print(line) }
+        for line in wrap(text, first: Self.indent + "↳ ", rest: Self.indent + "  ") { print(line) }
     }
 
     /// The state after the step, in the reader's words, then a blank line.
@@ -49,7 +56,7 @@ struct Timeline {
         } else {
             parts.append("app: not running")
         }
-        for line in Self.wrap(parts.joined(separator: " · "), first: Self.indent, rest: Self.indent + "  ") { print(line) }
+        for line in wrap(parts.joined(separator: " · "), first: Self.indent, rest: Self.indent + "  ") { print(line) }
         print("")
     }
 
@@ -66,29 +73,8 @@ struct Timeline {
 
     /// `text` in lines of at most ``width`` columns, the first starting with `first`, the others with `rest`;
     /// a word longer than a line is cut.
-    static func wrap(_ text: String, first: String, rest: String) -> [String] {
-        var lines: [String] = []
-        var line = first
-        var lineIsEmpty = true
-        for word in text.split(separator: " ") {
-            var word = Substring(word)
-            if !lineIsEmpty && line.count + 1 + word.count > width {
-                lines.append(line)
-                line = rest
-                lineIsEmpty = true
-            }
-            while line.count + (lineIsEmpty ? 0 : 1) + word.count > width {
-                let room = width - line.count - (lineIsEmpty ? 0 : 1)
-                lines.append(line + (lineIsEmpty ? "" : " ") + word.prefix(room))
-                word = word.dropFirst(room)
-                line = rest
-                lineIsEmpty = true
-            }
-            line += (lineIsEmpty ? "" : " ") + word
-            lineIsEmpty = false
-        }
-        lines.append(line)
-        return lines
+    func wrap(_ text: String, first: String, rest: String) -> [String] {
+        OutputWidth.wrap(text, width: width, first: first, rest: rest)
     }
 }
 

@@ -54,7 +54,7 @@ struct ShellInputTests {
         let passing = try ProtectedStoreBinary.run(
             ["run", "--fast-kdf", "-"], input: "device setup --passcode 1\nexpect device unlocked\n")
         #expect(passing.status == 0, "\(passing.error)")
-        #expect(passing.output == "<stdin>: 2 commands, 1 expectations held\n")
+        #expect(passing.output == "<stdin>: 2 commands, 1 expectation held\n")
         let failing = try ProtectedStoreBinary.run(
             ["run", "--fast-kdf", "-"], input: "device setup --passcode 1\nexpect device locked\n")
         #expect(failing.status == 1)

@@ -6,11 +6,12 @@ import PackageDescription
 // type-checks and runs it; nothing is resolved or built: this package has no sources) and checks that every
 // product it names is one the root Package.swift declares.
 
-// README.md, "Using it in an app".
+// README.md, "Using it in an app". SwiftPM names a path dependency after its folder unless `name:` says otherwise:
+// scripts/doc-snippets.py loads an app with these fragments against a clone in a folder named `clone`.
 let readmePackageDependencies: [Package.Dependency] = [
     // snippet.readme-package-manifest
-    // Package.swift — a local clone, or the URL you host it at
-    .package(path: "../ProtectedStore"),
+    // Package.swift — the path of your clone, whatever its folder is called; `name:` is what `package:` names
+    .package(name: "ProtectedStore", path: "../ProtectedStore"),
     // snippet.hide
 ]
 let readmeAppDependencies: [Target.Dependency] = [
@@ -29,7 +30,7 @@ let readmeTestDependencies: [Target.Dependency] = [
 // GettingStarted.md, "Add the dependency" (the same dependency: type-checked here, not added twice).
 let gettingStartedPackageDependencies: [Package.Dependency] = [
     // snippet.getting-started-package-manifest
-    .package(path: "../ProtectedStore"),   // or the URL you host it at
+    .package(name: "ProtectedStore", path: "../ProtectedStore"),   // your clone's path; its folder may have any name
     // snippet.hide
 ]
 let gettingStartedAppDependencies: [Target.Dependency] = [

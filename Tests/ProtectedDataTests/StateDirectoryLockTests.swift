@@ -55,6 +55,66 @@ struct StateDirectoryLockTests {
         _ = try StateDirectoryLock.acquire(directory.path)
     }
 
+    @Test("a device agent refused by a process that opened the device itself is told to wait for that process, not to start an agent")
+    func agentRefusedByAProcessIsToldToQuitIt() {
+        let byShell = DeviceError.stateInUse("/tmp/state", holder: 1, requester: .deviceAgent)
+        #expect(byShell.code == .stateInUse)
+        #expect(byShell.message.hasPrefix("the state directory /tmp/state is in use by process 1, which opened the device itself"), "\(byShell.message)")
+        #expect(byShell.message.contains("an agent can serve the directory only once that process ends"), "\(byShell.message)")
+        #expect(!byShell.message.contains("start `protected-store device serve"), "\(byShell.message)")
+        let byAgent = DeviceError.stateInUse("/tmp/state", holder: 1, byAgent: true, requester: .deviceAgent)
+        #expect(byAgent.message.hasPrefix("the state directory /tmp/state is already served by a device agent (process 1)"), "\(byAgent.message)")
+        // A process that opens the device itself is still told it can go through an agent.
+        #expect(DeviceError.stateInUse("/tmp/state", holder: 1).message.contains("or start `protected-store device serve"))
+    }
+
+    /// A folder made read-only the way it happens (a read-only mount): a read-only tmpfs mounted on it as root,
+    /// or, for another user, a folder without write permission (EACCES). `nil` for root without mount rights.
+    static func readOnlyFolder(in directory: TemporaryDirectory) -> (path: String, errno: Int32, unmount: () -> Void)? {
+        let path = directory.file("read-only")
+        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false)
+        guard geteuid() == 0 else {
+            chmod(path, 0o500)
+            return (path, EACCES, { chmod(path, 0o700) })
+        }
+        let mount = Process()
+        mount.executableURL = URL(fileURLWithPath: "/bin/mount")
+        mount.arguments = ["-t", "tmpfs", "-o", "ro,mode=0700", "none", path]
+        mount.standardError = FileHandle.nullDevice
+        guard (try? mount.run()) != nil else { return nil }
+        mount.waitUntilExit()
+        guard mount.terminationStatus == 0 else { return nil }
+        return (path, EROFS, {
+            let unmount = Process()
+            unmount.executableURL = URL(fileURLWithPath: "/bin/umount")
+            unmount.arguments = ["-l", path]
+            try? unmount.run()
+            unmount.waitUntilExit()
+        })
+    }
+
+    static let canMakeReadOnlyFolder: Bool = {
+        let directory = TemporaryDirectory()
+        guard let folder = readOnlyFolder(in: directory) else { return false }
+        folder.unmount()
+        return true
+    }()
+
+    @Test(
+        "a new state directory on a read-only mount is refused with the real cause (EROFS, EACCES) and the lock file's path, not the fallback's ENOENT",
+        .enabled(if: canMakeReadOnlyFolder, "needs mount rights as root (a read-only tmpfs) or a non-root user"))
+    func readOnlyDirectoryNamesTheRealCause() throws {
+        let directory = TemporaryDirectory()
+        let folder = try #require(Self.readOnlyFolder(in: directory))
+        defer { folder.unmount() }
+        let error = try #require(keysError { _ = try StateDirectoryLock.acquire(folder.path) })
+        #expect(error.code == .io)
+        #expect(error.systemErrno == folder.errno, "\(error)")
+        #expect(error.path == folder.path + "/owner.lock")
+        #expect(error.message.hasPrefix("cannot create the lock file \(folder.path)/owner.lock: \(String(cString: strerror(folder.errno)))"), "\(error.message)")
+        #expect(!error.message.contains("No such file or directory"), "\(error.message)")
+    }
+
     @Test("a booted device refuses a second boot on its directory with state-in-use; after powerOff() the boot succeeds")
     func bootedDeviceOwnsItsDirectory() throws {
         let fixture = try DeviceFixture()

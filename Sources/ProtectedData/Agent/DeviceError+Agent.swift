@@ -19,8 +19,9 @@ extension DeviceError {
     static func agentDisconnected(_ directory: String) -> Self {
         Self(
             code: .agentDisconnected,
-            message: "the device agent of \(directory) went away; its device state is on disk: start it again with "
-                + "`protected-store device serve --state-dir \(directory)`, then this process")
+            message: "the device agent of \(directory) went away (its device state is on disk). Start it again with "
+                + "`protected-store device serve --state-dir \(directory)`: a shell or a script on the directory "
+                + "reconnects at its next command; an app connects again (`DeviceAgentClient.connect`)")
     }
 
     static func agentNotAnswering(_ directory: String, within timeout: Duration) -> Self {

@@ -99,27 +99,59 @@ public struct ScenarioScript: Sendable {
         return lines
     }
 
-    /// Whether `bytes` are UTF-8, checked in place.
-    private static func isUTF8(_ bytes: UnsafeRawBufferPointer) -> Bool {
+    /// Where the first byte that is not UTF-8 is, checked in place: its line and column (from 1, the column in
+    /// bytes) and its offset; `nil` when every byte is.
+    static func firstInvalidUTF8(_ bytes: UnsafeRawBufferPointer) -> (line: Int, column: Int, offset: Int)? {
         var iterator = bytes.makeIterator()
         var parser = Unicode.UTF8.ForwardParser()
+        var offset = 0
         while true {
             switch parser.parseScalar(from: &iterator) {
-            case .valid: continue
-            case .error: return false
-            case .emptyInput: return true
+            case .valid(let scalar): offset += scalar.count
+            case .error:
+                let before = UnsafeRawBufferPointer(rebasing: bytes[..<offset])
+                let line = before.count(where: { $0 == UInt8(ascii: "\n") }) + 1
+                let lineStart = (before.lastIndex(of: UInt8(ascii: "\n")) ?? -1) + 1
+                return (line, offset - lineStart + 1, offset)
+            case .emptyInput: return nil
             }
         }
     }
 
     /// Reads and parses the script at `path`, read into guarded memory (see ``init(name:utf8:)``).
+    ///
+    /// A pipe is read to its end (`run <(generate-script)`).
+    ///
+    /// - Throws: ``ParseFailure`` at line 0 saying which of these it is: no file at `path`, a file this user
+    ///   may not read, a directory, a read that failed, or a byte that is not UTF-8 (named by line and column);
+    ///   ``ParseFailure`` for the first line that cannot be parsed.
     public init(contentsOf path: String) throws {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-        let text = descriptor >= 0 ? Self.readToEnd(descriptor) : nil
-        if descriptor >= 0 { close(descriptor) }
-        defer { text?.wipe() }
-        guard let text, (try? text.withUnsafeBytes(Self.isUTF8)) == true else {
-            throw ParseFailure(name: path, line: 0, message: "cannot read the script (missing, unreadable or not UTF-8)")
+        guard descriptor >= 0 else {
+            let code = errno
+            let why = switch code {
+            case ENOENT: "there is no such file"
+            case EACCES: "permission denied (you may not read it)"
+            case ENOTDIR: "a folder on its path is not a folder"
+            default: String(cString: strerror(code))
+            }
+            throw ParseFailure(name: path, line: 0, message: "cannot read the script: \(why)")
+        }
+        defer { close(descriptor) }
+        var info = stat()
+        if fstat(descriptor, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR {
+            throw ParseFailure(name: path, line: 0, message: "cannot read the script: it is a directory, not a script file")
+        }
+        guard let text = Self.readToEnd(descriptor) else {
+            throw ParseFailure(
+                name: path, line: 0, message: "cannot read the script: \(String(cString: strerror(errno)))")
+        }
+        defer { text.wipe() }
+        if let invalid = try? text.withUnsafeBytes(Self.firstInvalidUTF8) {
+            throw ParseFailure(
+                name: path, line: 0,
+                message: "cannot read the script: it is not UTF-8 text (line \(invalid.line), column \(invalid.column), "
+                    + "byte \(invalid.offset) of the file); save it as UTF-8")
         }
         try self.init(name: path, utf8: text)
     }

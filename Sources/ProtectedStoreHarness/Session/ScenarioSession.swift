@@ -161,8 +161,9 @@ public final class ScenarioSession {
     public func execute(_ command: ScenarioCommand) async -> ExpectationFailure? {
         // Every event the agent pushed before now (another process locked the device, say) is delivered and
         // handled before the command runs or the expectation is checked.
-        if let agent {
-            _ = try? agent.status()
+        if agent != nil {
+            reconnectIfAgentGone()
+            _ = try? agent?.status()
             await settle()
         }
         if case .expect(let expectation) = command {
@@ -186,6 +187,32 @@ public final class ScenarioSession {
         }
         if let plan { finish(plan) }
         return nil
+    }
+
+    /// When the device agent went away (killed, stopped) and one serves the directory again, connects to it.
+    ///
+    /// The new agent booted the device from disk, as a phone restarts: the app this session ran on the old
+    /// agent's keys is ended, as `device reboot` ends it, and the next `app launch` asks the new agent. Without
+    /// an agent there, nothing changes: device commands fail with `agent-disconnected`, whose message says how
+    /// to start one, and `status` says the agent is gone.
+    private func reconnectIfAgentGone() {
+        guard let gone = agent, !gone.isConnected else { return }
+        let fresh: DeviceAgentClient
+        do {
+            guard let connected = try DeviceAgentClient.connect(toAgentOf: stateDirectory, clientName: "protected-store \(getpid())")
+            else { return }
+            fresh = connected
+        } catch {
+            output("error: the device agent (process \(gone.agentProcessID)) went away, and the one serving \(stateDirectory) "
+                + "now cannot be reached: \(StoreError(wrapping: error))")
+            return
+        }
+        agent = fresh
+        let appRan = controller != nil
+        abandonApp()
+        output("reconnected: the device agent (process \(gone.agentProcessID)) went away, and process \(fresh.agentProcessID) "
+            + "serves \(stateDirectory) now; it booted the device from disk, as a restart does"
+            + (appRan ? ", so the app was ended with it (`app launch` starts it again)" : ""))
     }
 
     /// Ends the fault a command ran under: says which call failed and, after a planned power cut, boots the
@@ -600,6 +627,7 @@ public final class ScenarioSession {
 
     /// The device's state as the word `expect device` uses.
     public var deviceStateWord: String {
+        if let agent, !agent.isConnected { return "agent-gone" }
         guard let facts = deviceFacts else { return "none" }
         switch facts.lockState {
         case .unlocked: return "unlocked"
@@ -754,11 +782,19 @@ public final class ScenarioSession {
     /// The state of everything, as `status` prints it.
     public func statusLines() -> [String] {
         var lines = ["time            \(now.spoken == "0s" ? "0s" : now.spoken)"]
-        if let agent {
-            lines.append("device agent    process \(agent.agentProcessID)\(agent.isConnected ? "" : " (gone)")")
+        if let agent, !agent.isConnected {
+            // Nothing the gone agent last said holds any more (a restarted one boots the device afresh): the
+            // state is unknown, and the keys it held are nobody's.
+            lines.append("device agent    process \(agent.agentProcessID), gone: start `protected-store device serve --state-dir \(stateDirectory)` and the next command reconnects")
+            lines.append("device          unknown (its agent is gone)")
+            lines.append("protected data  nothing (the agent that held the keys is gone)")
+        } else if let agent {
+            lines.append("device agent    process \(agent.agentProcessID)")
             lines.append("device clock    \(agent.lastKnownStatus.clock.spoken)")
         }
-        if let facts = deviceFacts {
+        if agent?.isConnected == false {
+            // Said above.
+        } else if let facts = deviceFacts {
             lines.append("device          \(facts.lockState)")
             lines.append("protected data  \(facts.availability.availableClasses.isEmpty ? "nothing" : facts.availability.description)")
             if facts.failedAttempts > 0 { lines.append("failed attempts \(facts.failedAttempts)") }
