@@ -19,8 +19,13 @@ extension ProtectedStoreCommand {
                 clock and the store's key go through it; otherwise the shell opens the device itself, and is \
                 refused (state-in-use) while another process has it open. \
                 At a terminal, `device setup`, `device unlock` and `device change-passcode` without their passcodes \
-                ask for them without echoing them (a new passcode twice; Ctrl-D cancels). \
-                `help` lists the commands; `quit` leaves. \
+                ask for them without echoing them (a new passcode twice; Ctrl-D cancels; with no device, unlock and \
+                change-passcode say no-device before asking). \
+                At a terminal, lines are edited as in other shells (libedit: arrows, Ctrl-A, Ctrl-E, ~/.editrc), \
+                the up and down arrows recall earlier lines, kept in the state directory's `shell-history` (mode \
+                0600; never a line of device setup, unlock or change-passcode, nor one that names no command), \
+                Ctrl-C clears the line (during a command it still ends the shell) and Ctrl-D on an empty line \
+                leaves. `help` lists the commands; `quit` leaves. \
                 Errors (a line that cannot be parsed, an expect that does not hold) go to standard error. Reading a \
                 pipe or a file, the shell stops at the first: exit 2 for a line it cannot parse, 1 for an expect \
                 that does not hold — unless --keep-going, which runs every line and exits with the worst status (as an \
@@ -49,7 +54,7 @@ extension ProtectedStoreCommand {
             }
             // At a terminal, libedit reads the lines (editing, history, Ctrl-C clearing the line); from a pipe or
             // a file, the plain reader, which keeps every byte of a line in guarded memory.
-            let editor = interactive ? LineEditor(historyFile: directory + "/" + ScenarioSession.shellHistoryFileName) : nil
+            let editor = interactive && isatty(STDOUT_FILENO) == 1 ? LineEditor(historyFile: directory + "/" + ScenarioSession.shellHistoryFileName) : nil
             var status = ShellStatus(stopsAtFirstError: !interactive && !keepGoing)
             var lineNumber = 0
             if interactive {
