@@ -102,4 +102,26 @@ struct ShellTerminalTests {
         #expect(try terminal.finish() == 0, "\(terminal.transcript)")
         #expect(!terminal.transcript.contains("passcode: "), "a passcode was asked for: \(terminal.transcript)")
     }
+
+    @Test("through a device agent, device unlock says no-device before asking, and asks once another process set a device up")
+    func noDeviceThroughTheAgent() throws {
+        let directory = TemporaryDirectory()
+        let state = directory.file("s")
+        let agent = try LiveProcess.agent(state: state)
+        defer { agent.kill() }
+        let terminal = try shell(state)
+        try terminal.converse([.type("device unlock", until: "error: no-device", Self.prompt)], timeout: .seconds(20))
+        #expect(!terminal.transcript.contains("passcode: "), "a passcode was asked for: \(terminal.transcript)")
+        // Another client sets a device up and locks it: the shell asks the agent again before deciding.
+        let other = try ProtectedStoreBinary.shell(["device setup --passcode 1234", "device lock"], state: state)
+        #expect(other.status == 0, "\(other.error)")
+        try terminal.converse(
+            [
+                .type("device unlock", until: "passcode: "),
+                .type("1234", until: Self.prompt),
+                .type("expect device unlocked", until: "ok", Self.prompt),
+                .type("quit"),
+            ], timeout: .seconds(20))
+        #expect(try terminal.finish() == 0, "\(terminal.transcript)")
+    }
 }
