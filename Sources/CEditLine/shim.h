@@ -29,6 +29,16 @@ static inline int ps_el_set_history(EditLine *el, History *h) {
     return el_set(el, EL_HIST, history, h);
 }
 
+/// `el_set(EL_GETCFN, …)`: the function libedit reads each character with, in place of its own `read(2)`.
+static inline int ps_el_set_read_character(EditLine *el, el_rfunc_t read_character) {
+    return el_set(el, EL_GETCFN, read_character);
+}
+
+/// `el_set(EL_PREP_TERM, 1)`: puts the terminal in libedit's editing mode now, not when it first reads.
+static inline int ps_el_prepare_terminal(EditLine *el) {
+    return el_set(el, EL_PREP_TERM, 1);
+}
+
 /// `history(H_SETSIZE, n)`: how many lines the history keeps.
 static inline int ps_history_set_size(History *h, HistEvent *event, int size) {
     return history(h, event, H_SETSIZE, size);

@@ -61,6 +61,21 @@ final class LineEditor {
         _ = ps_el_set_editor(editLine, "emacs")
         _ = ps_el_set_history(editLine, history)
         _ = ps_el_set_prompt(editLine) { _ in currentPrompt.pointee }
+        if interruptPipe[0] < 0 {
+            var ends: [Int32] = [-1, -1]
+            guard pipe(&ends) == 0 else {
+                history_end(history)
+                el_end(editLine)
+                return nil
+            }
+            for end in ends {
+                _ = fcntl(end, F_SETFD, FD_CLOEXEC)
+                _ = fcntl(end, F_SETFL, fcntl(end, F_GETFL) | O_NONBLOCK)
+            }
+            interruptPipe[0] = ends[0]
+            interruptPipe[1] = ends[1]
+        }
+        _ = ps_el_set_read_character(editLine, readCharacter)
         _ = el_source(editLine, nil)  // the user's ~/.editrc (or $EDITRC), as other programs using libedit do
         self.historyFile = Self.load(historyFile, into: history, event: &event)
     }
@@ -72,9 +87,11 @@ final class LineEditor {
 
     /// Shows `prompt` and reads one line, with editing and history.
     ///
-    /// SIGINT is caught only while the line is typed, by a handler that does nothing but interrupt the read
-    /// (installed without `SA_RESTART`): Ctrl-C then clears the line, as a shell's prompt does, and once the
-    /// line is read the previous disposition is back, so that Ctrl-C during a command does what it did before.
+    /// While the line is typed, SIGINT is caught by a handler that only writes a byte to a pipe, and libedit
+    /// reads each character through ``readCharacter``, which waits on the terminal and that pipe at once: Ctrl-C
+    /// then ends the read, whichever thread the signal was delivered to (the main actor's code runs on one of
+    /// libdispatch's threads, which block SIGINT) and even when it came before the read began. Once the line is
+    /// read the previous disposition is back, so that Ctrl-C during a command does what it did before.
     func readLine(prompt: String) -> Input {
         let text = strdup(prompt)
         let previousPrompt = currentPrompt.pointee
@@ -83,28 +100,26 @@ final class LineEditor {
             currentPrompt.pointee = previousPrompt
             free(text)
         }
-        // The main actor's code runs on one of libdispatch's threads, which block SIGINT: the signal goes to
-        // another thread, whose handler sends it on to this one, unblocked while the line is read.
-        lineReader.pointee = pthread_self()
-        var interruptOnly = sigset_t()
-        sigemptyset(&interruptOnly)
-        sigaddset(&interruptOnly, SIGINT)
-        var previousMask = sigset_t()
-        pthread_sigmask(SIG_UNBLOCK, &interruptOnly, &previousMask)
+        drainInterrupts()  // a Ctrl-C that came after the last line was read is not for this one
         var previous = sigaction()
         var interrupt = sigaction()
         interrupt.__sigaction_handler.sa_handler = { _ in
-            // Async-signal-safe: compares thread ids and sends a signal, nothing else.
-            if pthread_equal(pthread_self(), lineReader.pointee) == 0 { pthread_kill(lineReader.pointee, SIGINT) }
+            // Async-signal-safe: one write(2), and errno as the interrupted code had it.
+            let errorNumber = errno
+            var byte: UInt8 = 1
+            _ = write(interruptPipe[1], &byte, 1)
+            errno = errorNumber
         }
         sigemptyset(&interrupt.sa_mask)
-        interrupt.sa_flags = 0  // no SA_RESTART: the handler's return makes libedit's read(2) fail with EINTR
+        interrupt.sa_flags = SA_RESTART
         sigaction(SIGINT, &interrupt, &previous)
+        // Editing mode before the prompt shows: a Ctrl-D typed as soon as it shows is a character libedit
+        // reads, not the end of a line the terminal's own line editing would cut.
+        _ = ps_el_prepare_terminal(editLine)
         var count: Int32 = 0
         let read = el_gets(editLine, &count)
         let readError = errno
         sigaction(SIGINT, &previous, nil)
-        pthread_sigmask(SIG_SETMASK, &previousMask, nil)
         guard let read, count > 0 else {
             return count < 0 && readError == EINTR ? .interrupted : .end
         }
@@ -191,10 +206,66 @@ nonisolated(unsafe) private let currentPrompt: UnsafeMutablePointer<UnsafeMutabl
     return pointer
 }()
 
-/// The thread that reads the line, to which the SIGINT handler sends the signal on: written before the handler
-/// is installed, read only by it.
-nonisolated(unsafe) private let lineReader: UnsafeMutablePointer<pthread_t> = {
-    let pointer = UnsafeMutablePointer<pthread_t>.allocate(capacity: 1)
-    pointer.initialize(to: pthread_self())
+
+/// The SIGINT handler's pipe while a line is read: the handler writes a byte to the write end (`[1]`), which
+/// ``readCharacter`` waits on beside the terminal. Made once, by the first ``LineEditor``; both ends are
+/// non-blocking, so the handler never blocks on a full pipe.
+nonisolated(unsafe) private let interruptPipe: UnsafeMutablePointer<Int32> = {
+    let pointer = UnsafeMutablePointer<Int32>.allocate(capacity: 2)
+    pointer.initialize(repeating: -1, count: 2)
     return pointer
 }()
+
+/// Empties the SIGINT handler's pipe.
+private func drainInterrupts() {
+    var byte: UInt8 = 0
+    while read(interruptPipe[0], &byte, 1) > 0 {}
+}
+
+/// Reads one character for libedit (its `EL_GETCFN`), as its own reader does — a byte at a time from standard
+/// input, decoded by the C library into a wide character — but waiting on the SIGINT handler's pipe as well.
+///
+/// - Returns: 1 with the character; 0 at the end of input; -1 with `errno` `EINTR` after Ctrl-C (libedit then
+///   ends the line it reads without returning it), or with the error of a failed read.
+private func readCharacter(_ editLine: OpaquePointer?, _ character: UnsafeMutablePointer<wchar_t>?) -> Int32 {
+    guard let character else { return -1 }
+    character.pointee = 0
+    // A byte typed may be a passcode's: the few bytes of one character are zeroed before returning.
+    return withUnsafeTemporaryAllocation(of: CChar.self, capacity: 8) { bytes in
+        defer { secureZero(UnsafeMutableRawBufferPointer(bytes)) }
+        var count = 0
+        while true {
+            var waiting = [
+                pollfd(fd: STDIN_FILENO, events: Int16(POLLIN), revents: 0),
+                pollfd(fd: interruptPipe[0], events: Int16(POLLIN), revents: 0),
+            ]
+            if poll(&waiting, 2, -1) < 0 {
+                if errno == EINTR { continue }
+                return -1
+            }
+            if waiting[1].revents & Int16(POLLIN) != 0 {
+                drainInterrupts()
+                errno = EINTR
+                return -1
+            }
+            let got = read(STDIN_FILENO, bytes.baseAddress! + count, 1)
+            if got < 0 {
+                if errno == EINTR || errno == EAGAIN { continue }
+                return -1
+            }
+            if got == 0 { return 0 }
+            count += 1
+            var state = mbstate_t()
+            let decoded = mbrtowc(character, bytes.baseAddress!, count, &state)
+            if decoded == -2 {
+                // An incomplete character: read its next byte, unless it is already longer than any.
+                if count < bytes.count { continue }
+                count = 0
+            } else if decoded == -1 {
+                count = 0  // not a character in this locale: dropped, as libedit's own reader drops it
+            } else {
+                return 1
+            }
+        }
+    }
+}
