@@ -83,7 +83,7 @@ let package = Package(
         .executableTarget(
             name: "protected-store",
             dependencies: [
-                "SecureKeys", "EncryptedSQLite", "ProtectedData", "ProtectedStore", "ProtectedStoreHarness",
+                "SecureKeys", "EncryptedSQLite", "ProtectedData", "ProtectedStore", "ProtectedStoreHarness", "CEditLine",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -144,7 +144,9 @@ let package = Package(
         ),
         .testTarget(
             name: "CommandLineTests",
-            dependencies: ["protected-store", "TestSupport", "ProtectedStore", "ProtectedData", "SecureKeys"],
+            dependencies: [
+                "protected-store", "TestSupport", "ProtectedStore", "ProtectedData", "SecureKeys", "ProtectedStoreHarness",
+            ],
             swiftSettings: strictSettings
         ),
         // The code of every ```swift block in README.md and the DocC articles, between `// snippet.NAME` markers,

@@ -19,8 +19,13 @@ extension ProtectedStoreCommand {
                 clock and the store's key go through it; otherwise the shell opens the device itself, and is \
                 refused (state-in-use) while another process has it open. \
                 At a terminal, `device setup`, `device unlock` and `device change-passcode` without their passcodes \
-                ask for them without echoing them (a new passcode twice; Ctrl-D cancels). \
-                `help` lists the commands; `quit` leaves. \
+                ask for them without echoing them (a new passcode twice; Ctrl-D cancels; with no device, unlock and \
+                change-passcode say no-device before asking). \
+                At a terminal, lines are edited as in other shells (libedit: arrows, Ctrl-A, Ctrl-E, ~/.editrc), \
+                the up and down arrows recall earlier lines, kept in the state directory's `shell-history` (mode \
+                0600; never a line of device setup, unlock or change-passcode, nor one that names no command), \
+                Ctrl-C clears the line (during a command it still ends the shell) and Ctrl-D on an empty line \
+                leaves. `help` lists the commands; `quit` leaves. \
                 Errors (a line that cannot be parsed, an expect that does not hold) go to standard error. Reading a \
                 pipe or a file, the shell stops at the first: exit 2 for a line it cannot parse, 1 for an expect \
                 that does not hold — unless --keep-going, which runs every line and exits with the worst status (as an \
@@ -42,33 +47,61 @@ extension ProtectedStoreCommand {
             let input = StandardInput()
             let interactive = input.isTerminal
             let prompt = PasscodePrompt(input: input)
-            let session = try ScenarioSession(stateDirectory: directory, kdf: options.kdf)
+            // What the commands print may repeat what was typed (a key, an operation's name): shown with its
+            // control characters escaped, so that an escape sequence in it cannot move the cursor.
+            let session = try ScenarioSession(stateDirectory: directory, kdf: options.kdf) { line in
+                print(ScenarioQuoting.escapingControlCharacters(line))
+            }
+            // At a terminal, libedit reads the lines (editing, history, Ctrl-C clearing the line); from a pipe or
+            // a file, the plain reader, which keeps every byte of a line in guarded memory.
+            let editor = interactive && isatty(STDOUT_FILENO) == 1 ? LineEditor(historyFile: directory + "/" + ScenarioSession.shellHistoryFileName) : nil
             var status = ShellStatus(stopsAtFirstError: !interactive && !keepGoing)
             var lineNumber = 0
             if interactive {
                 print("protected-store shell — state in \(directory). `help` lists the commands, `quit` leaves.")
             }
-            while true {
-                if interactive {
-                    print("[\(session.promptSummary)] > ", terminator: "")
-                    fflush(nil)  // flushes every output stream; `stdout` is a global Swift 6 cannot reference safely
-                }
+            reading: while true {
                 // The line, in guarded memory, is zeroed once this turn of the loop ends: it may hold a
                 // passcode, which goes from it to the command's own guarded memory (issue 26, finding 10).
-                guard let line = input.readLine() else { break }
+                let line: SecureBytes
+                if let editor {
+                    switch editor.readLine(prompt: "[\(session.promptSummary)] > ") {
+                    case .line(let read):
+                        line = read
+                    case .interrupted:
+                        // Ctrl-C at the prompt drops what was typed and asks again, as a shell does.
+                        print("^C")
+                        continue reading
+                    case .end:
+                        print("")  // Ctrl-D: what comes next starts on a line of its own, not after the prompt
+                        break reading
+                    }
+                } else {
+                    if interactive {
+                        print("[\(session.promptSummary)] > ", terminator: "")
+                        fflush(nil)  // flushes every output stream; `stdout` is a global Swift 6 cannot reference safely
+                    }
+                    guard let read = input.readLine() else {
+                        if interactive { print("") }
+                        break reading
+                    }
+                    line = read
+                }
                 defer { line.wipe() }
                 lineNumber += 1
                 let where_ = interactive ? "" : "line \(lineNumber): "
                 if Self.line(line, is: "quit") || Self.line(line, is: "exit") { break }
+                if let editor, Self.mayBeKept(line) { editor.remember(line) }
                 if Self.line(line, is: "help") {
                     print(Self.help)
                     continue
                 }
                 do {
                     guard let parsed = try ScenarioParser.parse(utf8: line, passcodeMayBePrompted: interactive) else { continue }
+                    if Self.asksForPasscodes(parsed), await session.refuseWithoutDevice() { continue }
                     let command = try Self.askingForPasscodes(parsed, with: prompt)
                     if let failure = await session.execute(command) {
-                        try status.record(.failedExpectation, "\(where_)FAILED: \(failure)")
+                        try status.record(.failedExpectation, ScenarioQuoting.escapingControlCharacters("\(where_)FAILED: \(failure)"))
                     } else if case .expect = command, interactive {
                         print("ok")
                     }
@@ -83,6 +116,25 @@ extension ProtectedStoreCommand {
                 fflush(nil)
             }
             try status.finish()
+        }
+
+        /// Whether the history may keep `line`: `help`, or a line that names a command of the language that
+        /// holds no passcode. A line that names no command is not kept either: it may be a passcode typed at
+        /// the wrong prompt.
+        static func mayBeKept(_ line: SecureBytes) -> Bool {
+            if Self.line(line, is: "help") { return true }
+            guard let syntax = ScenarioParser.syntax(utf8: line) else { return false }
+            return !syntax.holdsPasscode
+        }
+
+        /// Whether `command` is to ask for passcodes that only a device can check (`device unlock`,
+        /// `device change-passcode`): without a device it is refused before anything is asked.
+        static func asksForPasscodes(_ command: ScenarioCommand) -> Bool {
+            switch command {
+            case .deviceUnlock(nil): true
+            case .deviceChangePasscode(let old, let new, _): old == nil || new == nil
+            default: false
+            }
         }
 
         /// Whether `line` is `word`, with spaces or tabs around it: compared in place, so that a line holding a
@@ -119,31 +171,14 @@ extension ProtectedStoreCommand {
             }
         }
 
-        static let help = """
-            device setup [--passcode P] [--grace 10s] [--wipe-after 10] [--allow-empty-passcode]
-                                                        (no --passcode: asked for twice, not echoed)
-            device reboot | device lock | device unlock [--passcode P]
-            device change-passcode [--old P] [--new Q] [--allow-empty-passcode]   (left out: asked for)
-            clock advance DURATION                      500ms, 10s, 5m, 1h
-            app launch [--background] [--reason user|location|remote-notification|background-fetch]
-                       [--protection complete|complete-unless-open|until-first-unlock|none] [--attach-delay DURATION]
-            app terminate | app crash
-            ui NAME | put KEY VALUE | get KEY | delete KEY
-            inbox put KEY VALUE                         a write while locked: sealed now, merged at the next attach
-            damage inbox|store-key|inbox-key|keybag|device-state
-                   truncate-tail N | byte OFFSET set VALUE | byte OFFSET flip | length OFFSET VALUE | restore
-                                                        damage a file in place (bit rot, a cut-short append);
-                                                        restore puts back what its last damage replaced
-            status
-            fault next-io ENOSPC|EIO|short-write|power-cut [--after N] [--persistent] [--mode M] [--seed S]
-                                                        the next command's call N+1 fails (a full or failing disk, a cut)
-            expect protected-data available|unavailable     expect store launching|waiting|ready|failed
-            expect coordinator assigned|nil                 expect interaction enabled|disabled
-            expect queued N | expect ran NAME... | expect value KEY VALUE | expect missing KEY
-            expect error CODE|none | expect presented-error none|CODE
-            expect device unlocked|locked|grace-period|before-first-unlock|wiped | expect inbox N
-            expect no-plaintext | expect integrity ok | expect inbox-damaged BYTES   (moved aside, not merged)
-            "a value"  quoted: keeps spaces and #; escapes \\n \\t \\r \\0 \\\\ \\" \\u{1F600}; # outside quotes: a comment
+        /// The language, from its table of commands, then the shell's own words.
+        static let help = ScenarioSyntax.help() + """
+
+
+            help
+                Lists the commands.
+            quit | exit
+                Leaves the shell (so does Ctrl-D at the prompt).
             """
     }
 }

@@ -63,4 +63,28 @@ struct ClientPasscodeMemoryTests {
         terminal.send("quit")
         #expect(try terminal.finish() == 0, "\(terminal.transcript)")
     }
+
+    @Test("after lock and the grace period, no copy of a passcode typed on the command line at a terminal (read by libedit) is left in the shell's memory, in UTF-8 nor in libedit's wide characters")
+    func noCommandLinePasscodeLeftByTheLineEditor() throws {
+        let directory = TemporaryDirectory()
+        let terminal = try TerminalSession(
+            ["shell", "--fast-kdf", "--state-dir", directory.file("s")], environment: ["TERM": "xterm", "EDITRC": "/dev/null"])
+        let prompt = "] > "
+        try terminal.waitFor(prompt)
+        let passcode = "Qx9-cmdline-passcode-7731"
+        try terminal.converse([
+            .type("device setup --passcode \(passcode) --grace 1s", until: prompt), .type("device lock", until: prompt),
+            .type("device unlock --passcode \(passcode)", until: prompt), .type("expect device unlocked", until: "ok", prompt),
+            .type("device lock", until: prompt), .type("clock advance 5s", until: prompt),
+            .type("expect device locked", until: "ok", prompt),
+        ])
+        // libedit keeps a line in wide characters (UTF-32 on Linux) as well as in the UTF-8 it returns.
+        let wide = passcode.unicodeScalars.flatMap { scalar in withUnsafeBytes(of: scalar.value.littleEndian) { Array($0) } }
+        for (form, bytes) in [("UTF-8", Array(passcode.utf8)), ("UTF-32", wide)] {
+            let copies = try bytes.withUnsafeBytes { try ProcessMemory.occurrences(of: $0, inProcess: terminal.process.processIdentifier) }
+            #expect(copies.isEmpty, "\(copies.count) copies of the passcode in \(form) in the shell's memory")
+        }
+        terminal.send("quit")
+        #expect(try terminal.finish() == 0, "\(terminal.transcript)")
+    }
 }

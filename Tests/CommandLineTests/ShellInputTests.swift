@@ -16,6 +16,23 @@ struct ShellInputTests {
         #expect(result.output.isEmpty, "status ran after the error: \(result.output)")
     }
 
+    @Test("piped: control characters a line holds (an arrow key's escape sequence) are escaped in the error that repeats it")
+    func controlCharactersAreEscapedInErrors() throws {
+        let directory = TemporaryDirectory()
+        let result = try ProtectedStoreBinary.run(
+            ["shell", "--fast-kdf", "--keep-going", "--state-dir", directory.file("state")],
+            input: "frob\u{1B}[A\nexpect store \u{7F}x\u{9B}2J\ndevice setup --passcode 1\napp launch\napp terminate\ninbox put k\u{1B}[2J v\n")
+        #expect(result.error.contains("line 1: error: unknown command 'frob\\u{1B}[A'"), "\(result.error)")
+        #expect(result.error.contains(#"'\u{7F}x\u{9B}2J' is not one of"#), "\(result.error)")
+        // What a command prints repeats a key as it was typed.
+        #expect(result.output.contains(#"for k\u{1B}[2J"#), "\(result.output)")
+        for stream in [result.error, result.output] {
+            #expect(
+                !stream.unicodeScalars.contains { $0.value == 0x1B || $0.value == 0x7F || $0.value == 0x9B },
+                "a control character reached the terminal: \(stream.debugDescription)")
+        }
+    }
+
     @Test("piped: a failed expect goes to stderr and stops the shell with exit 1")
     func stopsAtFailedExpectation() throws {
         let directory = TemporaryDirectory()

@@ -27,7 +27,13 @@ final class TerminalSession {
         var description: String { "waited in vain for \"\(waitingFor)\"; the terminal shows:\n\(transcript)" }
     }
 
-    init(_ arguments: [String], environment: [String: String] = [:]) throws {
+    /// - Parameters:
+    ///   - arguments: the binary's arguments.
+    ///   - environment: variables added to this process's.
+    ///   - controllingTerminal: whether the terminal is the program's controlling terminal (`setsid --ctty
+    ///     --wait`, util-linux), as a terminal window's is: Ctrl-C typed then sends SIGINT to it, as the kernel's
+    ///     line discipline does. The exit status is then the one `setsid --wait` passes on.
+    init(_ arguments: [String], environment: [String: String] = [:], controllingTerminal: Bool = false) throws {
         primary = PseudoTerminal.openpt(O_RDWR | O_NOCTTY)
         guard primary >= 0, PseudoTerminal.grantpt(primary) == 0, PseudoTerminal.unlockpt(primary) == 0,
             let name = PseudoTerminal.ptsname(primary)
@@ -37,8 +43,13 @@ final class TerminalSession {
         let secondary = open(name, O_RDWR | O_NOCTTY)
         guard secondary >= 0 else { throw POSIXError(.ENOTTY) }
         let terminal = FileHandle(fileDescriptor: secondary, closeOnDealloc: false)
-        process.executableURL = ProtectedStoreBinary.url
-        process.arguments = arguments
+        if controllingTerminal {
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/setsid")
+            process.arguments = ["--ctty", "--wait", ProtectedStoreBinary.url.path] + arguments
+        } else {
+            process.executableURL = ProtectedStoreBinary.url
+            process.arguments = arguments
+        }
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         process.standardInput = terminal
         process.standardOutput = terminal
@@ -87,6 +98,11 @@ final class TerminalSession {
             Turn(keys: Array((line + "\n").utf8), answers: answers)
         }
 
+        /// Types `keys` as they are (an arrow key's escape sequence, Ctrl-C), then waits for each of `answers`.
+        static func press(_ keys: String, until answers: String...) -> Turn {
+            Turn(keys: Array(keys.utf8), answers: answers)
+        }
+
         /// Types Ctrl-D (end of file at the start of a line), then waits for each of `answers`.
         static func endOfFile(until answers: String...) -> Turn {
             Turn(keys: [4], answers: answers)
@@ -95,11 +111,12 @@ final class TerminalSession {
 
     /// Plays `turns` in order.
     ///
+    /// - Parameter timeout: how long each answer may take to appear.
     /// - Throws: ``Timeout`` for an answer that does not appear.
-    func converse(_ turns: [Turn]) throws {
+    func converse(_ turns: [Turn], timeout: Duration = .seconds(60)) throws {
         for turn in turns {
             write(turn.keys)
-            for answer in turn.answers { try waitFor(answer) }
+            for answer in turn.answers { try waitFor(answer, timeout: timeout) }
         }
     }
 

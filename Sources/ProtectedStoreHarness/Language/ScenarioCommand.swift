@@ -74,12 +74,7 @@ public enum ScenarioCommand: Sendable, Hashable {
     }
 
     /// Whether the line hides a secret and must not be echoed or logged as typed.
-    public var containsPasscode: Bool {
-        switch self {
-        case .deviceSetup, .deviceUnlock, .deviceChangePasscode: true
-        default: false
-        }
-    }
+    public var containsPasscode: Bool { syntax.holdsPasscode }
 }
 
 /// A file `damage` can damage: the script's word for it is its raw value. Add a case (and where it lives,

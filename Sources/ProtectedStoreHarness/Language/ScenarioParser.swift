@@ -10,8 +10,13 @@ public struct ScenarioParseError: Error, Sendable, Hashable, CustomStringConvert
     /// Where on the line the problem is, from 1, in Unicode scalars (`nil` when the line as a whole is wrong).
     public let column: Int?
 
+    /// - Parameters:
+    ///   - message: what is wrong; the words of the line it quotes are shown with their control characters
+    ///     escaped (``ScenarioQuoting/escapingControlCharacters(_:)``), so that quoting them cannot move the
+    ///     cursor of the terminal that shows the message.
+    ///   - column: where on the line, when a column can be named.
     init(message: String, column: Int? = nil) {
-        self.message = message
+        self.message = ScenarioQuoting.escapingControlCharacters(message)
         self.column = column
     }
 
@@ -54,172 +59,207 @@ public enum ScenarioParser: Sendable {
         return try parse(words: words, passcodeMayBePrompted: passcodeMayBePrompted)
     }
 
+    /// The command a line names, found by its keywords alone, its arguments unread: what the shell asks before
+    /// keeping a line in its history, which never keeps a command that may hold a passcode
+    /// (``ScenarioSyntax/holdsPasscode``).
+    ///
+    /// - Parameter line: one line of the command language, in UTF-8, in guarded memory.
+    /// - Returns: `nil` for a blank or comment line, a line that cannot be read into words, or one whose words
+    ///   name no command (which may be a passcode typed at the wrong prompt).
+    public static func syntax(utf8 line: SecureBytes) -> ScenarioSyntax? {
+        guard let words = try? line.withUnsafeBytes({ try ScenarioTokenizer.words(inUTF8: $0) }), let first = words.first
+        else { return nil }
+        let verb = first.isQuoted ? "\"" + first.text + "\"" : first.text
+        var arguments = Arguments(words: Array(words.dropFirst()), command: verb)
+        return try? ScenarioSyntax.find(verb: verb, in: &arguments)
+    }
+
     /// Parses one line whose UTF-8 bytes are `line`, where they are (a script in guarded memory), its words
     /// written into `arena` (see ``ScenarioTokenizer/words(inUTF8:arena:)``).
     static func parse(utf8Bytes line: UnsafeRawBufferPointer, arena: SecureBytes) throws -> ScenarioCommand? {
         try parse(words: try ScenarioTokenizer.words(inUTF8: line, arena: arena), passcodeMayBePrompted: false)
     }
 
-    /// Parses a line's words.
+    /// Parses a line's words: finds its command in the table of commands (``ScenarioSyntax``), then reads the
+    /// command's arguments.
     private static func parse(words: [ScenarioWord], passcodeMayBePrompted: Bool) throws -> ScenarioCommand? {
         guard let first = words.first else { return nil }
         let verb = first.isQuoted ? "\"" + first.text + "\"" : first.text
         var arguments = Arguments(words: Array(words.dropFirst()), command: verb)
-        switch verb {
-        case "device":
-            let action = try arguments.positional("an action: setup, reboot, power-cut, lock, unlock or change-passcode")
-            arguments.command = "device \(action)"
-            switch action {
-            case "setup":
-                let allowEmpty = arguments.flag("--allow-empty-passcode")
-                let passcode = try arguments.passcodeOption("--passcode", mayBePrompted: passcodeMayBePrompted)
-                if passcode?.isEmpty == true, !allowEmpty { throw ScenarioParseError.emptyPasscode(arguments.command) }
-                let grace = try arguments.durationOption("--grace") ?? .seconds(10)
-                let wipeAfter = try arguments.integerOption("--wipe-after")
-                // The device's own rules (DeviceRules), which it checks again for every caller: said here first,
-                // before the script runs.
-                do {
-                    try DeviceRules.checkGracePeriod(grace)
-                    try DeviceRules.checkWipeAfterFailures(wipeAfter)
-                } catch {
-                    throw ScenarioParseError(message: "\(arguments.command): \(error.message)")
-                }
-                try arguments.finish()
-                return .deviceSetup(passcode: passcode, grace: grace, wipeAfter: wipeAfter, allowEmptyPasscode: allowEmpty)
-            case "reboot":
-                try arguments.finish()
-                return .deviceReboot
-            case "power-cut":
-                let modeText = try arguments.optionalOption("--mode") ?? PowerCutMode.drop.rawValue
-                guard let mode = PowerCutMode(rawValue: modeText) else {
-                    throw ScenarioParseError(message: "device power-cut: unknown --mode '\(modeText)' (drop, torn-sequence, torn-op)")
-                }
-                let seedText = try arguments.optionalOption("--seed") ?? "0"
-                guard let seed = UInt64(seedText) else {
-                    throw ScenarioParseError(message: "device power-cut: --seed takes a number from 0 to \(UInt64.max), got '\(seedText)'")
-                }
-                try arguments.finish()
-                return .devicePowerCut(mode, seed: seed)
-            case "lock":
-                try arguments.finish()
-                return .deviceLock
-            case "unlock":
-                let passcode = try arguments.passcodeOption("--passcode", mayBePrompted: passcodeMayBePrompted)
-                try arguments.finish()
-                return .deviceUnlock(passcode: passcode)
-            case "change-passcode":
-                let allowEmpty = arguments.flag("--allow-empty-passcode")
-                let old = try arguments.passcodeOption("--old", mayBePrompted: passcodeMayBePrompted)
-                let new = try arguments.passcodeOption("--new", mayBePrompted: passcodeMayBePrompted)
-                if new?.isEmpty == true, !allowEmpty { throw ScenarioParseError.emptyPasscode(arguments.command) }
-                try arguments.finish()
-                return .deviceChangePasscode(old: old, new: new, allowEmptyPasscode: allowEmpty)
-            default:
-                throw ScenarioParseError(message: "unknown device action '\(action)' (setup, reboot, power-cut, lock, unlock, change-passcode)")
+        switch try ScenarioSyntax.find(verb: verb, in: &arguments) {
+        case .deviceSetup:
+            let allowEmpty = arguments.flag("--allow-empty-passcode")
+            let passcode = try arguments.passcodeOption("--passcode", mayBePrompted: passcodeMayBePrompted)
+            if passcode?.isEmpty == true, !allowEmpty { throw ScenarioParseError.emptyPasscode(arguments.command) }
+            let grace = try arguments.durationOption("--grace") ?? .seconds(10)
+            let wipeAfter = try arguments.integerOption("--wipe-after")
+            // The device's own rules (DeviceRules), which it checks again for every caller: said here first,
+            // before the script runs.
+            do {
+                try DeviceRules.checkGracePeriod(grace)
+                try DeviceRules.checkWipeAfterFailures(wipeAfter)
+            } catch {
+                throw ScenarioParseError(message: "\(arguments.command): \(error.message)")
             }
-        case "clock":
-            let action = try arguments.positional("'advance'")
-            guard action == "advance" else { throw ScenarioParseError(message: "unknown clock action '\(action)' (advance)") }
-            arguments.command = "clock advance"
+            try arguments.finish()
+            return .deviceSetup(passcode: passcode, grace: grace, wipeAfter: wipeAfter, allowEmptyPasscode: allowEmpty)
+        case .deviceReboot:
+            try arguments.finish()
+            return .deviceReboot
+        case .devicePowerCut:
+            let modeText = try arguments.optionalOption("--mode") ?? PowerCutMode.drop.rawValue
+            guard let mode = PowerCutMode(rawValue: modeText) else {
+                throw ScenarioParseError(message: "device power-cut: unknown --mode '\(modeText)' (drop, torn-sequence, torn-op)")
+            }
+            let seedText = try arguments.optionalOption("--seed") ?? "0"
+            guard let seed = UInt64(seedText) else {
+                throw ScenarioParseError(message: "device power-cut: --seed takes a number from 0 to \(UInt64.max), got '\(seedText)'")
+            }
+            try arguments.finish()
+            return .devicePowerCut(mode, seed: seed)
+        case .deviceLock:
+            try arguments.finish()
+            return .deviceLock
+        case .deviceUnlock:
+            let passcode = try arguments.passcodeOption("--passcode", mayBePrompted: passcodeMayBePrompted)
+            try arguments.finish()
+            return .deviceUnlock(passcode: passcode)
+        case .deviceChangePasscode:
+            let allowEmpty = arguments.flag("--allow-empty-passcode")
+            let old = try arguments.passcodeOption("--old", mayBePrompted: passcodeMayBePrompted)
+            let new = try arguments.passcodeOption("--new", mayBePrompted: passcodeMayBePrompted)
+            if new?.isEmpty == true, !allowEmpty { throw ScenarioParseError.emptyPasscode(arguments.command) }
+            try arguments.finish()
+            return .deviceChangePasscode(old: old, new: new, allowEmptyPasscode: allowEmpty)
+        case .clockAdvance:
             let text = try arguments.positional("a duration (500ms, 10s, 5m, 1h)")
             guard let duration = DurationText.parse(text) else {
                 throw ScenarioParseError(message: "bad duration '\(text)' (use 500ms, 10s, 5m, 1h)")
             }
             try arguments.finish()
             return .clockAdvance(duration)
-        case "app":
-            let action = try arguments.positional("an action: launch, terminate or crash")
-            arguments.command = "app \(action)"
-            switch action {
-            case "launch":
-                let background = arguments.flag("--background")
-                let reasonText = try arguments.optionalOption("--reason") ?? (background ? "location" : "user")
-                guard let reason = LaunchOptions.Reason(rawValue: reasonText) else {
-                    throw ScenarioParseError(message: "unknown launch reason '\(reasonText)' (user, location, remote-notification, background-fetch)")
-                }
-                var protection: ProtectionClass?
-                if let text = try arguments.optionalOption("--protection") {
-                    guard let parsed = ProtectionClass(name: text) else {
-                        throw ScenarioParseError(message: "unknown protection class '\(text)' (complete, complete-unless-open, until-first-unlock, none)")
-                    }
-                    protection = parsed
-                }
-                let attachDelay = try arguments.durationOption("--attach-delay") ?? .zero
-                try arguments.finish()
-                return .appLaunch(
-                    LaunchOptions(reason: reason, inBackground: background || reason != .user), protection: protection,
-                    attachDelay: attachDelay)
-            case "terminate":
-                try arguments.finish()
-                return .appTerminate
-            case "crash":
-                try arguments.finish()
-                return .appCrash
-            default:
-                throw ScenarioParseError(message: "unknown app action '\(action)' (launch, terminate, crash)")
+        case .appLaunch:
+            let background = arguments.flag("--background")
+            let reasonText = try arguments.optionalOption("--reason") ?? (background ? "location" : "user")
+            guard let reason = LaunchOptions.Reason(rawValue: reasonText) else {
+                throw ScenarioParseError(message: "unknown launch reason '\(reasonText)' (user, location, remote-notification, background-fetch)")
             }
-        case "ui":
+            var protection: ProtectionClass?
+            if let text = try arguments.optionalOption("--protection") {
+                guard let parsed = ProtectionClass(name: text) else {
+                    throw ScenarioParseError(message: "unknown protection class '\(text)' (complete, complete-unless-open, until-first-unlock, none)")
+                }
+                protection = parsed
+            }
+            let attachDelay = try arguments.durationOption("--attach-delay") ?? .zero
+            try arguments.finish()
+            return .appLaunch(
+                LaunchOptions(reason: reason, inBackground: background || reason != .user), protection: protection,
+                attachDelay: attachDelay)
+        case .appTerminate:
+            try arguments.finish()
+            return .appTerminate
+        case .appCrash:
+            try arguments.finish()
+            return .appCrash
+        case .ui:
             let name = try arguments.positional("an operation name")
             try arguments.finish()
             return .ui(name)
-        case "put":
+        case .put:
             let key = try arguments.positional("a key")
             return .put(key: key, value: try arguments.value())
-        case "get":
+        case .get:
             let key = try arguments.positional("a key")
             try arguments.finish()
             return .get(key: key)
-        case "delete":
+        case .delete:
             let key = try arguments.positional("a key")
             try arguments.finish()
             return .delete(key: key)
-        case "inbox":
-            let action = try arguments.positional("an inbox action (put, delete, quarantine, retry, discard)")
-            arguments.command = "inbox \(action)"
-            switch action {
-            case "put":
-                let kind = try arguments.optionalOption("--kind")
-                let otherProcess = arguments.flag("--other-process")
-                let key = try arguments.positional("a key")
-                return .inboxPut(key: key, value: try arguments.value(), kind: kind, otherProcess: otherProcess)
-            case "delete":
-                let key = try arguments.positional("a key")
-                try arguments.finish()
-                return .inboxDelete(key: key)
-            case "quarantine":
-                try arguments.finish()
-                return .inboxQuarantine
-            case "retry":
-                try arguments.finish()
-                return .inboxRetry
-            case "discard":
-                // `all` is the keyword; `"all"` (quoted, so a value) would be a record id of that name.
-                let which = try arguments.positionalWord("a record id (hex) or 'all'")
-                try arguments.finish()
-                return .inboxDiscard(which.is("all") ? nil : which.text)
-            default:
-                throw ScenarioParseError(message: "unknown inbox action '\(action)' (put, delete, quarantine, retry, discard)")
-            }
-        case "damage":
+        case .inboxPut:
+            let kind = try arguments.optionalOption("--kind")
+            let otherProcess = arguments.flag("--other-process")
+            let key = try arguments.positional("a key")
+            return .inboxPut(key: key, value: try arguments.value(), kind: kind, otherProcess: otherProcess)
+        case .inboxDelete:
+            let key = try arguments.positional("a key")
+            try arguments.finish()
+            return .inboxDelete(key: key)
+        case .inboxQuarantine:
+            try arguments.finish()
+            return .inboxQuarantine
+        case .inboxRetry:
+            try arguments.finish()
+            return .inboxRetry
+        case .inboxDiscard:
+            // `all` is the keyword; `"all"` (quoted, so a value) would be a record id of that name.
+            let which = try arguments.positionalWord("a record id (hex) or 'all'")
+            try arguments.finish()
+            return .inboxDiscard(which.is("all") ? nil : which.text)
+        case .damage:
             return try parseDamage(&arguments)
-        case "status":
+        case .status:
             try arguments.finish()
             return .status
-        case "fault":
+        case .faultNextIO:
             return .faultNextIO(try parseFault(&arguments))
-        case "expect":
-            return .expect(try parseExpectation(&arguments))
-        default:
-            throw ScenarioParseError(
-                message: "unknown command '\(verb)' (device, clock, app, ui, put, get, delete, inbox, damage, status, expect, fault)")
+        case .expectProtectedData:
+            return .expect(.protectedData(available: try oneOf(["available", "unavailable"], &arguments) == "available"))
+        case .expectStore: return .expect(.store(try oneOf(storeStates, &arguments)))
+        case .expectCoordinator: return .expect(.coordinator(assigned: try oneOf(["assigned", "nil"], &arguments) == "assigned"))
+        case .expectInteraction: return .expect(.interaction(enabled: try oneOf(["enabled", "disabled"], &arguments) == "enabled"))
+        case .expectDevice: return .expect(.device(try oneOf(deviceStates, &arguments)))
+        case .expectQueued: return .expect(.queued(try count(&arguments)))
+        case .expectInbox: return .expect(.inbox(try count(&arguments)))
+        case .expectQuarantined: return .expect(.quarantined(try count(&arguments)))
+        case .expectInboxDamaged: return .expect(.inboxDamaged(try count(&arguments)))
+        case .expectRan:
+            return .expect(.ran(arguments.remainingWords()))
+        case .expectValue:
+            let key = try arguments.positional("a key")
+            return .expect(.value(key: key, value: try arguments.value()))
+        case .expectMissing:
+            let key = try arguments.positional("a key")
+            try arguments.finish()
+            return .expect(.missing(key: key))
+        case .expectNoPlaintext:
+            try arguments.finish()
+            return .expect(.noPlaintext)
+        case .expectIntegrity:
+            _ = try oneOf(["ok"], &arguments)
+            return .expect(.integrityOK)
+        case .expectError:
+            let code = try arguments.positional("an error code, or none")
+            try arguments.finish()
+            return .expect(.error(code))
+        case .expectPresentedError:
+            let code = try arguments.positional("none or an error code")
+            try arguments.finish()
+            return .expect(.presentedError(code))
         }
+    }
+
+    /// The one word of `choices` an `expect` line ends with.
+    private static func oneOf(_ choices: [String], _ arguments: inout Arguments) throws -> String {
+        let word = try arguments.positional(choices.joined(separator: "|"))
+        guard choices.contains(word) else {
+            throw ScenarioParseError(message: "\(arguments.command): '\(word)' is not one of \(choices.joined(separator: ", "))")
+        }
+        try arguments.finish()
+        return word
+    }
+
+    /// The count, 0 or more, an `expect` line ends with.
+    private static func count(_ arguments: inout Arguments) throws -> Int {
+        let text = try arguments.positional("a number")
+        guard let count = Int(text), count >= 0 else { throw ScenarioParseError(message: "\(arguments.command): '\(text)' is not a number") }
+        try arguments.finish()
+        return count
     }
 
     /// `fault next-io ENOSPC|EIO|short-write|power-cut [--after N] [--persistent] [--mode M] [--seed S]`.
     private static func parseFault(_ arguments: inout Arguments) throws -> ScenarioFault {
-        let action = try arguments.positional("'next-io'")
-        guard action == "next-io" else { throw ScenarioParseError(message: "unknown fault action '\(action)' (next-io)") }
-        arguments.command = "fault next-io"
         let word = try arguments.positional("a fault: ENOSPC, EIO, short-write or power-cut")
         let after = try arguments.integerOption("--after") ?? 0
         guard after >= 0 else { throw ScenarioParseError(message: "fault next-io: --after takes a number of calls, 0 or more, got \(after)") }
@@ -290,62 +330,5 @@ public enum ScenarioParser: Sendable {
         }
         try arguments.finish()
         return .damage(file, damage)
-    }
-
-    private static func parseExpectation(_ arguments: inout Arguments) throws -> Expectation {
-        let subject = try arguments.positional(
-            "what to expect: protected-data, store, coordinator, interaction, queued, ran, value, missing, error, presented-error, device, inbox, quarantined, inbox-damaged, no-plaintext, integrity")
-        arguments.command = "expect \(subject)"
-        func oneOf(_ choices: [String]) throws -> String {
-            let word = try arguments.positional(choices.joined(separator: "|"))
-            guard choices.contains(word) else {
-                throw ScenarioParseError(message: "expect \(subject): '\(word)' is not one of \(choices.joined(separator: ", "))")
-            }
-            try arguments.finish()
-            return word
-        }
-        switch subject {
-        case "protected-data": return .protectedData(available: try oneOf(["available", "unavailable"]) == "available")
-        case "store": return .store(try oneOf(storeStates))
-        case "coordinator": return .coordinator(assigned: try oneOf(["assigned", "nil"]) == "assigned")
-        case "interaction": return .interaction(enabled: try oneOf(["enabled", "disabled"]) == "enabled")
-        case "device": return .device(try oneOf(deviceStates))
-        case "queued", "inbox", "quarantined", "inbox-damaged":
-            let text = try arguments.positional("a number")
-            guard let count = Int(text), count >= 0 else { throw ScenarioParseError(message: "expect \(subject): '\(text)' is not a number") }
-            try arguments.finish()
-            switch subject {
-            case "queued": return .queued(count)
-            case "inbox": return .inbox(count)
-            case "inbox-damaged": return .inboxDamaged(count)
-            default: return .quarantined(count)
-            }
-        case "ran":
-            return .ran(arguments.remainingWords())
-        case "value":
-            let key = try arguments.positional("a key")
-            return .value(key: key, value: try arguments.value())
-        case "missing":
-            let key = try arguments.positional("a key")
-            try arguments.finish()
-            return .missing(key: key)
-        case "no-plaintext":
-            try arguments.finish()
-            return .noPlaintext
-        case "integrity":
-            _ = try oneOf(["ok"])
-            return .integrityOK
-        case "error":
-            let code = try arguments.positional("an error code, or none")
-            try arguments.finish()
-            return .error(code)
-        case "presented-error":
-            let code = try arguments.positional("none or an error code")
-            try arguments.finish()
-            return .presentedError(code)
-        default:
-            throw ScenarioParseError(
-                message: "unknown expectation '\(subject)' (protected-data, store, coordinator, interaction, queued, ran, value, missing, error, presented-error, device, inbox, quarantined, inbox-damaged, no-plaintext, integrity)")
-        }
     }
 }

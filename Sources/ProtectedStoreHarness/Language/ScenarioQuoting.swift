@@ -5,7 +5,7 @@
 ///
 /// A word is written bare when the tokenizer would read it back unchanged and as a value; otherwise it is
 /// written in double quotes, with Swift's escapes for what cannot appear as itself on one line of a script.
-enum ScenarioQuoting {
+public enum ScenarioQuoting: Sendable {
     /// The one-character escapes: the character after the backslash, and the scalar it stands for.
     static let escapes: [(letter: Unicode.Scalar, scalar: Unicode.Scalar)] = [
         ("n", "\n"), ("t", "\t"), ("r", "\r"), ("0", "\0"), ("\\", "\\"), ("\"", "\""),
@@ -43,6 +43,33 @@ enum ScenarioQuoting {
             && word.unicodeScalars.allSatisfy {
                 !$0.properties.isWhitespace && $0 != "\"" && $0 != "#" && $0 != "\\" && !needsHexEscape($0)
             }
+    }
+
+    /// `text` with every control character (C0 such as ESC, DEL, C1) and every line or paragraph separator
+    /// written as `\u{1B}`, the escape a quoted word takes: for a message that repeats what was typed. An arrow
+    /// key's escape sequence echoed raw would move the cursor and scramble the prompt (issue 30, finding 6).
+    ///
+    /// - Parameter text: a message that may quote input.
+    /// - Returns: `text` when it has none of them, else the escaped text.
+    public static func escapingControlCharacters(_ text: String) -> String {
+        guard text.unicodeScalars.contains(where: isControl) else { return text }
+        var escaped = ""
+        for scalar in text.unicodeScalars {
+            if isControl(scalar) {
+                escaped += "\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}"
+            } else {
+                escaped.unicodeScalars.append(scalar)
+            }
+        }
+        return escaped
+    }
+
+    /// A control character, or a line or paragraph separator: what a terminal does not show as itself.
+    private static func isControl(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.properties.generalCategory {
+        case .control, .lineSeparator, .paragraphSeparator: true
+        default: false
+        }
     }
 
     /// Scalars written as `\u{…}` inside quotes: control characters, and white space other than the space, so

@@ -718,9 +718,13 @@ public final class ScenarioSession {
     public func plaintextFindings(of needles: some Collection<String>, onlyChanged: Bool = false) -> [String] {
         let patterns = needles.map { Array($0.utf8) } + [Array("SQLite format 3".utf8)]
         var findings: [String] = []
-        // The lock file holds the owner's process id, which a written value of digits could contain.
+        // The lock file holds the owner's process id, which a written value of digits could contain. The shell's
+        // history holds what was typed at its prompt, values included, as a shell's history does: no file of the
+        // store or the device.
         for file in RegularFile.all(under: stateDirectory)
-        where !file.name.hasPrefix("hardware/") && file.name != StateDirectoryLock.fileName {
+        where !file.name.hasPrefix("hardware/") && file.name != StateDirectoryLock.fileName
+            && file.name != Self.shellHistoryFileName
+        {
             let name = file.name
             if onlyChanged && scannedFiles[name] == file.signature { continue }
             scannedFiles[name] = file.signature
@@ -821,6 +825,29 @@ public final class ScenarioSession {
             lines.append("app             not running")
         }
         return lines
+    }
+
+    /// The file of the state directory where `protected-store shell` keeps the lines typed at its prompt (never
+    /// one that may hold a passcode).
+    nonisolated public static let shellHistoryFileName = "shell-history"
+
+    /// For a command whose passcodes the shell is about to ask for (`device unlock`, `device change-passcode`
+    /// typed without them): when there is no device to take them, reports `no-device` as running the command
+    /// would — printed, and kept for `expect error` — so that nobody types a passcode for nothing (issue 30,
+    /// finding 8). The device agent, when one serves the directory, is asked first.
+    ///
+    /// - Returns: `true` when there is no device and the command was refused; `false` when there is one and
+    ///   the passcodes are to be asked for.
+    public func refuseWithoutDevice() async -> Bool {
+        if let agent {
+            _ = try? agent.status()
+            await settle()
+        }
+        guard deviceFacts == nil else { return false }
+        let coded = StoreError(wrapping: Self.noDevice)
+        lastError = coded
+        output("error: \(coded)")
+        return true
     }
 
     /// A one-line summary for the shell's prompt.
