@@ -204,7 +204,7 @@ final class DemoScript {
         let nameWidth = listed.map(\.name.count).max() ?? 0
         for file in listed {
             let found = plaintext(in: file.name)
-            let note = file.name.hasPrefix("hardware/") ? "the simulated secure element's device key" : (found.isEmpty ? "no plaintext" : "PLAINTEXT: \(found)")
+            let note = file.name.hasPrefix("hardware/") ? "the simulated secure element's key" : (found.isEmpty ? "no plaintext" : "PLAINTEXT: \(found)")
             let start = "  " + file.name.padding(toLength: nameWidth, withPad: " ", startingAt: 0) + String(file.size).leftPadded(7) + " bytes  "
             for line in timeline.wrap(note, first: start, rest: String(repeating: " ", count: start.count)) { print(line) }
         }
