@@ -25,7 +25,8 @@ that is only `…` matches any number of lines (none included).
 
 Each block runs in a sandbox of its own: a fresh working directory and HOME, `protected-store` first on PATH (the
 build the check is given), `.build/release/protected-store` in the working directory pointing at the same binary
-(the README's scripts use that path after `make demo`), and `/tmp/` in commands mapped to a private folder,
+(the README's scripts use that path after `make demo`), no `COLUMNS` (output into a file keeps whole lines; the
+pseudo-terminal of a shell session is 100 columns wide), and `/tmp/` in commands mapped to a private folder,
 mapped back in what they print, so a transcript can say `/tmp/phone` and the check touches nothing of yours.
 
 Inline commands are checked too: every `protected-store …` code span of the documents must name a subcommand the
@@ -155,7 +156,6 @@ class Sandbox:
             "PATH": f"{self.root / 'bin'}:{os.environ['PATH']}",
             "HOME": str(self.root / "home"),
             "TMPDIR": str(self.root / "tmp"),
-            "COLUMNS": "100",
         }
 
     @property
@@ -245,10 +245,15 @@ def drive_pty(argv: list[str], commands: list[str], sandbox: Sandbox) -> str:
     """Runs `argv` under a pseudo-terminal: types the next command at each prompt and 1234 at a passcode prompt."""
     import pty
 
+    import fcntl
+    import struct
+    import termios
+
     pid, fd = pty.fork()
     if pid == 0:
         os.chdir(sandbox.work)
         os.execve(argv[0], argv, sandbox.environment)
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 100, 0, 0))  # a terminal of 100 columns
     screen = b""
     pending = list(commands)
     deadline = time.monotonic() + TIMEOUT
@@ -390,8 +395,8 @@ def check_block(block: Block, binary: Path) -> str | None:
 
 def self_test(binary: Path) -> int:
     """The check fails on a transcript that drifted by one character, and holds on the same one undrifted."""
-    good = Block(ROOT / "README.md", 0, "console", None, None, ["$ protected-store --version", "protected-store …"])
-    bad = Block(ROOT / "README.md", 0, "console", None, None, ["$ protected-store --version", "protected_store …"])
+    good = Block(ROOT / "README.md", 0, "console", None, None, ["$ protected-store --version", "0.…"])
+    bad = Block(ROOT / "README.md", 0, "console", None, None, ["$ protected-store --version", "O.…"])
     wild = matches(["a", "…", "b … d"], ["a", "x", "y", "b c d"])[0] and not matches(["a", "b"], ["a"])[0]
     if check_console(good, binary) is not None or check_console(bad, binary) is None or not wild:
         print("doc-transcripts self-test: the check does not tell a drifted transcript from a right one", file=sys.stderr)

@@ -29,7 +29,8 @@ enum OutputWidth {
     }
 
     /// `text` in lines of at most `width` columns (one a character), the first starting with `first`, the
-    /// others with `rest`. Words are never split, unless one is longer than a whole line; spaces at the start
+    /// others with `rest`. Words are never split: one longer than a whole line (a path) has a line of its own,
+    /// past the width. Spaces at the start
     /// of `text` are kept (after `first`). A `nil` width gives one line.
     static func wrap(_ text: String, width: Int?, first: String = "", rest: String = "") -> [String] {
         let leading = String(text.prefix { $0 == " " })
@@ -38,19 +39,13 @@ enum OutputWidth {
         var line = first + leading
         var lineIsEmpty = true
         for word in text.split(separator: " ") {
-            var word = Substring(word)
             if !lineIsEmpty && line.count + 1 + word.count > width {
                 lines.append(line)
                 line = rest
                 lineIsEmpty = true
             }
-            while line.count + (lineIsEmpty ? 0 : 1) + word.count > width {
-                let room = max(width - line.count - (lineIsEmpty ? 0 : 1), 1)
-                lines.append(line + (lineIsEmpty ? "" : " ") + word.prefix(room))
-                word = word.dropFirst(room)
-                line = rest
-                lineIsEmpty = true
-            }
+            // A word longer than a whole line (a path) stays whole on a line of its own, past the width: split,
+            // it could no longer be copied or searched for.
             line += (lineIsEmpty ? "" : " ") + word
             lineIsEmpty = false
         }

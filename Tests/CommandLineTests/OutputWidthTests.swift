@@ -67,6 +67,19 @@ struct OutputWidthTests {
         #expect(whole.output.split(separator: "\n").contains { $0.hasPrefix("    quarantined ") && $0.hasSuffix("which this app does not apply") }, "\(whole.output)")
     }
 
+    @Test("a word longer than the line, a path, is never split: it has a line of its own, past the width")
+    func longWordsStayWhole() throws {
+        let directory = FileManager.default.temporaryDirectory
+            .appendingPathComponent("output-width-" + String(repeating: "p", count: 90) + "-\(getpid())").path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let script = FileManager.default.temporaryDirectory.appendingPathComponent("output-width-\(getpid()).scenario")
+        try "device setup --passcode 1234\ndevice setup --passcode 1234\n".write(to: script, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: script) }
+        let narrow = try Self.run(["run", "--fast-kdf", "--state-dir", directory, script.path], columns: 80)
+        #expect(narrow.output.contains("device-exists"), "\(narrow.output)")
+        #expect(narrow.output.split(separator: "\n").contains { $0.trimmingCharacters(in: .whitespaces).hasPrefix(directory) }, "\(narrow.output)")
+    }
+
     @Test("simulate wraps its power-cut summary and coverage lines to COLUMNS; into a pipe without COLUMNS each is one line")
     func simulateWrapsToColumns() throws {
         let narrow = try Self.run(["simulate", "--seeds", "3", "--steps", "100"], columns: 80)
