@@ -10,8 +10,10 @@ public import SecureKeys
 ///
 /// Opening keys the connection with a raw 32-byte key in SQLCipher's `x'…'` form, so no PBKDF2 runs (the
 /// "Raw Key Data (Without Key Derivation)" form of `PRAGMA key`), and validates the key with a first read, so
-/// a wrong key fails at open and not at the first query (as GRDB does). The connection refuses to run on a
-/// library that is not SQLCipher.
+/// a wrong key fails at open and not at the first query (as GRDB does). Between the key and that read it sets
+/// every setting of the database's format (``Configuration/format``) as the linked SQLCipher spells them
+/// (``CipherSettings``), so nothing depends on the library's defaults, which differ between SQLCipher 3 and 4.
+/// The connection refuses to run on a library that is not SQLCipher.
 ///
 /// Not `Sendable`: one owner (an actor, or a serial executor) uses a connection at a time.
 public final class Database {
@@ -161,8 +163,9 @@ public final class Database {
     ///   - path: the database file.
     ///   - key: the 32-byte store key.
     ///   - configuration: see ``Configuration``.
-    /// - Throws: `StoreError.Code.wrongKey` when `key` does not decrypt the file (the file is untouched),
-    ///   `StoreError.Code.storeUnavailable` when the file cannot be opened, `StoreError.Code.notSQLCipher`.
+    /// - Throws: `StoreError.Code.wrongKey` when `key` does not decrypt the file (the file is untouched; the
+    ///   message names the format and the library it was opened as), `StoreError.Code.storeUnavailable` when
+    ///   the file cannot be opened or the linked SQLCipher cannot read the format, `StoreError.Code.notSQLCipher`.
     public convenience init(path: String, key: SecureBytes, configuration: Configuration = Configuration()) throws {
         guard key.count == 32 else {
             throw StoreError(code: .misuse, message: "a store key is 32 bytes, got \(key.count)", path: path)
