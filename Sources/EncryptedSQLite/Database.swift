@@ -10,17 +10,27 @@ public import SecureKeys
 ///
 /// Opening keys the connection with a raw 32-byte key in SQLCipher's `x'…'` form, so no PBKDF2 runs (the
 /// "Raw Key Data (Without Key Derivation)" form of `PRAGMA key`), and validates the key with a first read, so
-/// a wrong key fails at open and not at the first query (as GRDB does). The connection refuses to run on a
-/// library that is not SQLCipher.
+/// a wrong key fails at open and not at the first query (as GRDB does). Between the key and that read it sets
+/// every setting of the database's format (``Configuration/format``) as the linked SQLCipher spells them
+/// (``CipherSettings``), so nothing depends on the library's defaults, which differ between SQLCipher 3 and 4.
+/// The connection refuses to run on a library that is not SQLCipher.
 ///
 /// Not `Sendable`: one owner (an actor, or a serial executor) uses a connection at a time.
 public final class Database {
     /// How a connection is set up. The defaults are the store's.
     public struct Configuration: Sendable, Hashable {
-        /// SQLCipher's page size (`PRAGMA cipher_page_size`). 4096 was measured faster than SQLCipher 3's
-        /// 1024 default (fewer HMACs and IVs per byte). A database must always be opened with the page size
-        /// it was created with; a mismatch reads as a wrong key.
-        public var pageSize: Int = 4096
+        /// The database's format: every SQLCipher setting the file must be opened with, each set explicitly
+        /// at open (``CipherSettings``). A store's is recorded in its key file; format 1
+        /// (`StoreFormat/sqlcipher3Raw4096`) by default, the format of every store made so far.
+        public var format: StoreFormat = .current
+        /// SQLCipher's page size (`PRAGMA cipher_page_size`), the format's. 4096 was measured faster than
+        /// SQLCipher 3's 1024 default (fewer HMACs and IVs per byte). A database must always be opened with the
+        /// page size it was created with; a mismatch reads as a wrong key. Setting another size than 4096
+        /// makes ``format`` one no key file records: for the benchmarks' measurements only.
+        public var pageSize: Int {
+            get { format.pageSize }
+            set { format = StoreFormat(sqlcipher3PageSize: newValue) }
+        }
         /// The page cache's upper bound, in KiB (`PRAGMA cache_size = -N`); SQLite fills it as pages are read.
         ///
         /// A page served from the cache is already decrypted and authenticated, so reads that hit it cost
@@ -111,6 +121,24 @@ public final class Database {
     public let configuration: Configuration
     /// The SQLCipher version the library reports (`PRAGMA cipher_version`).
     public private(set) var cipherVersion: String = ""
+    /// The format settings the connection was opened with, on the linked library; `nil` for the benchmarks'
+    /// unencrypted baseline.
+    public private(set) var cipherSettings: CipherSettings?
+
+    /// The SQLCipher the process is linked with, read once (`PRAGMA cipher_version` on an in-memory
+    /// connection); `nil` when the linked SQLite is not SQLCipher, or reports a version that does not parse.
+    public static let linkedSQLCipher: SQLCipherVersion? = {
+        var connection: OpaquePointer?
+        defer { sqlite3_close_v2(connection) }
+        guard sqlite3_open_v2(":memory:", &connection, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nil) == SQLITE_OK
+        else { return nil }
+        var statement: OpaquePointer?
+        defer { sqlite3_finalize(statement) }
+        guard sqlite3_prepare_v2(connection, "PRAGMA cipher_version", -1, &statement, nil) == SQLITE_OK,
+            sqlite3_step(statement) == SQLITE_ROW, let text = sqlite3_column_text(statement, 0)
+        else { return nil }
+        return SQLCipherVersion(reported: String(cString: text))
+    }()
 
     private var handle: OpaquePointer?
     private var cachedStatements: StatementCache
@@ -135,8 +163,9 @@ public final class Database {
     ///   - path: the database file.
     ///   - key: the 32-byte store key.
     ///   - configuration: see ``Configuration``.
-    /// - Throws: `StoreError.Code.wrongKey` when `key` does not decrypt the file (the file is untouched),
-    ///   `StoreError.Code.storeUnavailable` when the file cannot be opened, `StoreError.Code.notSQLCipher`.
+    /// - Throws: `StoreError.Code.wrongKey` when `key` does not decrypt the file (the file is untouched; the
+    ///   message names the format and the library it was opened as), `StoreError.Code.storeUnavailable` when
+    ///   the file cannot be opened or the linked SQLCipher cannot read the format, `StoreError.Code.notSQLCipher`.
     public convenience init(path: String, key: SecureBytes, configuration: Configuration = Configuration()) throws {
         guard key.count == 32 else {
             throw StoreError(code: .misuse, message: "a store key is 32 bytes, got \(key.count)", path: path)
@@ -175,10 +204,6 @@ public final class Database {
         /// No key: plain SQLite, for the benchmarks' baseline only.
         case none
 
-        /// SQLCipher's page-size pragma for an encrypted database, SQLite's own for the baseline.
-        var pageSizePragma: String {
-            if case .none = self { "page_size" } else { "cipher_page_size" }
-        }
     }
 
     private init(path: String, keying: Keying, configuration: Configuration) throws {
@@ -221,9 +246,19 @@ public final class Database {
         do {
             try checkSQLCipher()
             try applyKey(keying)
-            try execute("PRAGMA \(keying.pageSizePragma) = \(configuration.pageSize)")
+            if case .none = keying {
+                try execute("PRAGMA page_size = \(configuration.pageSize)")
+            } else {
+                try applyCipherSettings()
+            }
             // The first read validates the key: SQLCipher decrypts and authenticates page 1 here.
-            try execute("SELECT count(*) FROM sqlite_master")
+            do {
+                try execute("SELECT count(*) FROM sqlite_master")
+            } catch var error as StoreError where [StoreError.Code.wrongKey, .storeDamaged].contains(error.code) {
+                // Which settings were tried tells a wrong key from a store of another format or library.
+                if let cipherSettings { error.message += " (opened as \(cipherSettings))" }
+                throw error
+            }
             // Temporary tables and indices stay in memory, never in a file outside the store.
             try execute("PRAGMA temp_store = MEMORY")
             try execute("PRAGMA cache_size = -\(configuration.cacheSizeKiB)")
@@ -631,6 +666,29 @@ public final class Database {
         }
         cipherVersion = version
         cachedStatements.removeAll()
+    }
+
+    /// Sets every setting of the configuration's format, as the linked SQLCipher spells them
+    /// (``CipherSettings``), between the key and the first read.
+    ///
+    /// - Throws: `StoreError.Code.storeUnavailable` when the linked library cannot read the format, or
+    ///   reports a version that does not parse.
+    private func applyCipherSettings() throws {
+        guard let library = SQLCipherVersion(reported: cipherVersion) else {
+            throw StoreError(
+                code: .storeUnavailable,
+                message: "the linked SQLCipher reports version \"\(cipherVersion)\", which does not parse: cannot tell which settings open \(configuration.format)",
+                path: path)
+        }
+        let settings: CipherSettings
+        do {
+            settings = try CipherSettings(format: configuration.format, library: library)
+        } catch var error as StoreError {
+            error.path = path
+            throw error
+        }
+        for pragma in settings.pragmas { try execute(pragma) }
+        cipherSettings = settings
     }
 
     private func applyKey(_ keying: Keying) throws {

@@ -102,23 +102,43 @@ struct KnownAnswerVectorTests {
         #expect(rebuilt.keybag.bytes.hex == vector.file)
     }
 
-    @Test("store key file v1: the vector unwraps with its test-only class key and is reproduced byte for byte")
+    @Test("store key file v1: the vector unwraps with its test-only class key, reads as store format 1, and is reproduced byte for byte")
     func storeKeyVector() throws {
+        // store-key-v1.json is never re-recorded: v1 key files are no longer written, and must still open.
+        let vector = try Self.load("store-key-v1.json", as: StoreKeyVector.self)
+        let classKey = Self.secret(vector.classKey)
+        let file = try StoreKeyFile(bytes: [UInt8](hex: vector.file))
+        #expect(file.version == 1)
+        #expect(file.protectionClass.name == vector.protectionClass)
+        #expect(file.storeFormat == .sqlcipher3Raw4096, "a v1 key file records no format: its store is format 1")
+        #expect(try Self.hex(file.unwrap(with: classKey)) == vector.storeKey)
+
+        let rebuilt = try StoreKeyFile.make(
+            protectionClass: try #require(ProtectionClass(name: vector.protectionClass)), classKey: classKey,
+            storeFormat: .sqlcipher3Raw4096, version: 1, random: SeededRandom(seed: Array(vector.seed.utf8)))
+        #expect(rebuilt.file.bytes.hex == vector.file)
+    }
+
+    @Test("store key file v2: the vector unwraps with its test-only class key, records store format 1, and is reproduced byte for byte")
+    func storeKeyV2Vector() throws {
         if Self.recording {
             let classKey = SecureBytes.random(count: 32, using: SeededRandom(seed: Array("class-key".utf8)))
-            let seed = "store-key-v1"
+            let seed = "store-key-v2"
             let (file, storeKey) = try StoreKeyFile.make(
                 protectionClass: .complete, classKey: classKey, random: SeededRandom(seed: Array(seed.utf8)))
             try Self.record(
                 StoreKeyVector(
-                    description: "Store key file format v1. TEST-ONLY class key: never use it for real data.",
+                    description: "Store key file format v2, store format 1 (sqlcipher3-raw-4096). TEST-ONLY class key: never use it for real data.",
                     protectionClass: ProtectionClass.complete.name, classKey: try Self.hex(classKey), seed: seed,
                     file: file.bytes.hex, storeKey: try Self.hex(storeKey)),
-                as: "store-key-v1.json")
+                as: "store-key-v2.json")
         }
-        let vector = try Self.load("store-key-v1.json", as: StoreKeyVector.self)
+        let vector = try Self.load("store-key-v2.json", as: StoreKeyVector.self)
         let classKey = Self.secret(vector.classKey)
         let file = try StoreKeyFile(bytes: [UInt8](hex: vector.file))
+        #expect(file.version == 2)
+        #expect(file.bytes[6] == 1, "offset 6 records the store format")
+        #expect(file.storeFormat == .sqlcipher3Raw4096)
         #expect(file.protectionClass.name == vector.protectionClass)
         #expect(try Self.hex(file.unwrap(with: classKey)) == vector.storeKey)
 

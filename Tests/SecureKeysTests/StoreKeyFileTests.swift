@@ -83,4 +83,25 @@ struct StoreKeyFileTests {
         }
         #expect(code { _ = try file.unwrap(with: SecureBytes.random(count: 32)) } == .wrongDevice)
     }
+
+    @Test("a new key file is version 2 and records its store's format (format 1) at offset 6")
+    func newKeyFileRecordsStoreFormat() throws {
+        let (file, _) = try StoreKeyFile.make(protectionClass: .complete, classKey: classKey)
+        #expect(file.bytes[4] == 2 && file.bytes[6] == StoreFormat.sqlcipher3Raw4096.identifier)
+        #expect(try StoreKeyFile(bytes: file.bytes).storeFormat == .sqlcipher3Raw4096)
+    }
+
+    @Test("a key file recording a store format this build does not know is unsupported-key-format, naming the format")
+    func unknownStoreFormatIsUnsupported() throws {
+        let (file, _) = try StoreKeyFile.make(protectionClass: .complete, classKey: classKey)
+        var writer = ByteWriter()
+        var bytes = Array(file.bytes[..<(file.bytes.count - ChecksummedFile.checksumLength)])
+        bytes[6] = 9
+        writer.write(bytes)
+        ChecksummedFile.seal(&writer)
+        let error = #expect(throws: SecureKeysError.self) { _ = try StoreKeyFile(bytes: writer.bytes, path: "/tmp/x.key") }
+        #expect(error?.code == .unsupportedFormat)
+        #expect(error?.message.contains("format 9") == true, "\(String(describing: error))")
+        #expect(error?.message.contains("1 (sqlcipher3-raw-4096)") == true, "names the formats it knows")
+    }
 }

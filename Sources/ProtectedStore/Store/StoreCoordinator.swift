@@ -117,13 +117,25 @@ public actor StoreCoordinator {
         // The key goes to the reader pool, which wipes it when the store closes; wiped here if the attach fails.
         var keyOwnedByPool = false
         defer { if !keyOwnedByPool { storeKey.wipe() } }
+        // The store is opened with the settings it was written with, as its key file records them (a key file
+        // of version 1 records none: format 1, the only one there was).
+        if SecureFile.exists(files.key) {
+            databaseConfiguration.format = try StoreKeyFile.load(from: files.key).storeFormat
+        }
         let database: Database
         do {
             database = try Database(path: configuration.path, key: storeKey, configuration: databaseConfiguration)
         } catch let error as StoreError where error.code == .wrongKey && keyWasAuthenticated {
             // The key came out of its key file authenticated, so it is the right key: the store file is what
             // is wrong (page 1 fails its HMAC, or another file was put in its place). Left as it is.
-            throw StoreError.storeDamaged(path: configuration.path, cause: error)
+            var damaged = StoreError.storeDamaged(path: configuration.path, cause: error)
+            damaged.message += " (opened as \(Self.formatDescription(databaseConfiguration.format)))"
+            throw damaged
+        } catch var error as StoreError where error.code == .storeUnavailable || error.code == .storeDamaged {
+            if !error.message.contains("opened as") {
+                error.message += " (opened as \(Self.formatDescription(databaseConfiguration.format)))"
+            }
+            throw error
         }
         // Before the inbox merge, so merged records meet the current schema. A failure leaves the store at
         // its last good migration (or untouched, for a store from a newer app) and fails the attach.
@@ -165,6 +177,12 @@ public actor StoreCoordinator {
         return StoreCoordinator(
             database: database, readers: readers, configuration: configuration, inboxPublicKey: publicKey,
             inboxPrivateKey: privateKey, inboxReport: report, thread: thread)
+    }
+
+    /// `format 1 (SQLCipher 3, 4096-byte pages, HMAC-SHA1) with SQLCipher 3.4.1`: what an error about a store
+    /// that does not open says of its format and the library.
+    private static func formatDescription(_ format: StoreFormat) -> String {
+        "\(format) with \(Database.linkedSQLCipher.map { "\($0)" } ?? "a library that is not SQLCipher")"
     }
 
     deinit {

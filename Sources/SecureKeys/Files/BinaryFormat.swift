@@ -78,18 +78,28 @@ enum ChecksummedFile {
     static func verify(
         _ bytes: [UInt8], kind: String, magic: [UInt8], version: UInt8, length: Int, path: String?
     ) throws {
+        try verify(bytes, kind: kind, magic: magic, versions: [version], length: length, path: path)
+    }
+
+    /// Checks the frame of a `kind` file of any of `versions`, all of them `length` bytes long.
+    static func verify(
+        _ bytes: [UInt8], kind: String, magic: [UInt8], versions: [UInt8], length: Int, path: String?
+    ) throws {
+        let version = versions.last!
         guard bytes.count >= magic.count + 1 else {
             throw SecureKeysError.damaged("\(kind) is \(bytes.count) bytes, a v\(version) file is \(length)", path: path)
         }
         guard Array(bytes[0..<magic.count]) == magic else {
             throw SecureKeysError.damaged("not a \(kind) (bad magic)", path: path)
         }
-        guard bytes[magic.count] == version else {
+        guard versions.contains(bytes[magic.count]) else {
+            let readable = versions.map { "\($0)" }.joined(separator: " or ")
             throw SecureKeysError.unsupportedFormat(
-                "\(kind) version \(bytes[magic.count]); this build reads version \(version)", path: path)
+                "\(kind) version \(bytes[magic.count]); this build reads version \(readable)", path: path)
         }
         guard bytes.count == length else {
-            throw SecureKeysError.damaged("\(kind) is \(bytes.count) bytes, a v\(version) file is \(length)", path: path)
+            throw SecureKeysError.damaged(
+                "\(kind) is \(bytes.count) bytes, a v\(bytes[magic.count]) file is \(length)", path: path)
         }
         let body = bytes[..<(length - checksumLength)]
         guard KeyDerivation.constantTimeEquals(KeyDerivation.checksum(of: body, length: checksumLength), Array(bytes[body.endIndex...]))

@@ -1,11 +1,14 @@
-/// The key file beside a store: the store's 32-byte key, wrapped by its protection class's key
-/// (format v1, specified byte by byte in keys/README.md).
+/// The key file beside a store: the store's 32-byte key, wrapped by its protection class's key, and the
+/// store's format (format v2, specified byte by byte in keys/README.md; v1 files, which hold no format, are
+/// read as stores of ``StoreFormat/sqlcipher3Raw4096``).
 ///
 /// A checksum over the whole file tells damage (truncation, bit flips) apart from a class key that does not
 /// fit (a key file from another device), even while the device is locked and no class key is at hand.
 public struct StoreKeyFile: Sendable {
-    /// The format this type reads and writes.
-    public static let formatVersion: UInt8 = 1
+    /// The format this type writes.
+    public static let formatVersion: UInt8 = 2
+    /// The formats this type reads: v1 (no store format recorded: format 1) and v2.
+    public static let readableFormatVersions: [UInt8] = [1, 2]
     /// The magic bytes a store key file starts with.
     public static let magic: [UInt8] = Array("PSSK".utf8)
     /// The length of the store identifier.
@@ -16,7 +19,7 @@ public struct StoreKeyFile: Sendable {
     static let headerLength = 24
     static let wrappedKeyLength = KeyWrap.wrappedLength(secretLength: storeKeyLength)
     static let checksumLength = ChecksummedFile.checksumLength
-    /// The length of every v1 store key file.
+    /// The length of every store key file (v1 and v2).
     public static let fileLength = headerLength + wrappedKeyLength + checksumLength
 
     static let wrappingLabel = "ProtectedStore.store-key.wrap.v1"
@@ -27,19 +30,39 @@ public struct StoreKeyFile: Sendable {
     public let protectionClass: ProtectionClass
     /// A random identifier of the store this key belongs to (not secret).
     public let storeID: [UInt8]
+    /// The key file's format version (1 or 2).
+    public let version: UInt8
+    /// The format of the store file this key opens: recorded at offset 6 of a v2 file; format 1 for a v1 file.
+    public let storeFormat: StoreFormat
 
     /// Parses a store key file and checks its checksum.
     ///
-    /// - Throws: ``SecureKeysError/Code/damaged`` or ``SecureKeysError/Code/unsupportedFormat``.
+    /// - Throws: ``SecureKeysError/Code/damaged``, or ``SecureKeysError/Code/unsupportedFormat`` for a key file
+    ///   version or a store format this build does not know.
     public init(bytes: [UInt8], path: String? = nil) throws {
         try ChecksummedFile.verify(
-            bytes, kind: "store key file", magic: Self.magic, version: Self.formatVersion, length: Self.fileLength, path: path)
-        var reader = ByteReader(bytes, offset: Self.magic.count + 1)
+            bytes, kind: "store key file", magic: Self.magic, versions: Self.readableFormatVersions,
+            length: Self.fileLength, path: path)
+        var reader = ByteReader(bytes, offset: Self.magic.count)
+        let version = reader.readUInt8()!
         guard let protectionClass = reader.readUInt8().flatMap(ProtectionClass.init(rawValue:)) else {
             throw SecureKeysError.damaged("unknown protection class", path: path)
         }
-        _ = reader.readUInt16()  // reserved
+        let formatIdentifier = reader.readUInt8()!
+        _ = reader.readUInt8()  // reserved
+        if version == 1 {
+            // Version 1 held two reserved bytes here and knew one store format: the one every store was in.
+            storeFormat = .sqlcipher3Raw4096
+        } else if let format = StoreFormat(recordedIdentifier: formatIdentifier) {
+            storeFormat = format
+        } else {
+            let known = StoreFormat.recorded.map { "\($0.identifier) (\($0.name))" }.joined(separator: ", ")
+            throw SecureKeysError.unsupportedFormat(
+                "the store is in format \(formatIdentifier), which this build cannot open (it knows format \(known))",
+                path: path)
+        }
         self.bytes = bytes
+        self.version = version
         self.protectionClass = protectionClass
         self.storeID = Array(reader.read(Self.storeIDLength)!)
     }
@@ -69,15 +92,31 @@ public struct StoreKeyFile: Sendable {
         return key
     }
 
-    /// Makes a new store key and its key file image (nothing is written).
+    /// Makes a new store key and its key file image (nothing is written), recording `storeFormat`.
     public static func make(
-        protectionClass: ProtectionClass, classKey: SecureBytes, random: any RandomSource = SystemRandom()
+        protectionClass: ProtectionClass, classKey: SecureBytes, storeFormat: StoreFormat = .current,
+        random: any RandomSource = SystemRandom()
     ) throws -> (file: StoreKeyFile, storeKey: SecureBytes) {
+        try make(
+            protectionClass: protectionClass, classKey: classKey, storeFormat: storeFormat, version: formatVersion,
+            random: random)
+    }
+
+    /// Makes a key file image of `version`: 2, or 1 (which records no store format) to rebuild the v1
+    /// known-answer vector.
+    static func make(
+        protectionClass: ProtectionClass, classKey: SecureBytes, storeFormat: StoreFormat, version: UInt8,
+        random: any RandomSource
+    ) throws -> (file: StoreKeyFile, storeKey: SecureBytes) {
+        guard storeFormat.identifier != 0 else {
+            throw SecureKeysError.unsupportedFormat("\(storeFormat) cannot be recorded in a key file")
+        }
         var header = ByteWriter()
         header.write(magic)
-        header.write(formatVersion)
+        header.write(version)
         header.write(protectionClass.rawValue)
-        header.write(UInt16(0))
+        header.write(version == 1 ? 0 : storeFormat.identifier)
+        header.write(UInt8(0))
         header.write(random.bytes(count: storeIDLength))
         let storeKey = SecureBytes.random(count: storeKeyLength, using: random)
         let wrappingKey = try KeyDerivation.derive(label: wrappingLabel, from: classKey)
