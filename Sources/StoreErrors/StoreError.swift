@@ -152,6 +152,14 @@ public struct StoreError: Error, Sendable {
         public static let wipeIncomplete = Code("wipe-incomplete")
         /// The process serving the state directory's agent socket runs as another user: nothing was sent to it.
         public static let untrustedAgent = Code("untrusted-agent")
+        /// The device keeps its key in one store (a TPM, a file) and was booted with the other.
+        public static let keyStoreMismatch = Code("key-store-mismatch")
+        /// No TPM answers at the TCTI given.
+        public static let tpmUnavailable = Code("tpm-unavailable")
+        /// The device key was sealed by another TPM, or the TPM was cleared since.
+        public static let sealedByAnotherTPM = Code("sealed-by-another-tpm")
+        /// The TPM refused a command.
+        public static let tpmFailure = Code("tpm-failure")
 
         /// Every code this version defines, in the order above.
         public static let all: [Code] = [
@@ -161,7 +169,7 @@ public struct StoreError: Error, Sendable {
             .keyWiped, .storeExistsWithoutKey, .alreadyExists, .insecurePermissions, .insecureStateDirectory, .invalidArgument, .ioError,
             .outOfMemory, .noDevice, .deviceExists, .wrongPasscode, .passcodeDelay, .deviceWiped, .deviceStateDamaged,
             .stateInUse, .agentRefused, .agentDisconnected, .agentFailed, .invalidDeviceSetting, .wipeIncomplete,
-            .untrustedAgent,
+            .untrustedAgent, .keyStoreMismatch, .tpmUnavailable, .sealedByAnotherTPM, .tpmFailure,
         ]
     }
 
