@@ -62,7 +62,7 @@ final class TPMConnection {
 
     // MARK: Reading the TPM
 
-    /// The TPM's manufacturer, four ASCII letters (`IBM ` for swtpm): proof that a TPM 2.0 answers.
+    /// The TPM's manufacturer, up to four ASCII letters (`IBM` for swtpm): proof that a TPM 2.0 answers.
     ///
     /// - Throws: ``DeviceError/Code/tpmUnavailable`` when it does not answer.
     func manufacturer() throws -> String {
@@ -76,7 +76,9 @@ final class TPMConnection {
         }
         let value = data.pointee.data.tpmProperties.tpmProperty.0.value.bigEndian
         let letters = withUnsafeBytes(of: value) { Array($0) }
-        return String(decoding: letters.map { (0x20...0x7e).contains($0) ? $0 : 0x3f }, as: UTF8.self)
+        // Padded with spaces or NULs (swtpm: "IBM\0"); anything else unprintable is shown as "?".
+        let shown = letters.filter { $0 != 0 }.map { (0x20...0x7e).contains($0) ? $0 : 0x3f }
+        return String(decoding: shown, as: UTF8.self).trimmingCharacters(in: .whitespaces)
     }
 
     // MARK: The storage key

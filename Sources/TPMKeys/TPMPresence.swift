@@ -2,7 +2,7 @@ import Foundation
 
 /// Whether a TPM 2.0 answers at a TCTI: where the device key can be sealed, or why the file store remains.
 public enum TPMPresence: Sendable, Hashable, CustomStringConvertible {
-    /// A TPM 2.0 answered, made by `manufacturer` (four letters from the TPM: `IBM ` for swtpm).
+    /// A TPM 2.0 answered, made by `manufacturer` (up to four letters from the TPM: `IBM` for swtpm).
     case present(tcti: String, manufacturer: String)
     /// None answered; `reason` says why (no device node, no permission, nothing listening).
     case absent(tcti: String, reason: String)
@@ -29,7 +29,7 @@ public enum TPMPresence: Sendable, Hashable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .present(let tcti, let manufacturer):
-            "present at \(tcti) (manufacturer \(manufacturer.trimmingCharacters(in: .whitespaces)))"
+            "present at \(tcti) (manufacturer \(manufacturer))"
         case .absent(let tcti, let reason): "absent at \(tcti): \(reason)"
         }
     }

@@ -59,7 +59,8 @@ extension ProtectedStoreCommand {
             for script in parsed {
                 let directory = try options.stateDirectory ?? TemporaryStateDirectories.make(prefix: "protected-store")
                 defer { if options.stateDirectory == nil { TemporaryStateDirectories.remove(directory) } }
-                let session = try ScenarioSession(stateDirectory: directory, kdf: options.kdf) { print("  \($0)") }
+                let session = try ScenarioSession(
+                    stateDirectory: directory, kdf: options.kdf, keyStore: options.keyStore.store(for: directory)) { print("  \($0)") }
                 session.plantedFault = options.plant
                 if let failure = await script.run(in: session) {
                     FileHandle.standardError.write(Data("\(failure)\n".utf8))
@@ -81,6 +82,8 @@ struct SessionOptions: ParsableArguments {
 
     @Option(help: ArgumentHelp("Plant a bug in the app (the simulator's self-test).", visibility: .hidden))
     var plant: DataController.PlantedFault?
+
+    @OptionGroup var keyStore: KeyStoreOptions
 
     var kdf: PasscodeKDF { fastKDF ? .minimal : .default }
 }

@@ -42,7 +42,8 @@ extension ProtectedStoreCommand {
             let input = StandardInput()
             let interactive = input.isTerminal
             let prompt = PasscodePrompt(input: input)
-            let session = try ScenarioSession(stateDirectory: directory, kdf: options.kdf)
+            let session = try ScenarioSession(
+                stateDirectory: directory, kdf: options.kdf, keyStore: options.keyStore.store(for: directory))
             var status = ShellStatus(stopsAtFirstError: !interactive && !keepGoing)
             var lineNumber = 0
             if interactive {

@@ -95,7 +95,7 @@ struct TPMDeviceKeyStoreTests {
         let tpm = try SoftwareTPM()
         let present = TPMPresence.detect(tcti: tpm.tcti)
         #expect(present.isPresent)
-        #expect(present.description.contains("IBM"), "\(present)")
+        #expect(present == .present(tcti: tpm.tcti, manufacturer: "IBM"), "\(present)")
 
         let noNode = TPMPresence.detect(tcti: "device:/nonexistent/tpmrm0")
         #expect(!noNode.isPresent)
