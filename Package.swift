@@ -18,6 +18,7 @@ let package = Package(
         .library(name: "EncryptedSQLite", targets: ["EncryptedSQLite"]),
         .library(name: "ProtectedData", targets: ["ProtectedData"]),
         .library(name: "ProtectedStore", targets: ["ProtectedStore"]),
+        .library(name: "TPMKeys", targets: ["TPMKeys"]),
         .library(name: "ProtectedStoreTesting", targets: ["ProtectedStoreTesting"]),
         .library(name: "ProtectedStoreHarness", targets: ["ProtectedStoreHarness"]),
         .executable(name: "protected-store", targets: ["protected-store"]),
@@ -80,10 +81,13 @@ let package = Package(
             swiftSettings: strictSettings
         ),
 
+        // The device key sealed by a TPM 2.0 (tpm2-tss): a `DeviceKeyStore` beside the device's file one.
+        .target(name: "TPMKeys", dependencies: ["CTSS2", "SecureKeys", "ProtectedData"], swiftSettings: strictSettings),
+
         .executableTarget(
             name: "protected-store",
             dependencies: [
-                "SecureKeys", "EncryptedSQLite", "ProtectedData", "ProtectedStore", "ProtectedStoreHarness", "CEditLine",
+                "SecureKeys", "EncryptedSQLite", "ProtectedData", "ProtectedStore", "ProtectedStoreHarness", "CEditLine", "TPMKeys",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -161,6 +165,9 @@ let package = Package(
             ],
             swiftSettings: strictSettings + [.enableUpcomingFeature("MemberImportVisibility")]
         ),
+        .testTarget(
+            name: "TPMKeysTests", dependencies: ["TPMKeys", "ProtectedData", "SecureKeys", "TestSupport"],
+            swiftSettings: strictSettings),
         .testTarget(
             name: "ProtectedDataTests",
             dependencies: ["ProtectedData", "SecureKeys", "TestSupport", .product(name: "Clocks", package: "swift-clocks")],

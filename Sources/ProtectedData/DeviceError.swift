@@ -36,6 +36,15 @@ public struct DeviceError: Error, Sendable, CustomStringConvertible, LocalizedEr
         /// A clock advance past the virtual clock's end (1,000 years), or one step over 100 years
         /// (``DeviceRules/checkClockAdvance(by:from:)``): the clock stays where it was.
         public static let clockLimit = Code("clock-limit")
+        /// The device keeps its key in one store (a TPM, a file) and was booted with the other.
+        public static let keyStoreMismatch = Code("key-store-mismatch")
+        /// No TPM answers at the TCTI given (no device node, no simulator listening, not a TPM 2.0).
+        public static let tpmUnavailable = Code("tpm-unavailable")
+        /// The device key was sealed by another TPM, or this TPM's owner hierarchy was cleared since: no TPM
+        /// can unseal it any more.
+        public static let sealedByAnotherTPM = Code("sealed-by-another-tpm")
+        /// The TPM refused a command (the message names it and the TPM's response code).
+        public static let tpmFailure = Code("tpm-failure")
     }
 
     /// What kind of failure.
@@ -157,7 +166,7 @@ public struct DeviceError: Error, Sendable, CustomStringConvertible, LocalizedEr
         return Self(code: .stateInUse, message: message, holderProcessID: holder)
     }
 
-    static func invalidSetting(_ what: String) -> Self {
+    package static func invalidSetting(_ what: String) -> Self {
         Self(code: .invalidSetting, message: what)
     }
 
@@ -172,6 +181,36 @@ public struct DeviceError: Error, Sendable, CustomStringConvertible, LocalizedEr
 
     static func clockLimit(_ what: String) -> Self {
         Self(code: .clockLimit, message: what)
+    }
+
+    /// The device in `directory` keeps its key in a store of kind `kept`, and was given one of kind `given`.
+    static func keyStoreMismatch(_ directory: String, kept: DeviceKeyStoreKind, given: DeviceKeyStoreKind) -> Self {
+        let advice = switch kept {
+        case .tpm: "boot it with the TPM key store (`--key-store tpm`, or `auto`)"
+        case .file: "boot it with the file key store, or move the key into the TPM first (`protected-store device migrate-key --to tpm`)"
+        }
+        return Self(
+            code: .keyStoreMismatch,
+            message: "the device in \(directory) keeps its key in \(kept == .tpm ? "the TPM (hardware/uid.tpm)" : "a file (hardware/uid.key)"), "
+                + "not in \(given == .tpm ? "a TPM" : "a file"): \(advice)")
+    }
+
+    /// No TPM answers at `tcti`: `reason` says why.
+    package static func tpmUnavailable(tcti: String, reason: String) -> Self {
+        Self(code: .tpmUnavailable, message: "no TPM 2.0 at \(tcti): \(reason)")
+    }
+
+    /// The sealed device key at `path` was sealed under another primary key than this TPM's.
+    package static func sealedByAnotherTPM(_ path: String) -> Self {
+        Self(
+            code: .sealedByAnotherTPM,
+            message: "the device key \(path) was sealed by another TPM, or this TPM's owner hierarchy was cleared since "
+                + "(its storage key is not the one the key was sealed under): this TPM cannot unseal it; it was left as it is")
+    }
+
+    /// The TPM refused `command` with `response`, a decoded response code.
+    package static func tpmFailure(_ command: String, response: String) -> Self {
+        Self(code: .tpmFailure, message: "the TPM refused \(command): \(response)")
     }
 
     static func stateDamaged(_ path: String, _ what: String) -> Self {

@@ -12,6 +12,8 @@ struct DeviceLayout: Sendable {
     var keybagPath: String { deviceDirectory + "/device.keybag" }
     var statePath: String { deviceDirectory + "/state.json" }
     var deviceKeyPath: String { hardwareDirectory + "/uid.key" }
+    /// The device key's files, plain and sealed (``DeviceKeyFiles``).
+    var keyFiles: DeviceKeyFiles { DeviceKeyFiles(stateDirectory: root) }
     /// Present from the start of a set-up until its state file is written: key files beside it and no state
     /// file are what a set-up that stopped part-way left, which protect nothing yet.
     var setUpMarkerPath: String { deviceDirectory + "/set-up.incomplete" }

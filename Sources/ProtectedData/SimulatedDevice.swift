@@ -97,6 +97,8 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
         case keybagRemovalFails
         /// Removing the device key fails with `EIO`.
         case deviceKeyRemovalFails
+        /// Removing the sealed device key (`hardware/uid.tpm`) fails with `EIO`.
+        case sealedKeyRemovalFails
     }
 
     /// A crash simulated inside an erase (``WipeFault/crashAfterRecording``).
@@ -134,6 +136,7 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     ///   - configuration: grace period, wrong-passcode policy and Argon2id cost.
     ///   - clock: the clock of grace periods and passcode delays.
     ///   - random: where keys come from.
+    ///   - keyStore: where the new device key is kept: a file (the default) or a TPM.
     ///   - ownership: a lock on `directory` that the caller holds and keeps (a device agent that owns the
     ///     directory for its whole life, across reboots of its device): the device uses it instead of taking
     ///     one, and never releases it. `nil`: the device takes the lock itself and releases it at
@@ -142,11 +145,12 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     /// - Throws: ``DeviceError/Code/invalidSetting`` for a setting or passcode outside ``DeviceRules``;
     ///   ``DeviceError/Code/stateInUse`` when another device owns `directory`;
     ///   ``DeviceError/Code/deviceExists`` when `directory` already holds a device (it is never replaced);
-    ///   `SecureKeysError` for file-system failures.
+    ///   `SecureKeysError` for file-system failures; the key store's errors (a TPM that cannot be reached).
     public static func setUp(
         in directory: String, passcode: SecureBytes, configuration: Configuration = Configuration(),
         clock: any Clock<Duration> = ContinuousClock(),
         random: any RandomSource = SystemRandom(),
+        keyStore: any DeviceKeyStore = FileDeviceKeyStore(),
         ownership: StateDirectoryLock? = nil, allowsEmptyPasscode: Bool = false
     ) throws -> SimulatedDevice {
         try DeviceRules.check(configuration)
@@ -162,7 +166,7 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
             gracePeriodMilliseconds: configuration.gracePeriod.milliseconds,
             wipeAfterFailures: configuration.attemptPolicy.wipeAfterFailures)
         do {
-            try SecureFile.writeSecret(deviceKey, to: layout.deviceKeyPath)
+            try keyStore.keep(deviceKey, in: layout.keyFiles)
             // The keybag records that this device's state file is authenticated, so a version-1 file (untagged)
             // put in its place later is refused instead of read as an old device's.
             (keybag, keys) = try Keybag.create(
@@ -203,35 +207,41 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     ///   - directory: the state directory.
     ///   - clock: the clock of grace periods and passcode delays.
     ///   - random: where keys come from.
+    ///   - keyStore: the store that keeps the device key: the file store (the default) or a TPM one; it must be
+    ///     of the kind the device uses (``DeviceKeyStoreKind/of(directory:)``).
     ///   - ownership: a lock on `directory` that the caller holds and keeps, as for
-    ///     ``setUp(in:passcode:configuration:clock:random:ownership:allowsEmptyPasscode:)``: the device uses it and never
+    ///     ``setUp(in:passcode:configuration:clock:random:keyStore:ownership:allowsEmptyPasscode:)``: the device uses it and never
     ///     releases it. `nil`: the device takes the lock itself and releases it at ``powerOff()``.
     /// - Throws: ``DeviceError/Code/stateInUse`` when another device owns `directory` (power the previous
     ///   one off first: a reboot in the same process is `powerOff()`, then a new boot);
     ///   ``DeviceError/Code/noDevice`` when nothing was set up there; `SecureKeysError` with
-    ///   `key-file-damaged` for a damaged keybag (left as it is).
+    ///   `key-file-damaged` for a damaged keybag (left as it is); ``DeviceError/Code/keyStoreMismatch`` when
+    ///   the device keeps its key in the other store; the key store's errors.
     public convenience init(
         bootingFrom directory: String, clock: any Clock<Duration> = ContinuousClock(),
         random: any RandomSource = SystemRandom(),
+        keyStore: any DeviceKeyStore = FileDeviceKeyStore(),
         ownership: StateDirectoryLock? = nil
     ) throws {
-        try self.init(bootingFrom: directory, clock: clock, random: random, ownership: ownership, plantedFault: nil)
+        try self.init(
+            bootingFrom: directory, clock: clock, random: random, keyStore: keyStore, ownership: ownership, plantedFault: nil)
     }
 
     /// Boots the device kept in `directory`, with a bug planted (the simulator's self-test).
     ///
     /// A state that says wiped finishes its erase here, before anything reads a key file: a wipe interrupted
-    /// after it recorded itself (a crash, a failed unlink) leaves the keybag and the device key behind, and
-    /// they are removed, and their folders synced, now. A state that is not wiped is checked with the device
+    /// after it recorded itself (a crash, a failed unlink) leaves the keybag and the device key (plain or
+    /// sealed) behind, and they are removed, and their folders synced, now — with no TPM needed. A state that is not wiped is checked with the device
     /// key (its integrity tag) and, when it is of format version 1, rewritten as version 2.
     ///
-    /// - Throws: as ``init(bootingFrom:clock:random:ownership:)``; ``DeviceError/Code/wipeIncomplete`` when an
+    /// - Throws: as ``init(bootingFrom:clock:random:keyStore:ownership:)``; ``DeviceError/Code/wipeIncomplete`` when an
     ///   erase cannot be finished; ``DeviceError/Code/stateDamaged`` for a state file out of range or whose tag
     ///   does not verify; `SecureKeysError` with `key-file-damaged` naming `hardware/uid.key` for a device key
     ///   that is not 32 bytes.
     package convenience init(
         bootingFrom directory: String, clock: any Clock<Duration> = ContinuousClock(),
         random: any RandomSource = SystemRandom(),
+        keyStore: any DeviceKeyStore = FileDeviceKeyStore(),
         ownership: StateDirectoryLock? = nil, plantedFault: PlantedFault?
     ) throws {
         // The lock first: a state file read while another device may still write it could be stale.
@@ -248,7 +258,7 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
             state.wipeRecorded = true
             if plantedFault != .wipeNotRolledForward { try Self.removeKeyFiles(layout) }
         } else {
-            let deviceKey = try Self.readDeviceKey(layout)
+            let deviceKey = try layout.keyFiles.readDeviceKey(with: keyStore)
             do {
                 let keybag = try Keybag.load(from: layout.keybagPath, deviceKey: deviceKey)
                 try DeviceStateFile.verify(contents, deviceKey: deviceKey, path: layout.statePath)
@@ -304,7 +314,7 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     /// never removed, `device-exists`.
     private static func startSetUp(_ layout: DeviceLayout) throws {
         if SecureFile.exists(layout.statePath) { throw DeviceError.deviceExists(at: layout.root) }
-        let leftovers = [layout.keybagPath, layout.deviceKeyPath].filter(SecureFile.exists)
+        let leftovers = ([layout.keybagPath] + layout.keyFiles.all).filter(SecureFile.exists)
         if !leftovers.isEmpty {
             guard SecureFile.exists(layout.setUpMarkerPath) else { throw DeviceError.deviceExists(at: layout.root) }
             for path in leftovers { try DiskIO.unlink(path) }
@@ -315,19 +325,6 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
         try SecureFile.createDirectory(at: layout.deviceDirectory)
         try SecureFile.writeAtomically([], to: layout.setUpMarkerPath, replacing: true)
         try SecureFile.createDirectory(at: layout.hardwareDirectory)
-    }
-
-    /// The device key, `hardware/uid.key`: 32 bytes, or the file is damaged — said of that file, not of the
-    /// keybag it would fail to verify.
-    private static func readDeviceKey(_ layout: DeviceLayout) throws -> SecureBytes {
-        let deviceKey = try SecureFile.readSecret(layout.deviceKeyPath)
-        guard deviceKey.count == 32 else {
-            let count = deviceKey.count
-            deviceKey.wipe()
-            throw SecureKeysError.damaged(
-                "the device key \(layout.deviceKeyPath) is \(count) bytes, a device key is 32", path: layout.deviceKeyPath)
-        }
-        return deviceKey
     }
 
     private init(
@@ -374,9 +371,9 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     /// files may still be there until the next attempt or boot. Package-only, for the simulator's oracle.
     package var isErasePending: Bool { state.withLock { $0.wipePending } }
 
-    /// The files that hold the device's keys — the keybag and the device key — which an erase removes.
-    /// Package-only, for the simulator's oracle.
-    package var keyFilePaths: [String] { [layout.keybagPath, layout.deviceKeyPath] }
+    /// The files that hold the device's keys — the keybag and the device key, plain or sealed — which an erase
+    /// removes. Package-only, for the simulator's oracle.
+    package var keyFilePaths: [String] { [layout.keybagPath] + layout.keyFiles.all }
 
     /// Consecutive wrong passcodes so far (persisted across reboots).
     public var failedPasscodeAttempts: Int { state.withLock { $0.persisted.failedPasscodeAttempts } }
@@ -517,7 +514,7 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     /// key — whoever still holds a reference to one, and the device answers "nothing available" from then on.
     /// The state directory's lock is released (unless the caller passed it in as `ownership`), so the next
     /// boot, in this process or another, may take it: boot again with
-    /// ``init(bootingFrom:clock:random:ownership:)``.
+    /// ``init(bootingFrom:clock:random:keyStore:ownership:)``.
     public func powerOff() {
         state.withLock { state in
             for key in state.heldKeys.values { key.wipe() }
@@ -712,13 +709,18 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
         state.wipePending = false
     }
 
-    /// Removes the keybag and the device key, and syncs their folders: removed for good only then, as a power
-    /// cut must not bring the keys back. A missing file is not an error, so this finishes any erase.
+    /// Removes the keybag and the device key — its file and its sealed blob, whichever store kept it, so no
+    /// TPM is needed to erase — and syncs their folders: removed for good only then, as a power cut must not
+    /// bring the keys back. A missing file is not an error, so this finishes any erase.
     ///
     /// - Throws: ``DeviceError/Code/wipeIncomplete`` naming the file that stays.
     private static func removeKeyFiles(_ layout: DeviceLayout) throws {
+        let files = layout.keyFiles
         do {
-            for (path, fault) in [(layout.keybagPath, WipeFault.keybagRemovalFails), (layout.deviceKeyPath, .deviceKeyRemovalFails)] {
+            for (path, fault) in [
+                (layout.keybagPath, WipeFault.keybagRemovalFails), (files.plainKeyPath, .deviceKeyRemovalFails),
+                (files.sealedKeyPath, .sealedKeyRemovalFails),
+            ] {
                 if wipeFault == fault { throw SecureKeysError.io("cannot remove", path: path, errno: EIO) }
                 try DiskIO.unlink(path)
             }

@@ -154,6 +154,14 @@ public struct StoreError: Error, Sendable {
         public static let untrustedAgent = Code("untrusted-agent")
         /// A clock advance past the virtual clock's end (1,000 years), or one step over 100 years.
         public static let clockLimit = Code("clock-limit")
+        /// The device keeps its key in one store (a TPM, a file) and was booted with the other.
+        public static let keyStoreMismatch = Code("key-store-mismatch")
+        /// No TPM answers at the TCTI given.
+        public static let tpmUnavailable = Code("tpm-unavailable")
+        /// The device key was sealed by another TPM, or the TPM was cleared since.
+        public static let sealedByAnotherTPM = Code("sealed-by-another-tpm")
+        /// The TPM refused a command.
+        public static let tpmFailure = Code("tpm-failure")
 
         /// Every code this version defines, in the order above.
         public static let all: [Code] = [
@@ -163,7 +171,7 @@ public struct StoreError: Error, Sendable {
             .keyWiped, .storeExistsWithoutKey, .alreadyExists, .insecurePermissions, .insecureStateDirectory, .invalidArgument, .ioError,
             .outOfMemory, .noDevice, .deviceExists, .wrongPasscode, .passcodeDelay, .deviceWiped, .deviceStateDamaged,
             .stateInUse, .agentRefused, .agentDisconnected, .agentFailed, .invalidDeviceSetting, .wipeIncomplete,
-            .untrustedAgent, .clockLimit,
+            .untrustedAgent, .clockLimit, .keyStoreMismatch, .tpmUnavailable, .sealedByAnotherTPM, .tpmFailure,
         ]
     }
 

@@ -8,7 +8,7 @@ extension ProtectedStoreCommand {
     struct Device: ParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Run the device as a service that several processes share.",
-            subcommands: [Serve.self])
+            subcommands: [Serve.self, MigrateKey.self])
     }
 }
 
@@ -37,6 +37,8 @@ extension ProtectedStoreCommand.Device {
         @Option(name: .customLong("max-clients"), help: "Clients served at once; one more is refused until one leaves.")
         var maximumClients = 32
 
+        @OptionGroup var keyStore: KeyStoreOptions
+
         @OptionGroup var logging: LoggingOptions
 
         func validate() throws {
@@ -47,7 +49,9 @@ extension ProtectedStoreCommand.Device {
             logging.bootstrap()
             let agent = try DeviceAgent(
                 stateDirectory: stateDirectory,
-                configuration: .init(kdf: fastKDF ? .minimal : .default, maximumClients: maximumClients))
+                configuration: .init(
+                    kdf: fastKDF ? .minimal : .default, maximumClients: maximumClients,
+                    keyStore: keyStore.store(for: stateDirectory)))
             // Ctrl-C and SIGTERM stop it cleanly: the socket goes, the lock with the process (exit 130, 143).
             let stoppedBy = LockedState<Int32?>(nil)
             try StopSignals.install { number in

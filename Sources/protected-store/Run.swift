@@ -62,7 +62,9 @@ extension ProtectedStoreCommand {
             for script in parsed {
                 let directory = try options.stateDirectory ?? TemporaryStateDirectories.make(prefix: "protected-store")
                 defer { if options.stateDirectory == nil { TemporaryStateDirectories.remove(directory) } }
-                let session = try ScenarioSession(stateDirectory: directory, kdf: options.kdf) { OutputWidth.print("  " + $0, width: width) }
+                let session = try ScenarioSession(
+                    stateDirectory: directory, kdf: options.kdf, keyStore: options.keyStore.store(for: directory)
+                ) { OutputWidth.print("  " + $0, width: width) }
                 session.plantedFault = options.plant
                 if let failure = await script.run(in: session) {
                     StandardError.write("\(failure)")
@@ -89,6 +91,8 @@ struct SessionOptions: ParsableArguments {
 
     @Option(help: "Plant a bug in the app (the simulator's self-test): to replay a script `simulate --plant` minimized.")
     var plant: DataController.PlantedFault?
+
+    @OptionGroup var keyStore: KeyStoreOptions
 
     var kdf: PasscodeKDF { fastKDF ? .minimal : .default }
 }

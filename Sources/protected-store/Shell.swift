@@ -49,7 +49,9 @@ extension ProtectedStoreCommand {
             let prompt = PasscodePrompt(input: input)
             // What the commands print may repeat what was typed (a key, an operation's name): shown with its
             // control characters escaped, so that an escape sequence in it cannot move the cursor.
-            let session = try ScenarioSession(stateDirectory: directory, kdf: options.kdf) { line in
+            let session = try ScenarioSession(
+                stateDirectory: directory, kdf: options.kdf, keyStore: options.keyStore.store(for: directory)
+            ) { line in
                 print(ScenarioQuoting.escapingControlCharacters(line))
             }
             // At a terminal, libedit reads the lines (editing, history, Ctrl-C clearing the line); from a pipe or

@@ -34,6 +34,8 @@ public final class DeviceAgent: Sendable {
         /// included) may take to arrive whole once its first byte has (1 ms to a day): a client that stays
         /// silent, stalls or dies part-way is cut off then.
         public var requestTimeout: Duration
+        /// Where the device keeps its key: a file (the default) or a TPM (`TPMKeys`).
+        public var keyStore: any DeviceKeyStore
 
         /// A configuration.
         ///
@@ -43,7 +45,12 @@ public final class DeviceAgent: Sendable {
         ///   - kdf: the Argon2id cost for a device set up through the agent.
         ///   - maximumClients: clients served at once (32).
         ///   - requestTimeout: how long before `hello` begins, and a request once begun, may take (5 s).
-        public init(kdf: PasscodeKDF = .default, maximumClients: Int = 32, requestTimeout: Duration = .seconds(5)) {
+        ///   - keyStore: where the device keeps its key, at set-up and at every boot (the file store).
+        public init(
+            kdf: PasscodeKDF = .default, maximumClients: Int = 32, requestTimeout: Duration = .seconds(5),
+            keyStore: any DeviceKeyStore = FileDeviceKeyStore()
+        ) {
+            self.keyStore = keyStore
             let timeouts = Duration.milliseconds(1)...Duration.seconds(24 * 3600)
             self.kdf = kdf
             self.maximumClients = min(max(maximumClients, 1), 4096)
@@ -95,7 +102,7 @@ public final class DeviceAgent: Sendable {
         try SecureFile.createDirectory(at: stateDirectory)
         ownership = try StateDirectoryLock.acquire(stateDirectory, as: .deviceAgent)
         if SecureFile.exists(layout.statePath) {
-            let device = try SimulatedDevice(bootingFrom: stateDirectory, clock: clock, ownership: ownership)
+            let device = try SimulatedDevice(bootingFrom: stateDirectory, clock: clock, keyStore: configuration.keyStore, ownership: ownership)
             state.withLock { $0.device = device }
         }
         try SecureFile.createDirectory(at: layout.agentDirectory)
@@ -233,7 +240,8 @@ public final class DeviceAgent: Sendable {
                     in: stateDirectory, passcode: passcode,
                     configuration: .init(
                         gracePeriod: gracePeriod, attemptPolicy: .init(wipeAfterFailures: wipeAfterFailures), kdf: configuration.kdf),
-                    clock: clock, ownership: ownership, allowsEmptyPasscode: allowsEmptyPasscode)
+                    clock: clock, keyStore: configuration.keyStore, ownership: ownership,
+                    allowsEmptyPasscode: allowsEmptyPasscode)
                 state.withLock { $0.device = device }
                 watch(device)
                 broadcast(.didBecomeAvailable)
@@ -255,7 +263,7 @@ public final class DeviceAgent: Sendable {
                 let hadProtectedData = old.availability.availableClasses.count > 1
                 state.withLock { $0.subscription = nil }
                 old.powerOff()
-                let device = try SimulatedDevice(bootingFrom: stateDirectory, clock: clock, ownership: ownership)
+                let device = try SimulatedDevice(bootingFrom: stateDirectory, clock: clock, keyStore: configuration.keyStore, ownership: ownership)
                 state.withLock { $0.device = device }
                 watch(device)
                 if hadProtectedData { broadcast(.didBecomeUnavailable) }

@@ -26,6 +26,8 @@ public struct ExpectationFailure: Error, Sendable, Hashable, CustomStringConvert
 public final class ScenarioSession {
     /// The state directory: the device and the store.
     public let stateDirectory: String
+    /// Where the session's device keeps its key.
+    public let keyStore: any DeviceKeyStore
     /// The virtual clock, at 0 when the session starts.
     public let clock = ManualClock()
     /// Argon2id cost for devices this session sets up.
@@ -109,9 +111,18 @@ public final class ScenarioSession {
     /// Opens a session on `stateDirectory`. A device already kept there is booted: starting again on the
     /// same directory is a reboot.
     ///
+    /// - Parameters:
+    ///   - stateDirectory: the state directory.
+    ///   - kdf: the Argon2id cost of a device set up in the session.
+    ///   - keyStore: where the session's device keeps its key (a file by default, or a TPM), at set-up and boot.
+    ///   - output: where the session's lines go.
     /// - Throws: what booting the device throws (a damaged keybag, for instance).
-    public init(stateDirectory: String, kdf: PasscodeKDF = .default, output: @escaping (String) -> Void = { print($0) }) throws {
+    public init(
+        stateDirectory: String, kdf: PasscodeKDF = .default, keyStore: any DeviceKeyStore = FileDeviceKeyStore(),
+        output: @escaping (String) -> Void = { print($0) }
+    ) throws {
         self.stateDirectory = stateDirectory
+        self.keyStore = keyStore
         self.kdf = kdf
         self.output = output
         started = clock.now
@@ -119,7 +130,8 @@ public final class ScenarioSession {
         disk = SimulatedDisk(root: stateDirectory)
         (agent, ownership) = try Self.connectOrOwn(stateDirectory)
         if let ownership, SecureFile.exists(stateDirectory + "/device/state.json") {
-            device = try SimulatedDevice(bootingFrom: stateDirectory, clock: clock, ownership: ownership, plantedFault: devicePlant)
+            device = try SimulatedDevice(
+                bootingFrom: stateDirectory, clock: clock, keyStore: keyStore, ownership: ownership, plantedFault: devicePlant)
         }
     }
 
@@ -234,7 +246,8 @@ public final class ScenarioSession {
         do {
             if let error = plan.powerCutError { throw error }
             if SecureFile.exists(stateDirectory + "/device/state.json") {
-                device = try SimulatedDevice(bootingFrom: stateDirectory, clock: clock, ownership: ownership, plantedFault: devicePlant)
+                device = try SimulatedDevice(
+                bootingFrom: stateDirectory, clock: clock, keyStore: keyStore, ownership: ownership, plantedFault: devicePlant)
             }
         } catch {
             let coded = StoreError(wrapping: error)
@@ -339,11 +352,12 @@ public final class ScenarioSession {
             device = try SimulatedDevice.setUp(
                 in: stateDirectory, passcode: Self.bytes(of: passcode),
                 configuration: .init(gracePeriod: grace, attemptPolicy: .init(wipeAfterFailures: wipeAfter), kdf: kdf),
-                clock: clock, ownership: ownership, allowsEmptyPasscode: allowsEmpty)
+                clock: clock, keyStore: keyStore, ownership: ownership, allowsEmptyPasscode: allowsEmpty)
         case .deviceReboot:
             try requireDevice().powerOff()
             abandonApp()
-            device = try SimulatedDevice(bootingFrom: stateDirectory, clock: clock, ownership: ownership, plantedFault: devicePlant)
+            device = try SimulatedDevice(
+                bootingFrom: stateDirectory, clock: clock, keyStore: keyStore, ownership: ownership, plantedFault: devicePlant)
         case .devicePowerCut(let mode, let seed):
             device?.powerOff()
             abandonApp()
@@ -355,7 +369,8 @@ public final class ScenarioSession {
                 "power cut (\(mode.rawValue)): \(report.droppedPieces) of \(report.unsyncedPieces) unsynced sectors and "
                     + "\(report.droppedEntryChanges) of \(report.unsyncedEntryChanges) unsynced file creations, renames and removals lost")
             if SecureFile.exists(stateDirectory + "/device/state.json") {
-                device = try SimulatedDevice(bootingFrom: stateDirectory, clock: clock, ownership: ownership, plantedFault: devicePlant)
+                device = try SimulatedDevice(
+                bootingFrom: stateDirectory, clock: clock, keyStore: keyStore, ownership: ownership, plantedFault: devicePlant)
             }
         case .deviceLock:
             try requireDevice().lock()

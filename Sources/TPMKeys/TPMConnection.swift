@@ -1,0 +1,288 @@
+internal import CTSS2
+import Foundation
+import ProtectedData
+import SecureKeys
+
+/// One conversation with a TPM 2.0 through tpm2-tss's Enhanced System API: the TCTI (how commands reach the
+/// TPM: `device:/dev/tpmrm0`, `swtpm:host=…,port=…`) and the ESYS context, freed together in `deinit`.
+///
+/// Every command that carries the device key runs in a salted HMAC session with AES-128-CFB parameter
+/// encryption (TPM 2.0 Part 1, "Parameter Encryption"), so the key crosses the bus to the TPM encrypted.
+/// Not `Sendable`: one owner at a time, as the ESYS context requires.
+final class TPMConnection {
+    /// The TCTI configuration, for messages.
+    let tcti: String
+    private var tctiContext: OpaquePointer?
+    private var context: OpaquePointer?
+
+    /// Opens the TPM at `tcti`.
+    ///
+    /// - Throws: ``DeviceError/Code/tpmUnavailable`` naming the TCTI and why.
+    init(tcti: String) throws {
+        self.tcti = tcti
+        if tcti.hasPrefix("device:") {
+            // The device TCTI's own message goes to stderr through tpm2-tss's logging: say it here instead.
+            let node = String(tcti.dropFirst("device:".count))
+            let path = node.isEmpty ? "/dev/tpmrm0" : node
+            guard access(path, F_OK) == 0 else {
+                throw DeviceError.tpmUnavailable(tcti: tcti, reason: "\(path) does not exist (no TPM, or its driver is not loaded)")
+            }
+            guard access(path, R_OK | W_OK) == 0 else {
+                throw DeviceError.tpmUnavailable(
+                    tcti: tcti, reason: "\(path) is not readable and writable by this user (the `tss` group usually is)")
+            }
+        }
+        var loaded: OpaquePointer?
+        var rc = Tss2_TctiLdr_Initialize(tcti, &loaded)
+        guard rc == TSS2_RC_SUCCESS, let loaded else {
+            throw DeviceError.tpmUnavailable(tcti: tcti, reason: Self.decode(rc))
+        }
+        tctiContext = loaded
+        rc = Esys_Initialize(&context, loaded, nil)
+        guard rc == TSS2_RC_SUCCESS else {
+            Tss2_TctiLdr_Finalize(&tctiContext)
+            throw DeviceError.tpmUnavailable(tcti: tcti, reason: Self.decode(rc))
+        }
+    }
+
+    deinit {
+        if context != nil { Esys_Finalize(&context) }
+        if tctiContext != nil { Tss2_TctiLdr_Finalize(&tctiContext) }
+    }
+
+    /// tpm2-tss's text for a response code (`tpm:error(2.0): integrity check failed`).
+    static func decode(_ rc: TSS2_RC) -> String {
+        String(cString: Tss2_RC_Decode(rc))
+    }
+
+    /// Throws ``DeviceError/Code/tpmFailure`` naming `command` unless `rc` is success.
+    private func check(_ rc: TSS2_RC, _ command: String) throws {
+        guard rc == TSS2_RC_SUCCESS else { throw DeviceError.tpmFailure(command, response: Self.decode(rc)) }
+    }
+
+    // MARK: Reading the TPM
+
+    /// The TPM's manufacturer, up to four ASCII letters (`IBM` for swtpm): proof that a TPM 2.0 answers.
+    ///
+    /// - Throws: ``DeviceError/Code/tpmUnavailable`` when it does not answer.
+    func manufacturer() throws -> String {
+        var data: UnsafeMutablePointer<TPMS_CAPABILITY_DATA>?
+        let rc = Esys_GetCapability(
+            context, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), TPM2_CAP(TPM2_CAP_TPM_PROPERTIES),
+            0x105 /* TPM2_PT_MANUFACTURER (PT_FIXED + 5), a macro Swift cannot import */, 1, nil, &data)
+        defer { Esys_Free(data) }
+        guard rc == TSS2_RC_SUCCESS, let data, data.pointee.data.tpmProperties.count >= 1 else {
+            throw DeviceError.tpmUnavailable(tcti: tcti, reason: "it does not answer a TPM 2.0 GetCapability: \(Self.decode(rc))")
+        }
+        let value = data.pointee.data.tpmProperties.tpmProperty.0.value.bigEndian
+        let letters = withUnsafeBytes(of: value) { Array($0) }
+        // Padded with spaces or NULs (swtpm: "IBM\0"); anything else unprintable is shown as "?".
+        let shown = letters.filter { $0 != 0 }.map { (0x20...0x7e).contains($0) ? $0 : 0x3f }
+        return String(decoding: shown, as: UTF8.self).trimmingCharacters(in: .whitespaces)
+    }
+
+    // MARK: The storage key
+
+    /// The primary storage key of the owner hierarchy, created from the fixed template
+    /// (`protectedstore_tpm_primary_template`): the same key every time on this TPM, until its owner hierarchy
+    /// is cleared. The caller flushes ``PrimaryKey/handle``.
+    struct PrimaryKey {
+        var handle: ESYS_TR
+        /// The key's TPM name (hash algorithm ‖ digest of its public area): what tells this TPM's key from
+        /// another's.
+        var name: [UInt8]
+    }
+
+    func createPrimary() throws -> PrimaryKey {
+        var template = TPM2B_PUBLIC()
+        protectedstore_tpm_primary_template(&template)
+        var sensitive = TPM2B_SENSITIVE_CREATE()
+        var outsideInfo = TPM2B_DATA()
+        var pcrs = TPML_PCR_SELECTION()
+        var handle = ESYS_TR(ESYS_TR_NONE)
+        try check(
+            Esys_CreatePrimary(
+                context, ESYS_TR(ESYS_TR_RH_OWNER), ESYS_TR(ESYS_TR_PASSWORD), ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE),
+                &sensitive, &template, &outsideInfo, &pcrs, &handle, nil, nil, nil, nil),
+            "to create its primary storage key (owner hierarchy)")
+        var namePointer: UnsafeMutablePointer<TPM2B_NAME>?
+        let rc = Esys_TR_GetName(context, handle, &namePointer)
+        defer { Esys_Free(namePointer) }
+        guard rc == TSS2_RC_SUCCESS, let namePointer else {
+            flush(handle)
+            throw DeviceError.tpmFailure("to name its primary storage key", response: Self.decode(rc))
+        }
+        let name = withUnsafeBytes(of: namePointer.pointee.name) { Array($0.prefix(Int(namePointer.pointee.size))) }
+        return PrimaryKey(handle: handle, name: name)
+    }
+
+    /// A salted HMAC session bound to nothing, salted with `primary`, encrypting the first parameter both ways.
+    /// The caller flushes it.
+    private func startEncryptedSession(salt primary: ESYS_TR) throws -> ESYS_TR {
+        var cipher = protectedstore_tpm_session_cipher()
+        var session = ESYS_TR(ESYS_TR_NONE)
+        try check(
+            Esys_StartAuthSession(
+                context, primary, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE),
+                nil, TPM2_SE(TPM2_SE_HMAC), &cipher, TPMI_ALG_HASH(TPM2_ALG_SHA256), &session),
+            "to start an encrypted session")
+        let attributes = TPMA_SESSION(TPMA_SESSION_DECRYPT | TPMA_SESSION_ENCRYPT | TPMA_SESSION_CONTINUESESSION)
+        let rc = Esys_TRSess_SetAttributes(context, session, attributes, 0xff)
+        guard rc == TSS2_RC_SUCCESS else {
+            flush(session)
+            throw DeviceError.tpmFailure("to set its session's attributes", response: Self.decode(rc))
+        }
+        return session
+    }
+
+    /// Flushes a transient object or a session; a failure is ignored (the resource manager flushes what a
+    /// connection left when it closes).
+    func flush(_ handle: ESYS_TR) {
+        _ = Esys_FlushContext(context, handle)
+    }
+
+    // MARK: Sealing
+
+    /// What sealing returns: the sealed object's public and private areas, marshalled (the private one is
+    /// encrypted by the TPM under `primary`), and the primary key's name.
+    struct Sealed {
+        var primaryName: [UInt8]
+        var publicArea: [UInt8]
+        var privateArea: [UInt8]
+    }
+
+    /// Seals `secret` (at most 128 bytes) as a keyed-hash sealed-data object under the primary storage key.
+    ///
+    /// The secret is copied into a `TPM2B_SENSITIVE_CREATE` allocated here and zeroed before it is freed; it
+    /// reaches the TPM encrypted by the session.
+    ///
+    /// - Throws: ``DeviceError/Code/tpmFailure``.
+    func seal(_ secret: SecureBytes) throws -> Sealed {
+        let primary = try createPrimary()
+        defer { flush(primary.handle) }
+        let session = try startEncryptedSession(salt: primary.handle)
+        defer { flush(session) }
+        let sensitive = UnsafeMutablePointer<TPM2B_SENSITIVE_CREATE>.allocate(capacity: 1)
+        sensitive.initialize(to: TPM2B_SENSITIVE_CREATE())
+        defer {
+            secureZero(UnsafeMutableRawBufferPointer(start: sensitive, count: MemoryLayout<TPM2B_SENSITIVE_CREATE>.size))
+            sensitive.deallocate()
+        }
+        try secret.withUnsafeBytes { bytes in
+            guard bytes.count <= MemoryLayout.size(ofValue: sensitive.pointee.sensitive.data.buffer) else {
+                throw SecureKeysError.invalidArgument("a sealed secret is at most 128 bytes")
+            }
+            withUnsafeMutableBytes(of: &sensitive.pointee.sensitive.data.buffer) { buffer in
+                buffer.copyMemory(from: bytes)
+            }
+            sensitive.pointee.sensitive.data.size = UInt16(bytes.count)
+        }
+        var template = TPM2B_PUBLIC()
+        protectedstore_tpm_sealed_template(&template)
+        var outsideInfo = TPM2B_DATA()
+        var pcrs = TPML_PCR_SELECTION()
+        var outPrivate: UnsafeMutablePointer<TPM2B_PRIVATE>?
+        var outPublic: UnsafeMutablePointer<TPM2B_PUBLIC>?
+        defer {
+            Esys_Free(outPrivate)
+            Esys_Free(outPublic)
+        }
+        try check(
+            Esys_Create(
+                context, primary.handle, session, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), sensitive, &template,
+                &outsideInfo, &pcrs, &outPrivate, &outPublic, nil, nil, nil),
+            "to seal the device key")
+        guard let outPrivate, let outPublic else { throw DeviceError.tpmFailure("to seal the device key", response: "no object returned") }
+        return Sealed(
+            primaryName: primary.name, publicArea: try Self.marshal(outPublic.pointee, Tss2_MU_TPM2B_PUBLIC_Marshal),
+            privateArea: try Self.marshal(outPrivate.pointee, Tss2_MU_TPM2B_PRIVATE_Marshal))
+    }
+
+    /// Why an unseal did not give the key.
+    enum UnsealFailure: Error {
+        /// This TPM's primary storage key is not the one the object was sealed under.
+        case otherPrimary
+        /// The TPM refused to load the object under the right primary key: it is not what the TPM wrote.
+        case rejected(String)
+    }
+
+    /// Loads the sealed object under the primary storage key and unseals it, straight into `SecureBytes`.
+    ///
+    /// The `TPM2B_SENSITIVE_DATA` tpm2-tss returns is zeroed before it is freed, and a `GetRandom` then
+    /// overwrites the part of the context's response buffer that held the decrypted key.
+    ///
+    /// - Throws: ``UnsealFailure`` (the caller names the file); ``DeviceError/Code/tpmFailure``.
+    func unseal(_ sealed: Sealed) throws -> SecureBytes {
+        let primary = try createPrimary()
+        defer { flush(primary.handle) }
+        guard KeyDerivation.constantTimeEquals(primary.name, sealed.primaryName) else { throw UnsealFailure.otherPrimary }
+        var publicArea = try Self.unmarshal(sealed.publicArea, TPM2B_PUBLIC(), Tss2_MU_TPM2B_PUBLIC_Unmarshal)
+        var privateArea = try Self.unmarshal(sealed.privateArea, TPM2B_PRIVATE(), Tss2_MU_TPM2B_PRIVATE_Unmarshal)
+        let session = try startEncryptedSession(salt: primary.handle)
+        defer { flush(session) }
+        var object = ESYS_TR(ESYS_TR_NONE)
+        let rc = Esys_Load(
+            context, primary.handle, session, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), &privateArea, &publicArea, &object)
+        guard rc == TSS2_RC_SUCCESS else {
+            // A format-1 response code of the TPM itself (TPM 2.0 Part 2, "Response Code Details") is about a
+            // handle, a parameter or a session of this command — the object (integrity, a size, a value). A
+            // warning (no object memory, retry) is about the TPM's state, not the file.
+            if rc & 0xFFFF_0000 == 0, rc & 0x80 != 0 { throw UnsealFailure.rejected(Self.decode(rc)) }
+            throw DeviceError.tpmFailure("to load the sealed device key", response: Self.decode(rc))
+        }
+        defer { flush(object) }
+        var data: UnsafeMutablePointer<TPM2B_SENSITIVE_DATA>?
+        defer {
+            if let data {
+                secureZero(UnsafeMutableRawBufferPointer(start: data, count: MemoryLayout<TPM2B_SENSITIVE_DATA>.size))
+            }
+            Esys_Free(data)
+        }
+        try check(Esys_Unseal(context, object, session, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), &data), "to unseal the device key")
+        scrubResponseBuffer()
+        guard let data else { throw DeviceError.tpmFailure("to unseal the device key", response: "no data returned") }
+        let count = min(Int(data.pointee.size), MemoryLayout.size(ofValue: data.pointee.buffer))
+        let key = SecureBytes(count: count)
+        try key.withUnsafeMutableBytes { target in
+            withUnsafeBytes(of: &data.pointee.buffer) { source in
+                target.copyMemory(from: UnsafeRawBufferPointer(rebasing: source.prefix(count)))
+            }
+        }
+        return key
+    }
+
+    /// tpm2-tss decrypts a response parameter in place, in the context's one command/response buffer, and
+    /// keeps that buffer until the context is finalized (freed, not zeroed). The next command's response
+    /// overwrites it: 64 random bytes cover the header, the parameter size and a 32-byte key behind them.
+    private func scrubResponseBuffer() {
+        var random: UnsafeMutablePointer<TPM2B_DIGEST>?
+        _ = Esys_GetRandom(context, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), 48, &random)
+        Esys_Free(random)
+    }
+
+    // MARK: Marshalling
+
+    private static func marshal<T>(
+        _ value: T, _ function: (UnsafePointer<T>?, UnsafeMutablePointer<UInt8>?, Int, UnsafeMutablePointer<Int>?) -> TSS2_RC
+    ) throws -> [UInt8] {
+        var value = value
+        var buffer = [UInt8](repeating: 0, count: MemoryLayout<T>.size + 16)
+        var offset = 0
+        let rc = buffer.withUnsafeMutableBufferPointer { function(&value, $0.baseAddress, $0.count, &offset) }
+        guard rc == TSS2_RC_SUCCESS else { throw DeviceError.tpmFailure("to marshal a sealed object", response: decode(rc)) }
+        return Array(buffer.prefix(offset))
+    }
+
+    private static func unmarshal<T>(
+        _ bytes: [UInt8], _ empty: T,
+        _ function: (UnsafePointer<UInt8>?, Int, UnsafeMutablePointer<Int>?, UnsafeMutablePointer<T>?) -> TSS2_RC
+    ) throws -> T {
+        var value = empty
+        var offset = 0
+        let rc = bytes.withUnsafeBufferPointer { function($0.baseAddress, $0.count, &offset, &value) }
+        guard rc == TSS2_RC_SUCCESS, offset == bytes.count else {
+            throw UnsealFailure.rejected("its \(T.self) does not parse: \(rc == TSS2_RC_SUCCESS ? "trailing bytes" : decode(rc))")
+        }
+        return value
+    }
+}

@@ -1,0 +1,67 @@
+public import ProtectedData
+public import SecureKeys
+
+/// The device key sealed by a TPM 2.0, in `hardware/uid.tpm` (keys/README.md, "Sealed device key").
+///
+/// The key is a keyed-hash sealed-data object under the owner hierarchy's primary storage key, made from a
+/// fixed template, so it is derived again after every reboot; the object can be neither duplicated nor moved
+/// (`fixedTPM`, `fixedParent`), and its private area is encrypted by a key that never leaves the TPM. A copy
+/// of the state directory is therefore useless on another machine, and gives no offline guessing of the
+/// passcode (whose key is entangled with this one). A file sealed by another TPM — or by this one before its
+/// owner hierarchy was cleared — is refused with ``DeviceError/Code/sealedByAnotherTPM``.
+///
+/// The key travels to and from the TPM in an encrypted session; unsealed, it goes straight into
+/// `SecureBytes`, and every TPM buffer that held it is zeroed before it is freed.
+public struct TPMDeviceKeyStore: DeviceKeyStore {
+    /// The kernel's TPM resource manager: what a real machine uses.
+    public static let defaultTCTI = "device:/dev/tpmrm0"
+
+    /// How commands reach the TPM: a tpm2-tss TCTI configuration (`device:/dev/tpmrm0`,
+    /// `swtpm:host=127.0.0.1,port=2321`).
+    public let tcti: String
+
+    /// A store on the TPM at `tcti`. Nothing is opened until the key is kept or loaded.
+    ///
+    /// - Parameter tcti: the TCTI configuration; ``defaultTCTI`` on a real machine, a software TPM's in tests.
+    public init(tcti: String = TPMDeviceKeyStore.defaultTCTI) { self.tcti = tcti }
+
+    /// ``DeviceKeyStoreKind/tpm``.
+    public var kind: DeviceKeyStoreKind { .tpm }
+
+    /// Seals `key` and writes `hardware/uid.tpm` (a new file, mode 0600, atomically, folder synced).
+    ///
+    /// - Throws: ``DeviceError/Code/tpmUnavailable``, ``DeviceError/Code/tpmFailure``; `SecureKeysError` with
+    ///   `already-exists` or `io-error`.
+    public func keep(_ key: SecureBytes, in files: DeviceKeyFiles) throws {
+        let tpm = try TPMConnection(tcti: tcti)
+        let sealed = try tpm.seal(key)
+        try SecureFile.writeAtomically(SealedKeyFile(sealed: sealed).bytes, to: files.sealedKeyPath, replacing: false)
+    }
+
+    /// Reads `hardware/uid.tpm` and has the TPM unseal it.
+    ///
+    /// - Throws: ``DeviceError/Code/sealedByAnotherTPM`` when this TPM's storage key is not the one the file was
+    ///   sealed under; `SecureKeysError` with `key-file-damaged` when the file is altered or the TPM refuses to
+    ///   load it under the right key, or it does not hold a 32-byte key; ``DeviceError/Code/tpmUnavailable``,
+    ///   ``DeviceError/Code/tpmFailure``.
+    public func load(from files: DeviceKeyFiles) throws -> SecureBytes {
+        let path = files.sealedKeyPath
+        let file = try SealedKeyFile(decoding: try SecureFile.read(path, maximumSize: SealedKeyFile.maximumLength), path: path)
+        let tpm = try TPMConnection(tcti: tcti)
+        let key: SecureBytes
+        do {
+            key = try tpm.unseal(file.sealed)
+        } catch TPMConnection.UnsealFailure.otherPrimary {
+            throw DeviceError.sealedByAnotherTPM(path)
+        } catch TPMConnection.UnsealFailure.rejected(let why) {
+            throw SecureKeysError.damaged(
+                "the TPM that sealed the device key refuses to load it (\(why)): the file was altered", path: path)
+        }
+        guard key.count == 32 else {
+            let count = key.count
+            key.wipe()
+            throw SecureKeysError.damaged("the sealed device key is \(count) bytes, a device key is 32", path: path)
+        }
+        return key
+    }
+}

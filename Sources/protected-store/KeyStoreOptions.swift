@@ -1,0 +1,98 @@
+import ArgumentParser
+import Foundation
+import ProtectedData
+import TPMKeys
+
+/// `--key-store tpm|file|auto` and `--tpm-tcti`: where a device keeps its key (keys/README.md, "Sealed device
+/// key"). The file is the default, as the simulated device is the default of scripts, `shell` and `demo`.
+struct KeyStoreOptions: ParsableArguments {
+    /// Which store.
+    enum Choice: String, ExpressibleByArgument, CaseIterable {
+        /// Sealed by the TPM at `--tpm-tcti`.
+        case tpm
+        /// A 0600 file.
+        case file
+        /// The store a device already uses (from its files); for a new device, the TPM when one answers at
+        /// `--tpm-tcti`, else the file.
+        case auto
+    }
+
+    @Option(
+        name: .customLong("key-store"),
+        help: "Where the device keeps its key: tpm (sealed by the TPM), file (hardware/uid.key), or auto (what the device uses; for a new one, the TPM if present).")
+    var keyStore: Choice = .file
+
+    @Option(
+        name: .customLong("tpm-tcti"),
+        help: "How to reach the TPM: a tpm2-tss TCTI (device:/dev/tpmrm0, or swtpm:host=127.0.0.1,port=2321 for a software TPM).")
+    var tcti = TPMDeviceKeyStore.defaultTCTI
+
+    /// The store for the device in `stateDirectory`.
+    ///
+    /// tpm2-tss's own log lines (a TCTI that cannot connect) are turned off unless `TSS2_LOG` says otherwise:
+    /// the errors thrown say the same, once.
+    func store(for stateDirectory: String) -> any DeviceKeyStore {
+        setenv("TSS2_LOG", "all+NONE", 0)
+        switch keyStore {
+        case .tpm: return TPMDeviceKeyStore(tcti: tcti)
+        case .file: return FileDeviceKeyStore()
+        case .auto:
+            switch DeviceKeyFiles(stateDirectory: stateDirectory).storeKindForBoot {
+            case .tpm?: return TPMDeviceKeyStore(tcti: tcti)
+            case .file?: return FileDeviceKeyStore()
+            case nil: return TPMPresence.detect(tcti: tcti).isPresent ? TPMDeviceKeyStore(tcti: tcti) : FileDeviceKeyStore()
+            }
+        }
+    }
+}
+
+extension ProtectedStoreCommand.Device {
+    /// `device migrate-key --to tpm`: the device key moves from its file into the TPM.
+    struct MigrateKey: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "migrate-key",
+            abstract: "Move a device's key from its file (hardware/uid.key) into the machine's TPM (hardware/uid.tpm).",
+            discussion: """
+                The device must not be running (no shell, script or agent on the state directory). The same key is \
+                sealed by the TPM, written to hardware/uid.tpm (atomically, synced), unsealed again and compared, \
+                and only then is hardware/uid.key removed and its folder synced. Interrupted at any point, the key \
+                is kept: run the command again (or boot the device with --key-store tpm) to finish. Prints the \
+                TPM found, then migrated, finished (an interrupted migration was completed) or already-migrated.
+                """)
+
+        @Option(name: .customLong("state-dir"), help: "The device's state directory.")
+        var stateDirectory = "protected-store-state"
+
+        @Option(name: .customLong("to"), help: "Where the key goes: tpm (the only target: a sealed key is never unsealed into a file).")
+        var target: String
+
+        @Option(
+            name: .customLong("tpm-tcti"),
+            help: "How to reach the TPM: a tpm2-tss TCTI (device:/dev/tpmrm0, or swtpm:host=127.0.0.1,port=2321).")
+        var tcti = TPMDeviceKeyStore.defaultTCTI
+
+        @OptionGroup var logging: LoggingOptions
+
+        func validate() throws {
+            guard target == "tpm" else { throw ValidationError("--to must be tpm: a device key moves from its file into a TPM, never back") }
+        }
+
+        func run() throws {
+            logging.bootstrap()
+            setenv("TSS2_LOG", "all+NONE", 0)
+            let presence = TPMPresence.detect(tcti: tcti)
+            print("TPM \(presence)")
+            guard presence.isPresent else {
+                throw DeviceError(
+                    code: .tpmUnavailable,
+                    message: "no TPM 2.0 answers at \(tcti); the device key stays in \(DeviceKeyFiles(stateDirectory: stateDirectory).plainKeyPath)")
+            }
+            let outcome = try DeviceKeyMigration.migrate(stateDirectory: stateDirectory, to: TPMDeviceKeyStore(tcti: tcti))
+            switch outcome {
+            case .migrated: print("migrated: the device key is sealed in hardware/uid.tpm; hardware/uid.key was removed")
+            case .finishedInterrupted: print("finished: an interrupted migration was completed; hardware/uid.key was removed")
+            case .alreadyMigrated: print("already-migrated: the device key is sealed in hardware/uid.tpm")
+            }
+        }
+    }
+}

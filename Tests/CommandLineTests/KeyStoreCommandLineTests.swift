@@ -1,0 +1,69 @@
+import Foundation
+import TestSupport
+import Testing
+
+/// `--key-store` on the session commands and `device migrate-key`, against a software TPM of the test's own.
+@Suite("Command line: the device key in a TPM", .enabled(if: SoftwareTPM.missing == nil, "\(SoftwareTPM.missing ?? "")"))
+struct KeyStoreCommandLineTests {
+    @Test("a file device's key moves into the TPM with `device migrate-key`; the store opens with --key-store tpm, and auto, after it")
+    func migrateKeyThenBootWithTheTPM() throws {
+        let tpm = try SoftwareTPM()
+        let state = TemporaryDirectory()
+        let uidKey = state.file("hardware/uid.key")
+        let uidTPM = state.file("hardware/uid.tpm")
+        let setUp = try ProtectedStoreBinary.shell(["device setup --passcode 1", "app launch", "put k v", "app terminate"], state: state.path)
+        #expect(setUp.status == 0, "\(setUp.output) \(setUp.error)")
+        #expect(FileManager.default.fileExists(atPath: uidKey))
+
+        let migrate = try ProtectedStoreBinary.run(["device", "migrate-key", "--state-dir", state.path, "--to", "tpm", "--tpm-tcti", tpm.tcti])
+        #expect(migrate.status == 0, "\(migrate.output) \(migrate.error)")
+        #expect(migrate.output.contains("TPM present at \(tpm.tcti) (manufacturer IBM)"), "\(migrate.output)")
+        #expect(migrate.output.contains("migrated: the device key is sealed in hardware/uid.tpm"), "\(migrate.output)")
+        #expect(!FileManager.default.fileExists(atPath: uidKey))
+        #expect(FileManager.default.fileExists(atPath: uidTPM))
+
+        let again = try ProtectedStoreBinary.run(["device", "migrate-key", "--state-dir", state.path, "--to", "tpm", "--tpm-tcti", tpm.tcti])
+        #expect(again.output.contains("already-migrated"), "\(again.output) \(again.error)")
+
+        // The default (file) store is refused with the advice; tpm and auto open the store.
+        let lines = ["device unlock --passcode 1", "app launch", "expect store ready", "expect value k v"]
+        let withFile = try ProtectedStoreBinary.run(["shell", "--fast-kdf", "--state-dir", state.path], input: lines.joined(separator: "\n") + "\n")
+        #expect(withFile.status != 0)
+        #expect((withFile.output + withFile.error).contains("key-store-mismatch"), "\(withFile.output) \(withFile.error)")
+        for choice in ["tpm", "auto"] {
+            let opened = try ProtectedStoreBinary.run(
+                ["shell", "--fast-kdf", "--state-dir", state.path, "--key-store", choice, "--tpm-tcti", tpm.tcti],
+                input: lines.joined(separator: "\n") + "\n")
+            #expect(opened.status == 0 && !opened.output.contains("FAILED"), "\(choice): \(opened.output) \(opened.error)")
+        }
+    }
+
+    @Test("`device migrate-key` with no TPM says so, exits non-zero, and leaves uid.key; --to file is refused")
+    func migrateKeyWithoutATPM() throws {
+        let state = TemporaryDirectory()
+        let setUp = try ProtectedStoreBinary.shell(["device setup --passcode 1"], state: state.path)
+        #expect(setUp.status == 0)
+        let migrate = try ProtectedStoreBinary.run(
+            ["device", "migrate-key", "--state-dir", state.path, "--to", "tpm", "--tpm-tcti", "device:/nonexistent/tpmrm0"])
+        #expect(migrate.status != 0)
+        #expect(migrate.output.contains("TPM absent at device:/nonexistent/tpmrm0"), "\(migrate.output)")
+        #expect(migrate.error.contains("tpm-unavailable"), "\(migrate.error)")
+        #expect(!migrate.error.contains("ERROR:tcti"), "tpm2-tss's own log reached the user: \(migrate.error)")
+        #expect(FileManager.default.fileExists(atPath: state.file("hardware/uid.key")))
+        let back = try ProtectedStoreBinary.run(["device", "migrate-key", "--state-dir", state.path, "--to", "file"])
+        #expect(back.status != 0)
+        #expect(back.error.contains("--to must be tpm"), "\(back.error)")
+    }
+
+    @Test("`shell --key-store tpm` sets up a device whose key only the TPM keeps")
+    func setUpWithTheTPM() throws {
+        let tpm = try SoftwareTPM()
+        let state = TemporaryDirectory()
+        let result = try ProtectedStoreBinary.run(
+            ["shell", "--fast-kdf", "--state-dir", state.path, "--key-store", "tpm", "--tpm-tcti", tpm.tcti],
+            input: "device setup --passcode 1\ndevice reboot\ndevice unlock --passcode 1\napp launch\nexpect store ready\n")
+        #expect(result.status == 0 && !result.output.contains("FAILED"), "\(result.output) \(result.error)")
+        #expect(FileManager.default.fileExists(atPath: state.file("hardware/uid.tpm")))
+        #expect(!FileManager.default.fileExists(atPath: state.file("hardware/uid.key")))
+    }
+}
