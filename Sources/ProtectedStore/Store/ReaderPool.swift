@@ -93,8 +93,12 @@ final class ReaderPool: Sendable {
         trackingTables: Bool = false, _ body: (Database) throws -> Result
     ) async throws -> (Result, TableRegion) {
         let reader = try await checkOut()
+        // The task refers to its preferred executor unowned: the thread must outlive the whole call, including
+        // the hop back after `body`, even when the check-in closes the reader (a closed pool) and drops it.
+        let thread = reader.thread
+        defer { withExtendedLifetime(thread) {} }
         // The closure is nonisolated: with the reader's thread as the task's executor, it runs there.
-        return try await withTaskExecutorPreference(reader.thread) {
+        return try await withTaskExecutorPreference(thread) {
             // Checked in on the reader's thread, where a reader closed meanwhile is closed.
             defer { checkIn(reader) }
             let database = reader.database
