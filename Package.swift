@@ -20,6 +20,7 @@ let package = Package(
         .library(name: "ProtectedStore", targets: ["ProtectedStore"]),
         .library(name: "ProtectedStoreTesting", targets: ["ProtectedStoreTesting"]),
         .library(name: "ProtectedStoreHarness", targets: ["ProtectedStoreHarness"]),
+        .library(name: "LinuxDevice", targets: ["LinuxDevice"]),
         .executable(name: "protected-store", targets: ["protected-store"]),
     ],
     dependencies: [
@@ -80,10 +81,20 @@ let package = Package(
             swiftSettings: strictSettings
         ),
 
+        // The real device on a Linux desktop: the session's lock from systemd-logind over sd-bus.
+        .target(
+            name: "LinuxDevice",
+            dependencies: [
+                "ProtectedData", "SecureKeys", "CSystemd",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSettings
+        ),
+
         .executableTarget(
             name: "protected-store",
             dependencies: [
-                "SecureKeys", "EncryptedSQLite", "ProtectedData", "ProtectedStore", "ProtectedStoreHarness",
+                "SecureKeys", "EncryptedSQLite", "ProtectedData", "ProtectedStore", "ProtectedStoreHarness", "LinuxDevice",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -158,6 +169,14 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictSettings + [.enableUpcomingFeature("MemberImportVisibility")]
+        ),
+        // A private system bus and session bus per test (dbus-daemon), with python3-dbusmock's logind and
+        // gnome_screensaver templates on them.
+        .testTarget(
+            name: "LinuxDeviceTests",
+            dependencies: ["LinuxDevice", "ProtectedData", "ProtectedStore", "SecureKeys", "TestSupport"],
+            exclude: ["Fixtures"],
+            swiftSettings: strictSettings
         ),
         .testTarget(
             name: "ProtectedDataTests",

@@ -33,6 +33,12 @@ public struct DeviceError: Error, Sendable, CustomStringConvertible, LocalizedEr
         /// The device began erasing its keys but could not remove a key file yet; the erase is finished at the
         /// next passcode attempt or boot. Until then the keys are still on disk: the device is not erased.
         public static let wipeIncomplete = Code("wipe-incomplete")
+        /// The D-Bus bus a session lock source needs cannot be reached (no socket, connection refused).
+        public static let noBus = Code("no-bus")
+        /// No systemd-logind answers on the system bus, so the session's lock cannot be followed.
+        public static let noLogind = Code("no-logind")
+        /// systemd-logind knows no session of this process or of its user to follow.
+        public static let noSession = Code("no-session")
     }
 
     /// What kind of failure.

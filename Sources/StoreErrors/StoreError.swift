@@ -152,6 +152,12 @@ public struct StoreError: Error, Sendable {
         public static let wipeIncomplete = Code("wipe-incomplete")
         /// The process serving the state directory's agent socket runs as another user: nothing was sent to it.
         public static let untrustedAgent = Code("untrusted-agent")
+        /// A session lock source cannot reach its D-Bus bus.
+        public static let noBus = Code("no-bus")
+        /// No systemd-logind answers on the system bus.
+        public static let noLogind = Code("no-logind")
+        /// systemd-logind knows no session of this process or of its user.
+        public static let noSession = Code("no-session")
 
         /// Every code this version defines, in the order above.
         public static let all: [Code] = [
@@ -161,7 +167,7 @@ public struct StoreError: Error, Sendable {
             .keyWiped, .storeExistsWithoutKey, .alreadyExists, .insecurePermissions, .insecureStateDirectory, .invalidArgument, .ioError,
             .outOfMemory, .noDevice, .deviceExists, .wrongPasscode, .passcodeDelay, .deviceWiped, .deviceStateDamaged,
             .stateInUse, .agentRefused, .agentDisconnected, .agentFailed, .invalidDeviceSetting, .wipeIncomplete,
-            .untrustedAgent,
+            .untrustedAgent, .noBus, .noLogind, .noSession,
         ]
     }
 
