@@ -174,7 +174,7 @@ let package = Package(
         // gnome_screensaver templates on them.
         .testTarget(
             name: "LinuxDeviceTests",
-            dependencies: ["LinuxDevice", "ProtectedData", "ProtectedStore", "SecureKeys", "TestSupport"],
+            dependencies: ["LinuxDevice", "ProtectedData", "ProtectedStore", "SecureKeys", "TestSupport", "protected-store"],
             exclude: ["Fixtures"],
             swiftSettings: strictSettings
         ),

@@ -192,7 +192,9 @@ final class MockLogind {
 
 /// Waits until `condition` holds, checking every 20 ms, for at most `limit` — a bound on how long a signal may
 /// take to cross the bus on a loaded machine, not a measure of speed.
-func eventually(within limit: Duration = .seconds(20), _ condition: () -> Bool) async -> Bool {
+func eventually(
+    isolation: isolated (any Actor)? = #isolation, within limit: Duration = .seconds(20), _ condition: () -> Bool
+) async -> Bool {
     let clock = ContinuousClock()
     let end = clock.now.advanced(by: limit)
     while clock.now < end {

@@ -110,7 +110,7 @@ struct SessionDeviceTests {
         #expect(!fixture.device.lockSource.status.lockedHintSeen)
     }
 
-    @Test("a device booted while the session is locked is locked at its first unlock's end too; set-up is never implicit")
+    @Test("boot never sets a device up (no-device, nothing written); a booted device, once unlocked, locks with the session")
     func bootFollowsTheSession() async throws {
         let logind = try MockLogind()
         let directory = TemporaryDirectory()
