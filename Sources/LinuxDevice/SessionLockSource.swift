@@ -346,5 +346,9 @@ final class SessionWatch: @unchecked Sendable {
         sessionConnection?.close()
         sessionConnection = nil
         handlers.removeAll()
+        state.withLock {
+            $0.systemConnected = false
+            $0.sessionConnected = false
+        }
     }
 }

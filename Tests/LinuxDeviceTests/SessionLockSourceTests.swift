@@ -139,12 +139,16 @@ struct SessionLockSourceTests {
         // Once first, so one-time allocations (the logger, the loader) are not counted.
         try SessionLockSource(systemBus: logind.bus.bus, sessionBus: sessionBus.bus) { _ in }.stop()
         let before = openDescriptors()
+        var sources: [SessionLockSource] = []
         for _ in 0..<3 {
             let source = try SessionLockSource(systemBus: logind.bus.bus, sessionBus: sessionBus.bus) { _ in }
             #expect(openDescriptors() > before)
             source.stop()
+            sources.append(source)
         }
+        // Still referenced, yet stopped: stopping alone closed everything.
         #expect(openDescriptors() == before)
+        #expect(sources.allSatisfy { !$0.status.connected })
     }
 
     @Test("a lost system bus is reported as a lock")
