@@ -95,6 +95,7 @@ public final class SessionLockSource: Sendable {
             pthread_detach(running)
         } else {
             pthread_join(running, nil)
+            watch.closeWake()
         }
     }
 
@@ -111,6 +112,7 @@ private struct WatchState {
     var systemConnected = true
     var sessionConnected = true
     var stopped = false
+    var wakeClosed = false
 }
 
 /// The buses, matches and loop of a ``SessionLockSource``. Set up on the caller's thread, then used by the
@@ -262,9 +264,17 @@ final class SessionWatch: @unchecked Sendable {
         sessionConnection?.close()
     }
 
-    /// The wake fd is closed only when nothing can write it any more: the thread has ended and the source is
-    /// gone.
-    deinit { close(wake) }
+    /// Closes the wake fd, once the thread has been joined (nothing polls it any more). Closing twice is
+    /// harmless; `deinit` closes it if nothing did.
+    func closeWake() {
+        state.withLock { state in
+            guard !state.wakeClosed else { return }
+            state.wakeClosed = true
+            close(wake)
+        }
+    }
+
+    deinit { closeWake() }
 
     // MARK: Events
 
@@ -315,9 +325,12 @@ final class SessionWatch: @unchecked Sendable {
     // MARK: The loop
 
     func requestStop() {
-        state.withLock { $0.stopped = true }
-        var one: UInt64 = 1
-        _ = write(wake, &one, 8)
+        state.withLock { state in
+            state.stopped = true
+            guard !state.wakeClosed else { return }
+            var one: UInt64 = 1
+            _ = write(wake, &one, 8)
+        }
     }
 
     /// The thread: process what is ready, then wait on the buses and the wake fd, until stopped.
