@@ -34,6 +34,10 @@ public final class DeviceAgent: Sendable {
         /// included) may take to arrive whole once its first byte has (1 ms to a day): a client that stays
         /// silent, stalls or dies part-way is cut off then.
         public var requestTimeout: Duration
+        /// Whether the device runs on the real clock (`ContinuousClock`): its grace periods end in real time,
+        /// and clients may not move its clock (`device serve --session`). `false`: a virtual clock that clients'
+        /// `advanceClock` moves, so scripts in several processes agree.
+        public var realClock: Bool
 
         /// A configuration.
         ///
@@ -43,11 +47,15 @@ public final class DeviceAgent: Sendable {
         ///   - kdf: the Argon2id cost for a device set up through the agent.
         ///   - maximumClients: clients served at once (32).
         ///   - requestTimeout: how long before `hello` begins, and a request once begun, may take (5 s).
-        public init(kdf: PasscodeKDF = .default, maximumClients: Int = 32, requestTimeout: Duration = .seconds(5)) {
+        ///   - realClock: whether the device runs on `ContinuousClock` instead of a clock clients move.
+        public init(
+            kdf: PasscodeKDF = .default, maximumClients: Int = 32, requestTimeout: Duration = .seconds(5), realClock: Bool = false
+        ) {
             let timeouts = Duration.milliseconds(1)...Duration.seconds(24 * 3600)
             self.kdf = kdf
             self.maximumClients = min(max(maximumClients, 1), 4096)
             self.requestTimeout = min(max(requestTimeout, timeouts.lowerBound), timeouts.upperBound)
+            self.realClock = realClock
         }
     }
 
@@ -67,6 +75,10 @@ public final class DeviceAgent: Sendable {
     private let ownership: StateDirectoryLock
     /// The device's clock: virtual, moved by clients' `advanceClock`, so scripts in several processes agree.
     private let clock = ManualClock()
+    /// The clock the device runs on: ``clock``, or the real one (``Configuration/realClock``).
+    private let deviceClock: any Clock<Duration>
+    /// When the agent started, on the real clock: its status's clock reads the time since.
+    private let started = ContinuousClock.now
     private let listener: Int32
     /// One request at a time reaches the device, and the events it causes are sent to every client before its
     /// answer: a client that asks for the status has seen every event that came before.
@@ -90,6 +102,7 @@ public final class DeviceAgent: Sendable {
     public init(stateDirectory: String, configuration: Configuration = Configuration()) throws {
         self.stateDirectory = stateDirectory
         self.configuration = configuration
+        deviceClock = configuration.realClock ? ContinuousClock() : clock
         let layout = DeviceLayout(root: stateDirectory)
         socketPath = layout.agentSocketPath
         // Nothing is made before the socket's path is known to fit.
@@ -97,7 +110,7 @@ public final class DeviceAgent: Sendable {
         try SecureFile.createDirectory(at: stateDirectory)
         ownership = try StateDirectoryLock.acquire(stateDirectory, as: .deviceAgent)
         if SecureFile.exists(layout.statePath) {
-            let device = try SimulatedDevice(bootingFrom: stateDirectory, clock: clock, ownership: ownership)
+            let device = try SimulatedDevice(bootingFrom: stateDirectory, clock: deviceClock, ownership: ownership)
             state.withLock { $0.device = device }
         }
         try SecureFile.createDirectory(at: layout.agentDirectory)
@@ -235,7 +248,7 @@ public final class DeviceAgent: Sendable {
                     in: stateDirectory, passcode: passcode,
                     configuration: .init(
                         gracePeriod: gracePeriod, attemptPolicy: .init(wipeAfterFailures: wipeAfterFailures), kdf: configuration.kdf),
-                    clock: clock, ownership: ownership, allowsEmptyPasscode: allowsEmptyPasscode)
+                    clock: deviceClock, ownership: ownership, allowsEmptyPasscode: allowsEmptyPasscode)
                 state.withLock { $0.device = device }
                 watch(device)
                 broadcast(.didBecomeAvailable)
@@ -250,6 +263,9 @@ public final class DeviceAgent: Sendable {
             case .createStoreKey(let storePath, let protectionClass):
                 return .storeKey(.available(try requireDevice().createStoreKey(forStoreAt: storePath, protectionClass: protectionClass)))
             case .advanceClock(let duration):
+                guard !configuration.realClock else {
+                    throw DeviceError.agentRefused("the device runs on the real clock; it cannot be moved")
+                }
                 guard clock.now.offset + duration <= Self.clockLimit else {
                     throw DeviceError.agentRefused("the device clock would pass 1,000 years; it stays at \(clock.now.offset.spoken)")
                 }
@@ -259,7 +275,7 @@ public final class DeviceAgent: Sendable {
                 let hadProtectedData = old.availability.availableClasses.count > 1
                 state.withLock { $0.subscription = nil }
                 old.powerOff()
-                let device = try SimulatedDevice(bootingFrom: stateDirectory, clock: clock, ownership: ownership)
+                let device = try SimulatedDevice(bootingFrom: stateDirectory, clock: deviceClock, ownership: ownership)
                 state.withLock { $0.device = device }
                 watch(device)
                 if hadProtectedData { broadcast(.didBecomeUnavailable) }
@@ -268,6 +284,13 @@ public final class DeviceAgent: Sendable {
         } catch {
             return .failure(AgentFailure(error))
         }
+    }
+
+    /// Locks the device, as a client's `lock` does — for a lock from outside the clients: the session's lock
+    /// (`device serve --session`). Taken in turn with the clients' requests, so every client sees the events
+    /// in order. Without a device, nothing happens.
+    public func lockDevice() {
+        serial.withLock { state.withLock { $0.device }?.lock() }
     }
 
     private func requireDevice() throws -> SimulatedDevice {
@@ -295,7 +318,8 @@ public final class DeviceAgent: Sendable {
         return DeviceAgentStatus(
             agentProcessID: getpid(), lockState: device?.lockState,
             availability: device?.availability ?? ProtectedDataAvailability(availableClasses: []),
-            failedPasscodeAttempts: device?.failedPasscodeAttempts ?? 0, clock: clock.now.offset)
+            failedPasscodeAttempts: device?.failedPasscodeAttempts ?? 0,
+            clock: configuration.realClock ? started.duration(to: .now) : clock.now.offset)
     }
 }
 
