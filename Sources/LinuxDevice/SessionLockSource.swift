@@ -79,6 +79,10 @@ public final class SessionLockSource: Sendable {
     /// The session followed.
     public var session: LogindSession { watch.session }
 
+    /// The fds the source opened — its buses' sockets and its wake eventfd — as they were at start. For tests
+    /// that check ``stop()`` closes them.
+    package var descriptors: [Int32] { watch.descriptors }
+
     /// What the source knows now.
     public var status: Status { watch.status }
 
@@ -131,6 +135,8 @@ final class SessionWatch: @unchecked Sendable {
     /// Written by ``requestStop()`` to wake the loop.
     private let wake: Int32
     private let logger = Logger(label: "protected-store.session")
+    /// The fds opened in `init`, read there (on the setting-up thread, before the loop starts).
+    private(set) var descriptors: [Int32] = []
 
     init(systemBus: Bus, sessionBus: Bus?, emit: @escaping @Sendable (SessionLockEvent) -> Void) throws(DeviceError) {
         self.systemBus = systemBus
@@ -144,6 +150,7 @@ final class SessionWatch: @unchecked Sendable {
         self.wake = wake
         try subscribeToLogind()
         if let sessionBus { openScreenSaverFallback(sessionBus) }
+        descriptors = [system, sessionConnection].compactMap { $0?.pollState()?.fd } + [wake]
         logger.debug(
             "following the session", metadata: ["session": "\(session.id)", "found": "\(session.lookup)", "bus": "\(systemBus)"])
     }

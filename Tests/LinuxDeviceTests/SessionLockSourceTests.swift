@@ -131,23 +131,28 @@ struct SessionLockSourceTests {
         #expect(events.all == [.locked(.sessionSignal)])
     }
 
-    @Test("stop joins the thread and closes every bus: the process has the fds it had before")
+    @Test("stop joins the thread and closes every bus and its wake fd, while the source is still referenced")
     func stopLeavesNoFileDescriptor() throws {
         let logind = try MockLogind()
         let sessionBus = try PrivateBus()
-        func openDescriptors() -> Int { (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? -1 }
-        // Once first, so one-time allocations (the logger, the loader) are not counted.
-        try SessionLockSource(systemBus: logind.bus.bus, sessionBus: sessionBus.bus) { _ in }.stop()
-        let before = openDescriptors()
+        /// What an fd refers to (device, inode), or `nil` when it is closed. Compared, not just checked for being
+        /// open: other tests running meanwhile may get the same number for a file of theirs.
+        func identity(_ fd: Int32) -> [UInt64]? {
+            var info = stat()
+            guard fstat(fd, &info) == 0 else { return nil }
+            return [UInt64(info.st_dev), UInt64(info.st_ino)]
+        }
         var sources: [SessionLockSource] = []
         for _ in 0..<3 {
             let source = try SessionLockSource(systemBus: logind.bus.bus, sessionBus: sessionBus.bus) { _ in }
-            #expect(openDescriptors() > before)
+            // Two bus sockets and the eventfd.
+            let opened = source.descriptors.map { ($0, identity($0)) }
+            #expect(opened.count == 3)
+            #expect(opened.allSatisfy { $0.1 != nil })
             source.stop()
             sources.append(source)
+            for (fd, was) in opened { #expect(identity(fd) != was, "fd \(fd) is still open after stop()") }
         }
-        // Still referenced, yet stopped: stopping alone closed everything.
-        #expect(openDescriptors() == before)
         #expect(sources.allSatisfy { !$0.status.connected })
     }
 
