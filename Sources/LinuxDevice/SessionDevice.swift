@@ -140,22 +140,29 @@ public final class SessionDevice: KeyAvailabilityMonitor, StoreKeyProvider {
 
     // MARK: KeyAvailabilityMonitor and StoreKeyProvider, by the device
 
+    /// Whether data of `protectionClass` can be read now: the device's answer.
     public func isProtectedDataAvailable(for protectionClass: ProtectionClass) -> Bool {
         device.isProtectedDataAvailable(for: protectionClass)
     }
 
+    /// The device's protected-data events, with its availability read atomically.
     public func subscribe(
         _ handler: @escaping @Sendable (ProtectedDataEvent) -> Void
     ) -> (availability: ProtectedDataAvailability, subscription: EventSubscription) {
         device.subscribe(handler)
     }
 
+    /// Whether the device erased its keys after too many wrong passcodes.
     public var hasErasedKeys: Bool { device.hasErasedKeys }
 
+    /// The store's key from the device, looked up three ways.
     public func lookUpStoreKey(forStoreAt storePath: String) throws -> StoreKeyLookup {
         try device.lookUpStoreKey(forStoreAt: storePath)
     }
 
+    /// Creates a new store's key on the device.
+    ///
+    /// - Throws: as ``SimulatedDevice/createStoreKey(forStoreAt:protectionClass:)``.
     public func createStoreKey(forStoreAt storePath: String, protectionClass: ProtectionClass) throws -> SecureBytes {
         try device.createStoreKey(forStoreAt: storePath, protectionClass: protectionClass)
     }

@@ -38,7 +38,7 @@ public final class SessionLockSource: Sendable {
         public var screenSaverActive: Bool
         /// Whether the machine is between `PrepareForSleep(true)` and `(false)`.
         public var sleeping: Bool
-        /// Whether the system bus is still connected.
+        /// Whether the system bus is still connected: `false` once it is lost or the source is stopped.
         public var connected: Bool
 
         /// Whether the session is locked: `LockedHint`, or an active screen saver.
