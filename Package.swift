@@ -21,6 +21,7 @@ let package = Package(
         .library(name: "TPMKeys", targets: ["TPMKeys"]),
         .library(name: "ProtectedStoreTesting", targets: ["ProtectedStoreTesting"]),
         .library(name: "ProtectedStoreHarness", targets: ["ProtectedStoreHarness"]),
+        .library(name: "LinuxDevice", targets: ["LinuxDevice"]),
         .executable(name: "protected-store", targets: ["protected-store"]),
     ],
     dependencies: [
@@ -83,11 +84,20 @@ let package = Package(
 
         // The device key sealed by a TPM 2.0 (tpm2-tss): a `DeviceKeyStore` beside the device's file one.
         .target(name: "TPMKeys", dependencies: ["CTSS2", "SecureKeys", "ProtectedData"], swiftSettings: strictSettings),
+        // The real device on a Linux desktop: the session's lock from systemd-logind over sd-bus.
+        .target(
+            name: "LinuxDevice",
+            dependencies: [
+                "ProtectedData", "SecureKeys", "CSystemd",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSettings
+        ),
 
         .executableTarget(
             name: "protected-store",
             dependencies: [
-                "SecureKeys", "EncryptedSQLite", "ProtectedData", "ProtectedStore", "ProtectedStoreHarness", "CEditLine", "TPMKeys",
+                "SecureKeys", "EncryptedSQLite", "ProtectedData", "ProtectedStore", "ProtectedStoreHarness", "CEditLine", "TPMKeys", "LinuxDevice",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -164,6 +174,14 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictSettings + [.enableUpcomingFeature("MemberImportVisibility")]
+        ),
+        // A private system bus and session bus per test (dbus-daemon), with python3-dbusmock's logind and
+        // gnome_screensaver templates on them.
+        .testTarget(
+            name: "LinuxDeviceTests",
+            dependencies: ["LinuxDevice", "ProtectedData", "ProtectedStore", "SecureKeys", "TestSupport", "protected-store"],
+            exclude: ["Fixtures"],
+            swiftSettings: strictSettings
         ),
         .testTarget(
             name: "TPMKeysTests", dependencies: ["TPMKeys", "ProtectedData", "SecureKeys", "TestSupport"],

@@ -45,6 +45,12 @@ public struct DeviceError: Error, Sendable, CustomStringConvertible, LocalizedEr
         public static let sealedByAnotherTPM = Code("sealed-by-another-tpm")
         /// The TPM refused a command (the message names it and the TPM's response code).
         public static let tpmFailure = Code("tpm-failure")
+        /// The D-Bus bus a session lock source needs cannot be reached (no socket, connection refused).
+        public static let noBus = Code("no-bus")
+        /// No systemd-logind answers on the system bus, so the session's lock cannot be followed.
+        public static let noLogind = Code("no-logind")
+        /// systemd-logind knows no session of this process or of its user to follow.
+        public static let noSession = Code("no-session")
     }
 
     /// What kind of failure.

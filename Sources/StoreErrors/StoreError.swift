@@ -162,6 +162,12 @@ public struct StoreError: Error, Sendable {
         public static let sealedByAnotherTPM = Code("sealed-by-another-tpm")
         /// The TPM refused a command.
         public static let tpmFailure = Code("tpm-failure")
+        /// A session lock source cannot reach its D-Bus bus.
+        public static let noBus = Code("no-bus")
+        /// No systemd-logind answers on the system bus.
+        public static let noLogind = Code("no-logind")
+        /// systemd-logind knows no session of this process or of its user.
+        public static let noSession = Code("no-session")
 
         /// Every code this version defines, in the order above.
         public static let all: [Code] = [
@@ -172,6 +178,7 @@ public struct StoreError: Error, Sendable {
             .outOfMemory, .noDevice, .deviceExists, .wrongPasscode, .passcodeDelay, .deviceWiped, .deviceStateDamaged,
             .stateInUse, .agentRefused, .agentDisconnected, .agentFailed, .invalidDeviceSetting, .wipeIncomplete,
             .untrustedAgent, .clockLimit, .keyStoreMismatch, .tpmUnavailable, .sealedByAnotherTPM, .tpmFailure,
+            .noBus, .noLogind, .noSession,
         ]
     }
 

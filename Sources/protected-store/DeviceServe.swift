@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import LinuxDevice
 import ProtectedData
 import SecureKeys
 
@@ -39,10 +40,27 @@ extension ProtectedStoreCommand.Device {
 
         @OptionGroup var keyStore: KeyStoreOptions
 
+        @Flag(
+            name: .customLong("session"),
+            help: ArgumentHelp(
+                "Run the device on the real clock, locked by the user's session (systemd-logind).",
+                discussion: """
+                    The session's lock, suspend, or a screen saver's ActiveChanged(true) locks the device (grace \
+                    period, then class A keys wiped); its unlock is only reported: clients unlock with the passcode. \
+                    Clients cannot move the clock. Fails (no-bus, no-logind, no-session) when the session cannot be \
+                    followed.
+                    """))
+        var session = false
+
+        @OptionGroup var buses: SessionBusOptions
+
         @OptionGroup var logging: LoggingOptions
 
         func validate() throws {
             guard (1...1024).contains(maximumClients) else { throw ValidationError("--max-clients must be 1 to 1024") }
+            if !session && (buses.systemBusAddress != nil || buses.sessionBusAddress != nil || buses.noSessionBus) {
+                throw ValidationError("--bus-address, --session-bus-address and --no-session-bus go with --session")
+            }
         }
 
         func run() throws {
@@ -51,7 +69,14 @@ extension ProtectedStoreCommand.Device {
                 stateDirectory: stateDirectory,
                 configuration: .init(
                     kdf: fastKDF ? .minimal : .default, maximumClients: maximumClients,
-                    keyStore: keyStore.store(for: stateDirectory)))
+                    keyStore: keyStore.store(for: stateDirectory), realClock: session))
+            // The session's locks lock the device; nothing it says unlocks it.
+            let lockSource = try session
+                ? SessionLockSource(systemBus: buses.systemBus, sessionBus: buses.sessionBus) { [agent] event in
+                    if event.takesKeysAway { agent.lockDevice() }
+                }
+                : nil
+            defer { lockSource?.stop() }
             // Ctrl-C and SIGTERM stop it cleanly: the socket goes, the lock with the process (exit 130, 143).
             let stoppedBy = LockedState<Int32?>(nil)
             try StopSignals.install { number in
@@ -59,6 +84,9 @@ extension ProtectedStoreCommand.Device {
                 agent.stop()
             }
             print("device agent (process \(getpid())) serves \(stateDirectory) at \(agent.socketPath)")
+            if let lockSource {
+                print("locked by session \(lockSource.session.id) on the \(buses.systemBus) (\(lockSource.session.lookup))")
+            }
             fflush(nil)
             agent.serve()
             if let status = stoppedBy.withLock({ $0 }) { throw ExitCode(status) }

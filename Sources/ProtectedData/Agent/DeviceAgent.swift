@@ -36,6 +36,10 @@ public final class DeviceAgent: Sendable {
         public var requestTimeout: Duration
         /// Where the device keeps its key: a file (the default) or a TPM (`TPMKeys`).
         public var keyStore: any DeviceKeyStore
+        /// Whether the device runs on the real clock (`ContinuousClock`): its grace periods end in real time,
+        /// and clients may not move its clock (`device serve --session`). `false`: a virtual clock that clients'
+        /// `advanceClock` moves, so scripts in several processes agree.
+        public var realClock: Bool
 
         /// A configuration.
         ///
@@ -46,15 +50,17 @@ public final class DeviceAgent: Sendable {
         ///   - maximumClients: clients served at once (32).
         ///   - requestTimeout: how long before `hello` begins, and a request once begun, may take (5 s).
         ///   - keyStore: where the device keeps its key, at set-up and at every boot (the file store).
+        ///   - realClock: whether the device runs on `ContinuousClock` instead of a clock clients move.
         public init(
             kdf: PasscodeKDF = .default, maximumClients: Int = 32, requestTimeout: Duration = .seconds(5),
-            keyStore: any DeviceKeyStore = FileDeviceKeyStore()
+            keyStore: any DeviceKeyStore = FileDeviceKeyStore(), realClock: Bool = false
         ) {
             self.keyStore = keyStore
             let timeouts = Duration.milliseconds(1)...Duration.seconds(24 * 3600)
             self.kdf = kdf
             self.maximumClients = min(max(maximumClients, 1), 4096)
             self.requestTimeout = min(max(requestTimeout, timeouts.lowerBound), timeouts.upperBound)
+            self.realClock = realClock
         }
     }
 
@@ -74,6 +80,10 @@ public final class DeviceAgent: Sendable {
     private let ownership: StateDirectoryLock
     /// The device's clock: virtual, moved by clients' `advanceClock`, so scripts in several processes agree.
     private let clock = ManualClock()
+    /// The clock the device runs on: ``clock``, or the real one (``Configuration/realClock``).
+    private let deviceClock: any Clock<Duration>
+    /// When the agent started, on the real clock: its status's clock reads the time since.
+    private let started = ContinuousClock.now
     private let listener: Int32
     /// One request at a time reaches the device, and the events it causes are sent to every client before its
     /// answer: a client that asks for the status has seen every event that came before.
@@ -95,6 +105,7 @@ public final class DeviceAgent: Sendable {
     public init(stateDirectory: String, configuration: Configuration = Configuration()) throws {
         self.stateDirectory = stateDirectory
         self.configuration = configuration
+        deviceClock = configuration.realClock ? ContinuousClock() : clock
         let layout = DeviceLayout(root: stateDirectory)
         socketPath = layout.agentSocketPath
         // Nothing is made before the socket's path is known to fit.
@@ -102,7 +113,7 @@ public final class DeviceAgent: Sendable {
         try SecureFile.createDirectory(at: stateDirectory)
         ownership = try StateDirectoryLock.acquire(stateDirectory, as: .deviceAgent)
         if SecureFile.exists(layout.statePath) {
-            let device = try SimulatedDevice(bootingFrom: stateDirectory, clock: clock, keyStore: configuration.keyStore, ownership: ownership)
+            let device = try SimulatedDevice(bootingFrom: stateDirectory, clock: deviceClock, keyStore: configuration.keyStore, ownership: ownership)
             state.withLock { $0.device = device }
         }
         try SecureFile.createDirectory(at: layout.agentDirectory)
@@ -240,7 +251,7 @@ public final class DeviceAgent: Sendable {
                     in: stateDirectory, passcode: passcode,
                     configuration: .init(
                         gracePeriod: gracePeriod, attemptPolicy: .init(wipeAfterFailures: wipeAfterFailures), kdf: configuration.kdf),
-                    clock: clock, keyStore: configuration.keyStore, ownership: ownership,
+                    clock: deviceClock, keyStore: configuration.keyStore, ownership: ownership,
                     allowsEmptyPasscode: allowsEmptyPasscode)
                 state.withLock { $0.device = device }
                 watch(device)
@@ -263,7 +274,10 @@ public final class DeviceAgent: Sendable {
                 let hadProtectedData = old.availability.availableClasses.count > 1
                 state.withLock { $0.subscription = nil }
                 old.powerOff()
-                let device = try SimulatedDevice(bootingFrom: stateDirectory, clock: clock, keyStore: configuration.keyStore, ownership: ownership)
+                guard !configuration.realClock else {
+                    throw DeviceError.agentRefused("the device runs on the real clock; it cannot be moved")
+                }
+                try DeviceRules.checkClockAdvance(by: duration, from: clock.now.offset)
                 state.withLock { $0.device = device }
                 watch(device)
                 if hadProtectedData { broadcast(.didBecomeUnavailable) }
@@ -272,6 +286,13 @@ public final class DeviceAgent: Sendable {
         } catch {
             return .failure(AgentFailure(error))
         }
+    }
+
+    /// Locks the device, as a client's `lock` does — for a lock from outside the clients: the session's lock
+    /// (`device serve --session`). Taken in turn with the clients' requests, so every client sees the events
+    /// in order. Without a device, nothing happens.
+    public func lockDevice() {
+        serial.withLock { state.withLock { $0.device }?.lock() }
     }
 
     private func requireDevice() throws -> SimulatedDevice {
@@ -299,7 +320,8 @@ public final class DeviceAgent: Sendable {
         return DeviceAgentStatus(
             agentProcessID: getpid(), lockState: device?.lockState,
             availability: device?.availability ?? ProtectedDataAvailability(availableClasses: []),
-            failedPasscodeAttempts: device?.failedPasscodeAttempts ?? 0, clock: clock.now.offset)
+            failedPasscodeAttempts: device?.failedPasscodeAttempts ?? 0,
+            clock: configuration.realClock ? started.duration(to: .now) : clock.now.offset)
     }
 }
 

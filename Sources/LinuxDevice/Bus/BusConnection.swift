@@ -1,0 +1,211 @@
+internal import CSystemd
+import ProtectedData
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A failed D-Bus call: the error's D-Bus name when the peer answered with one, its message, and the errno
+/// sd-bus returned. Internal: callers turn it into a ``DeviceError`` that says what was asked.
+struct BusFailure: Error, Sendable, CustomStringConvertible {
+    /// `org.freedesktop.DBus.Error.ServiceUnknown`, `org.freedesktop.login1.NoSessionForPID`, …; `nil` when
+    /// the call failed locally (a lost connection).
+    var name: String?
+    /// The peer's message, or the system error's text.
+    var message: String
+    /// The errno sd-bus returned (positive).
+    var errno: Int32
+
+    /// Whether nobody owns the destination name: the service is not running.
+    var isServiceMissing: Bool {
+        name == "org.freedesktop.DBus.Error.ServiceUnknown" || name == "org.freedesktop.DBus.Error.NameHasNoOwner"
+    }
+
+    var description: String {
+        if let name { return "\(name): \(message)" }
+        return message
+    }
+}
+
+/// An argument of a method call.
+enum BusArgument {
+    case uint32(UInt32)
+    case string(String)
+}
+
+/// One sd-bus connection (systemd's D-Bus library, libsystemd): opened at an explicit address, freed in
+/// `deinit`, closed even when opening fails.
+///
+/// sd-bus is not thread-safe: a connection is used by one thread at a time — the thread that opens and sets
+/// it up, then only the lock source's loop thread, which closes it before it is joined.
+final class BusConnection: @unchecked Sendable {
+    // @unchecked Sendable: see above; the handle is never used by two threads at once (the hand-over is
+    // ordered by the thread's start, and the close by its join).
+    private(set) var handle: OpaquePointer?
+    /// The bus it is connected to.
+    let bus: Bus
+
+    /// Connects to `bus` as a client (Hello sent, a unique name received).
+    ///
+    /// - Throws: ``DeviceError/Code/noBus`` naming the address and the system error.
+    init(_ bus: Bus) throws(DeviceError) {
+        self.bus = bus
+        var opened: OpaquePointer?
+        var result = sd_bus_new(&opened)
+        guard result >= 0, let opened else { throw DeviceError.noBus(bus, errno: -result) }
+        // `sd_bus_open_system()` would honour $DBUS_SYSTEM_BUS_ADDRESS: the address is set here instead.
+        result = sd_bus_set_address(opened, bus.address)
+        if result >= 0 { result = sd_bus_set_bus_client(opened, 1) }
+        if result >= 0 { result = sd_bus_set_description(opened, "protected-store session lock") }
+        if result >= 0 { result = sd_bus_start(opened) }
+        guard result >= 0 else {
+            sd_bus_close_unref(opened)
+            throw DeviceError.noBus(bus, errno: -result)
+        }
+        handle = opened
+    }
+
+    /// Closes the connection and frees it, with every match on it. Closing twice is harmless.
+    func close() {
+        guard let handle else { return }
+        self.handle = nil
+        sd_bus_close_unref(handle)
+    }
+
+    deinit { close() }
+
+    /// The connection's fd, the events to poll for, and the absolute `CLOCK_MONOTONIC` deadline in µs
+    /// (`UInt64.max`: none) — what `sd_bus_wait` would wait on, for a loop that also waits on other fds.
+    func pollState() -> (fd: Int32, events: Int16, deadline: UInt64)? {
+        guard let handle else { return nil }
+        let fd = sd_bus_get_fd(handle)
+        let events = sd_bus_get_events(handle)
+        guard fd >= 0, events >= 0 else { return nil }
+        var deadline: UInt64 = .max
+        if sd_bus_get_timeout(handle, &deadline) < 0 { deadline = .max }
+        return (fd, Int16(events), deadline)
+    }
+
+    /// Runs everything the connection has ready (dispatching signals to matches) until nothing is left.
+    ///
+    /// - Returns: `false` once the connection is gone (closed, or the peer hung up).
+    func processAll() -> Bool {
+        guard let handle else { return false }
+        while true {
+            let result = sd_bus_process(handle, nil)
+            if result < 0 { return false }
+            if result == 0 { return true }
+        }
+    }
+
+    /// Calls `member` and waits for its reply (sd-bus's default 25 s timeout).
+    ///
+    /// The call never starts a service by D-Bus activation: a lock source only listens to what runs.
+    func call(
+        _ destination: String, _ path: String, _ interface: String, _ member: String, _ arguments: [BusArgument] = []
+    ) throws(BusFailure) -> BusMessage {
+        guard let handle else { throw BusFailure(name: nil, message: "the connection is closed", errno: ENOTCONN) }
+        var message: OpaquePointer?
+        var result = sd_bus_message_new_method_call(handle, &message, destination, path, interface, member)
+        guard result >= 0, let message else { throw BusFailure.local(result) }
+        defer { sd_bus_message_unref(message) }
+        _ = sd_bus_message_set_auto_start(message, 0)
+        for argument in arguments {
+            switch argument {
+            case .uint32(var value):
+                result = sd_bus_message_append_basic(message, BusType.uint32, &value)
+            case .string(let value):
+                result = value.withCString { sd_bus_message_append_basic(message, BusType.string, $0) }
+            }
+            guard result >= 0 else { throw BusFailure.local(result) }
+        }
+        var error = sd_bus_error()
+        defer { sd_bus_error_free(&error) }
+        var reply: OpaquePointer?
+        result = sd_bus_call(handle, message, 0, &error, &reply)
+        guard result >= 0, let reply else { throw BusFailure(error, result) }
+        return BusMessage(owning: reply)
+    }
+
+    /// Reads the property `interface.member` of `path`: the reply, positioned inside its variant.
+    func property(_ destination: String, _ path: String, _ interface: String, _ member: String, type: String)
+        throws(BusFailure) -> BusMessage
+    {
+        guard let handle else { throw BusFailure(name: nil, message: "the connection is closed", errno: ENOTCONN) }
+        var error = sd_bus_error()
+        defer { sd_bus_error_free(&error) }
+        var reply: OpaquePointer?
+        let result = sd_bus_get_property(handle, destination, path, interface, member, &error, &reply, type)
+        guard result >= 0, let reply else { throw BusFailure(error, result) }
+        return BusMessage(owning: reply)
+    }
+
+    /// Reads a boolean property.
+    func boolProperty(_ destination: String, _ path: String, _ interface: String, _ member: String) throws(BusFailure) -> Bool {
+        guard let handle else { throw BusFailure(name: nil, message: "the connection is closed", errno: ENOTCONN) }
+        var error = sd_bus_error()
+        defer { sd_bus_error_free(&error) }
+        var value: Int32 = 0
+        let result = sd_bus_get_property_trivial(handle, destination, path, interface, member, &error, BusType.bool, &value)
+        guard result >= 0 else { throw BusFailure(error, result) }
+        return value != 0
+    }
+
+    /// Reads a string property.
+    func stringProperty(_ destination: String, _ path: String, _ interface: String, _ member: String) throws(BusFailure) -> String {
+        let reply = try property(destination, path, interface, member, type: "s")
+        return try reply.readString()
+    }
+
+    /// Adds a match rule: `handler` is called on the loop thread with each message it matches. The match lives
+    /// as long as the connection (a floating slot), and `handler` must too: the caller keeps it.
+    ///
+    /// Sent to the bus synchronously (`AddMatch`), so no signal sent after this returns is missed.
+    func addMatch(_ rule: String, _ handler: SignalHandler) throws(BusFailure) {
+        guard let handle else { throw BusFailure(name: nil, message: "the connection is closed", errno: ENOTCONN) }
+        let result = sd_bus_add_match(handle, nil, rule, dispatchSignal, Unmanaged.passUnretained(handler).toOpaque())
+        guard result >= 0 else { throw BusFailure.local(result) }
+    }
+}
+
+/// What a match calls with each message it matches, on the loop thread.
+final class SignalHandler: @unchecked Sendable {
+    // @unchecked Sendable: made on the setting-up thread, then only called on the loop thread.
+    let handle: (BusMessage) -> Void
+    init(_ handle: @escaping (BusMessage) -> Void) { self.handle = handle }
+}
+
+/// The C callback every match shares: the user data is the match's ``SignalHandler``.
+private let dispatchSignal: sd_bus_message_handler_t = { message, userdata, _ in
+    guard let message, let userdata else { return 0 }
+    Unmanaged<SignalHandler>.fromOpaque(userdata).takeUnretainedValue().handle(BusMessage(borrowing: message))
+    return 0
+}
+
+extension BusFailure {
+    /// A local failure: the errno sd-bus returned (negative), in words.
+    static func local(_ result: Int32) -> BusFailure {
+        BusFailure(name: nil, message: String(cString: strerror(-result)), errno: -result)
+    }
+
+    /// A failed call: the peer's D-Bus error, or the local errno.
+    fileprivate init(_ error: sd_bus_error, _ result: Int32) {
+        if let name = error.name {
+            self.init(
+                name: String(cString: name), message: error.message.map { String(cString: $0) } ?? "", errno: -result)
+        } else {
+            self = .local(result)
+        }
+    }
+}
+
+/// The D-Bus type codes used here, as the `char` sd-bus takes.
+enum BusType {
+    static let bool = CChar(UInt8(ascii: "b"))
+    static let uint32 = CChar(UInt8(ascii: "u"))
+    static let string = CChar(UInt8(ascii: "s"))
+    static let objectPath = CChar(UInt8(ascii: "o"))
+    static let structure = CChar(UInt8(ascii: "r"))
+    static let array = CChar(UInt8(ascii: "a"))
+    static let dictEntry = CChar(UInt8(ascii: "e"))
+    static let variant = CChar(UInt8(ascii: "v"))
+}

@@ -1,0 +1,28 @@
+import ProtectedData
+#if canImport(Glibc)
+import Glibc
+#endif
+
+extension DeviceError {
+    /// `bus` cannot be connected to: `errno` says why.
+    static func noBus(_ bus: Bus, errno: Int32) -> Self {
+        Self(
+            code: .noBus,
+            message: "cannot connect to the \(bus): \(String(cString: strerror(errno))); the session's lock cannot be followed")
+    }
+
+    /// Nobody owns `org.freedesktop.login1` on `bus`.
+    static func noLogind(_ bus: Bus, _ failure: BusFailure) -> Self {
+        Self(
+            code: .noLogind,
+            message: "systemd-logind (org.freedesktop.login1) does not answer on the \(bus): \(failure); "
+                + "the session's lock cannot be followed without it")
+    }
+
+    /// logind knows no session of the process `pid` nor of the user `uid`; `what` says what was asked.
+    static func noSession(uid: UInt32, pid: Int32, _ what: String) -> Self {
+        Self(
+            code: .noSession,
+            message: "systemd-logind knows no session to follow for process \(pid) of user \(uid): \(what)")
+    }
+}

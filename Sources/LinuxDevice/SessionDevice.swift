@@ -1,0 +1,196 @@
+import Foundation
+internal import Logging
+public import ProtectedData
+public import SecureKeys
+
+/// A real device on a Linux desktop: the keybag state machine of a ``SimulatedDevice`` — passcode, class keys,
+/// grace period, wrong-passcode delays, persisted in a state directory — on the real clock
+/// (`ContinuousClock`), locked by the user's session through a ``SessionLockSource``.
+///
+/// Lock events only ever take keys away: the session's lock (`LockedHint`, logind's `Lock`, a screen saver's
+/// `ActiveChanged(true)`), `PrepareForSleep(true)` and a lost system bus call ``lock()`` — the grace period
+/// runs, then the class A keys and the class B private key are wiped, exactly as on the simulated device. The
+/// session's *unlocked* is never an authorization: it is only reported (``subscribeToSessionEvents(_:)``), so a
+/// UI can ask for the passcode, and the keys come back only with ``unlock(passcode:)``.
+///
+/// It is a ``KeyAvailabilityMonitor`` and a ``StoreKeyProvider``, delegating to its device, so a
+/// `DataController` uses it as it uses a simulated device, with no other change to app code.
+///
+/// A device is set up only by ``setUp(in:passcode:configuration:systemBus:sessionBus:)``, never implicitly;
+/// ``init(bootingFrom:systemBus:sessionBus:)`` boots an existing one (before its first unlock, as after a
+/// reboot). Call ``close()`` when done: it stops the lock source and powers the device off.
+public final class SessionDevice: KeyAvailabilityMonitor, StoreKeyProvider {
+    /// The keybag state machine.
+    public let device: SimulatedDevice
+    /// The session's lock, followed on its own thread.
+    public let lockSource: SessionLockSource
+    private let sessionEvents: EventHub<SessionLockEvent>
+
+    /// Sets up a new device in `directory` and follows the session. The device is left unlocked, as after a
+    /// phone's set-up — and locked at once if the session already is.
+    ///
+    /// - Parameters:
+    ///   - directory: the state directory; created when missing.
+    ///   - passcode: the device's passcode.
+    ///   - configuration: grace period, wrong-passcode policy and Argon2id cost.
+    ///   - systemBus: where logind is (``Bus/system``; a test passes its own bus explicitly).
+    ///   - sessionBus: where the screen-saver fallback listens, or `nil` for none.
+    /// - Throws: ``DeviceError/Code/noBus``, ``DeviceError/Code/noLogind``, ``DeviceError/Code/noSession``
+    ///   before anything is written; then as ``SimulatedDevice/setUp(in:passcode:configuration:clock:random:ownership:allowsEmptyPasscode:)``
+    ///   (``DeviceError/Code/deviceExists``: a device is never replaced).
+    public static func setUp(
+        in directory: String, passcode: SecureBytes, configuration: SimulatedDevice.Configuration = .init(),
+        systemBus: Bus = .system, sessionBus: Bus? = .session
+    ) throws -> SessionDevice {
+        try SessionDevice(systemBus: systemBus, sessionBus: sessionBus) {
+            try makeDevice(.setUp(passcode: passcode, configuration: configuration), in: directory)
+        }
+    }
+
+    /// Boots the device kept in `directory` and follows the session: only class `none` is available until
+    /// the first ``unlock(passcode:)``.
+    ///
+    /// - Parameters:
+    ///   - directory: the state directory of a device set up before.
+    ///   - systemBus: where logind is (``Bus/system``; a test passes its own bus explicitly).
+    ///   - sessionBus: where the screen-saver fallback listens, or `nil` for none.
+    /// - Throws: ``DeviceError/Code/noBus``, ``DeviceError/Code/noLogind``, ``DeviceError/Code/noSession``;
+    ///   as ``SimulatedDevice/init(bootingFrom:clock:random:ownership:)`` (``DeviceError/Code/noDevice`` when
+    ///   nothing was set up: set up explicitly, it is never done here).
+    public convenience init(bootingFrom directory: String, systemBus: Bus = .system, sessionBus: Bus? = .session) throws {
+        try self.init(systemBus: systemBus, sessionBus: sessionBus) { try Self.makeDevice(.boot, in: directory) }
+    }
+
+    /// How the keybag state machine is made.
+    private enum Making {
+        case setUp(passcode: SecureBytes, configuration: SimulatedDevice.Configuration)
+        case boot
+    }
+
+    /// The one place a session device's keybag state machine is made, on the real clock: where its key store
+    /// is chosen.
+    private static func makeDevice(_ making: Making, in directory: String) throws -> SimulatedDevice {
+        switch making {
+        case .setUp(let passcode, let configuration):
+            try SimulatedDevice.setUp(in: directory, passcode: passcode, configuration: configuration, clock: ContinuousClock())
+        case .boot:
+            try SimulatedDevice(bootingFrom: directory, clock: ContinuousClock())
+        }
+    }
+
+    /// Starts the lock source first (nothing is written if the session cannot be followed), then makes the
+    /// device; a lock seen in between is applied as soon as the device exists.
+    private init(systemBus: Bus, sessionBus: Bus?, makeDevice: () throws -> SimulatedDevice) throws {
+        let target = LockTarget()
+        let hub = EventHub<SessionLockEvent>()
+        let logger = LogSubsystem.device.makeLogger()
+        let source = try SessionLockSource(systemBus: systemBus, sessionBus: sessionBus) { event in
+            if event.takesKeysAway {
+                logger.debug("session lock: locking the device", metadata: ["event": "\(event)"])
+                target.lock()
+            } else {
+                logger.debug("session unlock reported; the device stays locked until its passcode", metadata: ["event": "\(event)"])
+            }
+            hub.enqueue(event)
+            hub.deliverPending()
+        }
+        let device: SimulatedDevice
+        do {
+            device = try makeDevice()
+        } catch {
+            source.stop()
+            throw error
+        }
+        self.device = device
+        self.lockSource = source
+        self.sessionEvents = hub
+        let status = source.status
+        target.attach(device, sessionLocked: status.isLocked || status.sleeping)
+    }
+
+    // MARK: Lock and unlock
+
+    /// Unlocks with the passcode: the only way keys come back.
+    ///
+    /// - Throws: as ``SimulatedDevice/unlock(passcode:)``.
+    public func unlock(passcode: SecureBytes) throws { try device.unlock(passcode: passcode) }
+
+    /// Locks the device now, as a session lock does.
+    public func lock() { device.lock() }
+
+    /// Whether the device is locked, and what its keys are doing.
+    public var lockState: SimulatedDevice.LockState { device.lockState }
+
+    /// Registers `handler` for every later session event — locks, and the *unlocked* reports a UI answers with
+    /// its passcode prompt — on the lock source's thread.
+    ///
+    /// - Returns: the subscription; delivery ends when it is cancelled or released.
+    public func subscribeToSessionEvents(_ handler: @escaping @Sendable (SessionLockEvent) -> Void) -> EventSubscription {
+        sessionEvents.subscribe(handler)
+    }
+
+    /// Stops the lock source (its thread is joined) and powers the device off: every key in memory is zeroed
+    /// and the state directory is free for the next boot.
+    public func close() {
+        lockSource.stop()
+        device.powerOff()
+    }
+
+    deinit { lockSource.stop() }
+
+    // MARK: KeyAvailabilityMonitor and StoreKeyProvider, by the device
+
+    /// Whether data of `protectionClass` can be read now: the device's answer.
+    public func isProtectedDataAvailable(for protectionClass: ProtectionClass) -> Bool {
+        device.isProtectedDataAvailable(for: protectionClass)
+    }
+
+    /// The device's protected-data events, with its availability read atomically.
+    public func subscribe(
+        _ handler: @escaping @Sendable (ProtectedDataEvent) -> Void
+    ) -> (availability: ProtectedDataAvailability, subscription: EventSubscription) {
+        device.subscribe(handler)
+    }
+
+    /// Whether the device erased its keys after too many wrong passcodes.
+    public var hasErasedKeys: Bool { device.hasErasedKeys }
+
+    /// The store's key from the device, looked up three ways.
+    public func lookUpStoreKey(forStoreAt storePath: String) throws -> StoreKeyLookup {
+        try device.lookUpStoreKey(forStoreAt: storePath)
+    }
+
+    /// Creates a new store's key on the device.
+    ///
+    /// - Throws: as ``SimulatedDevice/createStoreKey(forStoreAt:protectionClass:)``.
+    public func createStoreKey(forStoreAt storePath: String, protectionClass: ProtectionClass) throws -> SecureBytes {
+        try device.createStoreKey(forStoreAt: storePath, protectionClass: protectionClass)
+    }
+}
+
+/// The device a lock source's events lock: not there yet while the device is being made, when a lock is
+/// remembered and applied at ``attach(_:sessionLocked:)``.
+private final class LockTarget: Sendable {
+    private struct State {
+        var device: SimulatedDevice?
+        var lockedBeforeAttach = false
+    }
+
+    private let state = LockedState(State())
+
+    func lock() {
+        let device = state.withLock { state -> SimulatedDevice? in
+            if state.device == nil { state.lockedBeforeAttach = true }
+            return state.device
+        }
+        device?.lock()
+    }
+
+    func attach(_ device: SimulatedDevice, sessionLocked: Bool) {
+        let locks = state.withLock { state -> Bool in
+            state.device = device
+            return state.lockedBeforeAttach || sessionLocked
+        }
+        if locks { device.lock() }
+    }
+}

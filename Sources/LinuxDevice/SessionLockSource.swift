@@ -1,0 +1,374 @@
+internal import CSystemd
+internal import Logging
+public import ProtectedData
+import SecureKeys
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Follows the user's session lock through systemd-logind (sd-bus), and reports every lock, unlock and sleep.
+///
+/// At start it finds the session (``LogindSession/Lookup``), subscribes to its `PropertiesChanged`, `Lock`,
+/// `Unlock` and the manager's `PrepareForSleep`, then reads `LockedHint`; on a session bus it also follows
+/// `org.gnome.ScreenSaver` and `org.freedesktop.ScreenSaver` `ActiveChanged` — the fallback for lockers that
+/// never set `LockedHint` (some wlroots lockers). A dedicated thread runs the buses (`sd_bus_process`, and
+/// `poll` on their fds and an `eventfd` that ``stop()`` writes); ``stop()`` joins it and closes the buses.
+///
+/// What it trusts: signals are matched with `sender='org.freedesktop.login1'`, which the bus daemon resolves
+/// to logind's connection, and `LockedHint` is always re-read from logind rather than taken from a change's
+/// payload. Whatever it trusts, it can only ever report a lock: a spoofed lock costs availability, never
+/// confidentiality, because nothing it reports brings keys back.
+public final class SessionLockSource: Sendable {
+    /// What the source knows now.
+    public struct Status: Sendable, Hashable {
+        /// The bus logind was found on.
+        public var systemBus: Bus
+        /// The session followed.
+        public var session: LogindSession
+        /// The session's `LockedHint`, as last read from logind.
+        public var lockedHint: Bool
+        /// Whether `LockedHint` has been seen `true` since the start: `false` on a desktop whose locker
+        /// never sets it, where only the screen saver signals tell.
+        public var lockedHintSeen: Bool
+        /// The session bus of the screen-saver fallback, or `nil` when none was asked for.
+        public var sessionBus: Bus?
+        /// The screen saver found on the session bus (`org.gnome.ScreenSaver`), or why there is none.
+        public var screenSaver: String
+        /// Whether a screen saver said it is active (locked) last.
+        public var screenSaverActive: Bool
+        /// Whether the machine is between `PrepareForSleep(true)` and `(false)`.
+        public var sleeping: Bool
+        /// Whether the system bus is still connected: `false` once it is lost or the source is stopped.
+        public var connected: Bool
+
+        /// Whether the session is locked: `LockedHint`, or an active screen saver.
+        public var isLocked: Bool { lockedHint || screenSaverActive }
+    }
+
+    private let watch: SessionWatch
+    private let thread: LockedState<pthread_t?>
+
+    /// Starts following the session.
+    ///
+    /// - Parameters:
+    ///   - systemBus: where logind is: ``Bus/system`` in production; a test passes its private bus explicitly.
+    ///   - sessionBus: where the screen-saver fallback listens (``Bus/session``), or `nil` for none. A session
+    ///     bus that cannot be reached is not an error: ``Status/screenSaver`` says so.
+    ///   - onEvent: called with each event, in order, on the source's thread; keep it quick. It is set before
+    ///     the thread starts, so no event is missed.
+    /// - Throws: ``DeviceError/Code/noBus``, ``DeviceError/Code/noLogind``, ``DeviceError/Code/noSession``.
+    public init(
+        systemBus: Bus = .system, sessionBus: Bus? = .session,
+        onEvent: @escaping @Sendable (SessionLockEvent) -> Void
+    ) throws(DeviceError) {
+        watch = try SessionWatch(systemBus: systemBus, sessionBus: sessionBus, emit: onEvent)
+        var created = pthread_t()
+        let context = Unmanaged.passRetained(watch).toOpaque()
+        let result = pthread_create(&created, nil, { context in
+            Unmanaged<SessionWatch>.fromOpaque(context!).takeRetainedValue().run()
+            return nil
+        }, context)
+        guard result == 0 else {
+            Unmanaged<SessionWatch>.fromOpaque(context).release()
+            watch.closeBeforeStart()
+            throw DeviceError.noBus(systemBus, errno: result)
+        }
+        thread = LockedState(created)
+    }
+
+    /// The session followed.
+    public var session: LogindSession { watch.session }
+
+    /// The fds the source opened — its buses' sockets and its wake eventfd — as they were at start. For tests
+    /// that check ``stop()`` closes them.
+    package var descriptors: [Int32] { watch.descriptors }
+
+    /// What the source knows now.
+    public var status: Status { watch.status }
+
+    /// Stops the thread (joined: it has ended when this returns) and closes the buses. No event is reported
+    /// after it returns. Stopping twice is harmless; stopping from an event handler ends the thread after the
+    /// handler returns, without waiting for it.
+    public func stop() {
+        guard let running = thread.withLock({ thread -> pthread_t? in
+            defer { thread = nil }
+            return thread
+        }) else { return }
+        watch.requestStop()
+        if pthread_equal(running, pthread_self()) != 0 {
+            pthread_detach(running)
+        } else {
+            pthread_join(running, nil)
+            watch.closeWake()
+        }
+    }
+
+    deinit { stop() }
+}
+
+/// The state a lock source shares between its thread and its callers.
+private struct WatchState {
+    var lockedHint = false
+    var lockedHintSeen = false
+    var screenSaver = "none asked for"
+    var screenSaverActive = false
+    var sleeping = false
+    var systemConnected = true
+    var sessionConnected = true
+    var stopped = false
+    var wakeClosed = false
+}
+
+/// The buses, matches and loop of a ``SessionLockSource``. Set up on the caller's thread, then used by the
+/// loop thread only.
+final class SessionWatch: @unchecked Sendable {
+    // @unchecked Sendable: the connections and handlers are set up in `init`, then used only by the loop
+    // thread (started after `init`, joined before anyone else touches them); shared state is in `state`.
+    let session: LogindSession
+    private let systemBus: Bus
+    private let sessionBusAddress: Bus?
+    private let system: BusConnection
+    private var sessionConnection: BusConnection?
+    private var handlers: [SignalHandler] = []
+    private let state = LockedState(WatchState())
+    private let emit: @Sendable (SessionLockEvent) -> Void
+    /// Written by ``requestStop()`` to wake the loop.
+    private let wake: Int32
+    private let logger = Logger(label: "protected-store.session")
+    /// The fds opened in `init`, read there (on the setting-up thread, before the loop starts).
+    private(set) var descriptors: [Int32] = []
+
+    init(systemBus: Bus, sessionBus: Bus?, emit: @escaping @Sendable (SessionLockEvent) -> Void) throws(DeviceError) {
+        self.systemBus = systemBus
+        self.sessionBusAddress = sessionBus
+        self.emit = emit
+        system = try BusConnection(systemBus)
+        session = try LogindSession.find(on: system)
+        let wake = eventfd(0, Int32(EFD_CLOEXEC | EFD_NONBLOCK))
+        guard wake >= 0 else { throw DeviceError.noBus(systemBus, errno: errno) }
+        // Every property is set from here on: a throw below runs `deinit`, which closes it.
+        self.wake = wake
+        try subscribeToLogind()
+        if let sessionBus { openScreenSaverFallback(sessionBus) }
+        descriptors = [system, sessionConnection].compactMap { $0?.pollState()?.fd } + [wake]
+        logger.debug(
+            "following the session", metadata: ["session": "\(session.id)", "found": "\(session.lookup)", "bus": "\(systemBus)"])
+    }
+
+    var status: SessionLockSource.Status {
+        state.withLock { state in
+            .init(
+                systemBus: systemBus, session: session, lockedHint: state.lockedHint, lockedHintSeen: state.lockedHintSeen,
+                sessionBus: sessionBusAddress, screenSaver: state.screenSaver, screenSaverActive: state.screenSaverActive,
+                sleeping: state.sleeping, connected: state.systemConnected)
+        }
+    }
+
+    // MARK: Setting up
+
+    /// Subscribe, then read: a change between the two is seen twice, never missed (swayidle's order).
+    private func subscribeToLogind() throws(DeviceError) {
+        let service = LogindSession.service
+        let path = session.path
+        let rules: [(String, (BusMessage) -> Void)] = [
+            (
+                "type='signal',sender='\(service)',path='\(path)',interface='org.freedesktop.DBus.Properties',"
+                    + "member='PropertiesChanged',arg0='\(LogindSession.sessionInterface)'",
+                { [unowned self] _ in rereadLockedHint() }
+            ),
+            (
+                "type='signal',sender='\(service)',path='\(path)',interface='\(LogindSession.sessionInterface)',member='Lock'",
+                { [unowned self] _ in report(.locked(.sessionSignal)) }
+            ),
+            (
+                "type='signal',sender='\(service)',path='\(path)',interface='\(LogindSession.sessionInterface)',member='Unlock'",
+                { [unowned self] _ in report(.unlocked(.sessionSignal)) }
+            ),
+            (
+                "type='signal',sender='\(service)',path='\(LogindSession.managerPath)',"
+                    + "interface='\(LogindSession.managerInterface)',member='PrepareForSleep'",
+                { [unowned self] message in
+                    guard let sleeping = try? message.readBool() else { return }
+                    state.withLock { $0.sleeping = sleeping }
+                    report(sleeping ? .sleeping : .resumed)
+                }
+            ),
+            (Self.disconnectedRule, { [unowned self] _ in lost(system: true) }),
+        ]
+        do throws(BusFailure) {
+            for (rule, handle) in rules {
+                let handler = SignalHandler(handle)
+                handlers.append(handler)
+                try system.addMatch(rule, handler)
+            }
+            let locked = try system.boolProperty(service, path, LogindSession.sessionInterface, "LockedHint")
+            state.withLock {
+                $0.lockedHint = locked
+                $0.lockedHintSeen = locked
+            }
+        } catch let failure {
+            if failure.isServiceMissing { throw DeviceError.noLogind(systemBus, failure) }
+            throw DeviceError.noSession(
+                uid: getuid(), pid: getpid(), "the session \(session.id) (\(path)) cannot be followed: \(failure)")
+        }
+    }
+
+    /// sd-bus's own signal when a connection drops.
+    private static let disconnectedRule =
+        "type='signal',sender='org.freedesktop.DBus.Local',path='/org/freedesktop/DBus/Local',"
+        + "interface='org.freedesktop.DBus.Local',member='Disconnected'"
+
+    /// The screen savers' `ActiveChanged` on the session bus. Best effort: a missing bus or screen saver is
+    /// said in the status, not thrown.
+    private func openScreenSaverFallback(_ bus: Bus) {
+        let connection: BusConnection
+        do {
+            connection = try BusConnection(bus)
+        } catch {
+            state.withLock { $0.screenSaver = "no session bus: \(error.message)" }
+            return
+        }
+        let savers: [(name: String, path: String, signal: SessionLockSignal)] = [
+            ("org.gnome.ScreenSaver", "/org/gnome/ScreenSaver", .gnomeScreenSaver),
+            ("org.freedesktop.ScreenSaver", "/org/freedesktop/ScreenSaver", .freedesktopScreenSaver),
+        ]
+        var found: [String] = []
+        var active = false
+        do throws(BusFailure) {
+            for saver in savers {
+                let handler = SignalHandler { [unowned self] message in
+                    guard let isActive = try? message.readBool() else { return }
+                    state.withLock { $0.screenSaverActive = isActive }
+                    report(isActive ? .locked(saver.signal) : .unlocked(saver.signal))
+                }
+                handlers.append(handler)
+                try connection.addMatch(
+                    "type='signal',sender='\(saver.name)',interface='\(saver.name)',member='ActiveChanged'", handler)
+            }
+            let handler = SignalHandler { [unowned self] _ in lost(system: false) }
+            handlers.append(handler)
+            try connection.addMatch(Self.disconnectedRule, handler)
+        } catch {
+            state.withLock { $0.screenSaver = "cannot follow the screen savers on the \(bus): \(error)" }
+            return
+        }
+        for saver in savers {
+            guard let reply = try? connection.call(saver.name, saver.path, saver.name, "GetActive") else { continue }
+            let isActive = (try? reply.readBool()) ?? false
+            active = active || isActive
+            found.append("\(saver.name) (\(isActive ? "active" : "inactive"))")
+        }
+        state.withLock {
+            $0.screenSaver = found.isEmpty ? "none running on the \(bus) (its ActiveChanged is still followed)" : found.joined(separator: ", ")
+            $0.screenSaverActive = active
+        }
+        sessionConnection = connection
+    }
+
+    /// Closes what `init` opened when the thread could not start.
+    func closeBeforeStart() {
+        system.close()
+        sessionConnection?.close()
+    }
+
+    /// Closes the wake fd, once the thread has been joined (nothing polls it any more). Closing twice is
+    /// harmless; `deinit` closes it if nothing did.
+    func closeWake() {
+        state.withLock { state in
+            guard !state.wakeClosed else { return }
+            state.wakeClosed = true
+            close(wake)
+        }
+    }
+
+    deinit { closeWake() }
+
+    // MARK: Events
+
+    private func rereadLockedHint() {
+        let reading = Result { () throws(BusFailure) -> Bool in
+            try system.boolProperty(LogindSession.service, session.path, LogindSession.sessionInterface, "LockedHint")
+        }
+        switch reading {
+        case .success(let locked):
+            let changed = state.withLock { state -> Bool in
+                defer {
+                    state.lockedHint = locked
+                    state.lockedHintSeen = state.lockedHintSeen || locked
+                }
+                return state.lockedHint != locked
+            }
+            if changed { report(locked ? .locked(.lockedHint) : .unlocked(.lockedHint)) }
+        case .failure(let failure):
+            logger.debug("LockedHint unreadable", metadata: ["error": "\(failure)"])
+            report(.locked(.lockedHintUnreadable))
+        }
+    }
+
+    private func lost(system isSystem: Bool) {
+        let first = state.withLock { state -> Bool in
+            if isSystem {
+                defer { state.systemConnected = false }
+                return state.systemConnected
+            }
+            defer { state.sessionConnected = false }
+            return state.sessionConnected
+        }
+        guard first else { return }
+        if isSystem {
+            report(.busLost("\(systemBus)"))
+        } else {
+            state.withLock { $0.screenSaver = "lost the session bus" }
+            logger.debug("lost the session bus: the screen-saver fallback is gone")
+        }
+    }
+
+    private func report(_ event: SessionLockEvent) {
+        guard !state.withLock({ $0.stopped }) else { return }
+        logger.debug("session event", metadata: ["event": "\(event)"])
+        emit(event)
+    }
+
+    // MARK: The loop
+
+    func requestStop() {
+        state.withLock { state in
+            state.stopped = true
+            guard !state.wakeClosed else { return }
+            var one: UInt64 = 1
+            _ = write(wake, &one, 8)
+        }
+    }
+
+    /// The thread: process what is ready, then wait on the buses and the wake fd, until stopped.
+    func run() {
+        while !state.withLock({ $0.stopped }) {
+            if !system.processAll() { lost(system: true) }
+            if let connection = sessionConnection, !connection.processAll() { lost(system: false) }
+            var fds = [pollfd(fd: wake, events: Int16(POLLIN), revents: 0)]
+            var deadline = UInt64.max
+            for connection in [system, sessionConnection].compactMap({ $0 }) {
+                guard let polled = connection.pollState() else { continue }
+                fds.append(pollfd(fd: polled.fd, events: polled.events, revents: 0))
+                deadline = min(deadline, polled.deadline)
+            }
+            var timeout: Int32 = -1
+            if deadline != .max {
+                var now = timespec()
+                clock_gettime(CLOCK_MONOTONIC, &now)
+                let nowMicros = UInt64(now.tv_sec) * 1_000_000 + UInt64(now.tv_nsec) / 1000
+                timeout = deadline <= nowMicros ? 0 : Int32(min((deadline - nowMicros + 999) / 1000, UInt64(Int32.max)))
+            }
+            // An error (EINTR) only goes round again: the loop ends when asked to.
+            _ = poll(&fds, nfds_t(fds.count), timeout)
+        }
+        system.close()
+        sessionConnection?.close()
+        sessionConnection = nil
+        handlers.removeAll()
+        state.withLock {
+            $0.systemConnected = false
+            $0.sessionConnected = false
+        }
+    }
+}

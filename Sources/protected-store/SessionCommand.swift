@@ -1,0 +1,118 @@
+import ArgumentParser
+import Foundation
+import LinuxDevice
+import ProtectedData
+import SecureKeys
+
+extension ProtectedStoreCommand {
+    /// `session …`: the user's real session lock, as a ``SessionDevice`` follows it.
+    struct Session: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Show and follow the real session lock (systemd-logind) a session device uses.",
+            subcommands: [Status.self, Watch.self])
+    }
+}
+
+/// The buses of `session status` and `session watch`: the real ones, or a test's, named explicitly.
+struct SessionBusOptions: ParsableArguments {
+    @Option(
+        name: .customLong("bus-address"),
+        help: ArgumentHelp(
+            "The D-Bus address of the bus logind is on (tests: a private bus).",
+            discussion: "Default: the system bus socket, /run/dbus/system_bus_socket; never $DBUS_SYSTEM_BUS_ADDRESS."))
+    var systemBusAddress: String?
+
+    @Option(
+        name: .customLong("session-bus-address"),
+        help: ArgumentHelp(
+            "The D-Bus address of the session bus the screen-saver fallback listens on.",
+            discussion: "Default: /run/user/UID/bus; never $DBUS_SESSION_BUS_ADDRESS."))
+    var sessionBusAddress: String?
+
+    @Flag(name: .customLong("no-session-bus"), help: "Do not follow the screen savers on the session bus.")
+    var noSessionBus = false
+
+    var systemBus: Bus { systemBusAddress.map(Bus.address) ?? .system }
+    var sessionBus: Bus? { noSessionBus ? nil : sessionBusAddress.map(Bus.address) ?? .session }
+
+    func validate() throws {
+        if noSessionBus && sessionBusAddress != nil {
+            throw ValidationError("--no-session-bus and --session-bus-address contradict each other")
+        }
+        for address in [systemBusAddress, sessionBusAddress].compactMap({ $0 }) where !address.contains(":") {
+            throw ValidationError("\(address) is not a D-Bus address (unix:path=/run/…)")
+        }
+    }
+}
+
+extension ProtectedStoreCommand.Session {
+    /// `session status`: what a session device would follow.
+    struct Status: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Say whether the session lock source is found, and the session's state.",
+            discussion: """
+                Prints the bus, the session followed and how it was found (this process's own session, or — for a \
+                user service, which is in no session — the user's display session), whether it is locked \
+                (logind's LockedHint, or an active screen saver), the screen savers found on the session bus, and \
+                the device key source. Exit 1 when the lock source cannot be found, with the reason \
+                (no-bus, no-logind, no-session).
+                """)
+
+        @OptionGroup var buses: SessionBusOptions
+        @OptionGroup var logging: LoggingOptions
+
+        func run() throws {
+            logging.bootstrap()
+            let source: SessionLockSource
+            do {
+                source = try SessionLockSource(systemBus: buses.systemBus, sessionBus: buses.sessionBus) { _ in }
+            } catch {
+                print("lock source: not found (\(error.code.name)): \(error.message)")
+                print("key source: file")
+                throw ExitCode.failure
+            }
+            defer { source.stop() }
+            let status = source.status
+            print("lock source: systemd-logind on the \(status.systemBus)")
+            print("session: \(status.session.id) (\(status.session.type), \(status.session.path))")
+            print("found by: \(status.session.lookup)")
+            print("locked: \(status.isLocked ? "yes" : "no") (LockedHint \(status.lockedHint))")
+            print("screen saver: \(status.screenSaver)")
+            print("key source: file")
+        }
+    }
+
+    /// `session watch`: each real lock, unlock and sleep, as it happens.
+    struct Watch: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Print each session lock, unlock and sleep as it happens, until Ctrl-C.",
+            discussion: """
+                One line per event: `locked (…)`, `unlocked (…)`, `sleeping`, `resumed`, with where it came from \
+                (logind's LockedHint, its Lock/Unlock signal, PrepareForSleep, a screen saver's ActiveChanged). A \
+                session device locks on the first three kinds; an unlock is only reported — its keys come back \
+                with the passcode alone. Ctrl-C or SIGTERM stops it (exit 130, 143).
+                """)
+
+        @OptionGroup var buses: SessionBusOptions
+        @OptionGroup var logging: LoggingOptions
+
+        func run() throws {
+            logging.bootstrap()
+            let stoppedBy = LockedState<Int32?>(nil)
+            let stop = DispatchSemaphore(value: 0)
+            try StopSignals.install { number in
+                stoppedBy.withLock { $0 = $0 ?? 128 + number }
+                stop.signal()
+            }
+            let source = try SessionLockSource(systemBus: buses.systemBus, sessionBus: buses.sessionBus) { event in
+                print("\(event)")
+                fflush(nil)
+            }
+            print("watching session \(source.session.id) on the \(buses.systemBus) (\(source.session.lookup)); Ctrl-C stops")
+            fflush(nil)
+            stop.wait()
+            source.stop()
+            if let status = stoppedBy.withLock({ $0 }) { throw ExitCode(status) }
+        }
+    }
+}
