@@ -88,7 +88,7 @@ let package = Package(
         .target(
             name: "LinuxDevice",
             dependencies: [
-                "ProtectedData", "SecureKeys", "CSystemd",
+                "ProtectedData", "SecureKeys", "TPMKeys", "CSystemd",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictSettings

@@ -2,6 +2,7 @@ import Foundation
 internal import Logging
 public import ProtectedData
 public import SecureKeys
+internal import TPMKeys
 
 /// A real device on a Linux desktop: the keybag state machine of a ``SimulatedDevice`` — passcode, class keys,
 /// grace period, wrong-passcode delays, persisted in a state directory — on the real clock
@@ -35,15 +36,17 @@ public final class SessionDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     ///   - configuration: grace period, wrong-passcode policy and Argon2id cost.
     ///   - systemBus: where logind is (``Bus/system``; a test passes its own bus explicitly).
     ///   - sessionBus: where the screen-saver fallback listens, or `nil` for none.
+    ///   - keyStore: where the device key is kept; `nil`: sealed by the machine's TPM when one answers at
+    ///     `TPMDeviceKeyStore.defaultTCTI`, else a 0600 file (`TPMDeviceKeyStore.automatic(for:tcti:)`).
     /// - Throws: ``DeviceError/Code/noBus``, ``DeviceError/Code/noLogind``, ``DeviceError/Code/noSession``
     ///   before anything is written; then as ``SimulatedDevice/setUp(in:passcode:configuration:clock:random:ownership:allowsEmptyPasscode:)``
     ///   (``DeviceError/Code/deviceExists``: a device is never replaced).
     public static func setUp(
         in directory: String, passcode: SecureBytes, configuration: SimulatedDevice.Configuration = .init(),
-        systemBus: Bus = .system, sessionBus: Bus? = .session
+        systemBus: Bus = .system, sessionBus: Bus? = .session, keyStore: (any DeviceKeyStore)? = nil
     ) throws -> SessionDevice {
         try SessionDevice(systemBus: systemBus, sessionBus: sessionBus) {
-            try makeDevice(.setUp(passcode: passcode, configuration: configuration), in: directory)
+            try makeDevice(.setUp(passcode: passcode, configuration: configuration), in: directory, keyStore: keyStore)
         }
     }
 
@@ -54,11 +57,18 @@ public final class SessionDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     ///   - directory: the state directory of a device set up before.
     ///   - systemBus: where logind is (``Bus/system``; a test passes its own bus explicitly).
     ///   - sessionBus: where the screen-saver fallback listens, or `nil` for none.
+    ///   - keyStore: where the device key is kept; `nil`: the store the device's files say it uses
+    ///     (`TPMDeviceKeyStore.automatic(for:tcti:)`).
     /// - Throws: ``DeviceError/Code/noBus``, ``DeviceError/Code/noLogind``, ``DeviceError/Code/noSession``;
     ///   as ``SimulatedDevice/init(bootingFrom:clock:random:ownership:)`` (``DeviceError/Code/noDevice`` when
     ///   nothing was set up: set up explicitly, it is never done here).
-    public convenience init(bootingFrom directory: String, systemBus: Bus = .system, sessionBus: Bus? = .session) throws {
-        try self.init(systemBus: systemBus, sessionBus: sessionBus) { try Self.makeDevice(.boot, in: directory) }
+    public convenience init(
+        bootingFrom directory: String, systemBus: Bus = .system, sessionBus: Bus? = .session,
+        keyStore: (any DeviceKeyStore)? = nil
+    ) throws {
+        try self.init(systemBus: systemBus, sessionBus: sessionBus) {
+            try Self.makeDevice(.boot, in: directory, keyStore: keyStore)
+        }
     }
 
     /// How the keybag state machine is made.
@@ -69,12 +79,16 @@ public final class SessionDevice: KeyAvailabilityMonitor, StoreKeyProvider {
 
     /// The one place a session device's keybag state machine is made, on the real clock: where its key store
     /// is chosen.
-    private static func makeDevice(_ making: Making, in directory: String) throws -> SimulatedDevice {
+    private static func makeDevice(
+        _ making: Making, in directory: String, keyStore: (any DeviceKeyStore)?
+    ) throws -> SimulatedDevice {
+        let keyStore = keyStore ?? TPMDeviceKeyStore.automatic(for: directory)
         switch making {
         case .setUp(let passcode, let configuration):
-            try SimulatedDevice.setUp(in: directory, passcode: passcode, configuration: configuration, clock: ContinuousClock())
+            return try SimulatedDevice.setUp(
+                in: directory, passcode: passcode, configuration: configuration, clock: ContinuousClock(), keyStore: keyStore)
         case .boot:
-            try SimulatedDevice(bootingFrom: directory, clock: ContinuousClock())
+            return try SimulatedDevice(bootingFrom: directory, clock: ContinuousClock(), keyStore: keyStore)
         }
     }
 

@@ -28,6 +28,20 @@ public struct TPMDeviceKeyStore: DeviceKeyStore {
     /// ``DeviceKeyStoreKind/tpm``.
     public var kind: DeviceKeyStoreKind { .tpm }
 
+    /// The store for the device in `stateDirectory`: the one its files say it uses; for a new device, the TPM
+    /// when one answers at `tcti`, else a 0600 file — the TPM when there is one, the file as the fallback.
+    ///
+    /// - Parameters:
+    ///   - stateDirectory: the device's state directory (it may not exist yet).
+    ///   - tcti: how to reach the TPM (``defaultTCTI`` on a real machine).
+    public static func automatic(for stateDirectory: String, tcti: String = defaultTCTI) -> any DeviceKeyStore {
+        switch DeviceKeyFiles(stateDirectory: stateDirectory).storeKindForBoot {
+        case .tpm?: TPMDeviceKeyStore(tcti: tcti)
+        case .file?: FileDeviceKeyStore()
+        case nil: TPMPresence.detect(tcti: tcti).isPresent ? TPMDeviceKeyStore(tcti: tcti) : FileDeviceKeyStore()
+        }
+    }
+
     /// Seals `key` and writes `hardware/uid.tpm` (a new file, mode 0600, atomically, folder synced).
     ///
     /// - Throws: ``DeviceError/Code/tpmUnavailable``, ``DeviceError/Code/tpmFailure``; `SecureKeysError` with

@@ -36,12 +36,7 @@ struct KeyStoreOptions: ParsableArguments {
         switch keyStore {
         case .tpm: return TPMDeviceKeyStore(tcti: tcti)
         case .file: return FileDeviceKeyStore()
-        case .auto:
-            switch DeviceKeyFiles(stateDirectory: stateDirectory).storeKindForBoot {
-            case .tpm?: return TPMDeviceKeyStore(tcti: tcti)
-            case .file?: return FileDeviceKeyStore()
-            case nil: return TPMPresence.detect(tcti: tcti).isPresent ? TPMDeviceKeyStore(tcti: tcti) : FileDeviceKeyStore()
-            }
+        case .auto: return TPMDeviceKeyStore.automatic(for: stateDirectory, tcti: tcti)
         }
     }
 }

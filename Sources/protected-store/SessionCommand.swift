@@ -3,6 +3,7 @@ import Foundation
 import LinuxDevice
 import ProtectedData
 import SecureKeys
+import TPMKeys
 
 extension ProtectedStoreCommand {
     /// `session …`: the user's real session lock, as a ``SessionDevice`` follows it.
@@ -61,6 +62,30 @@ extension ProtectedStoreCommand.Session {
         @OptionGroup var buses: SessionBusOptions
         @OptionGroup var logging: LoggingOptions
 
+        @Option(
+            name: .customLong("state-dir"),
+            help: "A device's state directory: say which key source it uses (default: what a new device would use).")
+        var stateDirectory: String?
+
+        @Option(
+            name: .customLong("tpm-tcti"),
+            help: "How to reach the TPM: a tpm2-tss TCTI (device:/dev/tpmrm0, or swtpm:host=127.0.0.1,port=2321).")
+        var tcti = TPMDeviceKeyStore.defaultTCTI
+
+        /// Where the device key is, or would be for a new device: the TPM or a file, and why.
+        var keySource: String {
+            setenv("TSS2_LOG", "all+NONE", 0)
+            if let stateDirectory, let kind = DeviceKeyStoreKind.of(directory: stateDirectory) {
+                return kind == .tpm
+                    ? "tpm (\(stateDirectory)/hardware/uid.tpm, sealed by the TPM)"
+                    : "file (\(stateDirectory)/hardware/uid.key, mode 0600; `protected-store device migrate-key --to tpm` moves it into a TPM)"
+            }
+            let presence = TPMPresence.detect(tcti: tcti)
+            return presence.isPresent
+                ? "tpm for a new device (TPM \(presence))"
+                : "file for a new device (TPM \(presence))"
+        }
+
         func run() throws {
             logging.bootstrap()
             let source: SessionLockSource
@@ -68,7 +93,7 @@ extension ProtectedStoreCommand.Session {
                 source = try SessionLockSource(systemBus: buses.systemBus, sessionBus: buses.sessionBus) { _ in }
             } catch {
                 print("lock source: not found (\(error.code.name)): \(error.message)")
-                print("key source: file")
+                print("key source: \(keySource)")
                 throw ExitCode.failure
             }
             defer { source.stop() }
@@ -78,7 +103,7 @@ extension ProtectedStoreCommand.Session {
             print("found by: \(status.session.lookup)")
             print("locked: \(status.isLocked ? "yes" : "no") (LockedHint \(status.lockedHint))")
             print("screen saver: \(status.screenSaver)")
-            print("key source: file")
+            print("key source: \(keySource)")
         }
     }
 

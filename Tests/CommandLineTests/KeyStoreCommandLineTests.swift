@@ -66,4 +66,27 @@ struct KeyStoreCommandLineTests {
         #expect(FileManager.default.fileExists(atPath: state.file("hardware/uid.tpm")))
         #expect(!FileManager.default.fileExists(atPath: state.file("hardware/uid.key")))
     }
+
+    @Test("`session status` says which key source a device uses — the TPM, or a file with the command that moves it — and what a new device would use")
+    func sessionStatusNamesTheKeySource() throws {
+        let tpm = try SoftwareTPM()
+        let noBus = ["--bus-address", "unix:path=/nonexistent/bus", "--no-session-bus"]
+        let sealed = TemporaryDirectory()
+        let plain = TemporaryDirectory()
+        for (state, store) in [(sealed, "tpm"), (plain, "file")] {
+            let setUp = try ProtectedStoreBinary.run(
+                ["shell", "--fast-kdf", "--state-dir", state.path, "--key-store", store, "--tpm-tcti", tpm.tcti],
+                input: "device setup --passcode 1\n")
+            #expect(setUp.status == 0, "\(setUp.output) \(setUp.error)")
+        }
+        let ofSealed = try ProtectedStoreBinary.run(["session", "status", "--state-dir", sealed.path] + noBus)
+        #expect(ofSealed.output.contains("key source: tpm (\(sealed.path)/hardware/uid.tpm, sealed by the TPM)"), "\(ofSealed.output)")
+        let ofPlain = try ProtectedStoreBinary.run(["session", "status", "--state-dir", plain.path] + noBus)
+        #expect(ofPlain.output.contains("key source: file (\(plain.path)/hardware/uid.key"), "\(ofPlain.output)")
+        #expect(ofPlain.output.contains("device migrate-key --to tpm"), "\(ofPlain.output)")
+        let newWithTPM = try ProtectedStoreBinary.run(["session", "status", "--tpm-tcti", tpm.tcti] + noBus)
+        #expect(newWithTPM.output.contains("key source: tpm for a new device (TPM present at \(tpm.tcti)"), "\(newWithTPM.output)")
+        let newWithout = try ProtectedStoreBinary.run(["session", "status", "--tpm-tcti", "device:/nonexistent/tpmrm0"] + noBus)
+        #expect(newWithout.output.contains("key source: file for a new device (TPM absent at device:/nonexistent/tpmrm0"), "\(newWithout.output)")
+    }
 }

@@ -267,6 +267,9 @@ public final class DeviceAgent: Sendable {
             case .createStoreKey(let storePath, let protectionClass):
                 return .storeKey(.available(try requireDevice().createStoreKey(forStoreAt: storePath, protectionClass: protectionClass)))
             case .advanceClock(let duration):
+                guard !configuration.realClock else {
+                    throw DeviceError.agentRefused("the device runs on the real clock; it cannot be moved")
+                }
                 try DeviceRules.checkClockAdvance(by: duration, from: clock.now.offset)
                 clock.advance(by: duration)
             case .reboot:
@@ -274,10 +277,8 @@ public final class DeviceAgent: Sendable {
                 let hadProtectedData = old.availability.availableClasses.count > 1
                 state.withLock { $0.subscription = nil }
                 old.powerOff()
-                guard !configuration.realClock else {
-                    throw DeviceError.agentRefused("the device runs on the real clock; it cannot be moved")
-                }
-                try DeviceRules.checkClockAdvance(by: duration, from: clock.now.offset)
+                let device = try SimulatedDevice(
+                    bootingFrom: stateDirectory, clock: deviceClock, keyStore: configuration.keyStore, ownership: ownership)
                 state.withLock { $0.device = device }
                 watch(device)
                 if hadProtectedData { broadcast(.didBecomeUnavailable) }
