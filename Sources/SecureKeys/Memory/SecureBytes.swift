@@ -1,5 +1,6 @@
 internal import CSodium
 import Foundation
+import Synchronization
 
 /// Secret bytes in memory that libsodium guards: `sodium_malloc` places them between guard pages and
 /// `mlock`s them, and they are zeroed before the memory is given back.
@@ -37,6 +38,7 @@ public final class SecureBytes: @unchecked Sendable {
         // sodium_malloc fills new memory with 0xdb; start from zero.
         sodium_memzero(memory, max(count, 1))
         self.pointer = memory
+        Self.liveAllocations.add(1, ordering: .relaxed)
     }
 
     /// Copies `bytes` into guarded memory. The caller remains responsible for zeroing its own copy.
@@ -69,6 +71,13 @@ public final class SecureBytes: @unchecked Sendable {
     deinit {
         releaseLocked()
     }
+
+    /// How many guarded allocations this process holds now: each is a `sodium_malloc` region with its guard
+    /// pages, three memory mappings the kernel counts against `vm.max_map_count`. For tests that a long-running
+    /// loop (a simulated seed, an agent) does not keep keys it no longer needs.
+    package static var liveAllocationCount: Int { liveAllocations.load(ordering: .relaxed) }
+
+    private static let liveAllocations = Atomic<Int>(0)
 
     /// Whether ``wipe()`` has run: the bytes are zeroed and released.
     public var isWiped: Bool {
@@ -131,6 +140,7 @@ public final class SecureBytes: @unchecked Sendable {
         // sodium_free zeroes once more, checks the canary and unmaps the guard pages.
         sodium_free(memory)
         pointer = nil
+        Self.liveAllocations.subtract(1, ordering: .relaxed)
     }
 }
 
