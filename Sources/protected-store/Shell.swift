@@ -39,7 +39,7 @@ extension ProtectedStoreCommand {
         func run() async throws {
             logging.bootstrap()
             let directory = options.stateDirectory ?? "protected-store-state"
-            let input = StandardInput()
+            let input = try StandardInput()
             let interactive = input.isTerminal
             let prompt = PasscodePrompt(input: input)
             let session = try ScenarioSession(stateDirectory: directory, kdf: options.kdf)
@@ -55,7 +55,7 @@ extension ProtectedStoreCommand {
                 }
                 // The line, in guarded memory, is zeroed once this turn of the loop ends: it may hold a
                 // passcode, which goes from it to the command's own guarded memory (issue 26, finding 10).
-                guard let line = input.readLine() else { break }
+                guard let line = try input.readLine() else { break }
                 defer { line.wipe() }
                 lineNumber += 1
                 let where_ = interactive ? "" : "line \(lineNumber): "

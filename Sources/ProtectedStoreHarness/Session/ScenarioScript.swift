@@ -67,7 +67,7 @@ public struct ScenarioScript: Sendable {
         let ranges = Self.lines(of: text)
         // One arena for the words of every line (a guarded allocation per line made a long script's parse
         // eight times slower), zeroed after each line.
-        let arena = SecureBytes(count: ScenarioTokenizer.arenaCount(forLineOf: ranges.map(\.count).max() ?? 0))
+        let arena = try SecureBytes(count: ScenarioTokenizer.arenaCount(forLineOf: ranges.map(\.count).max() ?? 0))
         for (index, line) in ranges.enumerated() {
             defer {
                 let used = ScenarioTokenizer.arenaCount(forLineOf: line.count)
@@ -115,8 +115,9 @@ public struct ScenarioScript: Sendable {
     /// Reads and parses the script at `path`, read into guarded memory (see ``init(name:utf8:)``).
     public init(contentsOf path: String) throws {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-        let text = descriptor >= 0 ? Self.readToEnd(descriptor) : nil
+        let read = Result { descriptor >= 0 ? try Self.readToEnd(descriptor) : nil }
         if descriptor >= 0 { close(descriptor) }
+        let text = try read.get()
         defer { text?.wipe() }
         guard let text, (try? text.withUnsafeBytes(Self.isUTF8)) == true else {
             throw ParseFailure(name: path, line: 0, message: "cannot read the script (missing, unreadable or not UTF-8)")
@@ -126,12 +127,14 @@ public struct ScenarioScript: Sendable {
 
     /// Everything `descriptor` reads until its end, in guarded memory (storage outgrown is zeroed as it is
     /// released); `nil` when reading fails.
-    package static func readToEnd(_ descriptor: Int32) -> SecureBytes? {
-        var storage = SecureBytes(count: 64 * 1024)
+    ///
+    /// - Throws: `SecureKeysError` with `out-of-memory` when the guarded memory cannot be allocated.
+    package static func readToEnd(_ descriptor: Int32) throws -> SecureBytes? {
+        var storage = try SecureBytes(count: 64 * 1024)
         var filled = 0
         while true {
             if filled == storage.count {
-                let larger = SecureBytes(count: storage.count * 2)
+                let larger = try SecureBytes(count: storage.count * 2)
                 let count = filled
                 try? storage.withUnsafeBytes { old in
                     try larger.withUnsafeMutableBytes { $0.baseAddress!.copyMemory(from: old.baseAddress!, byteCount: count) }
@@ -149,7 +152,7 @@ public struct ScenarioScript: Sendable {
         }
         defer { storage.wipe() }
         let count = filled
-        return try? storage.withUnsafeBytes { SecureBytes(copying: UnsafeRawBufferPointer(rebasing: $0[..<count])) }
+        return try storage.withUnsafeBytes { try SecureBytes(copying: UnsafeRawBufferPointer(rebasing: $0[..<count])) }
     }
 
     /// How many `expect` lines it has.

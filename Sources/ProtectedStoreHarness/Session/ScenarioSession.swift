@@ -245,7 +245,10 @@ public final class ScenarioSession {
     }
 
     /// A command's passcode as the device takes it: the command's own guarded bytes (not a copy), or none.
-    private static func bytes(of passcode: ScenarioPasscode?) -> SecureBytes { passcode?.bytes ?? SecureBytes(count: 0) }
+    private static func bytes(of passcode: ScenarioPasscode?) throws -> SecureBytes {
+        if let passcode { return passcode.bytes }
+        return try SecureBytes(count: 0)
+    }
 
     private static let noDevice = DeviceError(code: .noDevice, message: "no device is set up; run `device setup --passcode P` first")
 

@@ -26,14 +26,18 @@ public final class SecureBytes: @unchecked Sendable {
     var onWipe: (@Sendable (_ allBytesWereZero: Bool) -> Void)?
 
     /// Allocates `count` zeroed secret bytes.
-    public init(count: Int) {
+    ///
+    /// - Throws: ``SecureKeysError/Code/outOfMemory`` when libsodium cannot allocate the guarded memory: the
+    ///   process is out of memory or of memory mappings (each allocation is three: the bytes between two guard
+    ///   pages), or `count` is larger than any allocation can be.
+    public init(count: Int) throws {
         precondition(count >= 0, "SecureBytes count must not be negative")
         Sodium.ensureInitialised()
         self.count = count
         // sodium_malloc(0) is allowed but returns a pointer we must still free; allocate at least one byte so
         // the guard-page layout is the same for every key.
         guard let memory = sodium_malloc(max(count, 1)) else {
-            preconditionFailure("sodium_malloc failed to allocate \(count) bytes: out of memory")
+            throw SecureKeysError.outOfMemory("libsodium could not allocate \(count) bytes of guarded memory for a key")
         }
         // sodium_malloc fills new memory with 0xdb; start from zero.
         sodium_memzero(memory, max(count, 1))
@@ -42,8 +46,10 @@ public final class SecureBytes: @unchecked Sendable {
     }
 
     /// Copies `bytes` into guarded memory. The caller remains responsible for zeroing its own copy.
-    public convenience init(copying bytes: UnsafeRawBufferPointer) {
-        self.init(count: bytes.count)
+    ///
+    /// - Throws: ``SecureKeysError/Code/outOfMemory`` when the guarded memory cannot be allocated.
+    public convenience init(copying bytes: UnsafeRawBufferPointer) throws {
+        try self.init(count: bytes.count)
         if let base = bytes.baseAddress, bytes.count > 0 {
             pointer!.copyMemory(from: base, byteCount: bytes.count)
         }
@@ -52,18 +58,22 @@ public final class SecureBytes: @unchecked Sendable {
     /// Copies the UTF-8 bytes of a passcode typed by a person into guarded memory.
     ///
     /// The `String` itself is the caller's and cannot be zeroed by Swift; keep it as short-lived as possible.
-    public convenience init(utf8 text: String) {
+    ///
+    /// - Throws: ``SecureKeysError/Code/outOfMemory`` when the guarded memory cannot be allocated.
+    public convenience init(utf8 text: String) throws {
         var text = text
         let count = text.utf8.count
-        self.init(count: count)
+        try self.init(count: count)
         text.withUTF8 { bytes in
             if let base = bytes.baseAddress, count > 0 { pointer!.copyMemory(from: base, byteCount: count) }
         }
     }
 
     /// Fresh random secret bytes from `random` (the operating system's generator unless told otherwise).
-    public static func random(count: Int, using random: any RandomSource = SystemRandom()) -> SecureBytes {
-        let bytes = SecureBytes(count: count)
+    ///
+    /// - Throws: ``SecureKeysError/Code/outOfMemory`` when the guarded memory cannot be allocated.
+    public static func random(count: Int, using random: any RandomSource = SystemRandom()) throws -> SecureBytes {
+        let bytes = try SecureBytes(count: count)
         bytes.unsafeWithMutableBytes { random.fill($0) }
         return bytes
     }
