@@ -712,7 +712,7 @@ public final class Database {
     private static func withRawKeyLiteral<Result>(
         _ key: SecureBytes, _ body: (UnsafeRawBufferPointer) throws -> Result
     ) throws -> Result {
-        let literal = SecureBytes(count: 3 + 2 * key.count)
+        let literal = try SecureBytes(count: 3 + 2 * key.count)
         defer { literal.wipe() }
         let digits: StaticString = "0123456789abcdef"
         try key.withUnsafeBytes { keyBytes in

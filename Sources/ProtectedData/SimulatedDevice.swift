@@ -159,7 +159,7 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
         let lock = try takeOwnership(of: directory, given: ownership)
         let layout = DeviceLayout(root: directory)
         try startSetUp(layout)
-        let deviceKey = SecureBytes.random(count: 32, using: random)
+        let deviceKey = try SecureBytes.random(count: 32, using: random)
         let keybag: Keybag
         let keys: ClassKeys
         let persisted = PersistedDeviceState(

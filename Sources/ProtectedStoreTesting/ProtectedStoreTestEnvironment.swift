@@ -45,7 +45,7 @@ public final class ProtectedStoreTestEnvironment {
         self.passcode = passcode
         stateDirectory = NSTemporaryDirectory() + "protected-store-testing-\(UUID().uuidString)"
         device = try SimulatedDevice.setUp(
-            in: stateDirectory, passcode: SecureBytes(utf8: passcode),
+            in: stateDirectory, passcode: try SecureBytes(utf8: passcode),
             configuration: .init(gracePeriod: gracePeriod, kdf: .minimal), clock: clock)
     }
 
@@ -107,7 +107,7 @@ public final class ProtectedStoreTestEnvironment {
     ///
     /// - Throws: what the device's unlock throws (a passcode delay, for instance).
     public func unlock() async throws {
-        try device.unlock(passcode: SecureBytes(utf8: passcode))
+        try device.unlock(passcode: try SecureBytes(utf8: passcode))
         await settle()
     }
 

@@ -26,7 +26,7 @@ struct PasscodePrompt {
     ///   - command: the command that asks (`device unlock`), named if it is cancelled.
     /// - Throws: ``Refusal`` at the end of input.
     func existing(_ label: String, for command: String) throws(Refusal) -> ScenarioPasscode {
-        guard let passcode = ask(label) else { throw Self.cancelled(command) }
+        guard let passcode = try ask(label, for: command) else { throw Self.cancelled(command) }
         return ScenarioPasscode(bytes: passcode)
     }
 
@@ -37,13 +37,20 @@ struct PasscodePrompt {
     ///   - allowEmpty: whether `--allow-empty-passcode` was given.
     /// - Throws: ``Refusal`` at the end of input, when the two entries differ, or for an empty passcode.
     func new(for command: String, allowEmpty: Bool) throws(Refusal) -> ScenarioPasscode {
-        guard let first = ask("new passcode") else { throw Self.cancelled(command) }
+        guard let first = try ask("new passcode", for: command) else { throw Self.cancelled(command) }
         if first.count == 0, !allowEmpty {
             throw Refusal(
                 description: "\(command): an empty passcode is refused (anyone could unlock the device); "
                     + "type `\(command) --allow-empty-passcode` if that is what you want. \(Self.consequence(command))")
         }
-        guard let second = ask("new passcode again") else {
+        let second: SecureBytes?
+        do {
+            second = try ask("new passcode again", for: command)
+        } catch {
+            first.wipe()
+            throw error
+        }
+        guard let second else {
             first.wipe()
             throw Self.cancelled(command)
         }
@@ -60,7 +67,9 @@ struct PasscodePrompt {
     ///
     /// Echo goes off before the prompt is shown, discarding what was typed ahead (`TCSAFLUSH`: it was typed
     /// with echo on, so it may be on the screen already); what is typed once the prompt shows is kept.
-    private func ask(_ label: String) -> SecureBytes? {
+    ///
+    /// - Throws: ``Refusal`` naming `command` and `out-of-memory` when there is no guarded memory for the line.
+    private func ask(_ label: String, for command: String) throws(Refusal) -> SecureBytes? {
         var saved = termios()
         let isTerminal = tcgetattr(STDIN_FILENO, &saved) == 0
         if isTerminal {
@@ -76,7 +85,11 @@ struct PasscodePrompt {
         }
         print("\(label): ", terminator: "")
         fflush(nil)  // flushes every output stream; `stdout` is a global Swift 6 cannot reference safely
-        return input.readLine()
+        do {
+            return try input.readLine()
+        } catch {
+            throw Refusal(description: "\(command): \(error). \(Self.consequence(command))")
+        }
     }
 
     /// While echo is off, Ctrl-C (SIGINT) or SIGTERM restore the terminal before the process ends with 130 or

@@ -43,7 +43,7 @@ extension ProtectedStoreCommand {
                 do {
                     if path == "-" {
                         // Into guarded memory, as a file is: a script's passcodes never go through a String.
-                        guard let text = ScenarioScript.readToEnd(STDIN_FILENO) else {
+                        guard let text = try ScenarioScript.readToEnd(STDIN_FILENO) else {
                             throw ScenarioScript.ParseFailure(name: "<stdin>", line: 0, message: "cannot read standard input")
                         }
                         defer { text.wipe() }

@@ -44,7 +44,7 @@ extension ProtectedStoreCommand {
         func run() async throws {
             logging.bootstrap()
             let directory = options.stateDirectory ?? "protected-store-state"
-            let input = StandardInput()
+            let input = try StandardInput()
             let interactive = input.isTerminal
             let prompt = PasscodePrompt(input: input)
             // What the commands print may repeat what was typed (a key, an operation's name): shown with its
@@ -83,7 +83,7 @@ extension ProtectedStoreCommand {
                         print("[\(session.promptSummary)] > ", terminator: "")
                         fflush(nil)  // flushes every output stream; `stdout` is a global Swift 6 cannot reference safely
                     }
-                    guard let read = input.readLine() else {
+                    guard let read = try input.readLine() else {
                         if interactive { print("") }
                         break reading
                     }

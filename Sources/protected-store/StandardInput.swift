@@ -19,7 +19,7 @@ import Darwin
 final class StandardInput {
     /// What was read and not yet returned: the first ``filled`` bytes. A line longer than it moves to storage
     /// twice as large; the old storage is zeroed as it is released.
-    private var storage = SecureBytes(count: 64 * 1024)
+    private var storage: SecureBytes
     /// How many bytes of ``storage`` hold input.
     private var filled = 0
     /// How many of them are known to hold no line feed.
@@ -28,29 +28,38 @@ final class StandardInput {
     /// Whether standard input is a terminal (someone typing), rather than a pipe or a file.
     let isTerminal = isatty(STDIN_FILENO) == 1
 
+    /// Standard input, with 64 KiB of guarded storage to read into.
+    ///
+    /// - Throws: `SecureKeysError` with `out-of-memory` when the guarded memory cannot be allocated.
+    init() throws {
+        storage = try SecureBytes(count: 64 * 1024)
+    }
+
     /// The next line, without its line ending (`\n` or `\r\n`), as UTF-8 bytes in guarded memory; wipe it once
     /// it is parsed.
     ///
     /// - Returns: `nil` at the end of input (Ctrl-D at a terminal), or when reading fails. Text after the last
     ///   line ending is returned as a last line.
-    func readLine() -> SecureBytes? {
+    /// - Throws: `SecureKeysError` with `out-of-memory` when the guarded memory for the line (or for a longer
+    ///   line's storage) cannot be allocated.
+    func readLine() throws -> SecureBytes? {
         while true {
-            if let line = takeLine() { return line }
-            if filled == storage.count { grow() }
+            if let line = try takeLine() { return line }
+            if filled == storage.count { try grow() }
             let (start, room) = (filled, storage.count - filled)
             // The storage is this object's and never wiped while it is: the access cannot fail.
             let count = try! storage.withUnsafeMutableBytes { read(STDIN_FILENO, $0.baseAddress! + start, room) }
             if count < 0, errno == EINTR { continue }
             if count <= 0 {
                 guard filled > 0 else { return nil }
-                return take(lineLength: filled, consumed: filled)
+                return try take(lineLength: filled, consumed: filled)
             }
             filled += count
         }
     }
 
     /// The first line of what was read, when a line feed ends it.
-    private func takeLine() -> SecureBytes? {
+    private func takeLine() throws -> SecureBytes? {
         let (from, to) = (scanned, filled)
         let newline = try! storage.withUnsafeBytes { bytes in
             bytes[from..<to].firstIndex(of: UInt8(ascii: "\n"))
@@ -60,19 +69,20 @@ final class StandardInput {
             return nil
         }
         let endsWithReturn = try! storage.withUnsafeBytes { newline > 0 && $0[newline - 1] == UInt8(ascii: "\r") }
-        return take(lineLength: endsWithReturn ? newline - 1 : newline, consumed: newline + 1)
+        return try take(lineLength: endsWithReturn ? newline - 1 : newline, consumed: newline + 1)
     }
 
     /// Copies the first `lineLength` bytes into a line of their own and drops the first `consumed` bytes,
     /// leaving no copy of them: the rest moves down over them and the bytes it leaves at the end are zeroed.
-    private func take(lineLength: Int, consumed: Int) -> SecureBytes {
+    private func take(lineLength: Int, consumed: Int) throws -> SecureBytes {
         let filled = self.filled
-        let line = try! storage.withUnsafeMutableBytes { bytes in
-            let line = SecureBytes(copying: UnsafeRawBufferPointer(rebasing: bytes[..<lineLength]))
+        // Allocated first: out of memory, the input stays as it was.
+        let line = try SecureBytes(count: lineLength)
+        try! storage.withUnsafeMutableBytes { bytes in
+            try! line.withUnsafeMutableBytes { $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[..<lineLength])) }
             let rest = filled - consumed
             if rest > 0 { bytes.baseAddress!.copyMemory(from: bytes.baseAddress! + consumed, byteCount: rest) }
             secureZero(UnsafeMutableRawBufferPointer(rebasing: bytes[rest..<filled]))
-            return line
         }
         self.filled -= consumed
         scanned = 0
@@ -80,8 +90,8 @@ final class StandardInput {
     }
 
     /// Moves what was read to guarded storage twice as large; the old storage is zeroed and freed.
-    private func grow() {
-        let larger = SecureBytes(count: storage.count * 2)
+    private func grow() throws {
+        let larger = try SecureBytes(count: storage.count * 2)
         let filled = self.filled
         try! storage.withUnsafeBytes { old in
             try! larger.withUnsafeMutableBytes { new in

@@ -21,7 +21,7 @@ struct ReadmeSimulatedDeviceSnippet {
         // The first run sets up a device, left unlocked as a phone is after its set-up; every later run is a boot,
         // after which nothing is available until the first unlock.
         let device = isFirstRun
-            ? try SimulatedDevice.setUp(in: stateDirectory, passcode: SecureBytes(utf8: passcode))
+            ? try SimulatedDevice.setUp(in: stateDirectory, passcode: try SecureBytes(utf8: passcode))
             : try SimulatedDevice(bootingFrom: stateDirectory)
         let dataController = DataController(configuration: .init(store: store), keys: device)
         dataController.launch(LaunchOptions(reason: .location, inBackground: true))
@@ -30,7 +30,7 @@ struct ReadmeSimulatedDeviceSnippet {
         await waitForPhase(dataController) { $0 == (isFirstRun ? .ready : .waitingForProtectedData) }
         // snippet.show
         // Later, when the user types the passcode:
-        try device.unlock(passcode: SecureBytes(utf8: passcode))   // the deferred setup runs, the queue drains
+        try device.unlock(passcode: try SecureBytes(utf8: passcode))   // the deferred setup runs, the queue drains
         // snippet.end
         await waitForPhase(dataController) { $0 == .ready }
         return (device, dataController)

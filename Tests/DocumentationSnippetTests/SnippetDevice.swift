@@ -25,7 +25,7 @@ final class SnippetDevice {
     func lock() { environment.device.lock() }
 
     /// Unlocks the device with its passcode.
-    func unlock() throws { try environment.device.unlock(passcode: SecureBytes(utf8: environment.passcode)) }
+    func unlock() throws { try environment.device.unlock(passcode: try SecureBytes(utf8: environment.passcode)) }
 
     /// Reboots the device: every key in memory is gone until the next unlock.
     func reboot() async throws { try await environment.reboot() }

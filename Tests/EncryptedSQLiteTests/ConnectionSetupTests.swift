@@ -10,7 +10,11 @@ import Testing
 @Suite("Connection set-up")
 struct ConnectionSetupTests {
     let directory = TemporaryDirectory()
-    let key = SecureBytes.random(count: 32)
+    let key: SecureBytes
+
+    init() throws {
+        key = try SecureBytes.random(count: 32)
+    }
     var path: String { directory.file("store.sqlite") }
 
     func makeSchema(_ database: Database) throws {

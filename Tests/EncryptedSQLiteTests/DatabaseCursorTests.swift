@@ -16,7 +16,11 @@ private struct Item: Codable, Equatable, FetchableRecord, PersistableRecord {
 @Suite("Database cursors")
 struct DatabaseCursorTests {
     let directory = TemporaryDirectory()
-    let key = SecureBytes.random(count: 32)
+    let key: SecureBytes
+
+    init() throws {
+        key = try SecureBytes.random(count: 32)
+    }
 
     func open(rows: Int = 10) throws -> Database {
         let database = try Database(path: directory.file("store.sqlite"), key: key)
@@ -175,7 +179,7 @@ struct DatabaseCursorTests {
         // A small page cache: it fills as a scan reads new pages, and at the default 32 MiB it would hold the
         // whole table, which is SQLite caching pages, not the cursor keeping rows.
         configuration.cacheSizeKiB = 1024
-        let database = try Database(path: directory.file("big.sqlite"), key: SecureBytes.random(count: 32), configuration: configuration)
+        let database = try Database(path: directory.file("big.sqlite"), key: try SecureBytes.random(count: 32), configuration: configuration)
         defer { database.close() }
         try database.execute("CREATE TABLE item(id INTEGER PRIMARY KEY, label TEXT NOT NULL)")
         let filler = String(repeating: "x", count: 200)

@@ -8,7 +8,11 @@ import Testing
 @Suite("Encrypted database")
 struct DatabaseTests {
     let directory = TemporaryDirectory()
-    let key = SecureBytes.random(count: 32)
+    let key: SecureBytes
+
+    init() throws {
+        key = try SecureBytes.random(count: 32)
+    }
     var path: String { directory.file("store.sqlite") }
 
     func code(of body: () throws -> Void) -> StoreError.Code? {
@@ -64,7 +68,7 @@ struct DatabaseTests {
     func wrongKeyFailsAtOpen() throws {
         try makeStore()
         let before = fileBytes(path)
-        #expect(code { _ = try Database(path: path, key: SecureBytes.random(count: 32)) } == .wrongKey)
+        #expect(code { _ = try Database(path: path, key: try SecureBytes.random(count: 32)) } == .wrongKey)
         #expect(fileBytes(path) == before)
         #expect(try Database(path: path, key: key).scalar("SELECT count(*) FROM items") == .integer(3))
     }
@@ -86,7 +90,7 @@ struct DatabaseTests {
 
     @Test("a key that is not 32 bytes is refused as misuse")
     func shortKeyIsMisuse() {
-        #expect(code { _ = try Database(path: path, key: SecureBytes.random(count: 16)) } == .misuse)
+        #expect(code { _ = try Database(path: path, key: try SecureBytes.random(count: 16)) } == .misuse)
     }
 
     @Test("no file in the directory contains a stored value or the SQLite plaintext header")
@@ -183,7 +187,7 @@ struct DatabaseTests {
     @Test("rekey: afterwards only the new key opens the store, with every row intact")
     func rekey() throws {
         try makeStore(rows: 50)
-        let newKey = SecureBytes.random(count: 32)
+        let newKey = try SecureBytes.random(count: 32)
         do {
             let database = try Database(path: path, key: key)
             try database.rekey(to: newKey)

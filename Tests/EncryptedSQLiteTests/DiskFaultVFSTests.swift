@@ -8,7 +8,11 @@ import Testing
 /// The fault plan through the protected-store-disk VFS: SQLite's own I/O-error tests, for SQLCipher's files.
 @Suite("Disk faults under SQLite")
 struct DiskFaultVFSTests {
-    let key = SecureBytes.random(count: 32)
+    let key: SecureBytes
+
+    init() throws {
+        key = try SecureBytes.random(count: 32)
+    }
 
     /// A store under a simulated disk with rows 0..<5 committed (and its folder synced), closed.
     final class Fixture {

@@ -8,7 +8,11 @@ import Testing
 @Suite("Migrations")
 struct MigratorTests {
     let directory = TemporaryDirectory()
-    let key = SecureBytes.random(count: 32)
+    let key: SecureBytes
+
+    init() throws {
+        key = try SecureBytes.random(count: 32)
+    }
 
     struct Broken: Error {}
 

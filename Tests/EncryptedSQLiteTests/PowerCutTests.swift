@@ -8,7 +8,11 @@ import Testing
 /// SQLCipher's store under the simulated disk (through the protected-store-disk VFS): what a power cut keeps.
 @Suite("Power cuts under SQLite")
 struct PowerCutTests {
-    let key = SecureBytes.random(count: 32)
+    let key: SecureBytes
+
+    init() throws {
+        key = try SecureBytes.random(count: 32)
+    }
 
     /// What one cut left: the rows a new connection finds, its `integrity_check`, and what a write through the
     /// connection opened before the cut threw (`nil` if it succeeded).

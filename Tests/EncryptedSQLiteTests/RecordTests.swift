@@ -21,7 +21,11 @@ private struct Note: Codable, Equatable, Sendable {
 @Suite("Records and statements")
 struct RecordTests {
     let directory = TemporaryDirectory()
-    let key = SecureBytes.random(count: 32)
+    let key: SecureBytes
+
+    init() throws {
+        key = try SecureBytes.random(count: 32)
+    }
 
     func open() throws -> Database {
         let database = try Database(path: directory.file("store.sqlite"), key: key)

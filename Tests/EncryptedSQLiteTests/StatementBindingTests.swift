@@ -12,7 +12,11 @@ import Testing
 @Suite("Statement bindings")
 struct StatementBindingTests {
     let directory = TemporaryDirectory()
-    let key = SecureBytes.random(count: 32)
+    let key: SecureBytes
+
+    init() throws {
+        key = try SecureBytes.random(count: 32)
+    }
 
     @Test("a statement releases the values bound to it once it has run, for execute and for rows")
     func bindingsAreReleasedAfterARun() async {
@@ -31,7 +35,7 @@ struct StatementBindingTests {
     /// returns how much more memory SQLite holds afterwards.
     static func bytesKeptAfterTwoRuns() throws -> Int64 {
         let directory = TemporaryDirectory()
-        let database = try Database(path: directory.file("store.sqlite"), key: SecureBytes.random(count: 32))
+        let database = try Database(path: directory.file("store.sqlite"), key: try SecureBytes.random(count: 32))
         defer { database.close() }
         try database.execute("CREATE TABLE t(x)")
         let large = String(repeating: "x", count: 1 << 20)

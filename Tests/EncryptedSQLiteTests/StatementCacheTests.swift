@@ -8,7 +8,11 @@ import Testing
 @Suite("Statement cache")
 struct StatementCacheTests {
     let directory = TemporaryDirectory()
-    let key = SecureBytes.random(count: 32)
+    let key: SecureBytes
+
+    init() throws {
+        key = try SecureBytes.random(count: 32)
+    }
 
     func makeDatabase(capacity: Int? = nil) throws -> Database {
         var configuration = Database.Configuration()

@@ -26,7 +26,11 @@ private struct Visit: Codable, Equatable, FetchableRecord, PersistableRecord {
 @Suite("Table records")
 struct TableRecordTests {
     let directory = TemporaryDirectory()
-    let key = SecureBytes.random(count: 32)
+    let key: SecureBytes
+
+    init() throws {
+        key = try SecureBytes.random(count: 32)
+    }
 
     func open() throws -> Database {
         let database = try Database(path: directory.file("store.sqlite"), key: key)

@@ -13,7 +13,11 @@ import Testing
 @Suite("Write-ahead log check at open")
 struct WriteAheadLogCheckTests {
     let directory = TemporaryDirectory()
-    let key = SecureBytes.random(count: 32)
+    let key: SecureBytes
+
+    init() throws {
+        key = try SecureBytes.random(count: 32)
+    }
     var path: String { directory.file("store.sqlite") }
     var logPath: String { path + "-wal" }
 

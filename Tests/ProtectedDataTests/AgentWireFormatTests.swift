@@ -19,11 +19,11 @@ struct AgentWireFormatTests {
     static let requests: [AgentRequest] = [
         .hello(protocolVersion: AgentWireFormat.protocolVersion, clientName: "app ✓"),
         .status,
-        .setUp(passcode: SecureBytes(utf8: "1234"), gracePeriod: .seconds(10), wipeAfterFailures: 10),
-        .setUp(passcode: SecureBytes(utf8: ""), gracePeriod: .zero, wipeAfterFailures: nil),
-        .unlock(passcode: SecureBytes(utf8: "1234")),
+        .setUp(passcode: try! SecureBytes(utf8: "1234"), gracePeriod: .seconds(10), wipeAfterFailures: 10),
+        .setUp(passcode: try! SecureBytes(utf8: ""), gracePeriod: .zero, wipeAfterFailures: nil),
+        .unlock(passcode: try! SecureBytes(utf8: "1234")),
         .lock,
-        .changePasscode(old: SecureBytes(utf8: "1234"), new: SecureBytes(utf8: "5678")),
+        .changePasscode(old: try! SecureBytes(utf8: "1234"), new: try! SecureBytes(utf8: "5678")),
         .lookUpStoreKey(storePath: "/tmp/notes.sqlite"),
         .createStoreKey(storePath: "/tmp/notes.sqlite", protectionClass: .completeUnlessOpen),
         .advanceClock(.milliseconds(61_001)),
@@ -53,7 +53,7 @@ struct AgentWireFormatTests {
         .failure(AgentFailure(domain: .secureKeys, code: "io-error", message: "cannot read")),
         .storeKey(.absent),
         .storeKey(.locked(.complete)),
-        .storeKey(.available(SecureBytes.random(count: 32))),
+        .storeKey(.available(try! SecureBytes.random(count: 32))),
         .event(.willBecomeUnavailable, status),
         .event(.didBecomeUnavailable, status),
         .event(.didBecomeAvailable, status),
@@ -61,14 +61,14 @@ struct AgentWireFormatTests {
 
     @Test("every request kind decodes to the request it was encoded from, with its id", arguments: requests)
     func requestRoundTrip(_ request: AgentRequest) throws {
-        let frame = try decodeRequest(body(of: AgentWireFormat.encode(request, id: 0xDEAD_BEEF)))
+        let frame = try decodeRequest(body(of: try AgentWireFormat.encode(request, id: 0xDEAD_BEEF)))
         #expect(frame.id == 0xDEAD_BEEF)
         #expect(frame.request == request, "\(request) came back as \(frame.request)")
     }
 
     @Test("every reply kind decodes to the reply it was encoded from, with its id", arguments: replies)
     func replyRoundTrip(_ reply: AgentReply) throws {
-        let frame = try decodeReply(body(of: AgentWireFormat.encode(reply, id: 7)))
+        let frame = try decodeReply(body(of: try AgentWireFormat.encode(reply, id: 7)))
         #expect(frame.id == 7)
         #expect(frame.reply == reply, "\(reply) came back as \(frame.reply)")
     }
@@ -95,19 +95,19 @@ struct AgentWireFormatTests {
     func truncatedField() throws {
         #expect(reason { try decodeRequest([]) } == "the kind runs past the end of the frame")
         #expect(reason { try decodeRequest([2, 0, 0]) } == "the request id runs past the end of the frame")
-        let unlock = body(of: AgentWireFormat.encode(.unlock(passcode: SecureBytes(utf8: "123456")), id: 1))
+        let unlock = body(of: try AgentWireFormat.encode(.unlock(passcode: try SecureBytes(utf8: "123456")), id: 1))
         #expect(reason { try decodeRequest(Array(unlock.dropLast())) } == "the passcode runs past the end of the frame")
         #expect(reason { try decodeRequest(Array(unlock.prefix(7))) } == "the passcode length runs past the end of the frame")
         // A length near 4 GiB is refused, not allocated.
         #expect(reason { try decodeRequest([4, 0, 0, 0, 1, 0xFF, 0xFF, 0xFF, 0xFF, 0]) } == "the passcode runs past the end of the frame")
-        let status = body(of: AgentWireFormat.encode(.status(Self.status), id: 1))
+        let status = body(of: try AgentWireFormat.encode(.status(Self.status), id: 1))
         #expect(reason { try decodeReply(Array(status.dropLast())) } == "the device clock runs past the end of the frame")
     }
 
     @Test("bytes after the last field are malformed")
     func bytesLeftOver() throws {
         #expect(reason { try decodeRequest([2, 0, 0, 0, 1, 0]) } == "1 bytes after the last field")
-        let lock = body(of: AgentWireFormat.encode(.storeKey(.locked(.none)), id: 1))
+        let lock = body(of: try AgentWireFormat.encode(.storeKey(.locked(.none)), id: 1))
         #expect(reason { try decodeReply(lock + [0, 0]) } == "2 bytes after the last field")
     }
 
@@ -124,24 +124,24 @@ struct AgentWireFormatTests {
     func relativeStorePath() throws {
         let expected = "the store path is not an absolute path of at most 4096 bytes"
         for path in ["notes.sqlite", "", "./notes.sqlite", "/tmp/a\u{0}b", "/" + String(repeating: "a", count: 4096)] {
-            let lookUp = body(of: AgentWireFormat.encode(.lookUpStoreKey(storePath: path), id: 1))
+            let lookUp = body(of: try AgentWireFormat.encode(.lookUpStoreKey(storePath: path), id: 1))
             #expect(reason { try decodeRequest(lookUp) } == expected, "\(path.debugDescription)")
-            let create = body(of: AgentWireFormat.encode(.createStoreKey(storePath: path, protectionClass: .none), id: 1))
+            let create = body(of: try AgentWireFormat.encode(.createStoreKey(storePath: path, protectionClass: .none), id: 1))
             #expect(reason { try decodeRequest(create) } == expected, "\(path.debugDescription)")
         }
         let longest = "/" + String(repeating: "a", count: 4095)
-        #expect(throws: Never.self) { try decodeRequest(body(of: AgentWireFormat.encode(.lookUpStoreKey(storePath: longest), id: 1))) }
+        #expect(throws: Never.self) { try decodeRequest(body(of: try AgentWireFormat.encode(.lookUpStoreKey(storePath: longest), id: 1))) }
     }
 
     @Test("an unknown protection class is malformed")
     func unknownProtectionClass() throws {
-        var create = body(of: AgentWireFormat.encode(.createStoreKey(storePath: "/s", protectionClass: .none), id: 1))
+        var create = body(of: try AgentWireFormat.encode(.createStoreKey(storePath: "/s", protectionClass: .none), id: 1))
         for raw: UInt8 in [0, 5, 255] {
             create[create.count - 1] = raw
             #expect(reason { try decodeRequest(create) } == "unknown protection class \(raw)")
         }
         #expect(reason { try decodeReply([0x83, 0, 0, 0, 1, 1, 0]) } == "unknown protection class 0")
-        var status = body(of: AgentWireFormat.encode(.status(Self.status), id: 1))
+        var status = body(of: try AgentWireFormat.encode(.status(Self.status), id: 1))
         status[5 + 4 + 1 + 8] = 0b0010_0000  // the available-classes bit set: only bits 1…4 are classes
         #expect(reason { try decodeReply(status) } == "unknown protection classes in 32")
     }
@@ -156,7 +156,7 @@ struct AgentWireFormatTests {
         let failure = [0x82, 0, 0, 0, 0, 1] + u32(0) + u32(0)
         #expect(reason { try decodeReply(failure + i64(-2) + i64(-1)) } == "the retry-after is negative")
         #expect(reason { try decodeReply(failure + i64(-1) + i64(-2)) } == "the failed attempts is negative")
-        var status = body(of: AgentWireFormat.encode(.status(Self.status), id: 1))
+        var status = body(of: try AgentWireFormat.encode(.status(Self.status), id: 1))
         status.replaceSubrange(status.count - 8..<status.count, with: i64(-1))
         #expect(reason { try decodeReply(status) } == "the device clock is negative")
     }
@@ -174,13 +174,13 @@ struct AgentWireFormatTests {
         }
         #expect(advance == AgentWireFormat.maximumRequestDuration)
         // A longer duration is still encoded (saturated, never trapping): the receiver refuses it.
-        let huge = body(of: AgentWireFormat.encode(.advanceClock(.seconds(Int64.max)), id: 1))
+        let huge = body(of: try AgentWireFormat.encode(.advanceClock(.seconds(Int64.max)), id: 1))
         #expect(Array(huge.suffix(8)) == i64(.max))
     }
 
     @Test("a grace period left beside any lock state but locked-in-grace-period is malformed: one encoding per status")
     func graceLeftOutsideGracePeriod() throws {
-        var status = body(of: AgentWireFormat.encode(.status(Self.status), id: 1))
+        var status = body(of: try AgentWireFormat.encode(.status(Self.status), id: 1))
         #expect(status[9] == 3)  // locked in grace period, 7.5 s left
         for kind: UInt8 in [0, 1, 2, 4, 5] {
             status[9] = kind
@@ -220,7 +220,7 @@ struct AgentWireFormatTests {
     }
 
     func decodeReply(event: UInt8) throws -> AgentWireFormat.ReplyFrame {
-        var frame = body(of: AgentWireFormat.encode(.event(.didBecomeAvailable, Self.status), id: 0))
+        var frame = body(of: try AgentWireFormat.encode(.event(.didBecomeAvailable, Self.status), id: 0))
         frame[5] = event
         return try decodeReply(frame)
     }

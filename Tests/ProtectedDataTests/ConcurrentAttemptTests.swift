@@ -17,7 +17,7 @@ struct ConcurrentAttemptTests {
             done.enter()
             Thread {
                 start.wait()
-                let code = errorCode { try device.unlock(passcode: SecureBytes(utf8: "0000")) } ?? "none"
+                let code = errorCode { try device.unlock(passcode: try SecureBytes(utf8: "0000")) } ?? "none"
                 codes.withLock { $0.append(code) }
                 done.leave()
             }.start()
@@ -33,12 +33,12 @@ struct ConcurrentAttemptTests {
         let directory = TemporaryDirectory()
         let clock = ManualClock()
         let device = try SimulatedDevice.setUp(
-            in: directory.path, passcode: SecureBytes(utf8: "1234"),
+            in: directory.path, passcode: try SecureBytes(utf8: "1234"),
             configuration: .init(attemptPolicy: .init(wipeAfterFailures: wipeAfter), kdf: .default), clock: clock)
         device.lock()
         clock.advance(by: .seconds(60))
         for _ in 0..<failures {
-            _ = errorCode { try device.unlock(passcode: SecureBytes(utf8: "0000")) }
+            _ = errorCode { try device.unlock(passcode: try SecureBytes(utf8: "0000")) }
             clock.advance(by: .seconds(3600))
         }
         #expect(device.failedPasscodeAttempts == failures)

@@ -44,7 +44,7 @@ struct DeviceAgentLimitTests {
         defer { fixture.stop() }
         let client = try fixture.connect("values")
         for call in [
-            { try client.setUp(passcode: SecureBytes(utf8: "1"), gracePeriod: .seconds(Int64.max)) },
+            { try client.setUp(passcode: try SecureBytes(utf8: "1"), gracePeriod: .seconds(Int64.max)) },
             { _ = try client.lookUpStoreKey(forStoreAt: "/" + String(repeating: "p", count: 5000)) },
         ] {
             let error = #expect(throws: SecureKeysError.self) { try call() }
@@ -93,7 +93,7 @@ struct DeviceAgentLimitTests {
         Thread {
             defer { cycling.signal() }
             for _ in 0..<5_000 where fixture.agent.clientCount == 2 {
-                guard (try? good.lock()) != nil, (try? good.unlock(passcode: SecureBytes(utf8: passcode))) != nil else { return }
+                guard (try? good.lock()) != nil, (try? good.unlock(passcode: try SecureBytes(utf8: passcode))) != nil else { return }
             }
         }.start()
         let cutOff = poll(seconds: 60) { fixture.agent.clientCount == 1 }

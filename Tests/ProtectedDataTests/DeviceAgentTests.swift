@@ -30,7 +30,7 @@ final class AgentFixture: @unchecked Sendable {
         }.start()
         if let gracePeriod {
             let client = try connect("set-up")
-            try client.setUp(passcode: SecureBytes(utf8: passcode), gracePeriod: gracePeriod)
+            try client.setUp(passcode: try SecureBytes(utf8: passcode), gracePeriod: gracePeriod)
             client.disconnect()
         }
     }
@@ -98,12 +98,12 @@ final class RawClient {
         #expect(bytes.withUnsafeBytes { UnixSocket.sendAll(descriptor, $0, deadline: nil) }, "the agent closed before the bytes were sent")
     }
 
-    func send(_ request: AgentRequest, id: UInt32 = 1) {
-        #expect(FrameChannel.send(AgentWireFormat.encode(request, id: id), on: descriptor, within: nil))
+    func send(_ request: AgentRequest, id: UInt32 = 1) throws {
+        #expect(FrameChannel.send(try AgentWireFormat.encode(request, id: id), on: descriptor, within: nil))
     }
 
     func hello() throws {
-        send(.hello(protocolVersion: AgentWireFormat.protocolVersion, clientName: "raw"))
+        try send(.hello(protocolVersion: AgentWireFormat.protocolVersion, clientName: "raw"))
         let answer = try receive()
         guard case .status = answer.reply else { Issue.record("hello answered with \(answer.reply)"); return }
     }
@@ -164,7 +164,7 @@ struct DeviceAgentTests {
         defer { fixture.stop() }
         let before = try fixture.connect("before").status()
         let bad = try fixture.raw()
-        bad.send(.unlock(passcode: SecureBytes(utf8: "0000")))
+        try bad.send(.unlock(passcode: try SecureBytes(utf8: "0000")))
         try bad.expectRefusal(naming: "the first request must be hello")
         try fixture.expectStillServes(before)
     }
@@ -175,7 +175,7 @@ struct DeviceAgentTests {
         defer { fixture.stop() }
         let before = try fixture.connect("before").status()
         let bad = try fixture.raw()
-        bad.send(.hello(protocolVersion: AgentWireFormat.protocolVersion + 1, clientName: "future"))
+        try bad.send(.hello(protocolVersion: AgentWireFormat.protocolVersion + 1, clientName: "future"))
         try bad.expectRefusal(naming: "hello with protocol version \(AgentWireFormat.protocolVersion)")
         try fixture.expectStillServes(before)
     }
@@ -186,7 +186,7 @@ struct DeviceAgentTests {
         defer { fixture.stop() }
         let good = try fixture.connect("good")
         try good.lock()
-        _ = agentError { try good.unlock(passcode: SecureBytes(utf8: "0000")) }
+        _ = agentError { try good.unlock(passcode: try SecureBytes(utf8: "0000")) }
         let before = try good.status()
         #expect(before.failedPasscodeAttempts == 1)
         for body: [UInt8] in [[99, 0, 0, 0, 1], [2, 0, 0, 0, 1, 0], [4, 0, 0, 0, 1, 0, 0, 0, 9, 1]] {
@@ -226,7 +226,7 @@ struct DeviceAgentTests {
         do {
             let bad = try fixture.raw()
             try bad.hello()
-            let frame = try AgentWireFormat.encode(.unlock(passcode: SecureBytes(utf8: "0000")), id: 2).withUnsafeBytes { Array($0) }
+            let frame = try AgentWireFormat.encode(.unlock(passcode: try SecureBytes(utf8: "0000")), id: 2).withUnsafeBytes { Array($0) }
             bad.send(Array(frame.prefix(frame.count / 2)))
             fixture.waitForClientCount(1)
         }  // closed here
@@ -254,7 +254,7 @@ struct DeviceAgentTests {
         let before = try good.status()
         let bad = try fixture.raw()
         try bad.hello()
-        let frame = try AgentWireFormat.encode(.unlock(passcode: SecureBytes(utf8: "0000")), id: 2).withUnsafeBytes { Array($0) }
+        let frame = try AgentWireFormat.encode(.unlock(passcode: try SecureBytes(utf8: "0000")), id: 2).withUnsafeBytes { Array($0) }
         bad.send(Array(frame.prefix(frame.count / 2)))
         #expect(try good.status().failedPasscodeAttempts == 0)
         try bad.expectRefusal(naming: "did not arrive whole within 300ms")
@@ -290,7 +290,7 @@ struct DeviceAgentTests {
         let first = try fixture.connect("first")
         let second = try fixture.connect("second")
         try first.lock()
-        let wrong = SecureBytes(utf8: "0000")
+        let wrong = try SecureBytes(utf8: "0000")
         for expected in 1...3 {
             let error = agentError { try first.unlock(passcode: wrong) }
             #expect(error?.code == .wrongPasscode)
@@ -305,12 +305,12 @@ struct DeviceAgentTests {
         #expect(fifth?.failedAttempts == 5)
         #expect(fifth?.retryAfter == .seconds(60))
         #expect(try first.status().failedPasscodeAttempts == 5)
-        let right = agentError { try first.unlock(passcode: SecureBytes(utf8: fixture.passcode)) }
+        let right = agentError { try first.unlock(passcode: try SecureBytes(utf8: fixture.passcode)) }
         #expect(right?.code == .passcodeDelay)
         #expect(right?.retryAfter == .seconds(60))
         #expect(try second.status().lockState != .unlocked)
         try second.advanceClock(by: .seconds(60))
-        try first.unlock(passcode: SecureBytes(utf8: fixture.passcode))
+        try first.unlock(passcode: try SecureBytes(utf8: fixture.passcode))
         #expect(try second.status().failedPasscodeAttempts == 0)
     }
 
@@ -344,7 +344,7 @@ struct DeviceAgentTests {
         }
         #expect(protectionClass == .complete)
 
-        try widget.unlock(passcode: SecureBytes(utf8: fixture.passcode))
+        try widget.unlock(passcode: try SecureBytes(utf8: fixture.passcode))
         #expect(poll { recorder.events.last == .didBecomeAvailable }, "\(recorder.events)")
         #expect(app.isProtectedDataAvailable(for: .complete))
         guard case .available(let again) = try app.lookUpStoreKey(forStoreAt: storePath) else {

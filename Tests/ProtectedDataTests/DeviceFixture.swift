@@ -14,7 +14,7 @@ final class DeviceFixture: @unchecked Sendable {
 
     init(gracePeriod: Duration = .seconds(10), wipeAfterFailures: Int? = nil) throws {
         device = try SimulatedDevice.setUp(
-            in: directory.path, passcode: SecureBytes(utf8: "1234"),
+            in: directory.path, passcode: try SecureBytes(utf8: "1234"),
             configuration: .init(
                 gracePeriod: gracePeriod, attemptPolicy: .init(wipeAfterFailures: wipeAfterFailures), kdf: .minimal),
             clock: clock)
@@ -28,7 +28,7 @@ final class DeviceFixture: @unchecked Sendable {
     }
 
     func unlock(_ passcode: String? = nil) throws {
-        try device.unlock(passcode: SecureBytes(utf8: passcode ?? self.passcode))
+        try device.unlock(passcode: try SecureBytes(utf8: passcode ?? self.passcode))
     }
 
     /// Moves the clock; the device's grace timer fires inside the advance.

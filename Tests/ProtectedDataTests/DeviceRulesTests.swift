@@ -12,7 +12,7 @@ struct DeviceRulesTests {
         let directory = TemporaryDirectory()
         return errorCode {
             let device = try SimulatedDevice.setUp(
-                in: directory.path, passcode: SecureBytes(utf8: passcode),
+                in: directory.path, passcode: try SecureBytes(utf8: passcode),
                 configuration: .init(gracePeriod: grace, attemptPolicy: .init(wipeAfterFailures: wipeAfter), kdf: .minimal),
                 clock: ManualClock(), allowsEmptyPasscode: allowsEmpty)
             device.powerOff()
@@ -33,8 +33,8 @@ struct DeviceRulesTests {
     @Test("a passcode change to an empty passcode is refused unless asked for")
     func changeToEmptyPasscode() throws {
         let fixture = try DeviceFixture()
-        #expect(errorCode { try fixture.device.changePasscode(from: SecureBytes(utf8: "1234"), to: SecureBytes(utf8: "")) } == "invalid-device-setting")
-        try fixture.device.changePasscode(from: SecureBytes(utf8: "1234"), to: SecureBytes(utf8: ""), allowsEmptyPasscode: true)
+        #expect(errorCode { try fixture.device.changePasscode(from: try SecureBytes(utf8: "1234"), to: try SecureBytes(utf8: "")) } == "invalid-device-setting")
+        try fixture.device.changePasscode(from: try SecureBytes(utf8: "1234"), to: try SecureBytes(utf8: ""), allowsEmptyPasscode: true)
         try fixture.reboot()
         try fixture.unlock("")
     }
@@ -45,7 +45,7 @@ struct DeviceRulesTests {
         defer { fixture.stop() }
         let client = try fixture.raw()
         try client.hello()
-        client.send(request, id: 7)
+        try client.send(request, id: 7)
         // Events the request caused (a set-up makes data available) are pushed with id 0: the answer follows.
         var frame = try client.receive()
         while frame.id == 0, case .event = frame.reply { frame = try client.receive() }
@@ -60,9 +60,9 @@ struct DeviceRulesTests {
 
     @Test("through the wire format, the agent refuses a set-up with an empty passcode (not asked for) and with wipe-after 0")
     func agentRefusesWhatTheCommandLineRefuses() throws {
-        #expect(failureCode(try answer(.setUp(passcode: SecureBytes(utf8: ""), gracePeriod: .seconds(10), wipeAfterFailures: nil))) == "invalid-device-setting")
-        #expect(failureCode(try answer(.setUp(passcode: SecureBytes(utf8: "1234"), gracePeriod: .seconds(10), wipeAfterFailures: 0))) == "invalid-device-setting")
-        let allowed = try answer(.setUp(passcode: SecureBytes(utf8: ""), gracePeriod: .seconds(10), wipeAfterFailures: nil, allowsEmptyPasscode: true))
+        #expect(failureCode(try answer(.setUp(passcode: try SecureBytes(utf8: ""), gracePeriod: .seconds(10), wipeAfterFailures: nil))) == "invalid-device-setting")
+        #expect(failureCode(try answer(.setUp(passcode: try SecureBytes(utf8: "1234"), gracePeriod: .seconds(10), wipeAfterFailures: 0))) == "invalid-device-setting")
+        let allowed = try answer(.setUp(passcode: try SecureBytes(utf8: ""), gracePeriod: .seconds(10), wipeAfterFailures: nil, allowsEmptyPasscode: true))
         guard case .status(let status) = allowed else {
             Issue.record("an empty passcode asked for was refused: \(allowed)")
             return
@@ -72,14 +72,14 @@ struct DeviceRulesTests {
 
     @Test("through the wire format, the agent refuses a change to an empty passcode not asked for")
     func agentRefusesEmptyNewPasscode() throws {
-        let reply = try answer(.changePasscode(old: SecureBytes(utf8: "1234"), new: SecureBytes(utf8: "")), setUpFirst: true)
+        let reply = try answer(.changePasscode(old: try SecureBytes(utf8: "1234"), new: try SecureBytes(utf8: "")), setUpFirst: true)
         #expect(failureCode(reply) == "invalid-device-setting")
     }
 
     @Test("the allow-empty-passcode byte round-trips, and any value but 0 or 1 is malformed")
     func allowEmptyByteIsChecked() throws {
-        let request = AgentRequest.setUp(passcode: SecureBytes(utf8: ""), gracePeriod: .seconds(1), wipeAfterFailures: 3, allowsEmptyPasscode: true)
-        let frame = AgentWireFormat.encode(request, id: 9)
+        let request = AgentRequest.setUp(passcode: try SecureBytes(utf8: ""), gracePeriod: .seconds(1), wipeAfterFailures: 3, allowsEmptyPasscode: true)
+        let frame = try AgentWireFormat.encode(request, id: 9)
         var bytes = try frame.withUnsafeBytes { Array($0.dropFirst(AgentWireFormat.headerBytes)) }
         let decoded = try bytes.withUnsafeBytes { try AgentWireFormat.decodeRequest($0) }
         #expect(decoded.request == request)
@@ -98,15 +98,15 @@ struct DeviceRulesThroughClientTests {
         defer { fixture.stop() }
         let client = try fixture.connect("rules")
         defer { client.disconnect() }
-        #expect { try client.setUp(passcode: SecureBytes(utf8: "")) } throws: {
+        #expect { try client.setUp(passcode: try SecureBytes(utf8: "")) } throws: {
             ($0 as? DeviceError)?.code == .invalidSetting
         }
-        try client.setUp(passcode: SecureBytes(utf8: ""), allowsEmptyPasscode: true)
-        #expect { try client.changePasscode(from: SecureBytes(utf8: ""), to: SecureBytes(utf8: "")) } throws: {
+        try client.setUp(passcode: try SecureBytes(utf8: ""), allowsEmptyPasscode: true)
+        #expect { try client.changePasscode(from: try SecureBytes(utf8: ""), to: try SecureBytes(utf8: "")) } throws: {
             ($0 as? DeviceError)?.code == .invalidSetting
         }
-        try client.changePasscode(from: SecureBytes(utf8: ""), to: SecureBytes(utf8: "5678"))
+        try client.changePasscode(from: try SecureBytes(utf8: ""), to: try SecureBytes(utf8: "5678"))
         try client.lock()
-        try client.unlock(passcode: SecureBytes(utf8: "5678"))
+        try client.unlock(passcode: try SecureBytes(utf8: "5678"))
     }
 }

@@ -159,7 +159,7 @@ struct DeviceStateFileTests {
         defer { key.wipe() }
         let path = fixture.directory.file("device/device.keybag")
         let keybag = try Keybag.load(from: path, deviceKey: key)
-        try keybag.removing([.authenticatedDeviceState], passcode: SecureBytes(utf8: "1234"), deviceKey: key).write(to: path)
+        try keybag.removing([.authenticatedDeviceState], passcode: try SecureBytes(utf8: "1234"), deviceKey: key).write(to: path)
     }
 
     @Test("a counter set back by rewriting the state file as an untagged version-1 file is refused: the keybag says the state is authenticated")

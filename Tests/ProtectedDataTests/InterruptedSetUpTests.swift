@@ -12,7 +12,7 @@ struct InterruptedSetUpTests {
     var layout: DeviceLayout { DeviceLayout(root: directory.path) }
 
     func setUp() throws -> SimulatedDevice {
-        try SimulatedDevice.setUp(in: directory.path, passcode: SecureBytes(utf8: "1234"), configuration: .init(kdf: .minimal))
+        try SimulatedDevice.setUp(in: directory.path, passcode: try SecureBytes(utf8: "1234"), configuration: .init(kdf: .minimal))
     }
 
     /// What a set-up that stopped after its key files and before its state file leaves.
@@ -37,7 +37,7 @@ struct InterruptedSetUpTests {
         #expect(!FileManager.default.fileExists(atPath: layout.setUpMarkerPath), "the marker outlived the set-up")
         device.powerOff()
         let booted = try SimulatedDevice(bootingFrom: directory.path)
-        try booted.unlock(passcode: SecureBytes(utf8: "1234"))
+        try booted.unlock(passcode: try SecureBytes(utf8: "1234"))
     }
 
     @Test("key files without a state file and without the set-up marker are a device's: set-up refuses, nothing is removed")

@@ -90,7 +90,7 @@ struct ManualClockTests {
         let directory = TemporaryDirectory()
         let clock = ManualClock()
         let device = try SimulatedDevice.setUp(
-            in: directory.path, passcode: SecureBytes(utf8: "1"), configuration: .init(gracePeriod: .seconds(10), kdf: .minimal),
+            in: directory.path, passcode: try SecureBytes(utf8: "1"), configuration: .init(gracePeriod: .seconds(10), kdf: .minimal),
             clock: clock)
         let received = LockedState<[ProtectedDataEvent]>([])
         let subscription = device.subscribe { event in received.withLock { $0.append(event) } }.subscription

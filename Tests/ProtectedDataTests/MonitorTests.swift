@@ -34,7 +34,7 @@ struct MonitorTests {
         let device = fixture.device
         let (_, subscription) = device.subscribe { event in
             recorder.record(event)
-            if event == .willBecomeUnavailable { try? device.unlock(passcode: SecureBytes(utf8: "1234")) }
+            if event == .willBecomeUnavailable { try? device.unlock(passcode: try SecureBytes(utf8: "1234")) }
         }
         let (_, observer) = device.subscribe { recorder.record($0) }
         device.lock()
@@ -53,7 +53,7 @@ struct MonitorTests {
             let fixture = try DeviceFixture()
             try fixture.reboot()
             let device = fixture.device
-            let unlocker = Task.detached { try device.unlock(passcode: SecureBytes(utf8: "1234")) }
+            let unlocker = Task.detached { try device.unlock(passcode: try SecureBytes(utf8: "1234")) }
             let recorder = EventRecorder()
             let (availability, subscription) = device.subscribe(recorder.record)
             try await unlocker.value
@@ -84,7 +84,7 @@ struct MonitorTests {
         let directory = TemporaryDirectory()
         let clock = TestClock<Duration>()
         let device = try SimulatedDevice.setUp(
-            in: directory.path, passcode: SecureBytes(utf8: "1"), configuration: .init(kdf: .minimal), clock: clock)
+            in: directory.path, passcode: try SecureBytes(utf8: "1"), configuration: .init(kdf: .minimal), clock: clock)
         let (_, events, subscription) = device.events()
         device.lock()
         // The device's timer task sleeps on the clock; advance only once it does (TestClock.checkSuspension

@@ -74,8 +74,8 @@ struct PasscodeTests {
     func changePasscode() throws {
         let fixture = try DeviceFixture()
         let before = try fixture.device.classKey(.complete)!.withUnsafeBytes { Array($0) }
-        #expect(errorCode { try fixture.device.changePasscode(from: SecureBytes(utf8: "0000"), to: SecureBytes(utf8: "5678")) } == "wrong-passcode")
-        try fixture.device.changePasscode(from: SecureBytes(utf8: "1234"), to: SecureBytes(utf8: "5678"))
+        #expect(errorCode { try fixture.device.changePasscode(from: try SecureBytes(utf8: "0000"), to: try SecureBytes(utf8: "5678")) } == "wrong-passcode")
+        try fixture.device.changePasscode(from: try SecureBytes(utf8: "1234"), to: try SecureBytes(utf8: "5678"))
         try fixture.reboot()
         #expect(errorCode { try fixture.unlock("1234") } == "wrong-passcode")
         try fixture.unlock("5678")
@@ -90,7 +90,7 @@ struct PasscodeTests {
         #expect(throws: SecureFile.SimulatedCrash(step: step)) {
             try SecureFile.$crashPathSuffix.withValue("device.keybag") {
                 try SecureFile.$crashPoint.withValue(step) {
-                    try fixture.device.changePasscode(from: SecureBytes(utf8: "1234"), to: SecureBytes(utf8: "5678"))
+                    try fixture.device.changePasscode(from: try SecureBytes(utf8: "1234"), to: try SecureBytes(utf8: "5678"))
                 }
             }
         }

@@ -14,9 +14,9 @@ struct SimulatedDeviceTests {
         #expect(fixture.device.lockState == .unlocked)
         #expect(fixture.available == Set(ProtectionClass.allCases))
         // While the first device runs, the directory is its own; once it is off, the set-up finds the device.
-        #expect(errorCode { _ = try SimulatedDevice.setUp(in: fixture.directory.path, passcode: SecureBytes(utf8: "9")) } == "state-in-use")
+        #expect(errorCode { _ = try SimulatedDevice.setUp(in: fixture.directory.path, passcode: try SecureBytes(utf8: "9")) } == "state-in-use")
         fixture.device.powerOff()
-        #expect(errorCode { _ = try SimulatedDevice.setUp(in: fixture.directory.path, passcode: SecureBytes(utf8: "9")) } == "device-exists")
+        #expect(errorCode { _ = try SimulatedDevice.setUp(in: fixture.directory.path, passcode: try SecureBytes(utf8: "9")) } == "device-exists")
         let mode = try (FileManager.default.attributesOfItem(atPath: fixture.directory.file("device"))[.posixPermissions] as! NSNumber).intValue
         #expect(mode == 0o700)
     }

@@ -134,7 +134,7 @@ struct StateDirectoryLockTests {
         let directory = TemporaryDirectory()
         let lock = try StateDirectoryLock.acquire(directory.path)
         var device: SimulatedDevice? = try SimulatedDevice.setUp(
-            in: directory.path, passcode: SecureBytes(utf8: "1234"), configuration: .init(kdf: .minimal),
+            in: directory.path, passcode: try SecureBytes(utf8: "1234"), configuration: .init(kdf: .minimal),
             clock: ManualClock(), ownership: lock)
         device?.powerOff()
         #expect(lock.isHeld)

@@ -102,10 +102,10 @@ struct ScenarioLanguageTests {
         commands += ScenarioParser.storeStates.map { .expect(.store($0)) }
         commands += ScenarioParser.deviceStates.map { .expect(.device($0)) }
         for value in awkwardValues {
-            let passcode = ScenarioPasscode(value)
+            let passcode = try! ScenarioPasscode(value)
             commands += [
                 .deviceSetup(passcode: passcode, grace: .seconds(10), wipeAfter: nil, allowEmptyPasscode: value.isEmpty),
-                .deviceUnlock(passcode: passcode), .deviceChangePasscode(old: passcode, new: ScenarioPasscode(value + "2")),
+                .deviceUnlock(passcode: passcode), .deviceChangePasscode(old: passcode, new: try! ScenarioPasscode(value + "2")),
                 .deviceChangePasscode(old: passcode, new: passcode, allowEmptyPasscode: true), .ui(value), .put(key: value, value: value),
                 .put(key: "k", value: value), .get(key: value), .delete(key: value),
                 .inboxPut(key: value, value: value), .inboxPut(key: value, value: value, kind: value),

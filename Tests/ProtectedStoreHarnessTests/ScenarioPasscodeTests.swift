@@ -8,10 +8,10 @@ import Testing
 @Suite("Passcodes in the command language stay in guarded memory")
 struct ScenarioPasscodeTests {
     /// `line`'s UTF-8 bytes in guarded memory, as the shell reads a line.
-    static func guarded(_ bytes: some Sequence<UInt8>) -> SecureBytes {
+    static func guarded(_ bytes: some Sequence<UInt8>) throws -> SecureBytes {
         var array = Array(bytes)
         defer { secureZero(&array) }
-        return array.withUnsafeBytes { SecureBytes(copying: $0) }
+        return try array.withUnsafeBytes { try SecureBytes(copying: $0) }
     }
 
     @Test("a line read into guarded memory parses to the same command, or the same error, as the same line as text")
@@ -45,16 +45,16 @@ struct ScenarioPasscodeTests {
 
     @Test("a parsed passcode is a guarded copy of its own: wiping the line leaves it whole")
     func passcodeOutlivesTheLine() throws {
-        let line = Self.guarded(#"device change-passcode --old "a b\tc" --new Zq7x-unique-passcode-9183"#.utf8)
+        let line = try Self.guarded(#"device change-passcode --old "a b\tc" --new Zq7x-unique-passcode-9183"#.utf8)
         let command = try ScenarioParser.parse(utf8: line)
         line.wipe()
         guard case .deviceChangePasscode(let old?, let new?, false) = command else {
             Issue.record("\(String(describing: command))")
             return
         }
-        #expect(old == ScenarioPasscode("a b\tc"))
-        #expect(new == ScenarioPasscode("Zq7x-unique-passcode-9183"))
-        #expect(new != ScenarioPasscode("Zq7x-unique-passcode-9184"))
+        #expect(try old == ScenarioPasscode("a b\tc"))
+        #expect(try new == ScenarioPasscode("Zq7x-unique-passcode-9183"))
+        #expect(try new != ScenarioPasscode("Zq7x-unique-passcode-9184"))
         #expect(!new.bytes.isWiped)
     }
 

@@ -33,7 +33,7 @@ final class ControllerFixture {
         self.queueCapacity = queueCapacity
         self.attachDelay = attachDelay
         device = try SimulatedDevice.setUp(
-            in: directory.path, passcode: SecureBytes(utf8: "1234"), configuration: .init(kdf: .minimal), clock: clock)
+            in: directory.path, passcode: try SecureBytes(utf8: "1234"), configuration: .init(kdf: .minimal), clock: clock)
         controller = DataController(
             configuration: .init(store: .init(path: directory.file("app.sqlite"))), keys: device, clock: clock)
         controller = makeController()
@@ -67,7 +67,7 @@ final class ControllerFixture {
     }
 
     func unlock() async throws {
-        try device.unlock(passcode: SecureBytes(utf8: "1234"))
+        try device.unlock(passcode: try SecureBytes(utf8: "1234"))
         await controller.waitUntilIdle()
     }
 

@@ -15,7 +15,7 @@ import Testing
         let fixture = try ControllerFixture(protectionClass: protectionClass)
         fixture.device.powerOff()
         fixture.device = try SimulatedDevice.setUp(
-            in: fixture.directory.file("erasing"), passcode: SecureBytes(utf8: "1234"),
+            in: fixture.directory.file("erasing"), passcode: try SecureBytes(utf8: "1234"),
             configuration: .init(attemptPolicy: .init(wipeAfterFailures: 2), kdf: .minimal), clock: fixture.clock)
         fixture.controller = fixture.makeController()
         await fixture.launch()
@@ -23,7 +23,7 @@ import Testing
         await fixture.lock()
         await fixture.advance(.seconds(60))
         #expect(fixture.controller.phase == .ready, "a lock leaves a class-\(protectionClass.name) store open")
-        for _ in 0..<2 { _ = try? fixture.device.unlock(passcode: SecureBytes(utf8: "0000")) }
+        for _ in 0..<2 { _ = try? fixture.device.unlock(passcode: try SecureBytes(utf8: "0000")) }
         await fixture.controller.waitUntilIdle()
         #expect(fixture.device.lockState == .wiped)
         #expect(fixture.controller.phase == .waitingForProtectedData, "the erased device's store is still \(fixture.controller.phase)")

@@ -36,7 +36,7 @@ final class FaultFixture {
 
     func setUpDevice(wipeAfter: Int? = nil) throws {
         device = try SimulatedDevice.setUp(
-            in: root, passcode: SecureBytes(utf8: passcode),
+            in: root, passcode: try SecureBytes(utf8: passcode),
             configuration: .init(attemptPolicy: .init(wipeAfterFailures: wipeAfter), kdf: .minimal), clock: clock)
     }
 
@@ -53,7 +53,7 @@ final class FaultFixture {
     }
 
     func unlock(_ passcode: String? = nil) throws {
-        try device!.unlock(passcode: SecureBytes(utf8: passcode ?? self.passcode))
+        try device!.unlock(passcode: try SecureBytes(utf8: passcode ?? self.passcode))
     }
 
     /// Attaches the store, runs `body` with it, and closes it.
@@ -266,7 +266,7 @@ struct IOFaultSweepTests {
             changed = false
             return fixture
         } operation: { fixture in
-            try fixture.device!.changePasscode(from: SecureBytes(utf8: "1234"), to: SecureBytes(utf8: "5678"))
+            try fixture.device!.changePasscode(from: try SecureBytes(utf8: "1234"), to: try SecureBytes(utf8: "5678"))
             changed = true
         } check: { fixture, round, cut, violations in
             try fixture.reboot(cut: cut)

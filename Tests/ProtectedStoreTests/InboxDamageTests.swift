@@ -397,7 +397,7 @@ struct InboxReplayTests {
         // A retry keeps it in quarantine.
         let ledger = InboxLedger(database: fixture.database)
         let kept = try #require(try ledger.sealed().first)
-        let opened = LockedInbox.openRecord(kept.sealed, publicKey: fixture.publicKey, privateKey: fixture.privateKey)
+        let opened = try LockedInbox.openRecord(kept.sealed, publicKey: fixture.publicKey, privateKey: fixture.privateKey)
         #expect(try LockedInbox.apply(opened, with: .keyValue, ledger: ledger) != nil)
         #expect(try fixture.value("k") == "new")
     }

@@ -45,12 +45,12 @@ struct InboxFormatTests {
     }
 
     static func open(_ recordHex: String, keyFileHex: String, storeKeyHex: String) throws -> InboxEntry {
-        let storeKey = [UInt8](hex: storeKeyHex).withUnsafeBytes { SecureBytes(copying: $0) }
+        let storeKey = try [UInt8](hex: storeKeyHex).withUnsafeBytes { try SecureBytes(copying: $0) }
         let file = try InboxKeyFile(bytes: [UInt8](hex: keyFileHex))
         let privateKey = try file.unwrapPrivateKey(storeKey: storeKey)
         let (frames, problems) = InboxRecord.scan([UInt8](hex: recordHex))
         #expect(problems.isEmpty)
-        guard case .entry(let entry, _) = LockedInbox.openRecord(
+        guard case .entry(let entry, _) = try LockedInbox.openRecord(
             try #require(frames.first).sealed, publicKey: file.publicKey, privateKey: privateKey)
         else { throw StoreError(code: .inboxRecordMalformed, message: "the vector's record does not open") }
         return entry

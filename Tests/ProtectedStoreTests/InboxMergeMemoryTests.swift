@@ -78,7 +78,7 @@ struct InboxMergeMemoryTests {
     func sharedEntryWipesItsPart() throws {
         let first = try InboxEntry.payload(for: .put(key: "a", value: "1"), id: .init(bytes: Array(repeating: 1, count: 16)), sequence: 1)
         let second = try InboxEntry.payload(for: .put(key: "b", value: "2"), id: .init(bytes: Array(repeating: 2, count: 16)), sequence: 2)
-        let buffer = SecureBytes(count: first.count + second.count)
+        let buffer = try SecureBytes(count: first.count + second.count)
         try buffer.withUnsafeMutableBytes { bytes in
             try first.withUnsafeBytes { bytes.baseAddress!.copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
             try second.withUnsafeBytes { (bytes.baseAddress! + first.count).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }

@@ -88,7 +88,7 @@ struct InboxQuarantineTests {
         }()
         let handlers = InboxHandlers().handlingKeyValue { _, _ in
             // Stands for a write the file system refused: SQLite's "unable to open" is store-unavailable.
-            _ = try Database(path: directory.file("missing.sqlite"), key: SecureBytes.random(count: 32), configuration: missing)
+            _ = try Database(path: directory.file("missing.sqlite"), key: try SecureBytes.random(count: 32), configuration: missing)
         }
         try InboxLedger(database: fixture.database).prepare()
         try fixture.put("a", "1")

@@ -9,7 +9,7 @@ import Testing
 /// A store with its inbox, opened directly (no controller), to drive appends and merges step by step.
 final class InboxFixture {
     let directory = TemporaryDirectory()
-    let storeKey = SecureBytes.random(count: 32)
+    let storeKey: SecureBytes
     var storePath: String { directory.file("app.sqlite") }
     var inbox: LockedInbox { LockedInbox(files: StoreFiles(database: storePath)) }
     let database: Database
@@ -17,6 +17,7 @@ final class InboxFixture {
     let privateKey: SecureBytes
 
     init() throws {
+        storeKey = try SecureBytes.random(count: 32)
         database = try Database(path: directory.file("app.sqlite"), key: storeKey)
         try DatabaseMigrator.keyValue.migrate(database)
         (publicKey, privateKey) = try LockedInbox(files: StoreFiles(database: directory.file("app.sqlite"))).openKeyPair(storeKey: storeKey)
@@ -151,7 +152,7 @@ struct LockedInboxTests {
     @Test("a record with a valid checksum that was not sealed to this inbox is not applied: it is kept in quarantine")
     func foreignRecord() throws {
         let fixture = try InboxFixture()
-        let stranger = SealedBox.makeKeyPair()
+        let stranger = try SealedBox.makeKeyPair()
         let payload = try InboxEntry.payload(for: .put(key: "intruder", value: "x"), id: .random())
         let foreign = try InboxRecord.seal(payload, to: stranger.publicKey)
         try Data(foreign).write(to: URL(fileURLWithPath: fixture.inbox.inboxPath))
@@ -192,7 +193,7 @@ struct LockedInboxTests {
     func inboxKeyBelongsToItsStore() throws {
         let fixture = try InboxFixture()
         let file = try InboxKeyFile.load(from: fixture.inbox.keyPath)
-        #expect(throws: SecureKeysError.self) { _ = try file.unwrapPrivateKey(storeKey: SecureBytes.random(count: 32)) }
+        #expect(throws: SecureKeysError.self) { _ = try file.unwrapPrivateKey(storeKey: try SecureBytes.random(count: 32)) }
         #expect(try file.unwrapPrivateKey(storeKey: fixture.storeKey).constantTimeEquals(fixture.privateKey))
     }
 }

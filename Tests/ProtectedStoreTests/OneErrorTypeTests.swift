@@ -76,11 +76,11 @@ struct OneErrorTypeTests {
     func wrongKeyIsAStoreError() throws {
         let directory = TemporaryDirectory()
         let path = directory.file("store.sqlite")
-        let database = try Database(path: path, key: SecureBytes.random(count: 32))
+        let database = try Database(path: path, key: try SecureBytes.random(count: 32))
         try database.execute("CREATE TABLE t(x)")
         database.close()
         let error = #expect(throws: StoreError.self) {
-            _ = try Database(path: path, key: SecureBytes.random(count: 32))
+            _ = try Database(path: path, key: try SecureBytes.random(count: 32))
         }
         #expect(error?.code == .wrongKey)
         #expect(error?.resultCode == 26)  // SQLITE_NOTADB

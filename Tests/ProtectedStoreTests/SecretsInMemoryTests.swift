@@ -11,7 +11,7 @@ import Testing
 struct SecretsInMemoryTests {
     /// A copy of `bytes` in guarded memory, and where it lies (so the scan does not count the copy itself).
     func reference(_ bytes: SecureBytes) throws -> (copy: SecureBytes, range: Range<UInt>) {
-        let copy = try bytes.withUnsafeBytes { SecureBytes(copying: $0) }
+        let copy = try bytes.withUnsafeBytes { try SecureBytes(copying: $0) }
         let start = try copy.withUnsafeBytes { UInt(bitPattern: $0.baseAddress) }
         return (copy, start..<start + UInt(copy.count))
     }
@@ -19,7 +19,7 @@ struct SecretsInMemoryTests {
     /// SQLCipher's form of a raw key, `x'<hex>'`, which it keeps while the store is open. Built in guarded
     /// memory byte by byte: a Swift `String` of it would itself be a copy left in the heap.
     func hexLiteral(_ key: SecureBytes) throws -> SecureBytes {
-        let literal = SecureBytes(count: 3 + 2 * key.count)
+        let literal = try SecureBytes(count: 3 + 2 * key.count)
         let digits = Array("0123456789abcdef".utf8)
         try key.withUnsafeBytes { bytes in
             try literal.withUnsafeMutableBytes { out in

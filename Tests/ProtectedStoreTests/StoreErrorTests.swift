@@ -58,7 +58,7 @@ struct StoreErrorTests {
     @Test("a foreign-key failure and a unique one are both constraint, told apart by the extended result code on the error")
     func extendedResultCodes() throws {
         let directory = TemporaryDirectory()
-        let database = try Database(path: directory.file("fk.sqlite"), key: SecureBytes.random(count: 32))
+        let database = try Database(path: directory.file("fk.sqlite"), key: try SecureBytes.random(count: 32))
         try database.execute("PRAGMA foreign_keys = ON")
         try database.execute("CREATE TABLE parent(id INTEGER PRIMARY KEY); CREATE TABLE child(parent INTEGER REFERENCES parent(id))")
         try database.execute("INSERT INTO parent(id) VALUES (1)")

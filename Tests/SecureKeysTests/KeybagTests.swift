@@ -6,8 +6,13 @@ import Testing
 
 @Suite("Keybag")
 struct KeybagTests {
-    let deviceKey = SecureBytes.random(count: 32)
-    let passcode = SecureBytes(utf8: "1234")
+    let deviceKey: SecureBytes
+    let passcode: SecureBytes
+
+    init() throws {
+        deviceKey = try SecureBytes.random(count: 32)
+        passcode = try SecureBytes(utf8: "1234")
+    }
 
     func makeKeybag() throws -> (keybag: Keybag, keys: ClassKeys) {
         try Keybag.create(passcode: passcode, deviceKey: deviceKey, kdf: .minimal)
@@ -41,7 +46,7 @@ struct KeybagTests {
     @Test("a wrong passcode fails with wrong-passcode")
     func wrongPasscode() throws {
         let (keybag, _) = try makeKeybag()
-        #expect(code { _ = try keybag.unlock(passcode: SecureBytes(utf8: "1235"), deviceKey: deviceKey) } == .wrongPasscode)
+        #expect(code { _ = try keybag.unlock(passcode: try SecureBytes(utf8: "1235"), deviceKey: deviceKey) } == .wrongPasscode)
     }
 
     @Test("a keybag truncated at any byte is reported damaged, never parsed")
@@ -69,13 +74,13 @@ struct KeybagTests {
     @Test("a keybag from another device does not verify with this device's key")
     func keybagFromAnotherDevice() throws {
         let (keybag, _) = try makeKeybag()
-        #expect(code { _ = try Keybag(bytes: keybag.bytes, deviceKey: SecureBytes.random(count: 32)) } == .damaged)
+        #expect(code { _ = try Keybag(bytes: keybag.bytes, deviceKey: try SecureBytes.random(count: 32)) } == .damaged)
     }
 
     @Test("changing the passcode keeps the class keys, and only the new passcode unlocks")
     func changePasscode() throws {
         let (keybag, created) = try makeKeybag()
-        let newPasscode = SecureBytes(utf8: "987654")
+        let newPasscode = try SecureBytes(utf8: "987654")
         let changed = try keybag.changingPasscode(from: passcode, to: newPasscode, deviceKey: deviceKey)
         #expect(changed.generation == keybag.generation + 1)
         #expect(code { _ = try changed.unlock(passcode: passcode, deviceKey: deviceKey) } == .wrongPasscode)

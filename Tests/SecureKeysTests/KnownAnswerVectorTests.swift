@@ -57,8 +57,8 @@ struct KnownAnswerVectorTests {
         try (encoder.encode(value) + Data("\n".utf8)).write(to: vectorsDirectory.appendingPathComponent(name))
     }
 
-    static func secret(_ hex: String) -> SecureBytes {
-        [UInt8](hex: hex).withUnsafeBytes { SecureBytes(copying: $0) }
+    static func secret(_ hex: String) throws -> SecureBytes {
+        try [UInt8](hex: hex).withUnsafeBytes { try SecureBytes(copying: $0) }
     }
 
     static func hex(_ secret: SecureBytes) throws -> String { try secret.withUnsafeBytes { Array($0) }.hex }
@@ -66,10 +66,10 @@ struct KnownAnswerVectorTests {
     @Test("keybag v1: the vector unlocks with its test-only passcode and is reproduced byte for byte")
     func keybagVector() throws {
         if Self.recording {
-            let deviceKey = SecureBytes.random(count: 32, using: SeededRandom(seed: Array("device-key".utf8)))
+            let deviceKey = try SecureBytes.random(count: 32, using: SeededRandom(seed: Array("device-key".utf8)))
             let seed = "keybag-v1"
             let (keybag, keys) = try Keybag.create(
-                passcode: SecureBytes(utf8: "0000-test-only"), deviceKey: deviceKey, kdf: .minimal,
+                passcode: try SecureBytes(utf8: "0000-test-only"), deviceKey: deviceKey, kdf: .minimal,
                 random: SeededRandom(seed: Array(seed.utf8)))
             var classKeys: [String: String] = [:]
             for protectionClass in ProtectionClass.allCases { classKeys[protectionClass.name] = try Self.hex(keys[protectionClass]!) }
@@ -83,20 +83,20 @@ struct KnownAnswerVectorTests {
                 as: "keybag-v1.json")
         }
         let vector = try Self.load("keybag-v1.json", as: KeybagVector.self)
-        let deviceKey = Self.secret(vector.deviceKey)
+        let deviceKey = try Self.secret(vector.deviceKey)
 
         // Decrypt the stored file.
         let keybag = try Keybag(bytes: [UInt8](hex: vector.file), deviceKey: deviceKey)
         #expect(keybag.kdf == PasscodeKDF(opsLimit: vector.opsLimit, memLimit: vector.memLimit))
         #expect(keybag.completeUnlessOpenPublicKey.hex == vector.completeUnlessOpenPublicKey)
-        let keys = try keybag.unlock(passcode: SecureBytes(utf8: vector.passcode), deviceKey: deviceKey)
+        let keys = try keybag.unlock(passcode: try SecureBytes(utf8: vector.passcode), deviceKey: deviceKey)
         for protectionClass in ProtectionClass.allCases {
             #expect(try Self.hex(keys[protectionClass]!) == vector.classKeys[protectionClass.name], "\(protectionClass)")
         }
 
         // Reproduce it from the same seed.
         let rebuilt = try Keybag.create(
-            passcode: SecureBytes(utf8: vector.passcode), deviceKey: deviceKey,
+            passcode: try SecureBytes(utf8: vector.passcode), deviceKey: deviceKey,
             kdf: PasscodeKDF(opsLimit: vector.opsLimit, memLimit: vector.memLimit),
             random: SeededRandom(seed: Array(vector.seed.utf8)))
         #expect(rebuilt.keybag.bytes.hex == vector.file)
@@ -122,7 +122,7 @@ struct KnownAnswerVectorTests {
     @Test("store key file v2: the vector unwraps with its test-only class key, records store format 1, and is reproduced byte for byte")
     func storeKeyV2Vector() throws {
         if Self.recording {
-            let classKey = SecureBytes.random(count: 32, using: SeededRandom(seed: Array("class-key".utf8)))
+            let classKey = try SecureBytes.random(count: 32, using: SeededRandom(seed: Array("class-key".utf8)))
             let seed = "store-key-v2"
             let (file, storeKey) = try StoreKeyFile.make(
                 protectionClass: .complete, classKey: classKey, random: SeededRandom(seed: Array(seed.utf8)))
@@ -134,7 +134,7 @@ struct KnownAnswerVectorTests {
                 as: "store-key-v2.json")
         }
         let vector = try Self.load("store-key-v2.json", as: StoreKeyVector.self)
-        let classKey = Self.secret(vector.classKey)
+        let classKey = try Self.secret(vector.classKey)
         let file = try StoreKeyFile(bytes: [UInt8](hex: vector.file))
         #expect(file.version == 2)
         #expect(file.bytes[6] == 1, "offset 6 records the store format")
@@ -153,7 +153,7 @@ struct KnownAnswerVectorTests {
         // inbox-v1.json is never re-recorded: v1 records are no longer written, and must still open and merge
         // (the payload is checked in ProtectedStoreTests' InboxFormatTests).
         let vector = try Self.load("inbox-v1.json", as: InboxVector.self)
-        let storeKey = Self.secret(vector.storeKey)
+        let storeKey = try Self.secret(vector.storeKey)
         let file = try InboxKeyFile(bytes: [UInt8](hex: vector.keyFile))
         let privateKey = try file.unwrapPrivateKey(storeKey: storeKey)
         #expect(try Self.hex(privateKey) == vector.privateKey)

@@ -1,3 +1,4 @@
+import Foundation
 
 import Testing
 
@@ -5,9 +6,66 @@ import Testing
 
 @Suite("SecureBytes")
 struct SecureBytesTests {
+    @Test("guarded memory libsodium cannot allocate is an out-of-memory error, not a crash (issue 30)")
+    func allocationFailureThrowsOutOfMemory() async {
+        // In a process of its own: before the fix this stopped the process (`preconditionFailure`).
+        await #expect(processExitsWith: .success) {
+            // More than the address space holds: sodium_malloc's mmap fails, as it does once a process runs out
+            // of memory or of memory mappings.
+            do {
+                _ = try SecureBytes(count: 1 << 60)
+                exit(2)
+            } catch let error as SecureKeysError where error.code == .outOfMemory {
+                guard "\(error)".contains("guarded memory") else { exit(3) }
+            } catch {
+                exit(4)
+            }
+            do {
+                _ = try SecureBytes.random(count: 1 << 60)
+                exit(5)
+            } catch let error as SecureKeysError where error.code == .outOfMemory {
+            } catch {
+                exit(6)
+            }
+            // And the process goes on: the next allocation that fits works.
+            guard (try? SecureBytes(count: 32)) != nil else { exit(7) }
+        }
+    }
+
+    @Test("a key unwrapped when the process has no address space left fails with out-of-memory, and the caller goes on (issue 30)")
+    func unwrapUnderAddressSpaceLimitThrows() async {
+        await #expect(processExitsWith: .success) {
+            guard let key = try? SecureBytes.random(count: 32), let secret = try? SecureBytes.random(count: 32),
+                let wrapped = try? KeyWrap.wrap(secret, with: key, associatedData: [1])
+            else { exit(9) }
+            // No new mapping from here on: guarded memory (its own mapping, with guard pages) cannot be had.
+            var limit = rlimit()
+            limit.rlim_cur = rlim_t(SecureBytesTests.addressSpaceInUse())
+            limit.rlim_max = rlim_t.max
+            guard setrlimit(Int32(RLIMIT_AS.rawValue), &limit) == 0 else { exit(2) }
+            do {
+                _ = try KeyWrap.unwrap(wrapped[...], with: key, associatedData: [1])
+                exit(3)
+            } catch let error as SecureKeysError where error.code == .outOfMemory {
+                exit(0)
+            } catch {
+                exit(4)
+            }
+        }
+    }
+
+    /// The process's address space in use now (VmSize), in bytes.
+    static func addressSpaceInUse() -> Int {
+        guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmSize:") }),
+            let kilobytes = Int(line.split(separator: " ").dropFirst().first ?? "")
+        else { return 0 }
+        return kilobytes * 1024
+    }
+
     @Test("description is redacted and shows only the length")
     func descriptionIsRedacted() throws {
-        let secret = SecureBytes(utf8: "hunter2-secret")
+        let secret = try SecureBytes(utf8: "hunter2-secret")
         #expect(String(describing: secret) == "SecureBytes(14 bytes, redacted)")
         #expect(!"\(secret)".contains("hunter2"))
         #expect(!String(reflecting: secret).contains("hunter2"))
@@ -15,7 +73,7 @@ struct SecureBytesTests {
 
     @Test("wipe zeroes every byte before the memory is freed, and later access throws key-wiped")
     func wipeZeroesAndForbidsLaterAccess() throws {
-        let secret = SecureBytes.random(count: 64)
+        let secret = try SecureBytes.random(count: 64)
         #expect(try secret.withUnsafeBytes { $0.contains { $0 != 0 } })
         let observed = LockedState<Bool?>(nil)
         secret.onWipe = { allZero in observed.withLock { $0 = allZero } }
@@ -31,10 +89,10 @@ struct SecureBytesTests {
     }
 
     @Test("releasing the last reference zeroes the bytes")
-    func deinitZeroes() {
+    func deinitZeroes() throws {
         let observed = LockedState<Bool?>(nil)
         do {
-            let secret = SecureBytes.random(count: 32)
+            let secret = try SecureBytes.random(count: 32)
             secret.onWipe = { allZero in observed.withLock { $0 = allZero } }
         }
         #expect(observed.withLock { $0 } == true)
@@ -42,9 +100,9 @@ struct SecureBytesTests {
 
     @Test("constant-time comparison tells equal and unequal secrets apart")
     func constantTimeEquality() throws {
-        let a = SecureBytes(utf8: "same bytes")
-        let b = SecureBytes(utf8: "same bytes")
-        let c = SecureBytes(utf8: "other byte")
+        let a = try SecureBytes(utf8: "same bytes")
+        let b = try SecureBytes(utf8: "same bytes")
+        let c = try SecureBytes(utf8: "other byte")
         #expect(a.constantTimeEquals(b))
         #expect(!a.constantTimeEquals(c))
         b.wipe()

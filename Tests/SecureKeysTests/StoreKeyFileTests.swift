@@ -6,7 +6,11 @@ import Testing
 
 @Suite("Store key file")
 struct StoreKeyFileTests {
-    let classKey = SecureBytes.random(count: 32)
+    let classKey: SecureBytes
+
+    init() throws {
+        classKey = try SecureBytes.random(count: 32)
+    }
 
     func code(of body: () throws -> Void) -> SecureKeysError.Code? {
         do {
@@ -81,7 +85,7 @@ struct StoreKeyFileTests {
             flipped[index] ^= 0x10
             #expect(code { _ = try StoreKeyFile(bytes: flipped) } == .damaged, "byte \(index)")
         }
-        #expect(code { _ = try file.unwrap(with: SecureBytes.random(count: 32)) } == .wrongDevice)
+        #expect(code { _ = try file.unwrap(with: try SecureBytes.random(count: 32)) } == .wrongDevice)
     }
 
     @Test("a new key file is version 2 and records its store's format (format 1) at offset 6")

@@ -48,8 +48,10 @@ public enum AgentWireFormat: Sendable {
     // MARK: Encoding
 
     /// The frame (length prefix included) of `request`, in guarded memory.
-    public static func encode(_ request: AgentRequest, id: UInt32) -> SecureBytes {
-        frame { writer in
+    ///
+    /// - Throws: `SecureKeysError` with `out-of-memory` when the guarded memory cannot be allocated.
+    public static func encode(_ request: AgentRequest, id: UInt32) throws -> SecureBytes {
+        try frame { writer in
             writer.u32(0)  // the length prefix, written once the size is known
             switch request {
             case .hello(let version, let name):
@@ -91,8 +93,10 @@ public enum AgentWireFormat: Sendable {
     }
 
     /// The frame (length prefix included) of `reply`, in guarded memory.
-    public static func encode(_ reply: AgentReply, id: UInt32) -> SecureBytes {
-        frame { writer in
+    ///
+    /// - Throws: `SecureKeysError` with `out-of-memory` when the guarded memory cannot be allocated.
+    public static func encode(_ reply: AgentReply, id: UInt32) throws -> SecureBytes {
+        try frame { writer in
             writer.u32(0)  // the length prefix, written once the size is known
             switch reply {
             case .status(let status):
@@ -133,10 +137,10 @@ public enum AgentWireFormat: Sendable {
 
     /// Runs `body` twice: once to measure, once to write into guarded memory of that size. The first four
     /// bytes it writes are then replaced by the body's length.
-    private static func frame(_ body: (inout FrameWriter) -> Void) -> SecureBytes {
+    private static func frame(_ body: (inout FrameWriter) -> Void) throws -> SecureBytes {
         var measure = FrameWriter(buffer: nil)
         body(&measure)
-        let frame = SecureBytes(count: measure.count)
+        let frame = try SecureBytes(count: measure.count)
         // `withUnsafeMutableBytes` only throws for a wiped buffer, and this one is new.
         try! frame.withUnsafeMutableBytes { buffer in
             var writer = FrameWriter(buffer: buffer)
@@ -352,7 +356,13 @@ private struct FrameReader {
 
     mutating func secret(_ field: String) throws(Malformed) -> SecureBytes {
         let length = Int(try u32(field + " length"))
-        return SecureBytes(copying: try take(length, field))
+        let bytes = try take(length, field)
+        do {
+            return try SecureBytes(copying: bytes)
+        } catch {
+            // Not the peer's fault, but the frame cannot be read: the request is refused, saying why.
+            throw Malformed(reason: "the \(field) could not be kept: \(error)")
+        }
     }
 
     mutating func duration(_ field: String, atMost limit: Duration? = nil) throws(Malformed) -> Duration {

@@ -139,8 +139,10 @@ public final class DeviceAgent: Sendable {
             _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
             if let refusal = admissionRefusal(descriptor) {
                 logger.debug("client refused", metadata: ["reason": "\(refusal.message)"])
-                let frame = AgentWireFormat.encode(.failure(AgentFailure(refusal)), id: 0)
-                _ = FrameChannel.send(frame, on: descriptor, within: .zero)
+                // Out of guarded memory, the refusal is not sent: the closed connection says enough.
+                if let frame = try? AgentWireFormat.encode(.failure(AgentFailure(refusal)), id: 0) {
+                    _ = FrameChannel.send(frame, on: descriptor, within: .zero)
+                }
                 close(descriptor)
                 continue
             }
@@ -231,7 +233,9 @@ public final class DeviceAgent: Sendable {
             let sent = serial.withLock {
                 let reply = answer(frame.request)
                 defer { if case .storeKey(.available(let key)) = reply { key.wipe() } }
-                return connection.send(AgentWireFormat.encode(reply, id: frame.id))
+                // Out of guarded memory for the answer: the connection ends, and the client reports the agent gone.
+                guard let encoded = try? AgentWireFormat.encode(reply, id: frame.id) else { return false }
+                return connection.send(encoded)
             }
             guard sent else { return }
         }
@@ -310,8 +314,12 @@ public final class DeviceAgent: Sendable {
     }
 
     private func broadcast(_ event: ProtectedDataEvent) {
-        let frame = AgentWireFormat.encode(.event(event, status()), id: 0)
         let connections = state.withLock { Array($0.connections.values) }
+        // Out of guarded memory for the event: no client may miss it, so each connection ends instead.
+        guard let frame = try? AgentWireFormat.encode(.event(event, status()), id: 0) else {
+            for connection in connections { connection.shutDown() }
+            return
+        }
         logger.debug("event pushed", metadata: ["event": "\(event)", "clients": "\(connections.count)"])
         for connection in connections where !connection.send(frame) { connection.shutDown() }
     }
@@ -347,7 +355,7 @@ private final class AgentConnection: Sendable {
 
     /// Sends why the connection ends, if the client has room for it; its reader then closes it.
     func refuse(_ error: DeviceError) {
-        _ = send(AgentWireFormat.encode(.failure(AgentFailure(error)), id: 0))
+        if let frame = try? AgentWireFormat.encode(.failure(AgentFailure(error)), id: 0) { _ = send(frame) }
     }
 
     /// Wakes the reader, which then closes the connection.

@@ -245,7 +245,7 @@ private final class AgentLink: @unchecked Sendable {
             if nextID == 0 { nextID = 1 }  // 0 is for events and refusals
             return nextID
         }
-        let frame = AgentWireFormat.encode(request, id: id)
+        let frame = try AgentWireFormat.encode(request, id: id)
         // Under `sending`, which the reader holds to close the descriptor: never a send to a reused one.
         let sent = sending.withLock { isConnected && FrameChannel.send(frame, on: descriptor, within: timeout) }
         frame.wipe()

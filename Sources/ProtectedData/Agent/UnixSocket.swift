@@ -190,7 +190,8 @@ enum FrameChannel {
         } catch {
             return .malformed(error)
         }
-        let body = SecureBytes(count: length)
+        // Out of guarded memory: the frame cannot be read, and the stream cannot go on past it.
+        guard let body = try? SecureBytes(count: length) else { return .broken }
         let read = (try? body.withUnsafeMutableBytes { UnixSocket.receiveExactly(descriptor, into: $0, deadline: deadline) }) ?? .broken
         return read == .complete ? .body(body) : .broken
     }

@@ -210,7 +210,7 @@ public struct InboxEntry: Sendable {
         writer.write(UInt32(schemaVersion))
         writer.write(UInt32(body.count))
         writer.write(body)
-        return writer.bytes.withUnsafeBytes { SecureBytes(copying: $0) }
+        return try writer.bytes.withUnsafeBytes { try SecureBytes(copying: $0) }
     }
 
     /// Reads a payload of version 1 (key-value only), 2 or 3 (with a sequence number).

@@ -502,7 +502,7 @@ public struct LockedInbox: Sendable {
             // One guarded allocation for the window's payloads, each record opened into its own part: a guarded
             // allocation per record (mmap, mprotect, mlock, and back) cost more than a third of a merge.
             let window = Array(records[start..<end])
-            let buffer = SecureBytes(count: window.reduce(0) { $0 + max(0, $1.sealed.count - SealedBox.overhead) })
+            let buffer = try SecureBytes(count: window.reduce(0) { $0 + max(0, $1.sealed.count - SealedBox.overhead) })
             defer { buffer.wipe() }
             var opened = try openWindow(
                 window, from: source, into: buffer, workers: min(cores, window.count), publicKey: publicKey, privateKey: privateKey)
@@ -588,8 +588,10 @@ public struct LockedInbox: Sendable {
     ///
     /// - Parameter checksumVerified: `false` for a record whose frame checksum failed: applied only when its
     ///   seal (authenticated) still opens, which proves its sealed bytes intact.
-    static func openRecord(_ sealed: [UInt8], checksumVerified: Bool = true, publicKey: [UInt8], privateKey: SecureBytes) -> Opened {
-        let payload = SecureBytes(count: max(0, sealed.count - SealedBox.overhead))
+    /// - Throws: `SecureKeysError` with `out-of-memory` when there is no guarded memory to open it into (the
+    ///   record is not judged unreadable for that).
+    static func openRecord(_ sealed: [UInt8], checksumVerified: Bool = true, publicKey: [UInt8], privateKey: SecureBytes) throws -> Opened {
+        let payload = try SecureBytes(count: max(0, sealed.count - SealedBox.overhead))
         let opened = (try? privateKey.withUnsafeBytes { secret in
             try payload.withUnsafeMutableBytes { plaintext in
                 sealed.withUnsafeBytes { sealedBytes in

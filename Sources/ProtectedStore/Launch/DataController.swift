@@ -329,6 +329,18 @@ public final class DataController {
         observers.removeAll()
     }
 
+    /// Simulation only: what the kernel frees of a killed process — its memory, with the store key and the
+    /// inbox private key in it, and its threads. Call after ``abandon()`` and after the files the process had
+    /// open were made dead (`SimulatedDisk.killOpenHandles()`): the store is closed, and since no handle of it
+    /// takes a write or a lock any more, the close writes nothing — no checkpoint, no log removed — and the
+    /// files stay as the killed process left them. Without it a long simulation keeps every crashed app's
+    /// keys and threads, and runs out of memory mappings.
+    package func releaseAbandonedStore() async {
+        guard let store = machine.takeAbandonedStore() else { return }
+        await store.close()
+        await store.waitUntilThreadsStopped()
+    }
+
     /// Returns once every event, attach, drain and close the controller started has finished (an attach
     /// delayed by the simulation's attach delay does not count until its time comes).
     ///

@@ -140,6 +140,14 @@ package struct LaunchMachine<Store: Sendable>: Sendable {
         return .attachStore(attempt: attempts)
     }
 
+    /// The store an abandoned stack left open, handed over once (to free it: see
+    /// `DataController.releaseAbandonedStore()`); `nil` in any other state.
+    package mutating func takeAbandonedStore() -> Store? {
+        guard case .abandoned(let store?) = state else { return nil }
+        state = .abandoned(nil)
+        return store
+    }
+
     /// Applies `event` and returns what the shell must do, in order.
     package mutating func handle(_ event: LaunchEvent<Store>) -> [LaunchEffect<Store>] {
         if case .abandoned = state {

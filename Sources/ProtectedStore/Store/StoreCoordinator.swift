@@ -338,7 +338,7 @@ public actor StoreCoordinator {
             try database.transaction {
                 try ledger.prepare()
                 for (id, sealed) in try ledger.sealed(ids) {
-                    let opened = LockedInbox.openRecord(sealed, publicKey: inboxPublicKey, privateKey: privateKey)
+                    let opened = try LockedInbox.openRecord(sealed, publicKey: inboxPublicKey, privateKey: privateKey)
                     if let failure = try LockedInbox.apply(opened, with: configuration.inboxHandlers, ledger: ledger) {
                         report.quarantined.append(failure)
                     } else {

@@ -81,7 +81,7 @@ struct Arguments {
             guard index + 1 < words.count, !words[index + 1].isFlag else {
                 throw ScenarioParseError(message: "\(command): \(name) needs a value (quote one that starts with --)")
             }
-            let passcode = words[index + 1].passcode
+            let passcode = try words[index + 1].passcode
             words.removeSubrange(index...index + 1)
             return passcode
         }

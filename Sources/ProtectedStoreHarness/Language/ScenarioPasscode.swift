@@ -19,13 +19,22 @@ public struct ScenarioPasscode: Sendable, Hashable, ExpressibleByStringLiteral, 
     }
 
     /// The UTF-8 bytes of `text`, copied into guarded memory. The string itself stays the caller's.
-    public init(_ text: String) {
-        bytes = SecureBytes(utf8: text)
+    ///
+    /// - Throws: `SecureKeysError` with `out-of-memory` when the guarded memory cannot be allocated.
+    public init(_ text: String) throws {
+        bytes = try SecureBytes(utf8: text)
     }
 
-    /// The UTF-8 bytes of `value`, copied into guarded memory.
+    /// The UTF-8 bytes of `value`, copied into guarded memory: the program's own constant passcodes (the
+    /// simulator's, the tests'), made once. A literal cannot throw, so a process that has no guarded memory
+    /// left for a few bytes of its own constants stops here, saying so; a passcode typed or read from a script
+    /// goes through ``init(bytes:)`` and its callers' `out-of-memory` instead.
     public init(stringLiteral value: String) {
-        self.init(value)
+        do {
+            try self.init(value)
+        } catch {
+            fatalError("a constant passcode: \(error)")
+        }
     }
 
     /// Whether the passcode is empty (no bytes).

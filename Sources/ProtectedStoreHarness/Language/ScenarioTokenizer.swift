@@ -33,7 +33,11 @@ struct ScenarioWord: Sendable {
     var text: String { withBytes { String(decoding: $0, as: UTF8.self) } }
 
     /// The word copied into guarded memory of its own, as a passcode.
-    var passcode: ScenarioPasscode { ScenarioPasscode(bytes: withBytes { SecureBytes(copying: $0) }) }
+    ///
+    /// - Throws: `SecureKeysError` with `out-of-memory` when the guarded memory cannot be allocated.
+    var passcode: ScenarioPasscode {
+        get throws { ScenarioPasscode(bytes: try withBytes { bytes in Result { try SecureBytes(copying: bytes) } }.get()) }
+    }
 
     /// An unquoted word starting with `--`: an option's or a flag's name.
     var isFlag: Bool {
@@ -94,7 +98,7 @@ enum ScenarioTokenizer {
     ///
     /// - Throws: ``ScenarioParseError`` with the column of the problem.
     static func words(inUTF8 line: UnsafeRawBufferPointer) throws -> [ScenarioWord] {
-        try words(inUTF8: line, arena: SecureBytes(count: arenaCount(forLineOf: line.count)))
+        try words(inUTF8: line, arena: try SecureBytes(count: arenaCount(forLineOf: line.count)))
     }
 
     /// How many bytes the words of a line of `count` bytes may take: 3 for each byte the line has, at most. A

@@ -67,7 +67,7 @@ public struct ScenarioScript: Sendable {
         let ranges = Self.lines(of: text)
         // One arena for the words of every line (a guarded allocation per line made a long script's parse
         // eight times slower), zeroed after each line.
-        let arena = SecureBytes(count: ScenarioTokenizer.arenaCount(forLineOf: ranges.map(\.count).max() ?? 0))
+        let arena = try SecureBytes(count: ScenarioTokenizer.arenaCount(forLineOf: ranges.map(\.count).max() ?? 0))
         for (index, line) in ranges.enumerated() {
             defer {
                 let used = ScenarioTokenizer.arenaCount(forLineOf: line.count)
@@ -142,7 +142,7 @@ public struct ScenarioScript: Sendable {
         if fstat(descriptor, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR {
             throw ParseFailure(name: path, line: 0, message: "cannot read the script: it is a directory, not a script file")
         }
-        guard let text = Self.readToEnd(descriptor) else {
+        guard let text = try Self.readToEnd(descriptor) else {
             throw ParseFailure(
                 name: path, line: 0, message: "cannot read the script: \(String(cString: strerror(errno)))")
         }
@@ -158,12 +158,14 @@ public struct ScenarioScript: Sendable {
 
     /// Everything `descriptor` reads until its end, in guarded memory (storage outgrown is zeroed as it is
     /// released); `nil` when reading fails.
-    package static func readToEnd(_ descriptor: Int32) -> SecureBytes? {
-        var storage = SecureBytes(count: 64 * 1024)
+    ///
+    /// - Throws: `SecureKeysError` with `out-of-memory` when the guarded memory cannot be allocated.
+    package static func readToEnd(_ descriptor: Int32) throws -> SecureBytes? {
+        var storage = try SecureBytes(count: 64 * 1024)
         var filled = 0
         while true {
             if filled == storage.count {
-                let larger = SecureBytes(count: storage.count * 2)
+                let larger = try SecureBytes(count: storage.count * 2)
                 let count = filled
                 try? storage.withUnsafeBytes { old in
                     try larger.withUnsafeMutableBytes { $0.baseAddress!.copyMemory(from: old.baseAddress!, byteCount: count) }
@@ -181,7 +183,7 @@ public struct ScenarioScript: Sendable {
         }
         defer { storage.wipe() }
         let count = filled
-        return try? storage.withUnsafeBytes { SecureBytes(copying: UnsafeRawBufferPointer(rebasing: $0[..<count])) }
+        return try storage.withUnsafeBytes { try SecureBytes(copying: UnsafeRawBufferPointer(rebasing: $0[..<count])) }
     }
 
     /// How many `expect` lines it has.

@@ -99,7 +99,8 @@ public final class ScenarioSession {
     /// What the plaintext scan reads files into: kept from scan to scan, as the simulator scans after every step.
     private var scanBuffer: [UInt8] = []
     private let started: ManualClock.Instant
-    /// Apps that crashed or died in a reboot: never cleaned up, as a killed process is not.
+    /// Apps that crashed or died in a reboot, whose memory and threads are freed at the end of the command
+    /// (``releaseAbandonedApps()``): never cleaned up by the app, as a killed process is not.
     private var abandoned: [DataController] = []
     private var operationError: StoreError?
 
@@ -198,6 +199,7 @@ public final class ScenarioSession {
             output("error: \(coded)" + Self.clockHint(for: error))
         }
         if let plan { finish(plan) }
+        await releaseAbandonedApps()
         return nil
     }
 
@@ -225,6 +227,16 @@ public final class ScenarioSession {
         output("reconnected: the device agent (process \(gone.agentProcessID)) went away, and process \(fresh.agentProcessID) "
             + "serves \(stateDirectory) now; it booted the device from disk, as a restart does"
             + (appRan ? ", so the app was ended with it (`app launch` starts it again)" : ""))
+    }
+
+    /// Frees what the apps killed by the command held, as the kernel does for a killed process: their store
+    /// keys, connections and threads. Their files were made dead when they died, so closing them writes nothing
+    /// (``abandonApp()``). Kept alive instead, every crash, reboot and power cut of a long simulation left a
+    /// store key, an inbox key and threads behind, until the process ran out of memory mappings (issue 30).
+    private func releaseAbandonedApps() async {
+        let killed = abandoned
+        abandoned.removeAll()
+        for controller in killed { await controller.releaseAbandonedStore() }
     }
 
     /// Ends the fault a command ran under: says which call failed and, after a planned power cut, boots the
@@ -273,7 +285,10 @@ public final class ScenarioSession {
     }
 
     /// A command's passcode as the device takes it: the command's own guarded bytes (not a copy), or none.
-    private static func bytes(of passcode: ScenarioPasscode?) -> SecureBytes { passcode?.bytes ?? SecureBytes(count: 0) }
+    private static func bytes(of passcode: ScenarioPasscode?) throws -> SecureBytes {
+        if let passcode { return passcode.bytes }
+        return try SecureBytes(count: 0)
+    }
 
     private static let noDevice = DeviceError(code: .noDevice, message: "no device is set up; run `device setup --passcode P` first")
 
@@ -625,10 +640,13 @@ public final class ScenarioSession {
     }
 
     /// The app's process dies without any clean-up: the controller and its store connection are dropped
-    /// where they stand (kept alive here, never closed, as the kernel would keep nothing either).
+    /// where they stand. The files it had open are dead from now on (`SimulatedDisk.killOpenHandles()`: the
+    /// session's only long-lived handles are the app's connections): nothing it does later — the close that
+    /// frees its memory at the end of the command — reaches the disk, as nothing of a killed process does.
     private func abandonApp() {
         guard let controller else { return }
         controller.abandon()
+        disk.killOpenHandles()
         abandoned.append(controller)
         self.controller = nil
     }

@@ -90,10 +90,15 @@ public enum Simulator {
     static let gracePeriod: Duration = .seconds(10)
 
     /// Simulates `steps` commands drawn from `seed`. The same seed gives the same commands and trace.
-    package static func run(seed: UInt64, steps: Int, plantedFault: DataController.PlantedFault? = nil) async throws -> SimulationRun {
+    ///
+    /// `afterEachStep`, for tests, is called with the step's number once its checks passed (to sample what the
+    /// process holds while a long seed runs).
+    package static func run(
+        seed: UInt64, steps: Int, plantedFault: DataController.PlantedFault? = nil, afterEachStep: ((Int) -> Void)? = nil
+    ) async throws -> SimulationRun {
         var generator = CommandGenerator(seed: seed)
         var remaining = steps
-        return try await simulate(seed: seed, plantedFault: plantedFault) { model in
+        return try await simulate(seed: seed, plantedFault: plantedFault, afterEachStep: afterEachStep) { model in
             guard remaining > 0 else { return nil }
             remaining -= 1
             return generator.next(model)
@@ -109,7 +114,8 @@ public enum Simulator {
     }
 
     private static func simulate(
-        seed: UInt64, plantedFault: DataController.PlantedFault?, next: (SimulationModel) -> ScenarioCommand?
+        seed: UInt64, plantedFault: DataController.PlantedFault?, afterEachStep: ((Int) -> Void)? = nil,
+        next: (SimulationModel) -> ScenarioCommand?
     ) async throws -> SimulationRun {
         let directory = try TemporaryStateDirectories.make(prefix: "protected-store-sim")
         defer { TemporaryStateDirectories.remove(directory) }
@@ -175,6 +181,8 @@ public enum Simulator {
                 tally.count(report)
                 checkAfterPowerCut = true
             }
+            // A wiped key holds no secret and no memory mapping left to check: only the live ones are kept.
+            seenClassKeys.removeAll { $0.isWiped }
             if let device = session.device {
                 for protectionClass in [ProtectionClass.complete, .completeUnlessOpen] {
                     if let key = device.classKey(protectionClass), !seenClassKeys.contains(where: { $0 === key }) {
@@ -218,6 +226,7 @@ public enum Simulator {
                     return SimulationRun(commands: commands, trace: trace, violation: violation, powerCuts: tally, coverage: coverage)
                 }
             }
+            afterEachStep?(commands.count)
         }
         return SimulationRun(commands: commands, trace: trace, violation: nil, powerCuts: tally, coverage: coverage)
     }

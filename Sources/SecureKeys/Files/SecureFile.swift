@@ -139,7 +139,7 @@ package enum SecureFile {
     package static func readSecret(_ path: String) throws -> SecureBytes {
         var bytes = try read(path, maximumSize: 4096)
         defer { secureZero(&bytes) }
-        return bytes.withUnsafeBytes { SecureBytes(copying: $0) }
+        return try bytes.withUnsafeBytes { try SecureBytes(copying: $0) }
     }
 
     /// Writes a raw secret to a new file (mode 0600, never replacing one). Only for the simulated device's

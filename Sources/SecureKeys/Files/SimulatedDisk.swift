@@ -104,6 +104,19 @@ package final class SimulatedDisk: @unchecked Sendable {
         _ = try? Self.removeTree(graveyard)
     }
 
+    /// The process writing through this disk was killed (an app crash, or the apps a reboot ends): every handle
+    /// open now is dead from here on — no write, truncation, sync or lock through it reaches the files — as the
+    /// kernel closes a killed process's files and releases its locks. What it wrote stays as it was, durable or
+    /// pending; closing such a handle later (freeing what the dead process held) changes nothing on disk: SQLite
+    /// cannot checkpoint or remove a log through it.
+    package func killOpenHandles() {
+        let handles = state.withLock { model -> [Int] in
+            defer { model.handles.removeAll() }
+            return Array(model.handles.keys)
+        }
+        Self.forget(handles: handles)
+    }
+
     /// A planted missing `fsync` (for the simulator's self-test), or `nil`.
     package var plantedFault: PlantedFault? {
         get { state.withLock { $0.fault } }

@@ -35,7 +35,7 @@ public struct InboxKeyFile: Sendable {
 
     /// Makes a new inbox key pair and its file image (nothing is written).
     public static func make(storeKey: SecureBytes, random: any RandomSource = SystemRandom()) throws -> (file: InboxKeyFile, privateKey: SecureBytes) {
-        let pair = SealedBox.makeKeyPair(random: random)
+        let pair = try SealedBox.makeKeyPair(random: random)
         var header = ByteWriter()
         header.write(magic)
         header.write(formatVersion)

@@ -208,11 +208,11 @@ public struct Keybag: Sendable {
         var publicKey: [UInt8] = []
         for protectionClass in ProtectionClass.allCases {
             if protectionClass == .completeUnlessOpen {
-                let pair = SealedBox.makeKeyPair(random: random)
+                let pair = try SealedBox.makeKeyPair(random: random)
                 keys[protectionClass] = pair.privateKey
                 publicKey = pair.publicKey
             } else {
-                keys[protectionClass] = SecureBytes.random(count: 32, using: random)
+                keys[protectionClass] = try SecureBytes.random(count: 32, using: random)
             }
         }
         let classKeys = ClassKeys(keys)

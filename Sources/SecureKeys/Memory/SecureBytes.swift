@@ -1,5 +1,6 @@
 internal import CSodium
 import Foundation
+import Synchronization
 
 /// Secret bytes in memory that libsodium guards: `sodium_malloc` places them between guard pages and
 /// `mlock`s them, and they are zeroed before the memory is given back.
@@ -25,23 +26,30 @@ public final class SecureBytes: @unchecked Sendable {
     var onWipe: (@Sendable (_ allBytesWereZero: Bool) -> Void)?
 
     /// Allocates `count` zeroed secret bytes.
-    public init(count: Int) {
+    ///
+    /// - Throws: ``SecureKeysError/Code/outOfMemory`` when libsodium cannot allocate the guarded memory: the
+    ///   process is out of memory or of memory mappings (each allocation is three: the bytes between two guard
+    ///   pages), or `count` is larger than any allocation can be.
+    public init(count: Int) throws {
         precondition(count >= 0, "SecureBytes count must not be negative")
         Sodium.ensureInitialised()
         self.count = count
         // sodium_malloc(0) is allowed but returns a pointer we must still free; allocate at least one byte so
         // the guard-page layout is the same for every key.
         guard let memory = sodium_malloc(max(count, 1)) else {
-            preconditionFailure("sodium_malloc failed to allocate \(count) bytes: out of memory")
+            throw SecureKeysError.outOfMemory("libsodium could not allocate \(count) bytes of guarded memory for a key")
         }
         // sodium_malloc fills new memory with 0xdb; start from zero.
         sodium_memzero(memory, max(count, 1))
         self.pointer = memory
+        Self.liveAllocations.add(1, ordering: .relaxed)
     }
 
     /// Copies `bytes` into guarded memory. The caller remains responsible for zeroing its own copy.
-    public convenience init(copying bytes: UnsafeRawBufferPointer) {
-        self.init(count: bytes.count)
+    ///
+    /// - Throws: ``SecureKeysError/Code/outOfMemory`` when the guarded memory cannot be allocated.
+    public convenience init(copying bytes: UnsafeRawBufferPointer) throws {
+        try self.init(count: bytes.count)
         if let base = bytes.baseAddress, bytes.count > 0 {
             pointer!.copyMemory(from: base, byteCount: bytes.count)
         }
@@ -50,18 +58,22 @@ public final class SecureBytes: @unchecked Sendable {
     /// Copies the UTF-8 bytes of a passcode typed by a person into guarded memory.
     ///
     /// The `String` itself is the caller's and cannot be zeroed by Swift; keep it as short-lived as possible.
-    public convenience init(utf8 text: String) {
+    ///
+    /// - Throws: ``SecureKeysError/Code/outOfMemory`` when the guarded memory cannot be allocated.
+    public convenience init(utf8 text: String) throws {
         var text = text
         let count = text.utf8.count
-        self.init(count: count)
+        try self.init(count: count)
         text.withUTF8 { bytes in
             if let base = bytes.baseAddress, count > 0 { pointer!.copyMemory(from: base, byteCount: count) }
         }
     }
 
     /// Fresh random secret bytes from `random` (the operating system's generator unless told otherwise).
-    public static func random(count: Int, using random: any RandomSource = SystemRandom()) -> SecureBytes {
-        let bytes = SecureBytes(count: count)
+    ///
+    /// - Throws: ``SecureKeysError/Code/outOfMemory`` when the guarded memory cannot be allocated.
+    public static func random(count: Int, using random: any RandomSource = SystemRandom()) throws -> SecureBytes {
+        let bytes = try SecureBytes(count: count)
         bytes.unsafeWithMutableBytes { random.fill($0) }
         return bytes
     }
@@ -69,6 +81,13 @@ public final class SecureBytes: @unchecked Sendable {
     deinit {
         releaseLocked()
     }
+
+    /// How many guarded allocations this process holds now: each is a `sodium_malloc` region with its guard
+    /// pages, three memory mappings the kernel counts against `vm.max_map_count`. For tests that a long-running
+    /// loop (a simulated seed, an agent) does not keep keys it no longer needs.
+    package static var liveAllocationCount: Int { liveAllocations.load(ordering: .relaxed) }
+
+    private static let liveAllocations = Atomic<Int>(0)
 
     /// Whether ``wipe()`` has run: the bytes are zeroed and released.
     public var isWiped: Bool {
@@ -131,6 +150,7 @@ public final class SecureBytes: @unchecked Sendable {
         // sodium_free zeroes once more, checks the canary and unmaps the guard pages.
         sodium_free(memory)
         pointer = nil
+        Self.liveAllocations.subtract(1, ordering: .relaxed)
     }
 }
 

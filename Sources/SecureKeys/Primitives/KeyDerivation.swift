@@ -19,7 +19,7 @@ public enum KeyDerivation: Sendable {
         // One-shot hashing of label ‖ input, assembled in guarded memory (the streaming state is an aligned
         // C struct Swift cannot allocate on the stack).
         let labelBytes = Array(label.utf8)
-        let message = SecureBytes(count: labelBytes.count + (input?.count ?? 0))
+        let message = try SecureBytes(count: labelBytes.count + (input?.count ?? 0))
         defer { message.wipe() }
         try message.withUnsafeMutableBytes { out in
             out.copyBytes(from: labelBytes)
@@ -27,7 +27,7 @@ public enum KeyDerivation: Sendable {
                 try input.withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: out[labelBytes.count...]).copyMemory(from: $0) }
             }
         }
-        let output = SecureBytes(count: keyLength)
+        let output = try SecureBytes(count: keyLength)
         try key.withUnsafeBytes { keyBytes in
             try message.withUnsafeBytes { messageBytes in
                 output.unsafeWithMutableBytes { out in

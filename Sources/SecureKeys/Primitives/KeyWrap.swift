@@ -54,7 +54,7 @@ public enum KeyWrap: Sendable {
         Sodium.ensureInitialised()
         precondition(key.count == keyLength, "KeyWrap keys are 32 bytes")
         guard wrapped.count >= nonceLength + tagLength else { return nil }
-        let secret = SecureBytes(count: wrapped.count - nonceLength - tagLength)
+        let secret = try SecureBytes(count: wrapped.count - nonceLength - tagLength)
         let status = try key.withUnsafeBytes { keyBytes in
             wrapped.withUnsafeBufferPointer { input in
                 secret.unsafeWithMutableBytes { out in

@@ -60,7 +60,7 @@ public struct PasscodeKDF: Sendable, Hashable {
         guard isValid else {
             throw SecureKeysError.invalidArgument("Argon2id parameters out of range (opslimit \(opsLimit), memlimit \(memLimit))")
         }
-        let key = SecureBytes(count: Self.keyLength)
+        let key = try SecureBytes(count: Self.keyLength)
         let status = try passcode.withUnsafeBytes { passcodeBytes in
             key.unsafeWithMutableBytes { output in
                 crypto_pwhash(

@@ -14,12 +14,14 @@ public enum SealedBox: Sendable {
     public static let overhead = 48
 
     /// A new X25519 key pair; the private key goes straight into guarded memory.
-    public static func makeKeyPair(random: any RandomSource = SystemRandom()) -> (publicKey: [UInt8], privateKey: SecureBytes) {
+    ///
+    /// - Throws: ``SecureKeysError/Code/outOfMemory`` when the guarded memory cannot be allocated.
+    public static func makeKeyPair(random: any RandomSource = SystemRandom()) throws -> (publicKey: [UInt8], privateKey: SecureBytes) {
         Sodium.ensureInitialised()
-        let seed = SecureBytes.random(count: Int(crypto_box_SEEDBYTES), using: random)
+        let seed = try SecureBytes.random(count: Int(crypto_box_SEEDBYTES), using: random)
         defer { seed.wipe() }
         var publicKey = [UInt8](repeating: 0, count: publicKeyLength)
-        let privateKey = SecureBytes(count: privateKeyLength)
+        let privateKey = try SecureBytes(count: privateKeyLength)
         seed.unsafeWithMutableBytes { seedBytes in
             privateKey.unsafeWithMutableBytes { secret in
                 _ = crypto_box_seed_keypair(
@@ -64,7 +66,7 @@ public enum SealedBox: Sendable {
     ) throws -> SecureBytes? {
         Sodium.ensureInitialised()
         guard sealed.count >= overhead, publicKey.count == publicKeyLength else { return nil }
-        let plaintext = SecureBytes(count: sealed.count - overhead)
+        let plaintext = try SecureBytes(count: sealed.count - overhead)
         let status = try privateKey.withUnsafeBytes { secret in
             sealed.withUnsafeBufferPointer { input in
                 plaintext.unsafeWithMutableBytes { out in

@@ -118,7 +118,7 @@ public struct StoreKeyFile: Sendable {
         header.write(version == 1 ? 0 : storeFormat.identifier)
         header.write(UInt8(0))
         header.write(random.bytes(count: storeIDLength))
-        let storeKey = SecureBytes.random(count: storeKeyLength, using: random)
+        let storeKey = try SecureBytes.random(count: storeKeyLength, using: random)
         let wrappingKey = try KeyDerivation.derive(label: wrappingLabel, from: classKey)
         defer { wrappingKey.wipe() }
         var file = ByteWriter()
