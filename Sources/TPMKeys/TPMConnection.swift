@@ -242,7 +242,7 @@ final class TPMConnection {
         scrubResponseBuffer()
         guard let data else { throw DeviceError.tpmFailure("to unseal the device key", response: "no data returned") }
         let count = min(Int(data.pointee.size), MemoryLayout.size(ofValue: data.pointee.buffer))
-        let key = SecureBytes(count: count)
+        let key = try SecureBytes(count: count)
         try key.withUnsafeMutableBytes { target in
             withUnsafeBytes(of: &data.pointee.buffer) { source in
                 target.copyMemory(from: UnsafeRawBufferPointer(rebasing: source.prefix(count)))

@@ -92,7 +92,7 @@ final class LineEditor {
     /// then ends the read, whichever thread the signal was delivered to (the main actor's code runs on one of
     /// libdispatch's threads, which block SIGINT) and even when it came before the read began. Once the line is
     /// read the previous disposition is back, so that Ctrl-C during a command does what it did before.
-    func readLine(prompt: String) -> Input {
+    func readLine(prompt: String) throws -> Input {
         let text = strdup(prompt)
         let previousPrompt = currentPrompt.pointee
         currentPrompt.pointee = text
@@ -124,7 +124,8 @@ final class LineEditor {
             return count < 0 && readError == EINTR ? .interrupted : .end
         }
         let length = Int(count) - (read[Int(count) - 1] == UInt8(ascii: "\n") ? 1 : 0)
-        let line = SecureBytes(copying: UnsafeRawBufferPointer(start: read, count: length))
+        // Copied into guarded memory — or not, out of memory — and libedit's copies zeroed either way.
+        let line = Result { try SecureBytes(copying: UnsafeRawBufferPointer(start: read, count: length)) }
         // libedit's copies of the line: the text it returned and its own (wide-character) edit buffer.
         secureZero(UnsafeMutableRawBufferPointer(start: UnsafeMutableRawPointer(mutating: read), count: Int(count)))
         if let info = el_wline(editLine), let buffer = info.pointee.buffer {
@@ -135,7 +136,7 @@ final class LineEditor {
                         start: UnsafeMutableRawPointer(mutating: buffer), count: characters * MemoryLayout<wchar_t>.stride))
             }
         }
-        return .line(line)
+        return .line(try line.get())
     }
 
     /// Keeps `line` in the history (the up arrow brings it back) and writes the history to its file.

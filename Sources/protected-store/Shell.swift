@@ -67,7 +67,7 @@ extension ProtectedStoreCommand {
                 // passcode, which goes from it to the command's own guarded memory (issue 26, finding 10).
                 let line: SecureBytes
                 if let editor {
-                    switch editor.readLine(prompt: "[\(session.promptSummary)] > ") {
+                    switch try editor.readLine(prompt: "[\(session.promptSummary)] > ") {
                     case .line(let read):
                         line = read
                     case .interrupted:

@@ -10,8 +10,10 @@ import Testing
 @Suite("Store format", .serialized)
 struct StoreFormatTests {
     let directory = TemporaryDirectory()
-    let key = SecureBytes.random(count: 32)
+    let key: SecureBytes
     var path: String { directory.file("store.sqlite") }
+
+    init() throws { key = try SecureBytes.random(count: 32) }
 
     /// The PRAGMA lines (without the key) of the fenced block in keys/README.md that follows `marker`.
     static func documentedPragmas(after marker: String) throws -> [String] {

@@ -52,9 +52,12 @@ struct ScenarioPasscodeTests {
             Issue.record("\(String(describing: command))")
             return
         }
-        #expect(try old == ScenarioPasscode("a b\tc"))
-        #expect(try new == ScenarioPasscode("Zq7x-unique-passcode-9183"))
-        #expect(try new != ScenarioPasscode("Zq7x-unique-passcode-9184"))
+        let (oldExpected, newExpected, other) = (
+            try ScenarioPasscode("a b\tc"), try ScenarioPasscode("Zq7x-unique-passcode-9183"),
+            try ScenarioPasscode("Zq7x-unique-passcode-9184"))
+        #expect(old == oldExpected)
+        #expect(new == newExpected)
+        #expect(new != other)
         #expect(!new.bytes.isWiped)
     }
 

@@ -107,7 +107,7 @@ struct SQLCipher4OracleTests {
     @Test("a store closed by the library (log checkpointed), and the store main wrote, read the same in SQLCipher 4")
     func closedStoreAndFixture() async throws {
         let directory = TemporaryDirectory()
-        let key = SecureBytes.random(count: 32)
+        let key = try SecureBytes.random(count: 32)
         let path = directory.file("closed.sqlite")
         let database = try Database(path: path, key: key)
         try DatabaseMigrator.keyValue.migrate(database)
@@ -139,7 +139,7 @@ struct SQLCipher4OracleTests {
     @Test("the oracle can fail: a setting other than the documented one does not open a store")
     func oracleRejectsOtherSettings() throws {
         let directory = TemporaryDirectory()
-        let key = SecureBytes.random(count: 32)
+        let key = try SecureBytes.random(count: 32)
         let path = directory.file("store.sqlite")
         let database = try Database(path: path, key: key)
         try database.execute("CREATE TABLE t(a); INSERT INTO t VALUES (1)")

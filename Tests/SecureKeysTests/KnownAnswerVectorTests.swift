@@ -106,7 +106,7 @@ struct KnownAnswerVectorTests {
     func storeKeyVector() throws {
         // store-key-v1.json is never re-recorded: v1 key files are no longer written, and must still open.
         let vector = try Self.load("store-key-v1.json", as: StoreKeyVector.self)
-        let classKey = Self.secret(vector.classKey)
+        let classKey = try Self.secret(vector.classKey)
         let file = try StoreKeyFile(bytes: [UInt8](hex: vector.file))
         #expect(file.version == 1)
         #expect(file.protectionClass.name == vector.protectionClass)

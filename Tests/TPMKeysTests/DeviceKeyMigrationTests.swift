@@ -119,7 +119,7 @@ struct DeviceKeyMigrationTests {
     @Test("a uid.tpm holding another key than uid.key is never taken for the migration's: nothing is removed")
     func differentKeysAreNeverMerged() throws {
         let fixture = try fileDevice()
-        let other = SecureBytes.random(count: 32)
+        let other = try SecureBytes.random(count: 32)
         try fixture.tpmStore.keep(other, in: fixture.files)
         let error = errorMessage { _ = try DeviceKeyMigration.migrate(stateDirectory: fixture.directory.path, to: fixture.tpmStore) }
         #expect(error?.contains("hold different device keys") == true, "\(error ?? "nothing thrown")")

@@ -120,7 +120,7 @@ struct TPMDeviceKeyStoreTests {
         let files = DeviceKeyFiles(stateDirectory: directory.path)
         try SecureFile.createDirectory(at: files.folder)
         let store = TPMDeviceKeyStore(tcti: tpm.tcti)
-        let key = SecureBytes.random(count: 32)
+        let key = try SecureBytes.random(count: 32)
         try store.keep(key, in: files)
         let unsealed = try store.load(from: files)
         #expect(unsealed.constantTimeEquals(key))
