@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 
 BUS=()
 if [[ ${1:-} == --bus-address ]]; then BUS=(--bus-address "$2" --no-session-bus); fi
-B=.build/release/protected-store
+B=${PROTECTED_STORE_TOOL:-.build/release/protected-store}   # PROTECTED_STORE_TOOL: another build of the tool
 [[ -x $B ]] || { echo "building the tool (swift build -c release)…"; swift build -c release --product protected-store >/dev/null; }
 
 say() { printf '\n== %s\n' "$*"; }
@@ -49,7 +49,7 @@ app_status() {
 
 say "The app: a class-A store (complete protection), one value written"
 mkfifo "$DIR/app.in"
-$B shell --state-dir "$DIR/state" --keep-going <"$DIR/app.in" >"$DIR/app.out" 2>&1 &
+$B shell --state-dir "$DIR/state" --keep-going <"$DIR/app.in" >>"$DIR/app.out" 2>&1 &   # appended: app_status empties it between looks
 APP_PID=$!
 exec 7>"$DIR/app.in"
 printf '%s\n' 'device setup --passcode try-1234 --grace 5s' 'app launch --protection complete' 'put note "written before the lock"' >&7
