@@ -52,7 +52,7 @@ export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH := $(TEST_WIDTH)
 ## memory resident), the SQLCipher 4 oracle (a Python process reading files the plain run's tests wrote the same way),
 ## and the suites that drive the tool's binary at a terminal or against a software TPM: several times slower under a
 ## sanitizer, they would add minutes to each run. Every one of them runs in full in the plain `swift test` above.
-SANITIZER_SKIP := --skip 'IOFaultSweepTests|SimulatorTests|SimulatorCoverageTests|DiskFaultVFSTests|InboxDamageTests|InboxFileTypeTests|InboxAtAttachTests|InboxReplayTests|StoreDamageTests|WriteAheadLogCheckTests|HostileUserTests|ClientPasscodeMemoryTests|FaultNextIOTests|CrashTests|InboxMergeMemoryTests|cursorMemoryIsBounded|SQLCipher4OracleTests|ShellTerminalTests|KeyStoreCommandLineTests'
+SANITIZER_SKIP := --skip 'IOFaultSweepTests|SimulatorTests|SimulatorCoverageTests|DiskFaultVFSTests|InboxDamageTests|InboxFileTypeTests|InboxAtAttachTests|InboxReplayTests|StoreDamageTests|WriteAheadLogCheckTests|HostileUserTests|ClientPasscodeMemoryTests|FaultNextIOTests|CrashTests|InboxMergeMemoryTests|cursorMemoryIsBounded|SQLCipher4OracleTests|ShellTerminalTests|KeyStoreCommandLineTests|DesktopScriptTests'
 
 ## Every test, a bounded simulation, then the suite again under Thread and Address Sanitizer.
 ## The simulation: 200 seeds × 200 steps.

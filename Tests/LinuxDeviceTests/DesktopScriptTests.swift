@@ -1,0 +1,60 @@
+import Foundation
+import TestSupport
+import Testing
+
+/// `scripts/try-on-desktop.sh`, the README's script for a person's own desktop, run end to end against a mock
+/// logind: a device agent locked by the session (`device serve --session`), an app process with a class-A store,
+/// and a third process that unlocks with the passcode.
+@Suite(
+    "scripts/try-on-desktop.sh against a mock logind", .serialized,
+    .enabled(if: MockBuses.available, Comment(rawValue: MockBuses.missing)), .timeLimit(.minutes(3)))
+struct DesktopScriptTests {
+    /// What a child process printed so far, read on another thread.
+    final class Output: @unchecked Sendable {
+        // @unchecked Sendable: `data` is read and written only with `lock` held.
+        private let lock = NSLock()
+        private var data = Data()
+        func append(_ more: Data) { lock.withLock { data.append(more) } }
+        var text: String { lock.withLock { String(decoding: data, as: UTF8.self) } }
+    }
+
+    @Test("through device serve --session with two client processes: the session's lock closes the app's class-A store after the grace period, the session's unlock does not reopen it, the passcode does")
+    func desktopScriptEndToEnd() async throws {
+        let logind = try MockLogind()
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/bash")
+        process.arguments = [SQLCipher4Oracle.packageRoot + "/scripts/try-on-desktop.sh", "--bus-address", logind.bus.address]
+        var environment = ProcessInfo.processInfo.environment
+        environment["PROTECTED_STORE_TOOL"] = SessionCommandTests.binary
+        process.environment = environment
+        let input = Pipe()
+        let pipe = Pipe()
+        process.standardInput = input
+        process.standardOutput = pipe
+        process.standardError = pipe
+        let output = Output()
+        pipe.fileHandleForReading.readabilityHandler = { handle in output.append(handle.availableData) }
+        try process.run()
+        defer {
+            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+            pipe.fileHandleForReading.readabilityHandler = nil
+        }
+        #expect(await eventually(within: .seconds(60)) { output.text.contains("Now lock your screen") }, "\(output.text)")
+        try logind.setLockedHint(true)
+        try await Task.sleep(for: .seconds(7))  // the script's grace period is 5 s, on the real clock
+        try logind.setLockedHint(false)
+        input.fileHandleForWriting.write(Data("\n".utf8))
+        #expect(await eventually(within: .seconds(60)) { !process.isRunning }, "\(output.text)")
+        let text = output.text
+        #expect(process.terminationStatus == 0, "\(text)")
+        let afterLock = try #require(text.range(of: "Now lock your screen")).upperBound
+        let afterPasscode = try #require(text.range(of: "The passcode brings the store back")).upperBound
+        let locked = text[afterLock..<afterPasscode]
+        #expect(locked.contains("device          locked"), "\(locked)")
+        #expect(locked.contains("store           waiting (complete)"), "\(locked)")
+        #expect(!locked.contains("complete-unless-open"), "class A and B keys still held after the grace period: \(locked)")
+        let unlocked = text[afterPasscode...]
+        #expect(unlocked.contains("store           ready (complete)"), "\(unlocked)")
+        #expect(unlocked.contains("note = \"written before the lock\""), "\(unlocked)")
+    }
+}
