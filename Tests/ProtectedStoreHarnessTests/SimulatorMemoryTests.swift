@@ -1,4 +1,5 @@
 import Foundation
+import ProtectedStore
 import SecureKeys
 import Testing
 
@@ -35,16 +36,16 @@ struct SimulatorMemoryTests {
     @MainActor
     func longSeedRecordsStayBounded() async throws {
         var largest = RetainedRecords(commands: 0, trace: 0, journal: 0, ran: 0, submitted: 0, writtenValues: 0)
-        var journaled = 0
         let run = try await Simulator.run(seed: 1, steps: Self.steps, recording: false) { step, kept in
             guard step > Self.warmUp else { return }
             largest = RetainedRecords(
                 commands: max(largest.commands, kept.commands), trace: max(largest.trace, kept.trace),
                 journal: max(largest.journal, kept.journal), ran: max(largest.ran, kept.ran),
-                submitted: max(largest.submitted, kept.submitted), writtenValues: max(largest.writtenValues, kept.writtenValues))
-            journaled = kept.journaled
+                submitted: max(largest.submitted, kept.submitted), writtenValues: max(largest.writtenValues, kept.writtenValues),
+                journaled: kept.journaled)
         }
-        print("after step \(Self.warmUp): at most \(largest) kept; \(journaled) journal entries in all")
+        let journaled = largest.journaled
+        print("after step \(Self.warmUp): at most \(largest) kept")
         #expect(run.violation == nil)
         #expect(run.steps == Self.steps)
         #expect(run.commands.isEmpty && run.trace.isEmpty)
@@ -54,6 +55,30 @@ struct SimulatorMemoryTests {
         #expect(largest.journal <= 16)
         #expect(largest.ran <= 16)
         #expect(largest.submitted <= 64)
+    }
+
+    @Test("a run that kept no commands finds the same violation, and is shrunk to the same script, as one that kept them")
+    @MainActor
+    func unrecordedRunShrinksTheSame() async throws {
+        let fault = DataController.PlantedFault.keepCoordinatorAfterClose
+        var found: (seed: UInt64, run: SimulationRun)?
+        for seed: UInt64 in 1...40 {
+            let run = try await Simulator.run(seed: seed, steps: 200, plantedFault: fault, recording: false)
+            if run.violation != nil {
+                found = (seed, run)
+                break
+            }
+        }
+        let (seed, unrecorded) = try #require(found, "the planted bug went unnoticed for 40 seeds")
+        #expect(unrecorded.commands.isEmpty)
+        let recorded = try await Simulator.run(seed: seed, steps: 200, plantedFault: fault)
+        #expect(recorded.violation.map(String.init(describing:)) == unrecorded.violation.map(String.init(describing:)))
+        #expect(recorded.steps == unrecorded.steps)
+        let fromRecorded = try await Shrinker.minimize(recorded, seed: seed, plantedFault: fault)
+        let fromUnrecorded = try await Shrinker.minimize(unrecorded, seed: seed, plantedFault: fault)
+        #expect(fromUnrecorded.commands.map(\.scriptLine) == fromRecorded.commands.map(\.scriptLine))
+        #expect(fromUnrecorded.violation.description == fromRecorded.violation.description)
+        #expect(fromUnrecorded.commands.count < unrecorded.steps)
     }
 
     typealias Peak = (allocations: Int, mappings: Int)
