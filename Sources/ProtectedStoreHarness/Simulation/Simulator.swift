@@ -227,8 +227,8 @@ public enum Simulator {
             let controller = session.controller
             if recording {
                 trace.append(
-                "\(step): \(command.scriptLine) → device \(session.deviceStateWord), store \(controller?.phase.name ?? "not-running"), "
-                    + "queued \(controller?.queuedOperationCount ?? 0), error \(session.lastError?.code.name ?? "none")")
+                    "\(step): \(command.scriptLine) → device \(session.deviceStateWord), store \(controller?.phase.name ?? "not-running"), "
+                        + "queued \(controller?.queuedOperationCount ?? 0), error \(session.lastError?.code.name ?? "none")")
             }
             if !model.pendingInbox.isEmpty, model.acknowledgedPending.count < model.pendingInbox.count,
                 session.controller?.phase == .ready, (try? LockedInbox(files: session.storeFiles).pendingCount()) == 0
