@@ -70,8 +70,10 @@ extension ProtectedStoreCommand {
             var powerCuts = PowerCutTally()
             var coverage = CoverageTally()
             for (done, seed) in (start...(start + UInt64(seeds - 1))).enumerated() {
-                let run = try await Simulator.run(seed: seed, steps: steps, plantedFault: plant)
-                totalSteps += run.commands.count
+                // Commands and trace are kept only to be printed: a long seed's memory stays bounded (issue 30),
+                // and the shrinker draws a violation's commands again from its seed.
+                let run = try await Simulator.run(seed: seed, steps: steps, plantedFault: plant, recording: trace)
+                totalSteps += run.steps
                 powerCuts += run.powerCuts
                 coverage += run.coverage
                 if trace {

@@ -1,4 +1,5 @@
 import Foundation
+import ProtectedStore
 import SecureKeys
 import Testing
 
@@ -31,6 +32,55 @@ struct SimulatorMemoryTests {
         print(String(decoding: result?.standardErrorContent ?? [], as: UTF8.self), terminator: "")
     }
 
+    @Test("a long seed run without recording keeps no command, trace line or written value, and at most a few journal entries, `ui` names and submissions not yet checked, after 1,200 steps")
+    @MainActor
+    func longSeedRecordsStayBounded() async throws {
+        var largest = RetainedRecords(commands: 0, trace: 0, journal: 0, ran: 0, submitted: 0, writtenValues: 0)
+        let run = try await Simulator.run(seed: 1, steps: Self.steps, recording: false) { step, kept in
+            guard step > Self.warmUp else { return }
+            largest = RetainedRecords(
+                commands: max(largest.commands, kept.commands), trace: max(largest.trace, kept.trace),
+                journal: max(largest.journal, kept.journal), ran: max(largest.ran, kept.ran),
+                submitted: max(largest.submitted, kept.submitted), writtenValues: max(largest.writtenValues, kept.writtenValues),
+                journaled: kept.journaled)
+        }
+        let journaled = largest.journaled
+        print("after step \(Self.warmUp): at most \(largest) kept")
+        #expect(run.violation == nil)
+        #expect(run.steps == Self.steps)
+        #expect(run.commands.isEmpty && run.trace.isEmpty)
+        // Before issue 30 each of these grew with every step: seed 1 journals a few hundred entries in 1,200 steps.
+        #expect(journaled > 200)
+        #expect(largest.commands == 0 && largest.trace == 0 && largest.writtenValues == 0)
+        #expect(largest.journal <= 16)
+        #expect(largest.ran <= 16)
+        #expect(largest.submitted <= 64)
+    }
+
+    @Test("a run that kept no commands finds the same violation, and is shrunk to the same script, as one that kept them")
+    @MainActor
+    func unrecordedRunShrinksTheSame() async throws {
+        let fault = DataController.PlantedFault.keepCoordinatorAfterClose
+        var found: (seed: UInt64, run: SimulationRun)?
+        for seed: UInt64 in 1...40 {
+            let run = try await Simulator.run(seed: seed, steps: 200, plantedFault: fault, recording: false)
+            if run.violation != nil {
+                found = (seed, run)
+                break
+            }
+        }
+        let (seed, unrecorded) = try #require(found, "the planted bug went unnoticed for 40 seeds")
+        #expect(unrecorded.commands.isEmpty)
+        let recorded = try await Simulator.run(seed: seed, steps: 200, plantedFault: fault)
+        #expect(recorded.violation.map(String.init(describing:)) == unrecorded.violation.map(String.init(describing:)))
+        #expect(recorded.steps == unrecorded.steps)
+        let fromRecorded = try await Shrinker.minimize(recorded, seed: seed, plantedFault: fault)
+        let fromUnrecorded = try await Shrinker.minimize(unrecorded, seed: seed, plantedFault: fault)
+        #expect(fromUnrecorded.commands.map(\.scriptLine) == fromRecorded.commands.map(\.scriptLine))
+        #expect(fromUnrecorded.violation.description == fromRecorded.violation.description)
+        #expect(fromUnrecorded.commands.count < unrecorded.steps)
+    }
+
     typealias Peak = (allocations: Int, mappings: Int)
 
     /// Runs seed 1 for ``steps`` steps and returns the most guarded allocations and mappings the process held
@@ -39,7 +89,7 @@ struct SimulatorMemoryTests {
     static func peaks() async throws -> (early: Peak, late: Peak) {
         var early: Peak = (0, 0)
         var late: Peak = (0, 0)
-        let run = try await Simulator.run(seed: 1, steps: steps) { step in
+        let run = try await Simulator.run(seed: 1, steps: steps, recording: false) { step, _ in
             let now = (SecureBytes.liveAllocationCount, mappingCount())
             if step <= warmUp {
                 early = (max(early.allocations, now.0), max(early.mappings, now.1))
@@ -47,7 +97,7 @@ struct SimulatorMemoryTests {
                 late = (max(late.allocations, now.0), max(late.mappings, now.1))
             }
         }
-        guard run.violation == nil, run.commands.count == steps else { exit(2) }
+        guard run.violation == nil, run.steps == steps else { exit(2) }
         return (early, late)
     }
 

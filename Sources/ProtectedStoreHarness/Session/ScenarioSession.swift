@@ -71,6 +71,27 @@ public final class ScenarioSession {
     public private(set) var journal: [JournalEntry] = []
     /// Every value written (puts and inbox puts): what must never be found in a file in the clear.
     public private(set) var writtenValues: Set<String> = []
+    /// Whether ``writtenValues`` is kept. The simulator, which searches the files for its seed's value prefixes
+    /// instead, turns it off: a long seed writes a new value every few steps (issue 30).
+    package var recordsWrittenValues = true
+    /// Journal entries dropped by ``forgetJournal(first:)`` once checked: with ``journal``'s count, how many
+    /// entries the session ever journaled.
+    package private(set) var forgottenJournalEntries = 0
+    /// How many entries the session ever journaled (those forgotten included): it moves whenever the store
+    /// acknowledged something.
+    package var journaledCount: Int { forgottenJournalEntries + journal.count }
+
+    /// Drops the oldest `count` journal entries, already absorbed and checked, so that a long simulated seed
+    /// keeps only what a later check still needs (issue 30).
+    package func forgetJournal(first count: Int) {
+        journal.removeFirst(count)
+        forgottenJournalEntries += count
+    }
+
+    /// Drops the oldest `count` names of ``ran``, already checked against the submission order (issue 30).
+    package func forgetRan(first count: Int) {
+        ran.removeFirst(count)
+    }
     /// A bug to plant in every app this session launches (the simulator's self-test).
     package var plantedFault: DataController.PlantedFault? {
         didSet {
@@ -413,7 +434,7 @@ public final class ScenarioSession {
                 self?.journal.append(.ran(name, storeWasReady: controller?.phase == .ready && controller?.coordinator != nil))
             }
         case .put(let key, let value):
-            writtenValues.insert(value)
+            if recordsWrittenValues { writtenValues.insert(value) }
             try requireApp().submit("put \(key)") { [weak self] in
                 try await $0.put(key, value)
                 self?.journal.append(.applied(.put(key: key, value: value)))
@@ -432,7 +453,7 @@ public final class ScenarioSession {
             }
         case .inboxPut(let key, let value, let kind, let otherProcess):
             _ = try requireKeys()
-            writtenValues.insert(value)
+            if recordsWrittenValues { writtenValues.insert(value) }
             // With the app running it merges at once when the store is attached; with no app (a notification
             // extension, say), or from another process, the record waits for the next attach or the app's poll.
             let id: InboxEntry.ID

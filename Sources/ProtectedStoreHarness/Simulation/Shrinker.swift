@@ -6,11 +6,18 @@ import ProtectedData
 @MainActor
 public enum Shrinker {
     /// The smallest sequence found (removing chunks, then single commands, while the violation stays).
+    ///
+    /// A run that did not record its commands (a long seed) has them drawn again from `seed`, up to the
+    /// violation's step: the same seed gives the same commands.
     package static func minimize(
         _ run: SimulationRun, seed: UInt64, plantedFault: DataController.PlantedFault? = nil
     ) async throws -> (commands: [ScenarioCommand], violation: Violation) {
         guard var violation = run.violation else { return (run.commands, Violation(step: 0, invariant: "", message: "", expectation: nil)) }
-        var commands = Array(run.commands.prefix(violation.step))
+        var recorded = run.commands
+        if recorded.count < violation.step {
+            recorded = try await Simulator.run(seed: seed, steps: violation.step, plantedFault: plantedFault, recording: true).commands
+        }
+        var commands = Array(recorded.prefix(violation.step))
         var chunk = max(1, commands.count / 2)
         while true {
             var index = 0

@@ -21,10 +21,13 @@ public struct Violation: Error, Sendable, CustomStringConvertible {
 
 /// One simulated run: the commands, a line of trace per command, and the first violation if any.
 public struct SimulationRun: Sendable {
-    /// The commands that ran.
+    /// The commands that ran; empty when the run did not record them (a long seed: its commands can be drawn
+    /// again from the seed, as ``Shrinker`` does).
     public let commands: [ScenarioCommand]
-    /// One line per command: the command and the state after it.
+    /// One line per command: the command and the state after it; empty when the run did not record them.
     public let trace: [String]
+    /// How many commands ran, recorded or not.
+    public let steps: Int
     /// The first invariant that did not hold, or `nil`.
     public let violation: Violation?
     /// What the run's power cuts lost and what was checked after them.
@@ -32,6 +35,25 @@ public struct SimulationRun: Sendable {
     /// What the run exercised beyond the everyday commands: passcode changes, wipes, the quarantine, large
     /// values, reads, another process's appends.
     public var coverage = CoverageTally()
+}
+
+/// The sizes of what a simulated run still keeps after a step: bounded whatever the seed's length when the run
+/// does not record its commands and trace (issue 30).
+package struct RetainedRecords: Sendable, Equatable {
+    /// Commands recorded.
+    package var commands: Int
+    /// Trace lines recorded.
+    package var trace: Int
+    /// Journal entries not yet absorbed and checked.
+    package var journal: Int
+    /// `ui` operations that ran and were not yet checked against the submission order.
+    package var ran: Int
+    /// `ui` operations submitted after the last one found to have run.
+    package var submitted: Int
+    /// Values the session keeps to search the files for.
+    package var writtenValues: Int
+    /// Journal entries the run made in all, forgotten ones included (not kept: a count).
+    package var journaled = 0
 }
 
 /// What the power cuts of a run (or of many) lost, and what was checked after them.
@@ -91,14 +113,18 @@ public enum Simulator {
 
     /// Simulates `steps` commands drawn from `seed`. The same seed gives the same commands and trace.
     ///
-    /// `afterEachStep`, for tests, is called with the step's number once its checks passed (to sample what the
-    /// process holds while a long seed runs).
+    /// With `recording` off the run keeps neither its commands nor its trace, so that a seed of any length
+    /// holds bounded memory (issue 30); ``SimulationRun/steps`` still counts them.
+    ///
+    /// `afterEachStep`, for tests, is called with the step's number, and the sizes of what the run still keeps,
+    /// once its checks passed (to sample what the process holds while a long seed runs).
     package static func run(
-        seed: UInt64, steps: Int, plantedFault: DataController.PlantedFault? = nil, afterEachStep: ((Int) -> Void)? = nil
+        seed: UInt64, steps: Int, plantedFault: DataController.PlantedFault? = nil, recording: Bool = true,
+        afterEachStep: ((Int, RetainedRecords) -> Void)? = nil
     ) async throws -> SimulationRun {
         var generator = CommandGenerator(seed: seed)
         var remaining = steps
-        return try await simulate(seed: seed, plantedFault: plantedFault, afterEachStep: afterEachStep) { model in
+        return try await simulate(seed: seed, plantedFault: plantedFault, recording: recording, afterEachStep: afterEachStep) { model in
             guard remaining > 0 else { return nil }
             remaining -= 1
             return generator.next(model)
@@ -110,21 +136,28 @@ public enum Simulator {
         _ commands: [ScenarioCommand], seed: UInt64, plantedFault: DataController.PlantedFault? = nil
     ) async throws -> SimulationRun {
         var iterator = commands.makeIterator()
-        return try await simulate(seed: seed, plantedFault: plantedFault) { _ in iterator.next() }
+        return try await simulate(seed: seed, plantedFault: plantedFault, recording: true) { _ in iterator.next() }
     }
 
     private static func simulate(
-        seed: UInt64, plantedFault: DataController.PlantedFault?, afterEachStep: ((Int) -> Void)? = nil,
-        next: (SimulationModel) -> ScenarioCommand?
+        seed: UInt64, plantedFault: DataController.PlantedFault?, recording: Bool,
+        afterEachStep: ((Int, RetainedRecords) -> Void)? = nil, next: (SimulationModel) -> ScenarioCommand?
     ) async throws -> SimulationRun {
         let directory = try TemporaryStateDirectories.make(prefix: "protected-store-sim")
         defer { TemporaryStateDirectories.remove(directory) }
         let session = try ScenarioSession(stateDirectory: directory, kdf: .minimal, output: { _ in })
         session.plantedFault = plantedFault
+        // The simulator searches the files for its seed's value prefixes: the session need not keep every value.
+        session.recordsWrittenValues = false
         var model = SimulationModel(gracePeriod: gracePeriod)
         var commands: [ScenarioCommand] = []
         var trace: [String] = []
+        var step = 0
         var journalSeen = 0
+        // The journal entries invariant 2 was checked on (a step whose boot failed checks none).
+        var journalChecked = 0
+        // Where the `ui` operations that ran so far were found in the submission order (invariant 2).
+        var submittedPosition = 0
         var seenClassKeys: [SecureBytes] = []
         var lastComparedStore: StoreView?
         var tally = PowerCutTally()
@@ -133,7 +166,8 @@ public enum Simulator {
         // The app a fault hit: it may present the disk's error, and wait for protected data after a failed attach.
         var faultedApp: ObjectIdentifier?
         while let command = next(model) {
-            commands.append(command)
+            step += 1
+            if recording { commands.append(command) }
             let wipedBefore = model.wiped
             let faulted = session.plannedFault != nil && !command.isFault
             let before = model
@@ -191,9 +225,11 @@ public enum Simulator {
                 }
             }
             let controller = session.controller
-            trace.append(
-                "\(commands.count): \(command.scriptLine) → device \(session.deviceStateWord), store \(controller?.phase.name ?? "not-running"), "
-                    + "queued \(controller?.queuedOperationCount ?? 0), error \(session.lastError?.code.name ?? "none")")
+            if recording {
+                trace.append(
+                    "\(step): \(command.scriptLine) → device \(session.deviceStateWord), store \(controller?.phase.name ?? "not-running"), "
+                        + "queued \(controller?.queuedOperationCount ?? 0), error \(session.lastError?.code.name ?? "none")")
+            }
             if !model.pendingInbox.isEmpty, model.acknowledgedPending.count < model.pendingInbox.count,
                 session.controller?.phase == .ready, (try? LockedInbox(files: session.storeFiles).pendingCount()) == 0
             {
@@ -203,11 +239,12 @@ public enum Simulator {
             let faultedAppRuns = faultedApp != nil && session.controller.map(ObjectIdentifier.init) == faultedApp
             if let failure = await check(
                 session: session, model: model, expectedError: expectedError, faultFired: faultFired, faultedAppRuns: faultedAppRuns,
-                seenClassKeys: seenClassKeys, seed: seed, lastComparedStore: &lastComparedStore)
+                seenClassKeys: seenClassKeys, seed: seed, lastComparedStore: &lastComparedStore,
+                journalChecked: &journalChecked, submittedPosition: &submittedPosition)
             {
                 let violation = Violation(
-                    step: commands.count, invariant: failure.invariant, message: failure.message, expectation: failure.expectation)
-                return SimulationRun(commands: commands, trace: trace, violation: violation, powerCuts: tally, coverage: coverage)
+                    step: step, invariant: failure.invariant, message: failure.message, expectation: failure.expectation)
+                return SimulationRun(commands: commands, trace: trace, steps: step, violation: violation, powerCuts: tally, coverage: coverage)
             }
             if model.deviceFileRestored, !model.bootFailed, command == .deviceReboot || command.isPowerCut {
                 model.deviceFileRestored = false
@@ -221,14 +258,28 @@ public enum Simulator {
                 tally.integrityChecks += 1
                 if let failure = await session.execute(.expect(.integrityOK)) {
                     let violation = Violation(
-                        step: commands.count, invariant: "power cut: store intact",
+                        step: step, invariant: "power cut: store intact",
                         message: "integrity check after a power cut: \(failure)", expectation: .integrityOK)
-                    return SimulationRun(commands: commands, trace: trace, violation: violation, powerCuts: tally, coverage: coverage)
+                    return SimulationRun(
+                        commands: commands, trace: trace, steps: step, violation: violation, powerCuts: tally, coverage: coverage)
                 }
             }
-            afterEachStep?(commands.count)
+            // Keep only what a later check still needs (issue 30): the journal entries absorbed and checked, the
+            // `ui` operations found in the submission order and the submissions before them are not looked at again.
+            let forget = min(journalSeen, journalChecked)
+            session.forgetJournal(first: forget)
+            journalSeen -= forget
+            journalChecked -= forget
+            model.submitted.removeFirst(submittedPosition)
+            submittedPosition = 0
+            afterEachStep?(
+                step,
+                RetainedRecords(
+                    commands: commands.count, trace: trace.count, journal: session.journal.count, ran: session.ran.count,
+                    submitted: model.submitted.count, writtenValues: session.writtenValues.count,
+                    journaled: session.journaledCount))
         }
-        return SimulationRun(commands: commands, trace: trace, violation: nil, powerCuts: tally, coverage: coverage)
+        return SimulationRun(commands: commands, trace: trace, steps: step, violation: nil, powerCuts: tally, coverage: coverage)
     }
 
     /// The keybag file's bytes (empty when it is missing): which passcode a boot will find.
@@ -417,7 +468,8 @@ public enum Simulator {
 
     private static func check(
         session: ScenarioSession, model: SimulationModel, expectedError: String?, faultFired: Bool, faultedAppRuns: Bool,
-        seenClassKeys: [SecureBytes], seed: UInt64, lastComparedStore: inout StoreView?
+        seenClassKeys: [SecureBytes], seed: UInt64, lastComparedStore: inout StoreView?, journalChecked: inout Int,
+        submittedPosition: inout Int
     ) async -> Failure? {
         if let finding = model.finding {
             return Failure(invariant: finding.invariant, message: finding.message, expectation: finding.expectation)
@@ -497,7 +549,7 @@ public enum Simulator {
             }
             // 4. Every acknowledged write is readable. The store can only have changed through the journal or a
             // new attach (a merge), so it is re-read when either moved.
-            let storeView = StoreView(coordinator: controller.coordinator.map(ObjectIdentifier.init), journalCount: session.journal.count)
+            let storeView = StoreView(coordinator: controller.coordinator.map(ObjectIdentifier.init), journalCount: session.journaledCount)
             if ready, let coordinator = controller.coordinator, storeView != lastComparedStore {
                 lastComparedStore = storeView
                 guard let entries = try? await coordinator.allEntries() else {
@@ -540,15 +592,20 @@ public enum Simulator {
         for case .ran(let name, let storeWasReady) in session.journal where !storeWasReady {
             return Failure(invariant: "2 operations run only when ready", message: "\(name) ran before setup completed", expectation: nil)
         }
-        var position = model.submitted.startIndex
+        journalChecked = session.journal.count
+        // The names checked at earlier steps were forgotten (as were the submissions before the last one found):
+        // each name is looked for after the one before it, so checking only the new ones finds the same.
+        var position = submittedPosition
         for name in session.ran {
             guard let found = model.submitted[position...].firstIndex(of: name) else {
                 return Failure(
-                    invariant: "2 operations once, in order", message: "\(name) ran out of order or twice (ran: \(session.ran))",
-                    expectation: nil)
+                    invariant: "2 operations once, in order",
+                    message: "\(name) ran out of order or twice (ran since the last step checked: \(session.ran))", expectation: nil)
             }
             position = found + 1
         }
+        session.forgetRan(first: session.ran.count)
+        submittedPosition = position
         // 5. No file holds a stored value, or SQLite's header, in the clear.
         // Every generated value starts with one of the seed's prefixes: searching for those finds any of them.
         if let finding = session.plaintextFindings(of: CommandGenerator.valuePrefixes(seed: seed), onlyChanged: true).first {
