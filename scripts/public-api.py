@@ -38,6 +38,8 @@ MODULES = [
     "ProtectedStore",
     "ProtectedStoreTesting",
     "ProtectedStoreHarness",
+    "TPMKeys",
+    "LinuxDevice",
 ]
 DEFAULT_HOOKS = (
     "plantedFault,PlantedFault,attachDelay,abandon,schedulesTimers,"
