@@ -87,7 +87,7 @@ doc-transcripts: deps
 ## A DocC catalog per public library module (Sources/*/Documentation.docc), built with
 ## swift-docc-plugin, warnings as errors, so an unresolved symbol link or an undocumented parameter fails.
 ## The archives land in .build/plugins/Swift-DocC/outputs/.
-DOC_TARGETS := StoreErrors SecureKeys EncryptedSQLite ProtectedData ProtectedStore ProtectedStoreTesting ProtectedStoreHarness
+DOC_TARGETS := StoreErrors SecureKeys EncryptedSQLite ProtectedData ProtectedStore ProtectedStoreTesting ProtectedStoreHarness TPMKeys LinuxDevice
 docs: deps
 	swift package generate-documentation $(addprefix --target ,$(DOC_TARGETS)) --warnings-as-errors
 

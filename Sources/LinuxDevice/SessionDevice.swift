@@ -4,7 +4,7 @@ public import ProtectedData
 public import SecureKeys
 internal import TPMKeys
 
-/// A real device on a Linux desktop: the keybag state machine of a ``SimulatedDevice`` — passcode, class keys,
+/// A real device on a Linux desktop: the keybag state machine of a `SimulatedDevice` — passcode, class keys,
 /// grace period, wrong-passcode delays, persisted in a state directory — on the real clock
 /// (`ContinuousClock`), locked by the user's session through a ``SessionLockSource``.
 ///
@@ -14,11 +14,11 @@ internal import TPMKeys
 /// session's *unlocked* is never an authorization: it is only reported (``subscribeToSessionEvents(_:)``), so a
 /// UI can ask for the passcode, and the keys come back only with ``unlock(passcode:)``.
 ///
-/// It is a ``KeyAvailabilityMonitor`` and a ``StoreKeyProvider``, delegating to its device, so a
+/// It is a `KeyAvailabilityMonitor` and a `StoreKeyProvider`, delegating to its device, so a
 /// `DataController` uses it as it uses a simulated device, with no other change to app code.
 ///
-/// A device is set up only by ``setUp(in:passcode:configuration:systemBus:sessionBus:)``, never implicitly;
-/// ``init(bootingFrom:systemBus:sessionBus:)`` boots an existing one (before its first unlock, as after a
+/// A device is set up only by ``setUp(in:passcode:configuration:systemBus:sessionBus:keyStore:)``, never implicitly;
+/// ``init(bootingFrom:systemBus:sessionBus:keyStore:)`` boots an existing one (before its first unlock, as after a
 /// reboot). Call ``close()`` when done: it stops the lock source and powers the device off.
 public final class SessionDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     /// The keybag state machine.
@@ -38,9 +38,9 @@ public final class SessionDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     ///   - sessionBus: where the screen-saver fallback listens, or `nil` for none.
     ///   - keyStore: where the device key is kept; `nil`: sealed by the machine's TPM when one answers at
     ///     `TPMDeviceKeyStore.defaultTCTI`, else a 0600 file (`TPMDeviceKeyStore.automatic(for:tcti:)`).
-    /// - Throws: ``DeviceError/Code/noBus``, ``DeviceError/Code/noLogind``, ``DeviceError/Code/noSession``
-    ///   before anything is written; then as ``SimulatedDevice/setUp(in:passcode:configuration:clock:random:ownership:allowsEmptyPasscode:)``
-    ///   (``DeviceError/Code/deviceExists``: a device is never replaced).
+    /// - Throws: `DeviceError/Code/noBus`, `DeviceError/Code/noLogind`, `DeviceError/Code/noSession`
+    ///   before anything is written; then as `SimulatedDevice/setUp(in:passcode:configuration:clock:random:ownership:allowsEmptyPasscode:)`
+    ///   (`DeviceError/Code/deviceExists`: a device is never replaced).
     public static func setUp(
         in directory: String, passcode: SecureBytes, configuration: SimulatedDevice.Configuration = .init(),
         systemBus: Bus = .system, sessionBus: Bus? = .session, keyStore: (any DeviceKeyStore)? = nil
@@ -59,8 +59,8 @@ public final class SessionDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     ///   - sessionBus: where the screen-saver fallback listens, or `nil` for none.
     ///   - keyStore: where the device key is kept; `nil`: the store the device's files say it uses
     ///     (`TPMDeviceKeyStore.automatic(for:tcti:)`).
-    /// - Throws: ``DeviceError/Code/noBus``, ``DeviceError/Code/noLogind``, ``DeviceError/Code/noSession``;
-    ///   as ``SimulatedDevice/init(bootingFrom:clock:random:ownership:)`` (``DeviceError/Code/noDevice`` when
+    /// - Throws: `DeviceError/Code/noBus`, `DeviceError/Code/noLogind`, `DeviceError/Code/noSession`;
+    ///   as `SimulatedDevice/init(bootingFrom:clock:random:ownership:)` (`DeviceError/Code/noDevice` when
     ///   nothing was set up: set up explicitly, it is never done here).
     public convenience init(
         bootingFrom directory: String, systemBus: Bus = .system, sessionBus: Bus? = .session,
@@ -126,7 +126,7 @@ public final class SessionDevice: KeyAvailabilityMonitor, StoreKeyProvider {
 
     /// Unlocks with the passcode: the only way keys come back.
     ///
-    /// - Throws: as ``SimulatedDevice/unlock(passcode:)``.
+    /// - Throws: as `SimulatedDevice/unlock(passcode:)`.
     public func unlock(passcode: SecureBytes) throws { try device.unlock(passcode: passcode) }
 
     /// Locks the device now, as a session lock does.
@@ -176,7 +176,7 @@ public final class SessionDevice: KeyAvailabilityMonitor, StoreKeyProvider {
 
     /// Creates a new store's key on the device.
     ///
-    /// - Throws: as ``SimulatedDevice/createStoreKey(forStoreAt:protectionClass:)``.
+    /// - Throws: as `SimulatedDevice/createStoreKey(forStoreAt:protectionClass:)`.
     public func createStoreKey(forStoreAt storePath: String, protectionClass: ProtectionClass) throws -> SecureBytes {
         try device.createStoreKey(forStoreAt: storePath, protectionClass: protectionClass)
     }

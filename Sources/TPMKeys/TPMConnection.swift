@@ -17,7 +17,7 @@ final class TPMConnection {
 
     /// Opens the TPM at `tcti`.
     ///
-    /// - Throws: ``DeviceError/Code/tpmUnavailable`` naming the TCTI and why.
+    /// - Throws: `DeviceError/Code/tpmUnavailable` naming the TCTI and why.
     init(tcti: String) throws {
         self.tcti = tcti
         if tcti.hasPrefix("device:") {
@@ -55,7 +55,7 @@ final class TPMConnection {
         String(cString: Tss2_RC_Decode(rc))
     }
 
-    /// Throws ``DeviceError/Code/tpmFailure`` naming `command` unless `rc` is success.
+    /// Throws `DeviceError/Code/tpmFailure` naming `command` unless `rc` is success.
     private func check(_ rc: TSS2_RC, _ command: String) throws {
         guard rc == TSS2_RC_SUCCESS else { throw DeviceError.tpmFailure(command, response: Self.decode(rc)) }
     }
@@ -64,7 +64,7 @@ final class TPMConnection {
 
     /// The TPM's manufacturer, up to four ASCII letters (`IBM` for swtpm): proof that a TPM 2.0 answers.
     ///
-    /// - Throws: ``DeviceError/Code/tpmUnavailable`` when it does not answer.
+    /// - Throws: `DeviceError/Code/tpmUnavailable` when it does not answer.
     func manufacturer() throws -> String {
         var data: UnsafeMutablePointer<TPMS_CAPABILITY_DATA>?
         let rc = Esys_GetCapability(
@@ -156,7 +156,7 @@ final class TPMConnection {
     /// The secret is copied into a `TPM2B_SENSITIVE_CREATE` allocated here and zeroed before it is freed; it
     /// reaches the TPM encrypted by the session.
     ///
-    /// - Throws: ``DeviceError/Code/tpmFailure``.
+    /// - Throws: `DeviceError/Code/tpmFailure`.
     func seal(_ secret: SecureBytes) throws -> Sealed {
         let primary = try createPrimary()
         defer { flush(primary.handle) }
@@ -211,7 +211,7 @@ final class TPMConnection {
     /// The `TPM2B_SENSITIVE_DATA` tpm2-tss returns is zeroed before it is freed, and a `GetRandom` then
     /// overwrites the part of the context's response buffer that held the decrypted key.
     ///
-    /// - Throws: ``UnsealFailure`` (the caller names the file); ``DeviceError/Code/tpmFailure``.
+    /// - Throws: ``UnsealFailure`` (the caller names the file); `DeviceError/Code/tpmFailure`.
     func unseal(_ sealed: Sealed) throws -> SecureBytes {
         let primary = try createPrimary()
         defer { flush(primary.handle) }

@@ -8,7 +8,7 @@ public import SecureKeys
 /// (`fixedTPM`, `fixedParent`), and its private area is encrypted by a key that never leaves the TPM. A copy
 /// of the state directory is therefore useless on another machine, and gives no offline guessing of the
 /// passcode (whose key is entangled with this one). A file sealed by another TPM — or by this one before its
-/// owner hierarchy was cleared — is refused with ``DeviceError/Code/sealedByAnotherTPM``.
+/// owner hierarchy was cleared — is refused with `DeviceError/Code/sealedByAnotherTPM`.
 ///
 /// The key travels to and from the TPM in an encrypted session; unsealed, it goes straight into
 /// `SecureBytes`, and every TPM buffer that held it is zeroed before it is freed.
@@ -25,7 +25,7 @@ public struct TPMDeviceKeyStore: DeviceKeyStore {
     /// - Parameter tcti: the TCTI configuration; ``defaultTCTI`` on a real machine, a software TPM's in tests.
     public init(tcti: String = TPMDeviceKeyStore.defaultTCTI) { self.tcti = tcti }
 
-    /// ``DeviceKeyStoreKind/tpm``.
+    /// `DeviceKeyStoreKind/tpm`.
     public var kind: DeviceKeyStoreKind { .tpm }
 
     /// The store for the device in `stateDirectory`: the one its files say it uses; for a new device, the TPM
@@ -44,7 +44,7 @@ public struct TPMDeviceKeyStore: DeviceKeyStore {
 
     /// Seals `key` and writes `hardware/uid.tpm` (a new file, mode 0600, atomically, folder synced).
     ///
-    /// - Throws: ``DeviceError/Code/tpmUnavailable``, ``DeviceError/Code/tpmFailure``; `SecureKeysError` with
+    /// - Throws: `DeviceError/Code/tpmUnavailable`, `DeviceError/Code/tpmFailure`; `SecureKeysError` with
     ///   `already-exists` or `io-error`.
     public func keep(_ key: SecureBytes, in files: DeviceKeyFiles) throws {
         let tpm = try TPMConnection(tcti: tcti)
@@ -54,10 +54,10 @@ public struct TPMDeviceKeyStore: DeviceKeyStore {
 
     /// Reads `hardware/uid.tpm` and has the TPM unseal it.
     ///
-    /// - Throws: ``DeviceError/Code/sealedByAnotherTPM`` when this TPM's storage key is not the one the file was
+    /// - Throws: `DeviceError/Code/sealedByAnotherTPM` when this TPM's storage key is not the one the file was
     ///   sealed under; `SecureKeysError` with `key-file-damaged` when the file is altered or the TPM refuses to
-    ///   load it under the right key, or it does not hold a 32-byte key; ``DeviceError/Code/tpmUnavailable``,
-    ///   ``DeviceError/Code/tpmFailure``.
+    ///   load it under the right key, or it does not hold a 32-byte key; `DeviceError/Code/tpmUnavailable`,
+    ///   `DeviceError/Code/tpmFailure`.
     public func load(from files: DeviceKeyFiles) throws -> SecureBytes {
         let path = files.sealedKeyPath
         let file = try SealedKeyFile(decoding: try SecureFile.read(path, maximumSize: SealedKeyFile.maximumLength), path: path)

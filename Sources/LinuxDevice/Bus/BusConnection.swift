@@ -5,7 +5,7 @@ import Glibc
 #endif
 
 /// A failed D-Bus call: the error's D-Bus name when the peer answered with one, its message, and the errno
-/// sd-bus returned. Internal: callers turn it into a ``DeviceError`` that says what was asked.
+/// sd-bus returned. Internal: callers turn it into a `DeviceError` that says what was asked.
 struct BusFailure: Error, Sendable, CustomStringConvertible {
     /// `org.freedesktop.DBus.Error.ServiceUnknown`, `org.freedesktop.login1.NoSessionForPID`, …; `nil` when
     /// the call failed locally (a lost connection).
@@ -46,7 +46,7 @@ final class BusConnection: @unchecked Sendable {
 
     /// Connects to `bus` as a client (Hello sent, a unique name received).
     ///
-    /// - Throws: ``DeviceError/Code/noBus`` naming the address and the system error.
+    /// - Throws: `DeviceError/Code/noBus` naming the address and the system error.
     init(_ bus: Bus) throws(DeviceError) {
         self.bus = bus
         var opened: OpaquePointer?
