@@ -120,22 +120,28 @@ final class LineEditor {
         let read = el_gets(editLine, &count)
         let readError = errno
         sigaction(SIGINT, &previous, nil)
+        // libedit's own (wide-character) edit buffer holds what was typed, whichever way the read ended: a
+        // line, Ctrl-C over a half-typed `device unlock --passcode …`, Ctrl-D. Zeroed up to its last character
+        // on every path. (Text deleted before Return, or cut with Ctrl-U/Ctrl-K/Ctrl-W into libedit's kill
+        // buffer, is out of reach of its API.)
+        defer {
+            if let info = el_wline(editLine), let buffer = info.pointee.buffer {
+                let characters = info.pointee.lastchar - buffer
+                if characters > 0 {
+                    secureZero(
+                        UnsafeMutableRawBufferPointer(
+                            start: UnsafeMutableRawPointer(mutating: buffer), count: characters * MemoryLayout<wchar_t>.stride))
+                }
+            }
+        }
         guard let read, count > 0 else {
             return count < 0 && readError == EINTR ? .interrupted : .end
         }
         let length = Int(count) - (read[Int(count) - 1] == UInt8(ascii: "\n") ? 1 : 0)
         // Copied into guarded memory — or not, out of memory — and libedit's copies zeroed either way.
         let line = Result { try SecureBytes(copying: UnsafeRawBufferPointer(start: read, count: length)) }
-        // libedit's copies of the line: the text it returned and its own (wide-character) edit buffer.
+        // libedit's copy of the line it returned (its edit buffer is zeroed on the way out).
         secureZero(UnsafeMutableRawBufferPointer(start: UnsafeMutableRawPointer(mutating: read), count: Int(count)))
-        if let info = el_wline(editLine), let buffer = info.pointee.buffer {
-            let characters = info.pointee.lastchar - buffer
-            if characters > 0 {
-                secureZero(
-                    UnsafeMutableRawBufferPointer(
-                        start: UnsafeMutableRawPointer(mutating: buffer), count: characters * MemoryLayout<wchar_t>.stride))
-            }
-        }
         return .line(try line.get())
     }
 

@@ -199,6 +199,7 @@ public final class ScenarioSession {
             reconnectIfAgentGone()
             _ = try? agent?.status()
             await settle()
+            await releaseAbandonedApps()  // the app a reconnect ended, before an `expect` returns below
         }
         if case .expect(let expectation) = command {
             return await check(expectation)
