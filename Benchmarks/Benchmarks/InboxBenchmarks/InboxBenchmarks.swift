@@ -7,7 +7,7 @@ import Foundation
 /// A fresh store with its inbox key, in a new temporary directory.
 struct InboxStore {
     let directory = NSTemporaryDirectory() + "/protectedstore-inbox-bench-\(UUID().uuidString)"
-    let storeKey = SecureBytes.random(count: 32)
+    let storeKey = try! SecureBytes.random(count: 32)  // a benchmark fixture: out of guarded memory stops it
     let database: Database
     let inbox: LockedInbox
     let publicKey: [UInt8]

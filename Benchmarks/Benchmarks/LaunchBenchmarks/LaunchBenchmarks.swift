@@ -93,7 +93,7 @@ let benchmarks: @Sendable () -> Void = {
         "Unlock: Argon2id at the default cost (ops 2, 64 MiB)",
         configuration: .init(metrics: [.wallClock], timeUnits: .milliseconds, warmupIterations: 2, maxDuration: .seconds(5), maxIterations: 50)
     ) { benchmark in
-        let deviceKey = SecureBytes.random(count: 32)
+        let deviceKey = try SecureBytes.random(count: 32)
         let (keybag, _) = try Keybag.create(passcode: SecureBytes(utf8: "1234"), deviceKey: deviceKey, kdf: .default)
         benchmark.startMeasurement()
         blackHole(try keybag.unlock(passcode: SecureBytes(utf8: "1234"), deviceKey: deviceKey))

@@ -39,7 +39,7 @@ func run(_ arguments: [String]) throws {
     try FileManager.default.createDirectory(
         atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
     defer { try? FileManager.default.removeItem(atPath: directory) }
-    let storeKey = SecureBytes.random(count: 32)
+    let storeKey = try SecureBytes.random(count: 32)
     var configuration = Database.Configuration()
     if let cache = ProcessInfo.processInfo.environment["INBOX_MERGE_CACHE_KIB"].flatMap(Int.init) { configuration.cacheSizeKiB = cache }
     let database = try Database(path: directory + "/app.sqlite", key: storeKey, configuration: configuration)

@@ -20,20 +20,20 @@ func body(of frame: SecureBytes) -> [UInt8] {
 
 func checkRequest(_ input: [UInt8]) {
     guard let frame = try? input.withUnsafeBytes({ try AgentWireFormat.decodeRequest($0) }) else { return }
-    let encoded = body(of: AgentWireFormat.encode(frame.request, id: frame.id))
+    let encoded = body(of: try! AgentWireFormat.encode(frame.request, id: frame.id))
     guard encoded == input else { fatalError("request re-encoded differently: \(hex(input)) became \(hex(encoded))") }
     let again = try! encoded.withUnsafeBytes { try AgentWireFormat.decodeRequest($0) }
     guard again.id == frame.id, again.request == frame.request else { fatalError("request decoded differently: \(hex(input))") }
-    guard body(of: AgentWireFormat.encode(again.request, id: again.id)) == encoded else { fatalError("request unstable: \(hex(input))") }
+    guard body(of: try! AgentWireFormat.encode(again.request, id: again.id)) == encoded else { fatalError("request unstable: \(hex(input))") }
 }
 
 func checkReply(_ input: [UInt8]) {
     guard let frame = try? input.withUnsafeBytes({ try AgentWireFormat.decodeReply($0) }) else { return }
-    let encoded = body(of: AgentWireFormat.encode(frame.reply, id: frame.id))
+    let encoded = body(of: try! AgentWireFormat.encode(frame.reply, id: frame.id))
     guard encoded == input else { fatalError("reply re-encoded differently: \(hex(input)) became \(hex(encoded))") }
     let again = try! encoded.withUnsafeBytes { try AgentWireFormat.decodeReply($0) }
     guard again.id == frame.id, again.reply == frame.reply else { fatalError("reply decoded differently: \(hex(input))") }
-    guard body(of: AgentWireFormat.encode(again.reply, id: again.id)) == encoded else { fatalError("reply unstable: \(hex(input))") }
+    guard body(of: try! AgentWireFormat.encode(again.reply, id: again.id)) == encoded else { fatalError("reply unstable: \(hex(input))") }
 }
 
 func checkPrefix(_ input: [UInt8]) {
@@ -53,7 +53,7 @@ let status = DeviceAgentStatus(
     agentProcessID: 4242, lockState: .lockedInGracePeriod(remaining: .seconds(7)),
     availability: ProtectedDataAvailability(availableClasses: [.completeUntilFirstUserAuthentication, .none]),
     failedPasscodeAttempts: 3, clock: .milliseconds(123_456))
-let requests: [AgentRequest] = [
+let requests: [AgentRequest] = try! [
     .hello(protocolVersion: AgentWireFormat.protocolVersion, clientName: "app"),
     .status,
     .setUp(passcode: SecureBytes(utf8: "1234"), gracePeriod: .seconds(10), wipeAfterFailures: 10),
@@ -66,7 +66,7 @@ let requests: [AgentRequest] = [
     .advanceClock(.seconds(60)),
     .reboot,
 ]
-let replies: [AgentReply] = [
+let replies: [AgentReply] = try! [
     .status(status),
     .status(DeviceAgentStatus(agentProcessID: 1, lockState: nil, availability: ProtectedDataAvailability(availableClasses: []), failedPasscodeAttempts: 0, clock: .zero)),
     .failure(AgentFailure(domain: .device, code: "wrong-passcode", message: "wrong passcode (5 failed attempts)", retryAfter: .seconds(60), failedAttempts: 5)),
@@ -79,8 +79,8 @@ let replies: [AgentReply] = [
     .event(.didBecomeAvailable, status),
 ]
 plantSeeds(
-    requests.enumerated().map { body(of: AgentWireFormat.encode($1, id: UInt32($0 + 1))) }
-        + replies.enumerated().map { body(of: AgentWireFormat.encode($1, id: UInt32($0))) })
+    requests.enumerated().map { body(of: try! AgentWireFormat.encode($1, id: UInt32($0 + 1))) }
+        + replies.enumerated().map { body(of: try! AgentWireFormat.encode($1, id: UInt32($0))) })
 
 exit(runFuzzer { data, count in
     let input = fuzzInput(data, count)

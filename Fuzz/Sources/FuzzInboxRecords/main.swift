@@ -13,7 +13,7 @@ struct Starred: InboxChange {
     var note: String
 }
 
-let storeKey = SecureBytes.random(count: 32, using: SeededRandom(seed: 3))
+let storeKey = try! SecureBytes.random(count: 32, using: SeededRandom(seed: 3))
 let (keyFile, privateKey) = try! InboxKeyFile.make(storeKey: storeKey, random: SeededRandom(seed: 4))
 let payloads = [InboxEntry.Change.put(key: "k", value: "v"), .delete(key: "k"), .put(key: "é", value: String(repeating: "x", count: 300))]
     .enumerated().map { try! InboxEntry.payload(for: $0.element, id: InboxEntry.ID(bytes: Array(repeating: UInt8($0.offset), count: 16))) }
@@ -33,7 +33,7 @@ exit(runFuzzer { data, count in
             exercise(InboxEntry.decode(payload: payload))
         }
     }
-    exercise(InboxEntry.decode(payload: bytes.withUnsafeBytes { SecureBytes(copying: $0) }))
+    exercise(InboxEntry.decode(payload: try! bytes.withUnsafeBytes { try SecureBytes(copying: $0) }))
     if let file = try? InboxKeyFile(bytes: bytes) {
         (try? file.unwrapPrivateKey(storeKey: storeKey))?.wipe()
     }

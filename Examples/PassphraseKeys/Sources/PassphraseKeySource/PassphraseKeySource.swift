@@ -67,7 +67,7 @@ public final class PassphraseKeySource: KeyAvailabilityMonitor, StoreKeyProvider
         let salt = SystemRandom().bytes(count: PasscodeKDF.saltLength)
         let wrappingKey = try kdf.deriveKey(from: passphrase, salt: salt)
         defer { wrappingKey.wipe() }
-        let classKey = SecureBytes.random(count: KeyWrap.keyLength)
+        let classKey = try SecureBytes.random(count: KeyWrap.keyLength)
         defer { classKey.wipe() }
         var bytes = magic
         bytes += withUnsafeBytes(of: kdf.opsLimit.littleEndian, Array.init)

@@ -27,7 +27,7 @@ enum PassphraseKeysStory {
             try db.execute("CREATE TABLE notes(body TEXT NOT NULL)")
         }
         let store = StoreConfiguration(path: root + "/notes.sqlite", protectionClass: .complete, migrator: migrator)
-        let passphrase = SecureBytes(utf8: "correct horse battery staple")
+        let passphrase = try SecureBytes(utf8: "correct horse battery staple")
         defer { passphrase.wipe() }
 
         step("1. a new key source, locked; the app launches in the background and queues a write")
