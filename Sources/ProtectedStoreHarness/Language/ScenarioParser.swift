@@ -75,7 +75,7 @@ public enum ScenarioParser: Sendable {
     }
 
     /// Parses one line whose UTF-8 bytes are `line`, where they are (a script in guarded memory), its words
-    /// written into `arena` (see ``ScenarioTokenizer/words(inUTF8:arena:)``).
+    /// written into `arena` (see `ScenarioTokenizer/words(inUTF8:arena:)`).
     static func parse(utf8Bytes line: UnsafeRawBufferPointer, arena: SecureBytes) throws -> ScenarioCommand? {
         try parse(words: try ScenarioTokenizer.words(inUTF8: line, arena: arena), passcodeMayBePrompted: false)
     }

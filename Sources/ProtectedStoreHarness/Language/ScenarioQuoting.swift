@@ -1,5 +1,5 @@
 /// How a word is written in the command language, in one place: the escapes a double-quoted word may hold
-/// (which ``ScenarioTokenizer`` reads) and how a word is written back into script text
+/// (which `ScenarioTokenizer` reads) and how a word is written back into script text
 /// (``ScenarioCommand/scriptLine``: minimized simulator scripts, `simulate --trace`), so that every command
 /// renders to text that parses back to the same command.
 ///

@@ -5,7 +5,7 @@ import Glibc
 import Darwin
 #endif
 
-/// One word of a command line, as ``ScenarioTokenizer`` read it.
+/// One word of a command line, as `ScenarioTokenizer` read it.
 ///
 /// Its text is in guarded memory, shared by the line's words (a word may be a passcode): ``text`` makes a
 /// `String` of it, for every word but a passcode, which ``passcode`` copies into guarded memory of its own.
