@@ -7,7 +7,7 @@ import Testing
 
 @_spi(Testing) @testable import ProtectedStore
 
-/// `Tests/Fixtures/store-format-1/`: a state directory written by `main` at ae3bb5b, before store formats were
+/// `keys/vectors/store-format-1/`: a state directory written by `main` at ae3bb5b, before store formats were
 /// recorded (its store key file is version 1), with its test-only device key and keybag. Its README says how
 /// it was made and what it holds.
 struct StoreFormatFixture {
@@ -26,7 +26,7 @@ struct StoreFormatFixture {
 
     /// Copies the fixture into a fresh private directory (git keeps no modes: folders 0700, files 0600).
     init() throws {
-        let source = SQLCipher4Oracle.packageRoot + "/Tests/Fixtures/store-format-1"
+        let source = SQLCipher4Oracle.packageRoot + "/keys/vectors/store-format-1"
         let files = FileManager.default
         for name in try files.subpathsOfDirectory(atPath: source).sorted() where name != "README.md" {
             var isFolder: ObjCBool = false
