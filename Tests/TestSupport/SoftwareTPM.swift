@@ -116,20 +116,14 @@ public final class SoftwareTPM: @unchecked Sendable {  // a test's own object; `
         throw CocoaError(.featureUnsupported)
     }
 
-    private static func isFree(_ port: UInt16) -> Bool {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { return false }
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = port.bigEndian
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
-        }
-    }
+    private static func isFree(_ port: UInt16) -> Bool { withLoopback(port) { bind($0, $1, $2) == 0 } }
 
-    private static func accepts(port: UInt16) -> Bool {
+    private static func accepts(port: UInt16) -> Bool { withLoopback(port) { connect($0, $1, $2) == 0 } }
+
+    /// Runs `body` with a new TCP socket and the address 127.0.0.1:`port`; the socket is closed after.
+    private static func withLoopback(
+        _ port: UInt16, _ body: (Int32, UnsafePointer<sockaddr>, socklen_t) -> Bool
+    ) -> Bool {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { return false }
         defer { close(fd) }
@@ -138,7 +132,7 @@ public final class SoftwareTPM: @unchecked Sendable {  // a test's own object; `
         address.sin_port = port.bigEndian
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
     }
 }
