@@ -1,6 +1,7 @@
 import TestSupport
 import Foundation
 import SecureKeys
+import Synchronization
 import Testing
 #if canImport(Glibc)
 import Glibc
@@ -368,6 +369,26 @@ struct DeviceAgentTests {
         #expect(!app.isProtectedDataAvailable(for: .none))
         #expect(agentError { _ = try app.status() }?.code == .agentDisconnected)
         #expect(agentError { try app.lock() }?.code == .agentDisconnected)
+    }
+
+    @Test("once the client says the agent is gone, every subscriber has had didBecomeUnavailable, even a slow one")
+    func goneOnlyAfterDelivery() throws {
+        let fixture = try AgentFixture()
+        let app = try fixture.connect("app")
+        let delivered = Mutex(false)
+        // A subscriber that takes its time, as a loaded machine makes any: before the fix, `isConnected` went
+        // false (and a waiting request failed) while this handler had not yet been called, so a shell's
+        // `expect store waiting` after the agent died found the store still ready (a CI run under TSan).
+        let (_, subscription) = app.subscribe { event in
+            guard event == .didBecomeUnavailable else { return }
+            usleep(300_000)
+            delivered.withLock { $0 = true }
+        }
+        defer { subscription.cancel() }
+        fixture.stop()
+        #expect(poll { !app.isConnected })
+        #expect(delivered.withLock { $0 }, "the client reported the agent gone before its subscriber had the event")
+        #expect(agentError { _ = try app.status() }?.code == .agentDisconnected)
     }
 
     @Test("a second agent on the same directory is refused with state-in-use")

@@ -316,17 +316,22 @@ private final class AgentLink: @unchecked Sendable {
                 }
             }
         }
-        // Gone: nothing is available any more, and every waiting request fails.
+        // Gone: nothing is available any more, and every waiting request fails, but only once the subscribers
+        // have had *did become unavailable*. A request that learns the agent is gone (the shell's `status` before
+        // each command) then finds the app's store already closing, as after any event: woken first, a shell
+        // once checked `expect store waiting` while the event was still on its way (a CI run under TSan).
         let hadProtectedData = locked { () -> Bool in
-            gone = ending
             let had = !status.availability.availableClasses.isEmpty
             status.availability = ProtectedDataAvailability(availableClasses: [])
             if had { hub.enqueue(.didBecomeUnavailable) }
-            condition.broadcast()
-            shutDownOnce = true
             return had
         }
         if hadProtectedData { hub.deliverPending() }
+        locked {
+            gone = ending
+            condition.broadcast()
+            shutDownOnce = true
+        }
         sending.withLock { _ = close(descriptor) }
     }
 
