@@ -41,16 +41,17 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from markdown_fences import fenced_blocks
+
 ROOT = Path(__file__).resolve().parent.parent
 SNIPPET_SOURCES = ROOT / "Tests" / "DocumentationSnippetTests"
 MANIFEST = ROOT / "Tests" / "DocumentationManifest" / "Package.swift"
 TEST_TARGET = "DocumentationSnippetTests"
 
 # A block that is deliberately not compiled (code of another package, say GRDB's side of a comparison) says so on
-# the line before its fence, with the reason: <!-- doc-snippets: not compiled: the same example with GRDB -->.
+# the line before its fence (blank lines between allowed), with the reason: <!-- doc-snippets: not compiled: the same example with GRDB -->.
 # Such blocks are listed in the summary, never skipped silently.
 NOT_COMPILED = re.compile(r"^\s*<!--\s*doc-snippets:\s*not compiled:\s*(?P<reason>.+?)\s*-->\s*$")
-FENCE = re.compile(r"^(?P<indent> *)(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
 MARKER = re.compile(r"^\s*// snippet\.(?P<word>[A-Za-z0-9_-]+)\s*$")
 
 
@@ -101,33 +102,13 @@ def documents() -> list[Path]:
 
 
 def swift_blocks(path: Path) -> list[Block]:
-    """The fenced blocks whose info string's first word is `swift` (CommonMark: a fence may be indented, in a
-    list item, and the code lines lose up to the fence's indentation)."""
-    blocks: list[Block] = []
-    lines = path.read_text(encoding="utf-8").split("\n")
-    index = 0
-    while index < len(lines):
-        opening = FENCE.match(lines[index])
-        if not opening:
-            index += 1
-            continue
-        fence, indent = opening["fence"], len(opening["indent"])
-        language = (opening["info"].split() or [""])[0]
-        body: list[str] = []
-        index += 1
-        start = index + 1
-        while index < len(lines):
-            closing = FENCE.match(lines[index])
-            if closing and closing["fence"][0] == fence[0] and len(closing["fence"]) >= len(fence) and not closing["info"].strip():
-                break
-            line = lines[index]
-            body.append(line[min(indent, len(line) - len(line.lstrip(" "))):])
-            index += 1
-        index += 1
-        if language == "swift":
-            marker = NOT_COMPILED.match(lines[start - 3]) if start >= 3 else None
-            blocks.append(Block(path, start, dedent(body), marker["reason"] if marker else None))
-    return blocks
+    """The fenced blocks whose info string's first word is `swift`, each with the code lines less their common
+    indentation."""
+    return [
+        Block(path, fence.line + 1, dedent(fence.lines), marker["reason"] if (marker := NOT_COMPILED.match(fence.before)) else None)
+        for fence in fenced_blocks(path.read_text(encoding="utf-8"))
+        if fence.language == "swift"
+    ]
 
 
 def regions(path: Path, problems: list[str]) -> list[Region]:

@@ -50,9 +50,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from markdown_fences import FENCE, fenced_blocks
+
 ROOT = Path(__file__).resolve().parent.parent
 DOCUMENTS = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted(ROOT.glob("Sources/*/Documentation.docc/*.md"))]
-FENCE = re.compile(r"^(?P<indent> *)(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
 MARKER = re.compile(r"^\s*<!--\s*doc-transcripts:\s*(?P<what>[^:]+?)\s*(?::\s*(?P<reason>.+?))?\s*-->\s*$")
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][0-9A-B]|\x1b[=>]")
 PROMPT = re.compile(r"^(?P<prompt>\[[^\]\n]*\] > )(?P<command>.*)$")
@@ -76,27 +77,9 @@ class Block:
 
 def blocks_of(path: Path) -> list[Block]:
     found: list[Block] = []
-    lines = path.read_text().splitlines()
-    index = 0
-    while index < len(lines):
-        opening = FENCE.match(lines[index])
-        if not opening:
-            index += 1
-            continue
-        fence, indent = opening["fence"], len(opening["indent"])
-        marker = reason = None
-        previous = index - 1
-        while previous >= 0 and not lines[previous].strip():
-            previous -= 1
-        if previous >= 0 and (m := MARKER.match(lines[previous])):
-            marker, reason = m["what"], m["reason"]
-        body: list[str] = []
-        index += 1
-        while index < len(lines) and not lines[index].strip().startswith(fence):
-            body.append(lines[index][indent:] if lines[index].startswith(" " * indent) else lines[index].lstrip())
-            index += 1
-        found.append(Block(path, index - len(body), opening["info"].strip(), marker, reason, body))
-        index += 1
+    for fence in fenced_blocks(path.read_text()):
+        marker = MARKER.match(fence.before)
+        found.append(Block(path, fence.line, fence.info, marker["what"] if marker else None, marker["reason"] if marker else None, fence.lines))
     return found
 
 
