@@ -70,7 +70,8 @@ extension ProtectedStoreCommand.Device {
             logging.bootstrap()
             let runtimeDirectory = try session ? Self.runtimeDirectory() : nil
             // The session first: nothing is made in the state directory when it cannot be followed. Its locks
-            // lock the device; nothing it says unlocks it.
+            // lock the device; nothing it says unlocks it. A lock before the agent exists needs nothing: the
+            // agent's device boots before its first unlock, and a set-up asks the session's state (heldLocked).
             let served = LockedState<DeviceAgent?>(nil)
             let lockSource = try session
                 ? SessionLockSource(systemBus: buses.systemBus, sessionBus: buses.sessionBus) { event in
