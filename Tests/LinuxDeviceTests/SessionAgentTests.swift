@@ -28,6 +28,9 @@ struct SessionAgentTests {
         let named = try String(contentsOfFile: directory.path + "/agent/socket-location", encoding: .utf8)
         #expect(named.hasPrefix(runtime.path + "/protected-store/device-"), "\(named)")
         #expect(!FileManager.default.fileExists(atPath: directory.path + "/agent/device.sock"))
+        // A helper process (a shell) without XDG_RUNTIME_DIR goes through the agent too.
+        let shell = try Self.runShell(on: directory.path, input: "status\nquit\n")
+        #expect(shell.contains("device agent    process \(agent.processIdentifier)"), "\(shell)")
         // A second client (an app's helper): it shares the one device.
         let helper = try #require(try DeviceAgentClient.connect(toAgentOf: directory.path, clientName: "helper"))
         defer { helper.disconnect() }
@@ -125,6 +128,27 @@ struct SessionAgentTests {
         agent.standardError = errors ?? FileHandle.nullDevice
         try agent.run()
         return agent
+    }
+
+    /// What `protected-store shell --state-dir directory`, without `XDG_RUNTIME_DIR`, prints for `input`.
+    static func runShell(on directory: String, input: String) throws -> String {
+        let shell = Process()
+        shell.executableURL = URL(fileURLWithPath: SessionCommandTests.binary)
+        shell.arguments = ["shell", "--state-dir", directory]
+        var environment = ProcessInfo.processInfo.environment
+        environment["XDG_RUNTIME_DIR"] = nil
+        shell.environment = environment
+        let stdin = Pipe()
+        let stdout = Pipe()
+        shell.standardInput = stdin
+        shell.standardOutput = stdout
+        shell.standardError = stdout
+        try shell.run()
+        stdin.fileHandleForWriting.write(Data(input.utf8))
+        try stdin.fileHandleForWriting.close()
+        let output = stdout.fileHandleForReading.readDataToEndOfFile()
+        shell.waitUntilExit()
+        return String(decoding: output, as: UTF8.self)
     }
 
     /// A client of the agent of `directory`, once it serves.
