@@ -159,11 +159,11 @@ public final class DeviceAgent: Sendable {
             socketPath = AgentSocketLocation.runtimeSocketPath(
                 under: runtime, device: UInt64(info.st_dev), inode: UInt64(info.st_ino))
             socketLocationPath = layout.agentSocketLocationPath
-            try DiskIO.unlink(layout.agentSocketPath)
+            try Self.removeStale(layout.agentSocketPath)
         } else {
             socketPath = layout.agentSocketPath
             socketLocationPath = nil
-            try DiskIO.unlink(layout.agentSocketLocationPath)
+            try Self.removeStale(layout.agentSocketLocationPath)
         }
         listener = try UnixSocket.listen(at: socketPath, backlog: Int32(configuration.maximumClients))
         // Named once it listens: a client that reads the name finds the socket there (waiting in its backlog).
@@ -176,6 +176,16 @@ public final class DeviceAgent: Sendable {
             }
         }
         if let device = state.withLock({ $0.device }) { watch(device) }
+    }
+
+    /// Removes what a killed agent left at `path`; nothing there is not an error. A plain `unlink`, not
+    /// `DiskIO`'s: neither entry is durable device state (the socket itself is removed the same way).
+    ///
+    /// - Throws: `SecureKeysError` with `io-error` naming the entry when it stays.
+    private static func removeStale(_ path: String) throws {
+        guard unlink(path) == 0 || errno == ENOENT else {
+            throw SecureKeysError.io("cannot remove the stale", path: path, errno: errno)
+        }
     }
 
     deinit {
