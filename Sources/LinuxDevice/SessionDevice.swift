@@ -28,7 +28,8 @@ public final class SessionDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     private let sessionEvents: EventHub<SessionLockEvent>
 
     /// Sets up a new device in `directory` and follows the session. The device is left unlocked, as after a
-    /// phone's set-up — and locked at once if the session already is.
+    /// phone's set-up — and locked at once, class A and B keys wiped with no grace period, if the session
+    /// already is.
     ///
     /// - Parameters:
     ///   - directory: the state directory; created when missing.
@@ -183,7 +184,7 @@ public final class SessionDevice: KeyAvailabilityMonitor, StoreKeyProvider {
 }
 
 /// The device a lock source's events lock: not there yet while the device is being made, when a lock is
-/// remembered and applied at ``attach(_:sessionLocked:)``.
+/// remembered and applied at ``attach(_:sessionLocked:)`` — with no grace period, as is the session's lock then.
 private final class LockTarget: Sendable {
     private struct State {
         var device: SimulatedDevice?
@@ -205,6 +206,7 @@ private final class LockTarget: Sendable {
             state.device = device
             return state.lockedBeforeAttach || sessionLocked
         }
-        if locks { device.lock() }
+        // Locked when it came into being: its keys were never in use, so no grace period keeps them.
+        if locks { device.lockWithoutGracePeriod() }
     }
 }

@@ -153,15 +153,15 @@ public struct DeviceError: Error, Sendable, CustomStringConvertible, LocalizedEr
         let holderName = holder.map { "process \($0)" } ?? "another process"
         if requester == .deviceAgent && holder != getpid() {
             message = byAgent
-                ? "the state directory \(directory) is already served by a device agent (\(holderName)) at "
-                    + "\(directory)/agent/device.sock: one agent is all a directory has, and shells and scripts on it "
+                ? "the state directory \(directory) is already served by a device agent (\(holderName)), which "
+                    + "clients find through \(directory)/agent: one agent is all a directory has, and shells and scripts on it "
                     + "go through that one"
                 : "\(start) \(holderName), which opened the device itself (a shell, a script or an app): an agent can "
                     + "serve the directory only once that process ends. Quit it (`quit` in a shell), start the agent "
                     + "again, then the shell: it goes through the agent"
         } else if byAgent {
-            message = "the state directory \(directory) is served by a device agent (process \(holder.map(String.init) ?? "?")) "
-                + "at \(directory)/agent/device.sock: a shell or script started on the directory goes through it, "
+            message = "the state directory \(directory) is served by a device agent (process \(holder.map(String.init) ?? "?")), "
+                + "which clients find through \(directory)/agent: a shell or script started on the directory goes through it, "
                 + "and one agent is all a directory has"
         } else if let holder, holder == getpid() {
             message = "\(start) this process (\(holder)): another device is already open on it"

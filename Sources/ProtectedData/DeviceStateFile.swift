@@ -20,6 +20,9 @@ struct DeviceLayout: Sendable {
     /// The device agent's directory (0700) and socket (0600), when an agent serves the device.
     var agentDirectory: String { root + "/agent" }
     var agentSocketPath: String { agentDirectory + "/device.sock" }
+    /// Names the socket of an agent that listens elsewhere, in the user's runtime directory
+    /// (`AgentSocketLocation`).
+    var agentSocketLocationPath: String { agentDirectory + "/socket-location" }
 }
 
 /// What a device remembers across reboots: settings and the wrong-passcode counter. Nothing secret, but

@@ -479,20 +479,40 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
 
     /// Locks the device: delivers *will become unavailable* now, and wipes class A and B keys when the grace
     /// period ends. Locking a locked device changes nothing.
-    public func lock() {
+    public func lock() { lock(withGracePeriod: true) }
+
+    /// Locks the device and wipes class A and B keys now, with no grace period: for a device that comes into
+    /// being while the user's session is already locked (a device set up by `device serve --session` behind a
+    /// locked screen), whose keys nobody was using. Delivers *will become unavailable*, then *did become
+    /// unavailable*. On a device locked in its grace period, the grace period ends now; on a locked one, nothing
+    /// changes.
+    public func lockWithoutGracePeriod() { lock(withGracePeriod: false) }
+
+    private func lock(withGracePeriod: Bool) {
         refresh()
         let deadline = state.withLock { state -> Timekeeper.Instant? in
-            guard !state.persisted.wiped, !state.isLocked else { return nil }
+            guard !state.persisted.wiped else { return nil }
+            if state.isLocked {
+                // Already locked: only a lock without grace cuts a running grace period short.
+                guard !withGracePeriod, state.graceDeadline != nil else { return nil }
+                state.graceDeadline = clock.now
+                return clock.now
+            }
             state.isLocked = true
-            let deadline = clock.now + state.persisted.gracePeriod
+            let deadline = withGracePeriod ? clock.now + state.persisted.gracePeriod : clock.now
             state.graceDeadline = deadline
             hub.enqueue(.willBecomeUnavailable)
             return deadline
         }
         hub.deliverPending()
-        if deadline != nil { logger.debug("locked: class A and B keys stay for the grace period") }
+        guard let deadline else { return }
+        guard withGracePeriod else {
+            logger.debug("locked with no grace period")
+            return refresh()
+        }
+        logger.debug("locked: class A and B keys stay for the grace period")
         // The grace period ends on the clock (a zero one at once): the keys are wiped then, with no one asking.
-        if let deadline { clock.schedule(at: deadline) { [weak self] in self?.refresh() } }
+        clock.schedule(at: deadline) { [weak self] in self?.refresh() }
     }
 
     /// Applies what the clock says has happened since the last look: ends a grace period (wiping class A

@@ -23,7 +23,9 @@ extension ProtectedStoreCommand.Device {
                 While it runs, `shell` and `run --state-dir` on the same directory are its clients: lock, unlock \
                 (wrong passcodes count across every client), the device clock, and store keys — given only while \
                 the store's class is available; class keys never leave this process. Protected-data events reach \
-                every client. The socket is STATE-DIR/agent/device.sock (0600, in a 0700 directory); a peer of \
+                every client. The socket is STATE-DIR/agent/device.sock (0600, in a 0700 directory) — with \
+                --session, $XDG_RUNTIME_DIR/protected-store/device-DEV-INODE.sock, named in \
+                STATE-DIR/agent/socket-location, so clients still need only the state directory; a peer of \
                 another user is refused, and so are clients past --max-clients, malformed or oversized requests, \
                 no hello within 5 seconds and requests begun but not whole within 5 seconds. The device state is on disk after every \
                 change: killing the agent loses nothing. Ctrl-C or SIGTERM stops it and removes its socket (exit 130, 143).
@@ -47,8 +49,9 @@ extension ProtectedStoreCommand.Device {
                 discussion: """
                     The session's lock, suspend, or a screen saver's ActiveChanged(true) locks the device (grace \
                     period, then class A keys wiped); its unlock is only reported: clients unlock with the passcode. \
-                    Clients cannot move the clock. Fails (no-bus, no-logind, no-session) when the session cannot be \
-                    followed.
+                    A device set up while the session is locked comes up locked, class A keys already wiped. \
+                    Clients cannot move the clock. The socket is in $XDG_RUNTIME_DIR. Fails (no-bus, no-logind, \
+                    no-session) when the session cannot be followed, agent-failed without XDG_RUNTIME_DIR.
                     """))
         var session = false
 
@@ -65,18 +68,25 @@ extension ProtectedStoreCommand.Device {
 
         func run() throws {
             logging.bootstrap()
+            let runtimeDirectory = try session ? Self.runtimeDirectory() : nil
+            // The session first: nothing is made in the state directory when it cannot be followed. Its locks
+            // lock the device; nothing it says unlocks it. A lock before the agent exists needs nothing: the
+            // agent's device boots before its first unlock, and a set-up asks the session's state (heldLocked).
+            let served = LockedState<DeviceAgent?>(nil)
+            let lockSource = try session
+                ? SessionLockSource(systemBus: buses.systemBus, sessionBus: buses.sessionBus) { event in
+                    if event.takesKeysAway { served.withLock { $0 }?.lockDevice() }
+                }
+                : nil
+            defer { lockSource?.stop() }
             let agent = try DeviceAgent(
                 stateDirectory: stateDirectory,
                 configuration: .init(
                     kdf: fastKDF ? .minimal : .default, maximumClients: maximumClients,
-                    keyStore: keyStore.store(for: stateDirectory), realClock: session))
-            // The session's locks lock the device; nothing it says unlocks it.
-            let lockSource = try session
-                ? SessionLockSource(systemBus: buses.systemBus, sessionBus: buses.sessionBus) { [agent] event in
-                    if event.takesKeysAway { agent.lockDevice() }
-                }
-                : nil
-            defer { lockSource?.stop() }
+                    keyStore: keyStore.store(for: stateDirectory), realClock: session,
+                    runtimeDirectory: runtimeDirectory,
+                    heldLocked: lockSource.map(Self.heldLocked(by:))))
+            served.withLock { $0 = agent }
             // Ctrl-C and SIGTERM stop it cleanly: the socket goes, the lock with the process (exit 130, 143).
             let stoppedBy = LockedState<Int32?>(nil)
             try StopSignals.install { number in
@@ -90,6 +100,28 @@ extension ProtectedStoreCommand.Device {
             fflush(nil)
             agent.serve()
             if let status = stoppedBy.withLock({ $0 }) { throw ExitCode(status) }
+        }
+
+        /// Whether the session holds the device locked now: locked, asleep, or its bus lost (a lock can no
+        /// longer be seen) — as the source's events lock it.
+        static func heldLocked(by source: SessionLockSource) -> @Sendable () -> Bool {
+            {
+                let status = source.status
+                return status.isLocked || status.sleeping || !status.connected
+            }
+        }
+
+        /// `$XDG_RUNTIME_DIR`, where a session agent listens (the user's own folder, which logind makes and
+        /// removes at logout): a user service and a login session have it.
+        ///
+        /// - Throws: `agent-failed` when it is not set, or not an absolute path.
+        static func runtimeDirectory() throws -> String {
+            guard let runtime = ProcessInfo.processInfo.environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/") else {
+                throw DeviceError.agentFailed(
+                    "XDG_RUNTIME_DIR is not set to an absolute path: with --session the agent listens in the user's runtime "
+                        + "directory, which a systemd user service and a login session have (/run/user/UID)")
+            }
+            return runtime
         }
     }
 }

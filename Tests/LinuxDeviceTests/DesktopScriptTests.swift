@@ -26,6 +26,9 @@ struct DesktopScriptTests {
         process.arguments = [SQLCipher4Oracle.packageRoot + "/scripts/try-on-desktop.sh", "--bus-address", logind.bus.address]
         var environment = ProcessInfo.processInfo.environment
         environment["PROTECTED_STORE_TOOL"] = SessionCommandTests.binary
+        // The agent's socket goes in the user's runtime directory: a temporary one stands in for /run/user/UID.
+        let runtime = TemporaryDirectory()
+        environment["XDG_RUNTIME_DIR"] = runtime.path
         process.environment = environment
         let input = Pipe()
         let pipe = Pipe()

@@ -130,6 +130,23 @@ struct SessionDeviceTests {
         #expect(await eventually { !device.isProtectedDataAvailable(for: .complete) })
     }
 
+    @Test("a device set up while the session is already locked comes up locked, class A and B keys wiped with no grace period")
+    func setUpWhileLocked() throws {
+        let logind = try MockLogind()
+        try logind.setLockedHint(true)
+        let directory = TemporaryDirectory()
+        let device = try SessionDevice.setUp(
+            in: directory.path, passcode: SecureBytes(utf8: Self.passcode),
+            configuration: .init(gracePeriod: .seconds(3600), kdf: .minimal), systemBus: logind.bus.bus, sessionBus: nil)
+        defer { device.close() }
+        #expect(device.lockState == .locked)
+        #expect(!device.isProtectedDataAvailable(for: .complete))
+        #expect(!device.isProtectedDataAvailable(for: .completeUnlessOpen))
+        #expect(device.isProtectedDataAvailable(for: .completeUntilFirstUserAuthentication))
+        try device.unlock(passcode: SecureBytes(utf8: Self.passcode))
+        #expect(device.isProtectedDataAvailable(for: .complete))
+    }
+
     @Test("a session that cannot be followed refuses the device before anything is written")
     func noSessionWritesNothing() throws {
         let logind = try MockLogind(processInSession: false, addSession: false)

@@ -78,6 +78,33 @@ struct SimulatedDeviceTests {
         subscription.cancel()
     }
 
+    @Test("lockWithoutGracePeriod wipes class A and B keys at once, whatever the grace period; in a grace period it ends it")
+    func lockWithoutGracePeriod() async throws {
+        let fixture = try DeviceFixture()
+        let recorder = EventRecorder()
+        let (_, subscription) = fixture.device.subscribe(recorder.record)
+        let classA = try #require(fixture.device.classKey(.complete))
+        fixture.device.lockWithoutGracePeriod()
+        #expect(fixture.device.lockState == .locked)
+        #expect(fixture.available == [.completeUntilFirstUserAuthentication, .none])
+        #expect(recorder.events == [.willBecomeUnavailable, .didBecomeUnavailable])
+        #expect(classA.isWiped)
+        fixture.device.lockWithoutGracePeriod()
+        #expect(recorder.events.count == 2, "a locked device changed: \(recorder.events)")
+
+        try fixture.unlock()
+        fixture.device.lock()
+        #expect(fixture.device.lockState == .lockedInGracePeriod(remaining: .seconds(10)))
+        fixture.device.lockWithoutGracePeriod()
+        #expect(fixture.device.lockState == .locked)
+        #expect(!fixture.device.isProtectedDataAvailable(for: .completeUnlessOpen))
+        #expect(
+            recorder.events == [
+                .willBecomeUnavailable, .didBecomeUnavailable, .didBecomeAvailable, .willBecomeUnavailable, .didBecomeUnavailable,
+            ])
+        subscription.cancel()
+    }
+
     @Test("a zero grace period wipes class A at the lock itself")
     func zeroGracePeriod() throws {
         let fixture = try DeviceFixture(gracePeriod: .zero)

@@ -11,8 +11,10 @@ public import SecureKeys
 /// class keys in guarded memory — and answers every other process over a Unix-domain socket, as a phone's
 /// keybag service answers an app, its extensions and its widgets.
 ///
-/// Clients (``DeviceAgentClient``) find the socket at ``socketPath(in:)``: mode 0600 in a 0700 directory,
-/// and the agent also checks each peer's user id with `SO_PEERCRED`. They ask for the device's state, lock,
+/// Clients (``DeviceAgentClient``) find the socket from the state directory alone: at ``socketPath(in:)``, or —
+/// for an agent given a ``Configuration/runtimeDirectory`` — where the state directory's `agent/socket-location`
+/// says (`AgentSocketLocation`). It is mode 0600 in a 0700 directory, and the agent also checks each peer's user
+/// id with `SO_PEERCRED`. They ask for the device's state, lock,
 /// unlock (a wrong passcode counts whoever sent it), and a store's key — given only while the store's class
 /// is available; class keys never leave the agent. Every protected-data event is pushed to every client.
 ///
@@ -40,6 +42,16 @@ public final class DeviceAgent: Sendable {
         /// and clients may not move its clock (`device serve --session`). `false`: a virtual clock that clients'
         /// `advanceClock` moves, so scripts in several processes agree.
         public var realClock: Bool
+        /// The user's runtime directory (`$XDG_RUNTIME_DIR`) to listen in, instead of the state directory: the
+        /// socket is `protected-store/device-DEV-INODE.sock` there (a short path, whatever the state directory's),
+        /// and the state directory's `agent/socket-location` names it for clients (`AgentSocketLocation`).
+        /// `nil`: `STATE-DIR/agent/device.sock`.
+        public var runtimeDirectory: String?
+        /// Whether something outside the clients holds the device locked now — the session's screen lock for
+        /// `device serve --session` — asked when a device is set up through the agent: a device set up while it
+        /// says so comes up locked with its class A keys and class B private key already wiped (no grace period:
+        /// nobody was using it unlocked). `nil`: nothing does.
+        public var heldLocked: (@Sendable () -> Bool)?
 
         /// A configuration.
         ///
@@ -51,10 +63,15 @@ public final class DeviceAgent: Sendable {
         ///   - requestTimeout: how long before `hello` begins, and a request once begun, may take (5 s).
         ///   - keyStore: where the device keeps its key, at set-up and at every boot (the file store).
         ///   - realClock: whether the device runs on `ContinuousClock` instead of a clock clients move.
+        ///   - runtimeDirectory: the user's runtime directory to listen in, or `nil` for the state directory.
+        ///   - heldLocked: whether something outside the clients holds the device locked now, or `nil`.
         public init(
             kdf: PasscodeKDF = .default, maximumClients: Int = 32, requestTimeout: Duration = .seconds(5),
-            keyStore: any DeviceKeyStore = FileDeviceKeyStore(), realClock: Bool = false
+            keyStore: any DeviceKeyStore = FileDeviceKeyStore(), realClock: Bool = false,
+            runtimeDirectory: String? = nil, heldLocked: (@Sendable () -> Bool)? = nil
         ) {
+            self.runtimeDirectory = runtimeDirectory
+            self.heldLocked = heldLocked
             self.keyStore = keyStore
             let timeouts = Duration.milliseconds(1)...Duration.seconds(24 * 3600)
             self.kdf = kdf
@@ -74,8 +91,11 @@ public final class DeviceAgent: Sendable {
 
     /// The state directory the agent owns.
     public let stateDirectory: String
-    /// Where clients connect.
+    /// Where clients connect: in the state directory, or in the runtime directory
+    /// (``Configuration/runtimeDirectory``).
     public let socketPath: String
+    /// The state directory's `agent/socket-location`, when the socket is in the runtime directory.
+    private let socketLocationPath: String?
     private let configuration: Configuration
     private let ownership: StateDirectoryLock
     /// The device's clock: virtual, moved by clients' `advanceClock`, so scripts in several processes agree.
@@ -91,7 +111,7 @@ public final class DeviceAgent: Sendable {
     private let state = LockedState(State())
     private let logger = LogSubsystem.device.makeLogger()
 
-    /// Where the agent of `stateDirectory` listens.
+    /// Where the agent of `stateDirectory` listens when it has no ``Configuration/runtimeDirectory``.
     public static func socketPath(in stateDirectory: String) -> String {
         DeviceLayout(root: stateDirectory).agentSocketPath
     }
@@ -100,16 +120,26 @@ public final class DeviceAgent: Sendable {
     /// before ``serve()`` runs wait in the socket's backlog.
     ///
     /// - Throws: ``DeviceError/Code/stateInUse`` when another process holds the directory (another agent, a
-    ///   shell on its own), ``DeviceError/Code/agentFailed`` when the socket cannot be made, and what booting
-    ///   the device throws.
+    ///   shell on its own), ``DeviceError/Code/agentFailed`` when the socket cannot be made (a path too long for
+    ///   a socket address), `SecureKeysError` with `insecure-state-directory` when the runtime directory (or a
+    ///   folder above it) is another user's or writable by others, and what booting the device throws.
     public init(stateDirectory: String, configuration: Configuration = Configuration()) throws {
         self.stateDirectory = stateDirectory
         self.configuration = configuration
         deviceClock = configuration.realClock ? ContinuousClock() : clock
         let layout = DeviceLayout(root: stateDirectory)
-        socketPath = layout.agentSocketPath
         // Nothing is made before the socket's path is known to fit.
-        _ = try UnixSocket.address(socketPath)
+        if let runtime = configuration.runtimeDirectory {
+            guard runtime.hasPrefix("/") else {
+                throw DeviceError.agentFailed("the runtime directory \(runtime) is not an absolute path")
+            }
+            _ = try UnixSocket.address(AgentSocketLocation.longestRuntimeSocketPath(under: runtime))
+            // This user's, writable by nobody else, under folders only root or this user can change
+            // (invariant 10) — before anything is made in the state directory.
+            try PrivateDirectory.check(runtime)
+        } else {
+            _ = try UnixSocket.address(layout.agentSocketPath)
+        }
         try SecureFile.createDirectory(at: stateDirectory)
         ownership = try StateDirectoryLock.acquire(stateDirectory, as: .deviceAgent)
         if SecureFile.exists(layout.statePath) {
@@ -117,8 +147,45 @@ public final class DeviceAgent: Sendable {
             state.withLock { $0.device = device }
         }
         try SecureFile.createDirectory(at: layout.agentDirectory)
+        // The directory's owner removes what a killed agent of the other kind left, so a client never finds a
+        // stale entry before the live one.
+        if let runtime = configuration.runtimeDirectory {
+            let folder = SecureFile.folder(containing: AgentSocketLocation.longestRuntimeSocketPath(under: runtime))
+            try SecureFile.createDirectory(at: folder)
+            var info = stat()
+            guard lstat(stateDirectory, &info) == 0 else {
+                throw SecureKeysError.io("cannot stat", path: stateDirectory, errno: errno)
+            }
+            socketPath = AgentSocketLocation.runtimeSocketPath(
+                under: runtime, device: UInt64(info.st_dev), inode: UInt64(info.st_ino))
+            socketLocationPath = layout.agentSocketLocationPath
+            try Self.removeStale(layout.agentSocketPath)
+        } else {
+            socketPath = layout.agentSocketPath
+            socketLocationPath = nil
+            try Self.removeStale(layout.agentSocketLocationPath)
+        }
         listener = try UnixSocket.listen(at: socketPath, backlog: Int32(configuration.maximumClients))
+        // Named once it listens: a client that reads the name finds the socket there (waiting in its backlog).
+        if socketLocationPath != nil {
+            do {
+                try AgentSocketLocation.record(socketPath, in: layout)
+            } catch {
+                unlink(socketPath)
+                throw error
+            }
+        }
         if let device = state.withLock({ $0.device }) { watch(device) }
+    }
+
+    /// Removes what a killed agent left at `path`; nothing there is not an error. A plain `unlink`, not
+    /// `DiskIO`'s: neither entry is durable device state (the socket itself is removed the same way).
+    ///
+    /// - Throws: `SecureKeysError` with `io-error` naming the entry when it stays.
+    private static func removeStale(_ path: String) throws {
+        guard unlink(path) == 0 || errno == ENOENT else {
+            throw SecureKeysError.io("cannot remove the stale", path: path, errno: errno)
+        }
     }
 
     deinit {
@@ -166,7 +233,8 @@ public final class DeviceAgent: Sendable {
     public func stop() {
         // Still the directory's owner: no other agent can have bound this path. Gone, it tells a client at once
         // that nobody serves here. Removed before anything can make serve() return (`stopped`, the listener's
-        // shutdown), so it is gone when serve() has returned.
+        // shutdown), so it is gone when serve() has returned. Its name first: a client never follows it to nothing.
+        if let socketLocationPath { unlink(socketLocationPath) }
         unlink(socketPath)
         let connections = state.withLock { state -> [AgentConnection] in
             state.stopped = true
@@ -257,8 +325,13 @@ public final class DeviceAgent: Sendable {
                         gracePeriod: gracePeriod, attemptPolicy: .init(wipeAfterFailures: wipeAfterFailures), kdf: configuration.kdf),
                     clock: deviceClock, keyStore: configuration.keyStore, ownership: ownership,
                     allowsEmptyPasscode: allowsEmptyPasscode)
+                // Set up while the session is locked: locked at once, class A and B keys wiped before anyone sees
+                // them (the session's state was updated before its lock event was sent, so a lock during the
+                // set-up is seen here, or by the lockDevice() waiting for this turn).
+                if configuration.heldLocked?() == true { device.lockWithoutGracePeriod() }
                 state.withLock { $0.device = device }
                 watch(device)
+                // Classes C and D became available, whether or not the session holds A and B back.
                 broadcast(.didBecomeAvailable)
             case .unlock(let passcode):
                 try requireDevice().unlock(passcode: passcode)

@@ -29,16 +29,15 @@ public final class DeviceAgentClient: KeyAvailabilityMonitor, StoreKeyProvider {
     ///   - clientName: a name for the agent's log (`app`, `extension`, …).
     /// - Returns: the client, or `nil` when no agent is running there (no socket, or a stale one).
     /// - Throws: ``DeviceError/Code/untrustedAgent`` when the process serving the socket runs as another user
-    ///   (nothing is sent to it); `SecureKeysError` with `insecure-state-directory` when the state directory or
-    ///   its `agent/` folder is another user's or writable by others (checked before connecting);
+    ///   (nothing is sent to it); `SecureKeysError` with `insecure-state-directory` when the state directory,
+    ///   its `agent/` folder, or the folder of a socket in the runtime directory (or one above it) is another
+    ///   user's or writable by others (checked before connecting); ``DeviceError/Code/stateDamaged`` when
+    ///   `agent/socket-location` names no socket path (`AgentSocketLocation`);
     ///   ``DeviceError/Code/agentRefused`` when the agent refuses this process (another user, too many
     ///   clients), ``DeviceError/Code/agentDisconnected`` when it goes away before it answers.
     public static func connect(toAgentOf stateDirectory: String, clientName: String) throws -> DeviceAgentClient? {
-        let path = DeviceAgent.socketPath(in: stateDirectory)
-        guard SecureFile.exists(path) else { return nil }
         // Only a socket in folders of this user's alone is one of its own agents (invariant 10)...
-        try PrivateDirectory.check(stateDirectory)
-        try PrivateDirectory.check(SecureFile.folder(containing: path), ancestors: false)
+        guard let path = try AgentSocketLocation.find(in: stateDirectory) else { return nil }
         let descriptor: Int32
         switch try UnixSocket.connect(to: path) {
         case .success(let connected): descriptor = connected

@@ -39,7 +39,7 @@ extension DeviceError {
                 + "is a device agent of yours: stop the other one, or use a state directory of your own")
     }
 
-    static func agentFailed(_ why: String) -> Self {
+    package static func agentFailed(_ why: String) -> Self {
         Self(code: .agentFailed, message: "the device agent cannot start: \(why)")
     }
 }
