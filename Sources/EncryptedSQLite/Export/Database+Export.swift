@@ -147,13 +147,20 @@ extension Database {
         var attached = false
         do {
             let attach = try prepare("ATTACH DATABASE ? AS \(Self.copySchema) KEY ?")
-            switch keying {
-            case .plaintext:
-                try attach.execute([.text(path), .null], borrowingText: UnsafeRawBufferPointer(start: nil, count: 0), at: 2)
-            case .raw(let key, let salt):
-                try Self.withRawKeyLiteral(key, salt: salt) { literal in
-                    try attach.execute([.text(path), .null], borrowingText: literal, at: 2)
+            do {
+                switch keying {
+                case .plaintext:
+                    try attach.execute([.text(path), .null], borrowingText: UnsafeRawBufferPointer(start: nil, count: 0), at: 2)
+                case .raw(let key, let salt):
+                    try Self.withRawKeyLiteral(key, salt: salt) { literal in
+                        try attach.execute([.text(path), .null], borrowingText: literal, at: 2)
+                    }
                 }
+            } catch var error as StoreError where error.resultCode == 14 {
+                // SQLITE_CANTOPEN: ATTACH says "unable to open database: PATH"; said as SQLite says it for every
+                // other file it cannot open, for the file it is.
+                error.message = "unable to open database file \(path) to write the copy into"
+                throw error
             }
             attached = true
             for pragma in settings { try execute(pragma) }

@@ -73,15 +73,15 @@ enum StoreRewrite {
                 database.close()
                 throw error
             }
+            // The log was checkpointed into the store by the switch to DELETE: what is left of it is
+            // redundant — and must go, durably, before the commit, or SQLite would replay it into the rewrite
+            // the first time the new store opens in WAL mode. SQLite ignores a failure to remove it; here it
+            // is an error.
+            try DiskIO.unlink(files.writeAheadLog)
+            try DiskIO.unlink(files.sharedMemory)
             try check(files.rewriteTemporary, storeKey: storeKey, format: target)
             try DiskIO.rename(files.rewriteTemporary, to: files.rewrite)
             try DiskIO.syncDirectory(SecureFile.folder(containing: files.rewrite))
-            if SecureFile.exists(files.writeAheadLog) {
-                throw StoreError(
-                    code: .storeUnavailable, message: "the store's write-ahead log is still there after its checkpoint; not rewritten",
-                    path: files.writeAheadLog)
-            }
-            try DiskIO.unlink(files.sharedMemory)
         } catch {
             // Not committed: the copies go, the store and its key file were never touched. A cleanup that fails
             // too is finished by the next attach.
