@@ -1,4 +1,5 @@
 public import EncryptedSQLite
+internal import SecureKeys
 
 extension StoreCoordinator {
     /// Copies the store, as of one moment, into a new file the user can take away: a plain SQLite file, or one
@@ -23,6 +24,50 @@ extension StoreCoordinator {
         do {
             try await readers.withWritableConnection { database in
                 try database.export(to: destination, encryption: encryption)
+            }
+        } catch {
+            throw StoreError(wrapping: error)
+        }
+    }
+}
+
+extension StoreCoordinator {
+    /// Copies the store at `configuration` into a new file without attaching it — no migration, no inbox
+    /// merge, nothing written to the store — while an app (in this process or another) may have it attached:
+    /// what `protected-store store export` runs. A connection of its own, opened with the store's recorded
+    /// format and its key from `keys`, takes the copy in one read transaction; see
+    /// ``export(to:encryption:)`` for how the file is written.
+    ///
+    /// - Parameters:
+    ///   - configuration: the store.
+    ///   - keys: the source of its key; the key is wiped when the copy is done.
+    ///   - destination: the new file; its folder must exist.
+    ///   - encryption: how the copy is encrypted.
+    /// - Throws: `protected-data-unavailable` when the store's class key is not held; `store-unavailable` when
+    ///   there is no store; `already-exists`; the failures of SQLite and the disk, after which nothing is at
+    ///   `destination`.
+    public static func export(
+        _ configuration: StoreConfiguration, keys: any StoreKeyProvider, to destination: String, encryption: ExportEncryption
+    ) async throws {
+        let thread = StoreThread(.reader)
+        defer { thread.stop() }
+        do {
+            try await thread.run {
+                let files = configuration.files
+                let storeKey: SecureBytes
+                switch try keys.lookUpStoreKey(forStoreAt: configuration.path) {
+                case .available(let key): storeKey = key
+                case .locked(let protectionClass): throw StoreError.protectedDataUnavailable(protectionClass)
+                case .absent:
+                    throw StoreError(code: .storeUnavailable, message: "there is no store to export (no key file)", path: files.key)
+                }
+                defer { storeKey.wipe() }
+                var database = configuration.database
+                database.format = try StoreKeyFile.load(from: files.key).storeFormat
+                database.createIfMissing = false
+                let connection = try Database(path: configuration.path, key: storeKey, configuration: database)
+                defer { connection.close() }
+                try connection.export(to: destination, encryption: encryption)
             }
         } catch {
             throw StoreError(wrapping: error)
