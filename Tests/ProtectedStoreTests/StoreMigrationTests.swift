@@ -138,6 +138,23 @@ struct StoreMigrationTests {
         #expect(!FileManager.default.fileExists(atPath: files.rewrite))
     }
 
+    @Test(
+        "a store whose key file records format 2 does not attach on SQLCipher 3: store-unavailable naming format 2 and the linked library, nothing changed",
+        .enabled(if: Database.linkedSQLCipher?.major == 3))
+    func formatTwoStoreRefusedOnSQLCipher3() async throws {
+        let fixture = FaultFixture()
+        try fixture.setUpDevice()
+        try await storeWithFreePages(fixture)
+        let recorded = try fixture.device!.storeKeyFile(forStoreAt: fixture.storePath, recording: .sqlcipher4Raw4096)
+        try Data(recorded.bytes).write(to: URL(fileURLWithPath: fixture.configuration.files.key))
+        let before = try Self.snapshot(fixture.root)
+        let error = await #expect(throws: StoreError.self) { try await fixture.withStore() }
+        #expect(error?.code == .storeUnavailable)
+        #expect(error?.message.contains("format 2 (SQLCipher 4, 4096-byte pages, HMAC-SHA512)") == true, "\(String(describing: error))")
+        #expect(error?.message.contains("SQLCipher \(try #require(Database.linkedSQLCipher).reported)") == true)
+        #expect(try Self.snapshot(fixture.root) == before)
+    }
+
     static func size(_ path: String) throws -> Int {
         (try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? -1
     }
