@@ -76,6 +76,35 @@ struct ExportReadersTests {
     }
 }
 
+@Suite("Export of an attached store")
+struct AttachedStoreExportTests {
+    @Test("an attached store exports through its coordinator while writes go on: the copy holds whole transactions, in order; after close it is protected-data-unavailable")
+    func exportWhileWriting() async throws {
+        let fixture = FaultFixture()
+        try fixture.setUpDevice()
+        let coordinator = try await StoreCoordinator.attach(fixture.configuration, keys: fixture.device!)
+        for index in 0..<20 { try await coordinator.put(String(format: "k%04d", index), "v") }
+        let writes = Task {
+            for index in 20..<400 { try await coordinator.put(String(format: "k%04d", index), "v") }
+        }
+        let key = try SecureBytes.random(count: 32)
+        let destination = fixture.directory.file("live.export")
+        try await coordinator.export(to: destination, encryption: .key(key))
+        try await writes.value
+        let copy = try Database(openingUntrustedFileAt: destination, key: key)
+        let keys = try copy.rows("SELECT key FROM entries ORDER BY key").compactMap { $0[0].string }
+        copy.close()
+        #expect(keys.count >= 20)
+        #expect(keys == (0..<keys.count).map { String(format: "k%04d", $0) }, "a prefix of the commits, none torn")
+        await coordinator.close()
+        let error = await #expect(throws: StoreError.self) {
+            try await coordinator.export(to: fixture.directory.file("after-close"), encryption: .plaintext)
+        }
+        #expect(error?.code == .protectedDataUnavailable)
+        #expect(!FileManager.default.fileExists(atPath: fixture.directory.file("after-close")))
+    }
+}
+
 @Suite(
     "SQLCipher 4 oracle: exports",
     .enabled(if: SQLCipher4Oracle.isAvailable, "pip could not install sqlcipher3-binary (see the line above: no network?)"))
