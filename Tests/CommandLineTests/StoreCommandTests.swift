@@ -128,4 +128,19 @@ struct StoreCommandTests {
         #expect([store, store + ".key"].map { FileManager.default.contents(atPath: $0) } == before)
         #expect(!FileManager.default.fileExists(atPath: store + ".rewrite"))
     }
+
+    @Test("while the app runs in another process (through device serve), store export copies what it acknowledged, and the app goes on", .timeLimit(.minutes(3)))
+    func exportWhileAppRuns() throws {
+        let agent = try LiveProcess.agent(state: state)
+        defer { agent.kill() }
+        let app = try LiveProcess.shell(state: state)
+        defer { app.kill() }
+        try app.commands(["device setup --passcode 1234", "app launch", "expect store ready", "put during one", "put also two"])
+        let destination = directory.file("live.sqlite")
+        let result = try export(["--to", destination, "--plaintext"], input: "1234\n")
+        #expect(result.status == 0, "\(result.output) \(result.error)")
+        #expect(try Self.sqlite3(destination, "SELECT key, value FROM entries ORDER BY key") == "also|two\nduring|one\n")
+        let after = try app.commands(["put later three", "expect value later three", "expect value during one"])
+        #expect(!after.output.contains("FAILED"), "\(after.output) \(after.errors)")
+    }
 }
