@@ -151,12 +151,17 @@ struct ExportTests {
 /// itself is never harmed.
 @Suite("Export under power cuts", .serialized)
 struct ExportPowerCutTests {
-    @Test("a cut at every step of an export: no destination or a whole one, and the store keeps every row", arguments: [ExportEncryption.plaintext, .key(try! SecureBytes.random(count: 32))])
-    func cutAtEveryStep(encryption: ExportEncryption) async throws {
+    static let cases: [(ExportEncryption, DiskFaultSweep.Kind)] =
+        [(ExportEncryption.plaintext, .powerCut(.drop, seed: 3)), (.key(try! SecureBytes.random(count: 32)), .powerCut(.drop, seed: 3))]
+        + SimulatedDisk.PowerCutMode.allCases.filter { $0 != .drop }.map { (.plaintext, .powerCut($0, seed: 5)) }
+        + DiskFaultSweep.Kind.errors.map { (.key(try! SecureBytes.random(count: 32)), $0) }
+
+    @Test("a fault or a cut at every step of an export: no destination or a whole one, and the store keeps every row", arguments: cases)
+    func cutAtEveryStep(encryption: ExportEncryption, kind: DiskFaultSweep.Kind) async throws {
         let key = try SecureBytes.random(count: 32)
         var outcomes: [String: Int] = [:]
         var problems: [String] = []
-        let report = try await DiskFaultSweep.run(.powerCut(.drop, seed: 3)) { () async throws -> (root: String, fixture: ExportCutFixture) in
+        let report = try await DiskFaultSweep.run(kind) { () async throws -> (root: String, fixture: ExportCutFixture) in
             let fixture = ExportCutFixture()
             let database = try Database(path: fixture.store, key: key)
             try database.execute("CREATE TABLE t(n INTEGER PRIMARY KEY, s TEXT)")
@@ -173,7 +178,7 @@ struct ExportPowerCutTests {
             fixture.database = nil
             let label = "call \(round.failingCall) \(round.plan.failures.first.map { "\($0)" } ?? "(no fault)")"
             if !round.faultFired, round.error != nil { problems.append("\(label): failed with no fault: \(round.error!)") }
-            if round.faultFired, round.error == nil { problems.append("\(label): succeeded although the power was cut") }
+            if round.faultFired, round.error == nil, case .powerCut = kind.fault { problems.append("\(label): succeeded although the power was cut") }
             if let error = round.error, !(error is StoreError) { problems.append("\(label): untyped \(error)") }
             if FileManager.default.fileExists(atPath: fixture.destination) {
                 let opened: Database
@@ -194,7 +199,7 @@ struct ExportPowerCutTests {
             if try store.scalar("SELECT count(*) FROM t")?.int64 != 300 { problems.append("\(label): the store lost rows") }
             store.close()
         }
-        print("export power-cut sweep (\(encryption.name)): \(report), outcomes \(outcomes)")
+        print("export sweep (\(encryption.name), \(kind)): \(report), outcomes \(outcomes)")
         #expect(report.faultPoints >= 8, "the sweep reached the copy's calls and the link")
         #expect(outcomes["whole", default: 0] >= 1 && outcomes["none", default: 0] >= 1, "both outcomes occur: \(outcomes)")
         for problem in problems { Issue.record("\(problem)") }
