@@ -112,6 +112,10 @@ struct ExportTests {
         opened.close()
         let viaLibrary = try ExportPassphrase.key(forExportAt: destination, passphrase: passphrase)
         #expect(viaLibrary.constantTimeEquals(derived))
+        let empty = #expect(throws: StoreError.self) {
+            try database.export(to: self.directory.file("empty"), encryption: .passphrase(try SecureBytes(count: 0)))
+        }
+        #expect(empty?.code == .invalidArgument)
         let other = try ExportPassphrase.key(forExportAt: destination, passphrase: try SecureBytes(utf8: "wrong"))
         #expect(throws: StoreError.self) { _ = try Database(openingUntrustedFileAt: destination, key: other) }
     }

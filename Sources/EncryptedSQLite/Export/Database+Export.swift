@@ -36,6 +36,7 @@ extension Database {
     ///   - destination: the new file; its folder must exist.
     ///   - encryption: how the copy is encrypted.
     /// - Throws: `StoreError.Code.alreadyExists` when `destination` exists (nothing is written);
+    ///   `StoreError.Code.invalidArgument` for a key that is not 32 bytes or an empty passphrase;
     ///   `StoreError.Code.misuse` inside a transaction or on a read-only connection; SQLite's and the file
     ///   system's failures (`disk-full`, `io-error`, …), after which no file is at `destination` and the
     ///   temporary is removed.
@@ -54,13 +55,19 @@ extension Database {
             }
             keying = .raw(key, salt: nil)
         case .passphrase(let passphrase):
+            guard passphrase.count > 0 else {
+                throw StoreError(
+                    code: .invalidArgument, message: "an empty passphrase would let anyone open the export", path: destination)
+            }
             let salt = SystemRandom().bytes(count: PasscodeKDF.saltLength)
+            let key: SecureBytes
             do {
-                derived = try ExportPassphrase.kdf.deriveKey(from: passphrase, salt: salt)
+                key = try ExportPassphrase.kdf.deriveKey(from: passphrase, salt: salt)
             } catch {
                 throw Self.storeError(from: error)
             }
-            keying = .raw(derived!, salt: salt)
+            derived = key
+            keying = .raw(key, salt: salt)
         }
         let temporary = destination + ".tmp-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         try writeCopy(toNewFileAt: temporary, keying: keying, format: .current)
