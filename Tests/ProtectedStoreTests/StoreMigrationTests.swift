@@ -53,6 +53,21 @@ struct StoreMigrationTests {
         #expect(try Self.snapshot(fixture.root) == before, "no file was touched")
     }
 
+    @Test(
+        "the rewrite machinery itself refuses a format the linked SQLCipher cannot write before touching a file",
+        .enabled(if: Database.linkedSQLCipher?.major == 3))
+    func machineryRefusesUnwritableFormat() async throws {
+        let fixture = FaultFixture()
+        try fixture.setUpDevice()
+        try await storeWithFreePages(fixture)
+        let before = try Self.snapshot(fixture.root)
+        let error = await #expect(throws: StoreError.self) {
+            _ = try await StoreCoordinator.rewrite(fixture.configuration, keys: fixture.device!, to: .sqlcipher4Raw4096, evenInSameFormat: false)
+        }
+        #expect(error?.code == .storeUnavailable)
+        #expect(try Self.snapshot(fixture.root) == before, "no file was touched")
+    }
+
     @Test("a compacting rewrite (format 1 into format 1) keeps every row, the store key and its identifier, and leaves no rewrite file")
     func compactingRewrite() async throws {
         let fixture = FaultFixture()

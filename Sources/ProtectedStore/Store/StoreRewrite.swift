@@ -55,6 +55,11 @@ enum StoreRewrite {
             throw StoreError(code: .misuse, message: "the new key file is not this store's, in \(target)", path: files.keyRewrite)
         }
         let source = oldKeyFile.storeFormat
+        // A format the linked SQLCipher cannot write is refused before any file is touched.
+        guard let library = Database.linkedSQLCipher else {
+            throw StoreError(code: .notSQLCipher, message: "the linked SQLite library is not SQLCipher", path: files.database)
+        }
+        _ = try CipherSettings(format: target, library: library)
         let logger = LogSubsystem.store.makeLogger()
         // 1. The key file to be: while it is there, nothing is committed.
         try SecureFile.writeAtomically(newKeyFile.bytes, to: files.keyRewrite, replacing: false)
