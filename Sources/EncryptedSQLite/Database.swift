@@ -157,7 +157,10 @@ public final class Database {
     /// write-ahead log is only checked when none does, since an open one is live, not left by a crash.
     private static let openFiles = LockedState<[String: Int]>([:])
 
-    /// Opens (or creates) the database at `path` with `key`.
+    /// Opens (or creates) the database at `path` with `key`: the store's own open (`StoreCoordinator`), its
+    /// readers', and this package's tests'. Not public: an app opens its store through `StoreConfiguration`,
+    /// and a file of its own choosing only through ``init(openingUntrustedFileAt:key:configuration:)``, whose
+    /// name says what that exposes.
     ///
     /// - Parameters:
     ///   - path: the database file.
@@ -166,26 +169,58 @@ public final class Database {
     /// - Throws: `StoreError.Code.wrongKey` when `key` does not decrypt the file (the file is untouched; the
     ///   message names the format and the library it was opened as), `StoreError.Code.storeUnavailable` when
     ///   the file cannot be opened or the linked SQLCipher cannot read the format, `StoreError.Code.notSQLCipher`.
-    public convenience init(path: String, key: SecureBytes, configuration: Configuration = Configuration()) throws {
+    package convenience init(path: String, key: SecureBytes, configuration: Configuration = Configuration()) throws {
         guard key.count == 32 else {
             throw StoreError(code: .misuse, message: "a store key is 32 bytes, got \(key.count)", path: path)
         }
         try self.init(path: path, keying: .raw(key), configuration: configuration)
     }
 
+    /// Opens (or creates) an encrypted database at a path of the caller's choosing, keyed with a raw 32-byte key
+    /// — a file the store did not make: an export, another program's database, a benchmark's.
+    ///
+    /// **What this exposes.** The engine is Debian bookworm's SQLCipher 3.4.1 (SQLite 3.15.2, 2016), which
+    /// carries no patch for a recorded CVE and compiles in FTS3 and RTREE: CVE-2018-20346 (FTS3 shadow-table
+    /// integer overflow, "Magellan") and CVE-2019-8457 (RTREE out-of-bounds read), among others, are memory
+    /// corruption reachable from a database file crafted by an attacker. SQLCipher authenticates every page
+    /// before SQLite parses it, so a file is only dangerous when whoever crafted it also knows `key`: never
+    /// pass a file *and* its key that came from outside (an "import" of a file a user was sent, with the key
+    /// or passphrase sent beside it). The store's own files never go through this initializer
+    /// (`StoreCoordinator` opens them with the key its key file wraps). keys/README.md, *Threat model*, says
+    /// how to build against a newer SQLCipher.
+    ///
+    /// - Parameters:
+    ///   - path: the database file.
+    ///   - key: its 32-byte raw key (SQLCipher's `x'…'` form: no key derivation).
+    ///   - configuration: see ``Configuration``; ``Configuration/format`` must be the file's.
+    /// - Throws: as the store's open: `StoreError.Code.wrongKey` when `key` (or the format) does not open the
+    ///   file, `StoreError.Code.storeUnavailable`, `StoreError.Code.notSQLCipher`, `StoreError.Code.misuse` for a
+    ///   key that is not 32 bytes.
+    public convenience init(
+        openingUntrustedFileAt path: String, key: SecureBytes, configuration: Configuration = Configuration()
+    ) throws {
+        try self.init(path: path, key: key, configuration: configuration)
+    }
+
     /// Opens (or creates) a database keyed by a passphrase, which SQLCipher 3 stretches with PBKDF2-HMAC-SHA1
-    /// (64,000 iterations) on every open.
+    /// (64,000 iterations) on every open: for databases made by other SQLCipher programs, and as the baseline
+    /// the raw-key open is measured against; the store itself never uses it.
     ///
-    /// For databases made by other SQLCipher programs, and as the baseline the raw-key open is measured
-    /// against; the store itself always uses ``init(path:key:configuration:)``.
+    /// **What this exposes**: a database made by another program is a file the store did not write, parsed by
+    /// SQLite 3.15.2 with FTS3 and RTREE compiled in (CVE-2018-20346, CVE-2019-8457 and others: memory
+    /// corruption from a crafted file); see ``init(openingUntrustedFileAt:key:configuration:)``. Open only files
+    /// whose passphrase did not come with them from someone else.
     ///
-    /// - Throws: as ``init(path:key:configuration:)``.
-    public convenience init(path: String, passphrase: SecureBytes, configuration: Configuration = Configuration()) throws {
+    /// - Throws: as ``init(openingUntrustedFileAt:key:configuration:)``.
+    public convenience init(
+        openingUntrustedFileAt path: String, passphrase: SecureBytes, configuration: Configuration = Configuration()
+    ) throws {
         try self.init(path: path, keying: .passphrase(passphrase), configuration: configuration)
     }
 
     /// Opens (or creates) an **unencrypted** SQLite database: the baseline the encrypted store is measured
-    /// against in `Benchmarks/`, and nothing else.
+    /// against in `Benchmarks/`, and nothing else. It parses whatever file is at `path`, authenticated by nothing
+    /// (see ``init(openingUntrustedFileAt:key:configuration:)`` for what that exposes on SQLite 3.15.2).
     ///
     /// Behind the `Baseline` SPI so an app cannot reach it by accident: the store never calls it, and
     /// `import EncryptedSQLite` alone does not show it. The page size is set with `PRAGMA page_size` (the
@@ -329,6 +364,13 @@ public final class Database {
             code: .storeDamaged,
             message: "the write-ahead log is damaged at \(damage.place): it fails its checksum, yet \(damage.committedTransactions) commits verify after it, so SQLite's recovery would silently drop transactions that were committed. The store was not opened; the store file and its log were left as they are",
             path: logPath)
+    }
+
+    /// Whether a connection has the database at `path` open: one of this process (counted), or of another
+    /// (its lock on the `-shm` index). A rewrite of the store refuses then.
+    package static func isOpenByAnyConnection(_ path: String) -> Bool {
+        let file = resolved(path)
+        return openFiles.withLock { $0[file] != nil } || WriteAheadLogCheck.isOpenInAnotherProcess(databaseAt: path)
     }
 
     /// `path` with its links and `.`/`..` resolved, so two spellings of one file count as one; `path` itself
@@ -707,12 +749,15 @@ public final class Database {
         }
     }
 
-    /// Calls `body` with SQLCipher's raw-key literal `x'<64 hex digits>'`, built in guarded memory and
-    /// wiped afterwards, so the key never passes through a Swift `String`.
-    private static func withRawKeyLiteral<Result>(
-        _ key: SecureBytes, _ body: (UnsafeRawBufferPointer) throws -> Result
+    /// Calls `body` with SQLCipher's raw-key literal `x'<64 hex digits>'` — or, with `salt`, the form that also
+    /// sets a new database's 16-byte salt, `x'<64 hex digits of key><32 hex digits of salt>'` ("Raw Key Data
+    /// With Explicit Salt") — built in guarded memory and wiped afterwards, so the key never passes through a
+    /// Swift `String`.
+    static func withRawKeyLiteral<Result>(
+        _ key: SecureBytes, salt: [UInt8]? = nil, _ body: (UnsafeRawBufferPointer) throws -> Result
     ) throws -> Result {
-        let literal = try SecureBytes(count: 3 + 2 * key.count)
+        let saltCount = salt?.count ?? 0
+        let literal = try SecureBytes(count: 3 + 2 * key.count + 2 * saltCount)
         defer { literal.wipe() }
         let digits: StaticString = "0123456789abcdef"
         try key.withUnsafeBytes { keyBytes in
@@ -723,6 +768,10 @@ public final class Database {
                     for (index, byte) in keyBytes.enumerated() {
                         out[2 + 2 * index] = hex[Int(byte >> 4)]
                         out[3 + 2 * index] = hex[Int(byte & 0x0f)]
+                    }
+                    for (index, byte) in (salt ?? []).enumerated() {
+                        out[2 + 2 * keyBytes.count + 2 * index] = hex[Int(byte >> 4)]
+                        out[3 + 2 * keyBytes.count + 2 * index] = hex[Int(byte & 0x0f)]
                     }
                 }
                 out[out.count - 1] = UInt8(ascii: "'")

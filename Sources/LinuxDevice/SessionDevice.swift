@@ -181,6 +181,11 @@ public final class SessionDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     public func createStoreKey(forStoreAt storePath: String, protectionClass: ProtectionClass) throws -> SecureBytes {
         try device.createStoreKey(forStoreAt: storePath, protectionClass: protectionClass)
     }
+
+    /// The store's key file wrapped again to record `format`, by the device (for `migrate`).
+    public func storeKeyFile(forStoreAt storePath: String, recording format: StoreFormat) throws -> StoreKeyFile {
+        try device.storeKeyFile(forStoreAt: storePath, recording: format)
+    }
 }
 
 /// The device a lock source's events lock: not there yet while the device is being made, when a lock is

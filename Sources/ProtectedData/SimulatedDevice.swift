@@ -619,6 +619,20 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
             classKey: classKey, random: random)
     }
 
+    /// The key file of the store at `storePath` wrapped again to record `format` (nothing is written), for a
+    /// rewrite of the store (`migrate`).
+    ///
+    /// - Throws: ``DeviceError/Code/protectedDataUnavailable`` when the store's class key is not held; the key
+    ///   file's `SecureKeysError`s.
+    public func storeKeyFile(forStoreAt storePath: String, recording format: StoreFormat) throws -> StoreKeyFile {
+        let keyPath = StoreFiles(database: storePath).key
+        let file = try StoreKeyFile.load(from: keyPath)
+        guard let classKey = classKey(file.protectionClass) else {
+            throw DeviceError.protectedDataUnavailable(file.protectionClass)
+        }
+        return try file.recording(format, classKey: classKey, path: keyPath, random: random)
+    }
+
     // MARK: Passcode attempts
 
     private func remainingDelay(in state: State) -> Duration? {

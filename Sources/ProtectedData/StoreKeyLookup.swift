@@ -35,4 +35,24 @@ public protocol StoreKeyProvider: Sendable {
     ///   `StoreError.protectedDataUnavailable(_:)` from a source written against `ProtectedStore` — and the
     ///   controller waits for *did become available*; any other error fails the attach and is presented.
     func createStoreKey(forStoreAt storePath: String, protectionClass: ProtectionClass) throws -> SecureBytes
+    /// The store's key file as it must read once the store is rewritten in `format`: the same store key and
+    /// store identifier, wrapped again by the class key with `format` recorded. Nothing is written: the
+    /// store's rewrite (`migrate`) puts it in place at its commit point.
+    ///
+    /// A default implementation refuses (`SecureKeysError.Code.unsupportedFormat`): a source that cannot
+    /// wrap store keys again cannot migrate its stores.
+    ///
+    /// - Throws: when the class key is not held now, `protected-data-unavailable`; the key file's errors.
+    func storeKeyFile(forStoreAt storePath: String, recording format: StoreFormat) throws -> StoreKeyFile
+}
+
+extension StoreKeyProvider {
+    /// Refuses: this source cannot wrap a store key again, so its stores cannot be rewritten in another format.
+    ///
+    /// - Throws: `SecureKeysError.Code.unsupportedFormat` naming the source's type.
+    public func storeKeyFile(forStoreAt storePath: String, recording format: StoreFormat) throws -> StoreKeyFile {
+        throw SecureKeysError.unsupportedFormat(
+            "\(type(of: self)) cannot wrap the store key again to record \(format); rewrite the store with a key source that holds its class key",
+            path: StoreFiles(database: storePath).key)
+    }
 }

@@ -97,6 +97,10 @@ public struct StoreError: Error, Sendable {
         /// The store records migrations this app does not know: a newer version of the app wrote it. It was
         /// not changed; the app must be updated.
         public static let storeFromNewerApp = Code("store-from-newer-app")
+        /// `migrate` was asked for a store format the linked SQLCipher cannot write (format 2 needs SQLCipher 4
+        /// or later; this machine links 3.4.1). Refused before anything was touched; the message names the
+        /// linked version and the format and library needed.
+        public static let migrationUnsupported = Code("migration-unsupported")
 
         // MARK: Keys and key files
 
@@ -173,7 +177,7 @@ public struct StoreError: Error, Sendable {
         public static let all: [Code] = [
             .queueFull, .cancelled, .deadlineExceeded, .terminated, .protectedDataUnavailable, .inboxUnavailable,
             .inboxRecordTooLarge, .inboxUnknownKind, .inboxNewerSchema, .inboxRecordMalformed, .inboxFull, .inboxUnusable, .storeError, .wrongKey, .storeUnavailable, .storeDamaged, .constraint, .diskFull, .readOnly, .busy,
-            .notSQLCipher, .misuse, .closed, .sqliteError, .migrationFailed, .storeFromNewerApp, .keyFileDamaged, .unsupportedKeyFormat, .wrongDevice,
+            .notSQLCipher, .misuse, .closed, .sqliteError, .migrationFailed, .storeFromNewerApp, .migrationUnsupported, .keyFileDamaged, .unsupportedKeyFormat, .wrongDevice,
             .keyWiped, .storeExistsWithoutKey, .alreadyExists, .insecurePermissions, .insecureStateDirectory, .invalidArgument, .ioError,
             .outOfMemory, .noDevice, .deviceExists, .wrongPasscode, .passcodeDelay, .deviceWiped, .deviceStateDamaged,
             .stateInUse, .agentRefused, .agentDisconnected, .agentFailed, .invalidDeviceSetting, .wipeIncomplete,

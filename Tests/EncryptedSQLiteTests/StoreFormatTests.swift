@@ -37,6 +37,32 @@ struct StoreFormatTests {
         #expect(try Self.documentedPragmas(after: "SQLCipher 4 program, the `sqlcipher` shell") == v4.pragmas)
     }
 
+    @Test("format 2 (SQLCipher 4, HMAC-SHA512) is refused on SQLCipher 3 naming both, and its SQLCipher 4 settings are the ones keys/README.md documents")
+    func formatTwoSettings() throws {
+        let v3 = try #require(SQLCipherVersion(reported: "3.4.1"))
+        let error = #expect(throws: StoreError.self) { _ = try CipherSettings(format: .sqlcipher4Raw4096, library: v3) }
+        #expect(error?.code == .storeUnavailable)
+        #expect(error?.message.contains("format 2 (SQLCipher 4, 4096-byte pages, HMAC-SHA512)") == true)
+        #expect(error?.message.contains("SQLCipher 3.4.1") == true && error?.message.contains("SQLCipher 4 or later") == true)
+        let v4 = try CipherSettings(format: .sqlcipher4Raw4096, library: try #require(SQLCipherVersion(reported: "4.6.1 community")))
+        #expect(try Self.documentedPragmas(after: "version). On SQLCipher 4, key it, then set:") == v4.pragmas)
+        #expect(StoreFormat(recordedIdentifier: 2) == .sqlcipher4Raw4096 && StoreFormat.migrationTarget == .sqlcipher4Raw4096)
+    }
+
+    @Test("a copy cannot be written in a format the linked SQLCipher cannot write: refused before a file is made")
+    func copyInUnwritableFormatRefused() throws {
+        let database = try Database(path: directory.file("source.sqlite"), key: SecureBytes.random(count: 32))
+        try database.execute("CREATE TABLE t(a)")
+        let library = try #require(Database.linkedSQLCipher)
+        guard library.major == 3 else { return }
+        let copy = directory.file("copy.sqlite")
+        let error = #expect(throws: StoreError.self) {
+            try database.writeCopy(toNewFileAt: copy, keying: .raw(try SecureBytes.random(count: 32), salt: nil), format: .sqlcipher4Raw4096)
+        }
+        #expect(error?.code == .storeUnavailable)
+        #expect(!FileManager.default.fileExists(atPath: copy))
+    }
+
     @Test("every setting of format 1 is set at open: a store made while the process's SQLCipher defaults say otherwise is format 1")
     func settingsDoNotDependOnTheLibraryDefaults() throws {
         let other = try Database(path: directory.file("other.sqlite"), key: SecureBytes.random(count: 32))

@@ -108,4 +108,18 @@ struct StoreKeyFileTests {
         #expect(error?.message.contains("format 9") == true, "\(String(describing: error))")
         #expect(error?.message.contains("1 (sqlcipher3-raw-4096)") == true, "names the formats it knows")
     }
+
+    @Test("recording another format: the same store key, identifier and class, format 2 at offset 6, a new wrap; another class key is wrong-device")
+    func recordingAnotherFormat() throws {
+        let (file, storeKey) = try StoreKeyFile.make(protectionClass: .completeUntilFirstUserAuthentication, classKey: classKey)
+        let recorded = try file.recording(.sqlcipher4Raw4096, classKey: classKey)
+        #expect(recorded.bytes[4] == 2 && recorded.bytes[6] == 2)
+        #expect(recorded.storeFormat == .sqlcipher4Raw4096 && recorded.storeID == file.storeID)
+        #expect(recorded.protectionClass == .completeUntilFirstUserAuthentication)
+        #expect(Array(recorded.bytes[24..<96]) != Array(file.bytes[24..<96]), "wrapped again")
+        #expect(try recorded.unwrap(with: classKey).constantTimeEquals(storeKey))
+        #expect(try StoreKeyFile(bytes: recorded.bytes).storeFormat == .sqlcipher4Raw4096, "it parses back")
+        #expect(code { _ = try file.recording(.sqlcipher4Raw4096, classKey: try SecureBytes.random(count: 32)) } == .wrongDevice)
+        #expect(code { _ = try file.recording(StoreFormat(sqlcipher3PageSize: 1024), classKey: self.classKey) } == .unsupportedFormat)
+    }
 }

@@ -16,7 +16,7 @@ struct InboxStore {
     init() throws {
         try FileManager.default.createDirectory(
             atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        database = try Database(path: directory + "/app.sqlite", key: storeKey)
+        database = try Database(openingUntrustedFileAt: directory + "/app.sqlite", key: storeKey)
         try DatabaseMigrator.keyValue.migrate(database)
         inbox = LockedInbox(files: StoreFiles(database: directory + "/app.sqlite"))
         (publicKey, privateKey) = try inbox.openKeyPair(storeKey: storeKey)

@@ -26,7 +26,7 @@ enum Fixture {
         try device.unlock(passcode: SecureBytes(utf8: passcode))
         for (name, bytes) in [("1mb", 1 << 20), ("100k-rows", -100_000), ("100mb", 100 << 20), ("1gb", 1 << 30)] where !FileManager.default.fileExists(atPath: storePath(name)) {
             let key = try device.createStoreKey(forStoreAt: storePath(name), protectionClass: .complete)
-            let database = try Database(path: storePath(name), key: key)
+            let database = try Database(openingUntrustedFileAt: storePath(name), key: key)
             try DatabaseMigrator.keyValue.migrate(database)
             let rows = bytes < 0 ? -bytes : bytes / 1024
             let value = String(repeating: "v", count: bytes < 0 ? 40 : 1000)

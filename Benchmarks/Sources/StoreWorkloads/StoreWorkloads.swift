@@ -20,8 +20,8 @@ public enum Keying: CaseIterable {
 
     public func open(_ path: String, _ configuration: Database.Configuration = .init()) throws -> Database {
         switch self {
-        case .rawKey: try Database(path: path, key: Self.key, configuration: configuration)
-        case .passphrase: try Database(path: path, passphrase: Self.passphraseBytes, configuration: configuration)
+        case .rawKey: try Database(openingUntrustedFileAt: path, key: Self.key, configuration: configuration)
+        case .passphrase: try Database(openingUntrustedFileAt: path, passphrase: Self.passphraseBytes, configuration: configuration)
         case .unencrypted: try Database(unencryptedPath: path, configuration: configuration)
         }
     }

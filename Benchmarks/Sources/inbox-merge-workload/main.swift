@@ -42,7 +42,7 @@ func run(_ arguments: [String]) throws {
     let storeKey = try SecureBytes.random(count: 32)
     var configuration = Database.Configuration()
     if let cache = ProcessInfo.processInfo.environment["INBOX_MERGE_CACHE_KIB"].flatMap(Int.init) { configuration.cacheSizeKiB = cache }
-    let database = try Database(path: directory + "/app.sqlite", key: storeKey, configuration: configuration)
+    let database = try Database(openingUntrustedFileAt: directory + "/app.sqlite", key: storeKey, configuration: configuration)
     defer { database.close() }
     try DatabaseMigrator.keyValue.migrate(database)
     let inbox = LockedInbox(files: StoreFiles(database: directory + "/app.sqlite"))

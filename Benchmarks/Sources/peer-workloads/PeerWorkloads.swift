@@ -346,7 +346,7 @@ func run(_ workload: String, in directory: String) async throws {
     case "durable_write_database":
         // The store's `Database` opened directly (no device, no coordinator): what a write costs below the
         // app-level API, against GRDB's synchronous `DatabaseQueue.write`.
-        let database = try Database(path: directory + "/direct.sqlite", key: SecureBytes.random(count: 32))
+        let database = try Database(openingUntrustedFileAt: directory + "/direct.sqlite", key: SecureBytes.random(count: 32))
         defer { database.close() }
         try database.execute(Shape.createSQL)
         try database.transaction { try insert(database, 0..<Shape.rows) }

@@ -178,6 +178,42 @@ final class ReaderPool: Sendable {
         key?.wipe()
     }
 
+    /// Runs `body` on a connection of its own to the store that can write — not one of the pool's read-only
+    /// readers — on a thread of its own, then closes it: for an export, which `ATTACH`es its copy (SQLite opens
+    /// an attached file read-only on a read-only connection). It holds the store key as an open in progress
+    /// does, so a ``close()`` meanwhile wipes the key only once it is done.
+    ///
+    /// - Throws: `StoreError.Code.protectedDataUnavailable` once the pool is closed; the open's errors; what
+    ///   `body` throws.
+    func withWritableConnection<Result: Sendable>(_ body: @escaping @Sendable (Database) throws -> Result) async throws -> Result {
+        let key = try state.withLock { state -> SecureBytes in
+            guard !state.isClosed, let key = state.key else { throw StoreError.storeClosed() }
+            state.opening += 1
+            return key
+        }
+        let writable = { () -> Database.Configuration in
+            var writable = configuration
+            writable.readOnly = false
+            return writable
+        }()
+        let thread = StoreThread(.reader)
+        defer { thread.stop() }
+        return try await thread.run { [self] in
+            defer {
+                let keyToWipe = state.withLock { state -> SecureBytes? in
+                    state.opening -= 1
+                    guard state.isClosed, state.opening == 0, let key = state.key else { return nil }
+                    state.key = nil
+                    return key
+                }
+                keyToWipe?.wipe()
+            }
+            let database = try Database(path: path, key: key, configuration: writable)
+            defer { database.close() }
+            return try body(database)
+        }
+    }
+
     /// Returns once every reader's thread has ended: after ``close()``, when the last read ended.
     func waitUntilThreadsStopped() async {
         for thread in state.withLock({ $0.threads }) { await thread.waitUntilStopped() }

@@ -32,7 +32,7 @@ public actor StoreCoordinator {
     /// What the merge of the locked inbox did when the store attached.
     package nonisolated let inboxReportAtAttach: InboxMergeReport
     private var database: Database?
-    private let readers: ReaderPool
+    let readers: ReaderPool
     private let commits = CommitBroadcaster()
     private let inbox: LockedInbox
     private let inboxPublicKey: [UInt8]
@@ -94,6 +94,9 @@ public actor StoreCoordinator {
         _ configuration: StoreConfiguration, keys: any StoreKeyProvider, on thread: StoreThread
     ) throws -> StoreCoordinator {
         let files = configuration.files
+        // A rewrite (`migrate`) a crash interrupted is finished or undone before the key file's format is read:
+        // the key file then matches the store file on disk.
+        try StoreRewrite.recover(files)
         let storeKey: SecureBytes
         var databaseConfiguration = configuration.database
         var keyWasAuthenticated = false

@@ -32,6 +32,20 @@ public struct StoreFiles: Sendable, Hashable {
     /// marker names that key file.
     public var creationMarker: String { database + ".creating" }
 
+    /// A rewrite of the store into another format (`migrate`), complete and synced, waiting to replace the
+    /// database (`<store>.rewrite`, keys/README.md, *Rewriting a store*): present after the rewrite's commit
+    /// point, until the next step (or the next attach) renames it over the database.
+    public var rewrite: String { database + ".rewrite" }
+    /// The rewrite while it is being written (`<store>.rewrite-tmp`, with SQLite's `-journal` beside it):
+    /// never complete, removed by the next attach.
+    public var rewriteTemporary: String { database + ".rewrite-tmp" }
+    /// The key file the store will have once rewritten (`<store>.key.rewrite`): the same store key, the new
+    /// format recorded. While it exists the rewrite is not committed; renaming it over ``key`` commits it.
+    public var keyRewrite: String { key + ".rewrite" }
+
     /// Every file, the database first.
-    public var all: [String] { [database, writeAheadLog, sharedMemory, key, inbox, inboxKey, inboxDamaged, inboxSequence, creationMarker] }
+    public var all: [String] {
+        [database, writeAheadLog, sharedMemory, key, inbox, inboxKey, inboxDamaged, inboxSequence, creationMarker,
+         rewrite, rewriteTemporary, keyRewrite]
+    }
 }

@@ -31,11 +31,22 @@ public struct StoreFormat: Sendable, Hashable, CustomStringConvertible {
         identifier: 1, compatibility: 3, pageSize: 4096, hmacAlgorithm: "HMAC_SHA1", kdfAlgorithm: "PBKDF2_HMAC_SHA1",
         kdfIterations: 64000, fastKDFIterations: 2)
 
+    /// Format 2, `sqlcipher4-raw-4096`: SQLCipher 4's settings (AES-256-CBC, HMAC-SHA512 per page,
+    /// PBKDF2-HMAC-SHA512, 256,000 rounds from a passphrase) with 4096-byte pages, keyed with the raw 32-byte
+    /// store key. What `migrate` rewrites a store into; only a SQLCipher 4 or later can open or write it
+    /// (`CipherSettings` refuses it on SQLCipher 3, naming both).
+    public static let sqlcipher4Raw4096 = StoreFormat(
+        identifier: 2, compatibility: 4, pageSize: 4096, hmacAlgorithm: "HMAC_SHA512",
+        kdfAlgorithm: "PBKDF2_HMAC_SHA512", kdfIterations: 256000, fastKDFIterations: 2)
+
     /// The format new stores are created in.
     public static let current = sqlcipher3Raw4096
 
+    /// The format `migrate` moves a store to: ``sqlcipher4Raw4096``.
+    public static let migrationTarget = sqlcipher4Raw4096
+
     /// Every format a key file can record, by ``identifier``.
-    public static let recorded: [StoreFormat] = [.sqlcipher3Raw4096]
+    public static let recorded: [StoreFormat] = [.sqlcipher3Raw4096, .sqlcipher4Raw4096]
 
     /// The recorded format `identifier` names, or `nil` for one this build does not know.
     public init?(recordedIdentifier identifier: UInt8) {

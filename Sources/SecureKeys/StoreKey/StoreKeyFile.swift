@@ -92,6 +92,42 @@ public struct StoreKeyFile: Sendable {
         return key
     }
 
+    /// This key file's image recording `storeFormat` instead: the same store key, store identifier and class,
+    /// wrapped again (a new nonce; the format is in the wrap's associated data, so it cannot be edited in place).
+    /// Nothing is written. For a store rewritten into another format (`migrate`), whose key file is replaced
+    /// by this image once the new store file is complete (keys/README.md, *Rewriting a store*).
+    ///
+    /// - Parameters:
+    ///   - storeFormat: the format to record; one a key file can record.
+    ///   - classKey: the key of ``protectionClass``.
+    ///   - path: this key file's path, named in an error.
+    ///   - random: where the new nonce comes from.
+    /// - Throws: ``SecureKeysError/Code/wrongDevice`` when `classKey` does not open it,
+    ///   ``SecureKeysError/Code/unsupportedFormat`` for a format no key file records.
+    public func recording(
+        _ storeFormat: StoreFormat, classKey: SecureBytes, path: String? = nil, random: any RandomSource = SystemRandom()
+    ) throws -> StoreKeyFile {
+        guard storeFormat.identifier != 0 else {
+            throw SecureKeysError.unsupportedFormat("\(storeFormat) cannot be recorded in a key file", path: path)
+        }
+        let storeKey = try unwrap(with: classKey, path: path)
+        defer { storeKey.wipe() }
+        var header = ByteWriter()
+        header.write(Self.magic)
+        header.write(Self.formatVersion)
+        header.write(protectionClass.rawValue)
+        header.write(storeFormat.identifier)
+        header.write(UInt8(0))
+        header.write(storeID)
+        let wrappingKey = try KeyDerivation.derive(label: Self.wrappingLabel, from: classKey)
+        defer { wrappingKey.wipe() }
+        var file = ByteWriter()
+        file.write(header.bytes)
+        file.write(try KeyWrap.wrap(storeKey, with: wrappingKey, associatedData: header.bytes, random: random))
+        ChecksummedFile.seal(&file)
+        return try StoreKeyFile(bytes: file.bytes, path: path)
+    }
+
     /// Makes a new store key and its key file image (nothing is written), recording `storeFormat`.
     public static func make(
         protectionClass: ProtectionClass, classKey: SecureBytes, storeFormat: StoreFormat = .current,

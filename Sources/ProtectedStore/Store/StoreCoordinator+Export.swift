@@ -1,0 +1,76 @@
+public import EncryptedSQLite
+internal import SecureKeys
+
+extension StoreCoordinator {
+    /// Copies the store, as of one moment, into a new file the user can take away: a plain SQLite file, or one
+    /// encrypted under a key the user holds (`ExportEncryption`) — never under the store key, which only this
+    /// device's class key unwraps. keys/README.md (*Exports*) says how another program opens each.
+    ///
+    /// Runs while the app does: on a connection and a thread of its own, in one read transaction (WAL), so
+    /// writes go on meanwhile and the copy holds exactly the transactions committed before it began. The
+    /// copy is written under a temporary name beside `destination` (mode 0600 from its creation), synced,
+    /// and given its name with `link(2)`, never over an existing file: after a crash there is no file at
+    /// `destination`, or the whole copy (`Database.export(to:encryption:)`).
+    ///
+    /// - Parameters:
+    ///   - destination: the new file; its folder must exist.
+    ///   - encryption: how the copy is encrypted; `ExportEncryption.plaintext` only when the user asked for
+    ///     their data in the clear.
+    /// - Throws: `StoreError.Code.alreadyExists` when a file is at `destination` (nothing is written);
+    ///   `StoreError.Code.protectedDataUnavailable` after the store closed; `invalid-argument` for a key
+    ///   that is not 32 bytes; the disk's failures (`disk-full`, `io-error`), after which nothing is at
+    ///   `destination`.
+    public nonisolated func export(to destination: String, encryption: ExportEncryption) async throws {
+        do {
+            try await readers.withWritableConnection { database in
+                try database.export(to: destination, encryption: encryption)
+            }
+        } catch {
+            throw StoreError(wrapping: error)
+        }
+    }
+}
+
+extension StoreCoordinator {
+    /// Copies the store at `configuration` into a new file without attaching it — no migration, no inbox
+    /// merge, nothing written to the store — while an app (in this process or another) may have it attached:
+    /// what `protected-store store export` runs. A connection of its own, opened with the store's recorded
+    /// format and its key from `keys`, takes the copy in one read transaction; see
+    /// ``export(to:encryption:)`` for how the file is written.
+    ///
+    /// - Parameters:
+    ///   - configuration: the store.
+    ///   - keys: the source of its key; the key is wiped when the copy is done.
+    ///   - destination: the new file; its folder must exist.
+    ///   - encryption: how the copy is encrypted.
+    /// - Throws: `protected-data-unavailable` when the store's class key is not held; `store-unavailable` when
+    ///   there is no store; `already-exists`; the failures of SQLite and the disk, after which nothing is at
+    ///   `destination`.
+    public static func export(
+        _ configuration: StoreConfiguration, keys: any StoreKeyProvider, to destination: String, encryption: ExportEncryption
+    ) async throws {
+        let thread = StoreThread(.reader)
+        defer { thread.stop() }
+        do {
+            try await thread.run {
+                let files = configuration.files
+                let storeKey: SecureBytes
+                switch try keys.lookUpStoreKey(forStoreAt: configuration.path) {
+                case .available(let key): storeKey = key
+                case .locked(let protectionClass): throw StoreError.protectedDataUnavailable(protectionClass)
+                case .absent:
+                    throw StoreError(code: .storeUnavailable, message: "there is no store to export (no key file)", path: files.key)
+                }
+                defer { storeKey.wipe() }
+                var database = configuration.database
+                database.format = try StoreKeyFile.load(from: files.key).storeFormat
+                database.createIfMissing = false
+                let connection = try Database(path: configuration.path, key: storeKey, configuration: database)
+                defer { connection.close() }
+                try connection.export(to: destination, encryption: encryption)
+            }
+        } catch {
+            throw StoreError(wrapping: error)
+        }
+    }
+}
