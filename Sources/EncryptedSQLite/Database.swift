@@ -709,7 +709,7 @@ public final class Database {
 
     /// Calls `body` with SQLCipher's raw-key literal `x'<64 hex digits>'`, built in guarded memory and
     /// wiped afterwards, so the key never passes through a Swift `String`.
-    private static func withRawKeyLiteral<Result>(
+    static func withRawKeyLiteral<Result>(
         _ key: SecureBytes, _ body: (UnsafeRawBufferPointer) throws -> Result
     ) throws -> Result {
         let literal = try SecureBytes(count: 3 + 2 * key.count)

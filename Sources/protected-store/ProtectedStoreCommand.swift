@@ -16,7 +16,7 @@ struct ProtectedStoreCommand: AsyncParsableCommand {
             script for that shell.
             """,
         version: ToolVersion.current,
-        subcommands: [Demo.self, Shell.self, Run.self, Simulate.self, Device.self, Session.self]
+        subcommands: [Demo.self, Shell.self, Run.self, Simulate.self, Device.self, Session.self, Store.self]
     )
 
     static func main() async {

@@ -32,7 +32,7 @@ public actor StoreCoordinator {
     /// What the merge of the locked inbox did when the store attached.
     package nonisolated let inboxReportAtAttach: InboxMergeReport
     private var database: Database?
-    private let readers: ReaderPool
+    let readers: ReaderPool
     private let commits = CommitBroadcaster()
     private let inbox: LockedInbox
     private let inboxPublicKey: [UInt8]
