@@ -223,7 +223,14 @@ struct BackupTests {
                 }
             }
             entered.wait()
-            let summary = try await coordinator.backup(to: fixture.backupPath, recoveryKey: fixture.recoveryKey)
+            let summary: BackupSummary
+            do {
+                summary = try await coordinator.backup(to: fixture.backupPath, recoveryKey: fixture.recoveryKey)
+            } catch {
+                release.signal()
+                _ = try? await held.value
+                throw error
+            }
             release.signal()
             try await held.value
             #expect(summary.byteCount > 0)
@@ -234,5 +241,30 @@ struct BackupTests {
         let entries = try #require(try await target.tables()["entries"])
         #expect(entries.count == 40, "the 40 committed rows, not the one in the open transaction")
         #expect(!entries.contains { $0.first == "text:held" })
+    }
+}
+
+/// SQLCipher 4, a second implementation, reads a restored store with only the new device's store key and the
+/// settings keys/README.md documents — straight after the restore, before this library opens it again.
+@Suite(
+    "SQLCipher 4 oracle: restored stores",
+    .enabled(if: SQLCipher4Oracle.isAvailable, "pip could not install sqlcipher3-binary (see the line above: no network?)"))
+struct RestoredStoreOracleTests {
+    @Test("a restored store reads in SQLCipher 4 with the new device's key, integrity-checked, with every row and the quarantined record")
+    func restoredStoreReadsInSQLCipher4() async throws {
+        let fixture = try await BackupFixture()
+        let target = try NewDevice()
+        _ = try await target.restore(fixture.backupPath, phrase: try fixture.typedPhrase())
+        guard case .available(let key) = try target.device.lookUpStoreKey(forStoreAt: target.storePath) else {
+            Issue.record("the restored store's key is not available")
+            return
+        }
+        let keyHex = try key.withUnsafeBytes { Array($0) }.hex
+        key.wipe()
+        let answer = try SQLCipher4Oracle.read(
+            databases: [target.storePath], keyHex: keyHex, pragmas: try SQLCipher4OracleTests.documentedPragmas())
+        let reading = try #require(answer.databases[target.storePath])
+        #expect(reading.integrity.isEmpty, "cipher_integrity_check: \(reading.integrity)")
+        #expect(tablesAndRows(of: reading) == fixture.expected, "every table, as the source store had it at the backup")
     }
 }

@@ -93,8 +93,10 @@ public enum StoreBackup: Sendable {
     /// copy must pass `PRAGMA integrity_check`. Only then: an existing store (with `replacingExisting`) is
     /// kept aside — every one of its files hard-linked into `<store>.replaced-<time>-<id>/`, that folder
     /// synced, then unlinked from its place — the device makes the new store's key (its key file, wrapped by
-    /// the class key of `configuration.protectionClass`), the staging copy is re-encrypted under it
-    /// (`sqlite3_rekey`), and renamed into place, the folder synced. The recovery key is written beside it.
+    /// the class key of `configuration.protectionClass`), the staging copy is exported again under it (a
+    /// second `sqlcipher_export`, not `sqlite3_rekey`, which on SQLCipher 3.4.1 reports success over failed
+    /// writes), that copy passes `PRAGMA integrity_check` with the new key, and is renamed into place, the
+    /// folder synced. The recovery key is written beside it.
     ///
     /// A crash at any point leaves the old store whole (in place, or complete in its folder aside), and either
     /// no restored store or a whole one; a crash between the key file and the rename leaves a key file without
@@ -264,11 +266,10 @@ public enum StoreBackup: Sendable {
         removeStagingLeftovers(of: storePath)
         let staging = storePath + ".restoring-" + randomSuffix()
         var renamed = false
+        // The backup's copy (under the backup's key) is never put in place: removed however the restore ends.
         defer {
-            if !renamed {
-                try? DiskIO.unlink(staging + "-journal")
-                try? DiskIO.unlink(staging)
-            }
+            try? DiskIO.unlink(staging + "-journal")
+            try? DiskIO.unlink(staging)
         }
         // The copy, authenticated on the way.
         let authenticator = try BackupAuthenticator(key: macKey)
@@ -305,17 +306,34 @@ public enum StoreBackup: Sendable {
         let keptAside = existing.isEmpty ? nil : try keepAside(existing, ofStoreAt: storePath)
         let storeKey = try keys.createStoreKey(forStoreAt: storePath, protectionClass: configuration.protectionClass)
         defer { storeKey.wipe() }
+        // Re-encrypted under the new store key by a second export, not `sqlite3_rekey`: SQLCipher 3.4.1's rekey
+        // returns SQLITE_OK even when a page write or its commit failed (the fault sweep found a restore that
+        // said done over a store that did not open). The export reports every failure, and the new file is
+        // integrity-checked with the store key before it is renamed into place.
+        let rekeyed = staging + "-store"
+        defer {
+            if !renamed {
+                try? DiskIO.unlink(rekeyed + "-journal")
+                try? DiskIO.unlink(rekeyed)
+            }
+        }
         do {
             var settings = Database.Configuration()
             settings.format = header.storeFormat
             settings.usesWAL = false
-            settings.createIfMissing = false
+            settings.createIfMissing = true  // the attached copy is created with the main connection's flags
             settings.checksWriteAheadLog = false
             let database = try Database(path: staging, key: databaseKey, configuration: settings)
             defer { database.close() }
-            try database.rekey(to: storeKey)
+            try database.exportSnapshot(to: rekeyed, key: storeKey, format: header.storeFormat)
         }
-        try DiskIO.rename(staging, to: storePath)
+        try checkIntegrity(ofCopyAt: rekeyed, key: storeKey, format: header.storeFormat) { findings in
+            StoreError(
+                code: .storeUnavailable,
+                message: "the restored store, written under its new key, fails its integrity check (\(findings)): the disk failed while it was written; nothing was put in place",
+                path: rekeyed)
+        }
+        try DiskIO.rename(rekeyed, to: storePath)
         renamed = true
         try DiskIO.syncDirectory(folder)
         var recoveryKeyPath: String? = RecoveryKey.path(forStoreAt: storePath)
