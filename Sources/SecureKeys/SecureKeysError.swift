@@ -19,6 +19,10 @@ public struct SecureKeysError: Error, Sendable {
             case invalidArgument = "invalid-argument"
             case io = "io-error"
             case outOfMemory = "out-of-memory"
+            case recoveryPhraseMistyped = "recovery-phrase-mistyped"
+            case wrongRecoveryPhrase = "wrong-recovery-phrase"
+            case backupDamaged = "backup-damaged"
+            case unsupportedBackupFormat = "unsupported-backup-format"
         }
 
         private let base: Base
@@ -58,6 +62,16 @@ public struct SecureKeysError: Error, Sendable {
         public static let io = Code(.io)
         /// libsodium could not allocate memory (Argon2id with too large a memory limit).
         public static let outOfMemory = Code(.outOfMemory)
+        /// A recovery phrase that is not one the library made: a character outside the alphabet, the wrong
+        /// number of characters, or a checksum that does not match (a typing mistake, told apart from a phrase
+        /// that is well formed but belongs to another recovery key).
+        public static let recoveryPhraseMistyped = Code(.recoveryPhraseMistyped)
+        /// A well-formed recovery phrase that is not the one the backup was sealed to.
+        public static let wrongRecoveryPhrase = Code(.wrongRecoveryPhrase)
+        /// A backup file that is truncated, altered, or not a backup: nothing was restored from it.
+        public static let backupDamaged = Code(.backupDamaged)
+        /// A backup file (or recovery key file) of a format version this build does not read.
+        public static let unsupportedBackupFormat = Code(.unsupportedBackupFormat)
     }
 
     /// What kind of failure.

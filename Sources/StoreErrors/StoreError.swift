@@ -127,6 +127,22 @@ public struct StoreError: Error, Sendable {
         /// Memory for a key could not be allocated.
         public static let outOfMemory = Code("out-of-memory")
 
+        // MARK: Backups
+
+        /// A recovery phrase that is not well formed: a character outside its alphabet, the wrong length, or a
+        /// checksum that does not match — a typing mistake, named as one, never taken for a wrong phrase.
+        public static let recoveryPhraseMistyped = Code("recovery-phrase-mistyped")
+        /// A well-formed recovery phrase that is not the one the backup was sealed to.
+        public static let wrongRecoveryPhrase = Code("wrong-recovery-phrase")
+        /// A backup file that is truncated, altered or not a backup, or whose database fails its integrity
+        /// check: nothing was restored from it and nothing was replaced.
+        public static let backupDamaged = Code("backup-damaged")
+        /// A backup (or recovery key) file of a format version this build does not read.
+        public static let unsupportedBackupFormat = Code("unsupported-backup-format")
+        /// A restore whose target store (or one of its files) already exists, without the explicit flag that
+        /// lets it put the old store aside: nothing was changed.
+        public static let restoreTargetExists = Code("restore-target-exists")
+
         // MARK: The device
 
         /// No device is set up in the state directory.
@@ -179,7 +195,8 @@ public struct StoreError: Error, Sendable {
             .inboxRecordTooLarge, .inboxUnknownKind, .inboxNewerSchema, .inboxRecordMalformed, .inboxFull, .inboxUnusable, .storeError, .wrongKey, .storeUnavailable, .storeDamaged, .constraint, .diskFull, .readOnly, .busy,
             .notSQLCipher, .misuse, .closed, .sqliteError, .migrationFailed, .storeFromNewerApp, .migrationUnsupported, .keyFileDamaged, .unsupportedKeyFormat, .wrongDevice,
             .keyWiped, .storeExistsWithoutKey, .alreadyExists, .insecurePermissions, .insecureStateDirectory, .invalidArgument, .ioError,
-            .outOfMemory, .noDevice, .deviceExists, .wrongPasscode, .passcodeDelay, .deviceWiped, .deviceStateDamaged,
+            .outOfMemory, .recoveryPhraseMistyped, .wrongRecoveryPhrase, .backupDamaged, .unsupportedBackupFormat,
+            .restoreTargetExists, .noDevice, .deviceExists, .wrongPasscode, .passcodeDelay, .deviceWiped, .deviceStateDamaged,
             .stateInUse, .agentRefused, .agentDisconnected, .agentFailed, .invalidDeviceSetting, .wipeIncomplete,
             .untrustedAgent, .clockLimit, .keyStoreMismatch, .tpmUnavailable, .sealedByAnotherTPM, .tpmFailure,
             .noBus, .noLogind, .noSession,

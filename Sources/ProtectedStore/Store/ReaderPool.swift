@@ -214,6 +214,17 @@ final class ReaderPool: Sendable {
         }
     }
 
+    /// A copy of the store key, in new guarded memory the caller wipes: for a connection the pool does not own
+    /// (a backup's). Taken under the pool's lock, so a close never wipes the key half-copied.
+    ///
+    /// - Throws: `StoreError.Code.protectedDataUnavailable` after ``close()``.
+    func copyOfStoreKey() throws -> SecureBytes {
+        try state.withLock { state -> SecureBytes in
+            guard !state.isClosed, let key = state.key else { throw StoreError.storeClosed() }
+            return try key.withUnsafeBytes { try SecureBytes(copying: $0) }
+        }
+    }
+
     /// Returns once every reader's thread has ended: after ``close()``, when the last read ended.
     func waitUntilThreadsStopped() async {
         for thread in state.withLock({ $0.threads }) { await thread.waitUntilStopped() }
