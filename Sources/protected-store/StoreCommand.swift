@@ -34,30 +34,9 @@ private let storeSubcommands: [any ParsableCommand.Type] = [
     ProtectedStoreCommand.Store.Migrate.self,
 ]
 
-/// `--state-dir` and where the device keeps its key: which store.
-struct StoreLocationOptions: ParsableArguments {
-    @Option(name: .customLong("state-dir"), help: "The device's state directory; its store is app.sqlite in it.")
-    var stateDirectory = "protected-store-state"
-
-    @OptionGroup var keyStore: KeyStoreOptions
-
-    var storePath: String { stateDirectory + "/app.sqlite" }
+extension StoreDeviceOptions {
+    /// The public half of the recovery key backups are sealed to, beside the store.
     var recoveryKeyPath: String { SecureKeys.RecoveryKey.path(forStoreAt: storePath) }
-
-    /// The device, booted, and unlocked with the passcode asked for (echo off at a terminal; a line of a pipe).
-    @MainActor
-    func unlockedDevice(for command: String, prompt: PasscodePrompt) throws -> SimulatedDevice {
-        let device = try SimulatedDevice(bootingFrom: stateDirectory, keyStore: keyStore.store(for: stateDirectory))
-        do {
-            let passcode = try prompt.existing("passcode", for: command)
-            defer { passcode.bytes.wipe() }
-            try device.unlock(passcode: passcode.bytes)
-        } catch {
-            device.powerOff()
-            throw error
-        }
-        return device
-    }
 }
 
 extension ProtectedStoreCommand.Store {
@@ -80,7 +59,7 @@ extension ProtectedStoreCommand.Store {
                 replaced unless --replace. Prints the file, its size and the recovery key's fingerprint.
                 """)
 
-        @OptionGroup var location: StoreLocationOptions
+        @OptionGroup var location: StoreDeviceOptions
         @OptionGroup var logging: LoggingOptions
 
         @Option(name: .customLong("to"), help: "The backup file to write.")
@@ -100,8 +79,10 @@ extension ProtectedStoreCommand.Store {
                     code: .invalidArgument,
                     message: "the store has no recovery key (\(location.recoveryKeyPath)): run `protected-store store recovery-key create` first and write the phrase down")
             }
-            let device = try location.unlockedDevice(for: "store backup", prompt: PasscodePrompt(input: try StandardInput()))
-            defer { device.powerOff() }
+            let access = try StoreDeviceAccess.open(
+                location, prompt: PasscodePrompt(input: try StandardInput()), command: "store backup", agentAllowed: false)
+            defer { access.end() }
+            let device = access.keys
             let protectionClass = try StoreKeyFile.load(from: location.storePath + ".key").protectionClass
             let coordinator = try await StoreCoordinator.attach(
                 StoreConfiguration(path: location.storePath, protectionClass: protectionClass), keys: device)
@@ -128,7 +109,7 @@ extension ProtectedStoreCommand.Store {
                 of its files — in a folder app.sqlite.replaced-TIME-ID beside it, never deleted.
                 """)
 
-        @OptionGroup var location: StoreLocationOptions
+        @OptionGroup var location: StoreDeviceOptions
         @OptionGroup var logging: LoggingOptions
 
         @Option(name: .customLong("from"), help: "The backup file to restore.")
@@ -150,8 +131,9 @@ extension ProtectedStoreCommand.Store {
         func run() async throws {
             logging.bootstrap()
             let prompt = PasscodePrompt(input: try StandardInput())
-            let device = try location.unlockedDevice(for: "store restore", prompt: prompt)
-            defer { device.powerOff() }
+            let access = try StoreDeviceAccess.open(location, prompt: prompt, command: "store restore", agentAllowed: false)
+            defer { access.end() }
+            let device = access.keys
             let typed = try prompt.existing("recovery phrase", for: "store restore")
             let phrase: RecoveryPhrase
             do {
@@ -183,7 +165,7 @@ extension ProtectedStoreCommand.Store.RecoveryKey {
                 secret, mode 0600); an existing one is never replaced. Needs no passcode.
                 """)
 
-        @OptionGroup var location: StoreLocationOptions
+        @OptionGroup var location: StoreDeviceOptions
         @OptionGroup var logging: LoggingOptions
 
         @Flag(name: .customLong("fast-kdf"), help: "Argon2id at its minimal cost, for tests: the phrase becomes cheaper to guess.")
@@ -216,7 +198,7 @@ extension ProtectedStoreCommand.Store.RecoveryKey {
         static let configuration = CommandConfiguration(
             abstract: "Show the recovery key backups are sealed to: its fingerprint and Argon2id cost (never the phrase).")
 
-        @OptionGroup var location: StoreLocationOptions
+        @OptionGroup var location: StoreDeviceOptions
         @OptionGroup var logging: LoggingOptions
 
         func run() throws {
