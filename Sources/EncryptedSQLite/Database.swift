@@ -654,11 +654,18 @@ public final class Database {
 
     // MARK: Keys and integrity
 
-    /// Re-encrypts the database under `newKey` (`sqlite3_rekey` with the raw-key form).
+    /// Re-encrypts the database under `newKey` (`sqlite3_rekey` with the raw-key form), then checks the result
+    /// on a connection of its own: the file must open with `newKey` and pass `integrity_check`.
     ///
     /// SQLCipher 3 rewrites every page in one transaction; in WAL mode the journal is switched to DELETE for
     /// the rewrite and back afterwards, since a rekey must not leave pages under the old key in the WAL.
-    public func rekey(to newKey: SecureBytes) throws {
+    /// Not public: SQLCipher 3.4.1's `sqlite3_rekey_v2` returns `SQLITE_OK` whatever its commit did, so a write
+    /// or fsync that fails part-way leaves a file whose pages are under both keys while the call says done. The
+    /// check turns that into an error, but cannot undo it; the store's key never changes in this library (a
+    /// passcode change re-wraps class keys, a `migrate` or a restore writes a new file and swaps it in).
+    ///
+    /// - Throws: `StoreError.Code.storeDamaged` when the rewritten file does not open whole with `newKey`.
+    package func rekey(to newKey: SecureBytes) throws {
         guard newKey.count == 32 else {
             throw StoreError(code: .misuse, message: "a store key is 32 bytes, got \(newKey.count)", path: path)
         }
@@ -672,6 +679,28 @@ public final class Database {
             throw StoreError(
                 resultCode: code, message: String(cString: sqlite3_errmsg(connection)), path: path,
                 systemErrno: sqlite3_system_errno(connection))
+        }
+        // SQLITE_OK says nothing about the commit: read every page back from the file, under the new key.
+        var check = configuration
+        check.readOnly = true
+        check.createIfMissing = false
+        check.usesWAL = false
+        let findings: [String]
+        do {
+            let reopened = try Database(path: path, key: newKey, configuration: check)
+            defer { reopened.close() }
+            findings = try reopened.integrityCheck()
+        } catch {
+            throw StoreError(
+                code: .storeDamaged,
+                message: "the rekey did not complete: SQLCipher reported success, but the file does not open with the new key (\((error as? StoreError).map { "\($0.code)" } ?? "\(type(of: error))")); a write failed part-way, and its pages may be under both keys",
+                path: path)
+        }
+        guard findings == ["ok"] else {
+            throw StoreError(
+                code: .storeDamaged,
+                message: "the rekey did not complete: SQLCipher reported success, but the file fails integrity_check under the new key (\(findings.prefix(3).joined(separator: "; ")))",
+                path: path)
         }
         if wal { try execute("PRAGMA journal_mode = WAL") }
     }

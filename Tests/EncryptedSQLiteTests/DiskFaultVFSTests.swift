@@ -50,6 +50,41 @@ struct DiskFaultVFSTests {
         try database.execute("INSERT INTO rows(n, data) VALUES (5, ?)", [.blob([UInt8](repeating: 2, count: 6000))])
     }
 
+    @Test("rekey under ENOSPC at every write and EIO at every fsync: it throws, or the store opens with the new key, every row intact")
+    func rekeyNeverSaysDoneOverABrokenStore() throws {
+        // SQLCipher 3.4.1's sqlite3_rekey_v2 returns SQLITE_OK whatever its commit did: the backup branch's restore
+        // sweep found a rekey that said done over a store that no longer opened. Database.rekey now checks.
+        var saidDone = 0
+        var failed = 0
+        for (fault, calls) in [(DiskFaultPlan.Fault.noSpace, Set([DiskFaultPlan.Call.write])), (.ioError, [.sync])] {
+            for call in 1...40 {
+                let fixture = try Fixture(key: key)
+                let newKey = try SecureBytes.random(count: 32)
+                let plan = try DiskFaultPlan.arm(
+                    under: fixture.directory.path, failingCall: call, fault: fault, persistence: .transient, calls: calls)
+                var done = false
+                do {
+                    let database = try Database(path: fixture.path, key: key)
+                    defer { database.close() }
+                    try database.rekey(to: newKey)
+                    done = true
+                } catch is StoreError {}
+                plan.disarm()
+                guard plan.fired else { break }
+                if done {
+                    saidDone += 1
+                    let reopened = try? fixture.reopen(key: newKey)
+                    #expect(reopened?.rows == [0, 1, 2, 3, 4] && reopened?.integrity == ["ok"],
+                            "rekey said done under \(fault) at call \(call), but the store does not open whole with the new key")
+                } else {
+                    failed += 1
+                }
+            }
+        }
+        #expect(failed > 0, "no fault reached the rekey")
+        print("rekey under faults: \(saidDone) said done, \(failed) threw")
+    }
+
     @Test("ENOSPC on a write of the log is disk-full; a short write too; EIO on its fsync is an I/O error (store-unavailable)")
     func errorsSayWhatFailed() throws {
         func code(_ fault: DiskFaultPlan.Fault, _ calls: Set<DiskFaultPlan.Call>) throws -> StoreError.Code? {
