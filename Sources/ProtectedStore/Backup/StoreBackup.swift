@@ -1,4 +1,4 @@
-public import EncryptedSQLite
+internal import EncryptedSQLite
 internal import Foundation
 internal import Logging
 public import ProtectedData
@@ -17,7 +17,7 @@ public struct BackupSummary: Sendable, Hashable {
     public let byteCount: UInt64
     /// The format of the database inside it.
     public let storeFormat: StoreFormat
-    /// The recovery key it is sealed to (``RecoveryKey/fingerprint``): only that key's phrase opens it.
+    /// The recovery key it is sealed to (`RecoveryKey.fingerprint`): only that key's phrase opens it.
     public let recoveryKeyFingerprint: String
 }
 
@@ -37,7 +37,7 @@ extension StoreCoordinator {
     ///
     /// - Parameters:
     ///   - path: the backup file.
-    ///   - recoveryKey: the recovery key to seal it to (``RecoveryKey/load(from:)``, the store's
+    ///   - recoveryKey: the recovery key to seal it to (`RecoveryKey.load(from:)`, the store's
     ///     `<store>.recovery-key`).
     ///   - replacingExisting: whether a file at `path` may be replaced (atomically); otherwise it is
     ///     `already-exists`.
@@ -105,7 +105,7 @@ public enum StoreBackup: Sendable {
     ///
     /// - Parameters:
     ///   - backupPath: the backup file.
-    ///   - phrase: the recovery phrase, as the user typed it (``RecoveryPhrase/init(typed:)``).
+    ///   - phrase: the recovery phrase, as the user typed it (`RecoveryPhrase(typed:)`).
     ///   - configuration: the store to restore into; its protection class is the new store's.
     ///   - keys: the device that makes the new store's key (it must hold that class's key now).
     ///   - replacingExisting: whether a store already at that path may be replaced (kept aside, never deleted).
