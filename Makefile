@@ -146,8 +146,10 @@ fuzz-smoke: deps
 ## Each is a separate package (CI builds and runs both): Examples/Notes, an app on the data
 ## layer, and Examples/PassphraseKeys, a key source of an app's own written against the public API. Each runs a
 ## story that exits non-zero with what went wrong when a step does not behave as expected.
+## Both build in one scratch folder, so the library they share is compiled once (the second build takes seconds).
+EXAMPLES_SCRATCH := $(CURDIR)/.build-examples
 example: deps
-	swift build --package-path Examples/Notes
-	swift run --package-path Examples/Notes --skip-build notes
-	swift build --package-path Examples/PassphraseKeys
-	swift run --package-path Examples/PassphraseKeys --skip-build passphrase-keys
+	swift build --package-path Examples/Notes --scratch-path $(EXAMPLES_SCRATCH)
+	swift run --package-path Examples/Notes --scratch-path $(EXAMPLES_SCRATCH) --skip-build notes
+	swift build --package-path Examples/PassphraseKeys --scratch-path $(EXAMPLES_SCRATCH)
+	swift run --package-path Examples/PassphraseKeys --scratch-path $(EXAMPLES_SCRATCH) --skip-build passphrase-keys
