@@ -66,8 +66,13 @@ final class NewDevice {
     /// Every table of the store here, read through an attach.
     func tables(at path: String? = nil) async throws -> [String: [[String]]] {
         let coordinator = try await StoreCoordinator.attach(StoreConfiguration(path: path ?? storePath), keys: device)
-        defer { Task { await coordinator.close() } }
-        let tables = try await coordinator.read { try tablesAndRows(of: $0) }
+        let tables: [String: [[String]]]
+        do {
+            tables = try await coordinator.read { try tablesAndRows(of: $0) }
+        } catch {
+            await coordinator.close()
+            throw error
+        }
         await coordinator.close()
         return tables
     }
