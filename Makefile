@@ -45,17 +45,19 @@ TEST_WIDTH ?= $(shell nproc)
 export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH := $(TEST_WIDTH)
 
 ## The sanitizer runs skip the suites that are long, single-threaded loops of file I/O or child processes over
-## code the rest of the suite runs too — the I/O fault sweeps (49 sweeps, 1,092 fault points), the simulator's
+## code the rest of the suite runs too — the I/O fault sweeps (49 sweeps, 1,092 fault points; and those of backup,
+## restore and export), the simulator's
 ## suites (hundreds of seeds), the inbox and log damage suites, the hostile-user and memory-scan tests, and the
 ## SIGKILL crash replays (26–71 s a test under TSan, 181 s for the four), the TPM's memory scan (ASan's quarantine keeps
 ## freed copies), and the merge-memory and cursor-memory
 ## measurements (processes of their own, meaningless under a sanitizer's allocator, whose quarantine keeps freed
-## memory resident), the SQLCipher 4 oracle (a Python process reading files the plain run's tests wrote the same way),
+## memory resident), the SQLCipher 4 oracle and the other readers of exports (Python processes reading files the plain
+## run's tests wrote the same way),
 ## the suites that drive the tool's binary at a terminal or against a software TPM, and the address-space-limit test
 ## (a sanitizer reserves terabytes of address space for its shadow memory, so RLIMIT_AS cannot be lowered to what is
 ## in use): several times slower under a
 ## sanitizer, they would add minutes to each run. Every one of them runs in full in the plain `swift test` above.
-SANITIZER_SKIP := --skip 'IOFaultSweepTests|SimulatorTests|SimulatorCoverageTests|DiskFaultVFSTests|InboxDamageTests|InboxFileTypeTests|InboxAtAttachTests|InboxReplayTests|StoreDamageTests|WriteAheadLogCheckTests|HostileUserTests|ClientPasscodeMemoryTests|FaultNextIOTests|CrashTests|InboxMergeMemoryTests|cursorMemoryIsBounded|SQLCipher4OracleTests|ShellTerminalTests|KeyStoreCommandLineTests|DesktopScriptTests|unwrapUnderAddressSpaceLimitThrows|unsealedKeyLeavesNoCopy'
+SANITIZER_SKIP := --skip 'IOFaultSweepTests|SimulatorTests|SimulatorCoverageTests|DiskFaultVFSTests|InboxDamageTests|InboxFileTypeTests|InboxAtAttachTests|InboxReplayTests|StoreDamageTests|WriteAheadLogCheckTests|HostileUserTests|ClientPasscodeMemoryTests|FaultNextIOTests|CrashTests|InboxMergeMemoryTests|cursorMemoryIsBounded|SQLCipher4OracleTests|ShellTerminalTests|KeyStoreCommandLineTests|DesktopScriptTests|unwrapUnderAddressSpaceLimitThrows|unsealedKeyLeavesNoCopy|BackupFaultSweepTests|ExportPowerCutTests|ExportOracleTests|ExportReadersTests|RestoredStoreOracleTests'
 
 ## Every test, a bounded simulation, then the suite again under Thread and Address Sanitizer.
 ## The simulation: 200 seeds × 200 steps.
