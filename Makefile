@@ -4,6 +4,8 @@ SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 ## and what the tests start (a private D-Bus with python3-dbusmock's logind, a software TPM).
 APT_PACKAGES := libsqlcipher-dev libsodium-dev pkg-config libsystemd-dev libtss2-dev libedit-dev
 TEST_APT_PACKAGES := dbus python3-dbusmock swtpm swtpm-tools tpm2-tools
+## The example apps and the benchmarks build in one scratch folder, so the library they share is compiled once.
+EXAMPLES_SCRATCH := $(CURDIR)/.build-examples
 
 .PHONY: help deps test-deps docs-serve doc-transcripts demo test doc-snippets docs api-check simulate-long benchmarks benchmarks-build peers fuzz fuzz-smoke example
 
@@ -121,8 +123,9 @@ benchmarks: deps
 	cd Benchmarks && swift package benchmark
 
 ## Compile the benchmarks without running them (CI), so they never rot.
+## In the examples' scratch folder: the library they share is compiled once for both.
 benchmarks-build: deps
-	cd Benchmarks && swift build
+	swift build --package-path Benchmarks --scratch-path $(EXAMPLES_SCRATCH)
 
 ## The peer benchmark: the same workloads through ProtectedStore and through GRDB.
 ## Benchmarks/Peers, a package of
@@ -148,8 +151,6 @@ fuzz-smoke: deps
 ## Each is a separate package (CI builds and runs both): Examples/Notes, an app on the data
 ## layer, and Examples/PassphraseKeys, a key source of an app's own written against the public API. Each runs a
 ## story that exits non-zero with what went wrong when a step does not behave as expected.
-## Both build in one scratch folder, so the library they share is compiled once (the second build takes seconds).
-EXAMPLES_SCRATCH := $(CURDIR)/.build-examples
 example: deps
 	swift build --package-path Examples/Notes --scratch-path $(EXAMPLES_SCRATCH)
 	swift run --package-path Examples/Notes --scratch-path $(EXAMPLES_SCRATCH) --skip-build notes
