@@ -62,10 +62,10 @@ export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH := $(TEST_WIDTH)
 SANITIZER_SKIP := --skip 'IOFaultSweepTests|SimulatorTests|SimulatorCoverageTests|DiskFaultVFSTests|InboxDamageTests|InboxFileTypeTests|InboxAtAttachTests|InboxReplayTests|StoreDamageTests|WriteAheadLogCheckTests|HostileUserTests|ClientPasscodeMemoryTests|FaultNextIOTests|CrashTests|InboxMergeMemoryTests|cursorMemoryIsBounded|SQLCipher4OracleTests|ShellTerminalTests|KeyStoreCommandLineTests|DesktopScriptTests|unwrapUnderAddressSpaceLimitThrows|unsealedKeyLeavesNoCopy|BackupFaultSweepTests|ExportPowerCutTests|ExportOracleTests|ExportReadersTests|RestoredStoreOracleTests'
 
 ## Every test, a bounded simulation, then the suite again under Thread and Address Sanitizer.
-## The simulation: 200 seeds × 200 steps.
+## The simulation: 100 seeds × 200 steps (SimulatorTests and SimulatorCoverageTests run hundreds more in the suite).
 test: test-deps
 	swift test
-	.build/debug/protected-store simulate --seeds 200 --steps 200
+	.build/debug/protected-store simulate --seeds 100 --steps 200
 	swift test --sanitize=thread --scratch-path .build-tsan $(SANITIZER_SKIP)
 	LSAN_OPTIONS=suppressions=$(CURDIR)/Tests/lsan-suppressions.txt:print_suppressions=0 swift test --sanitize=address --scratch-path .build-asan $(ASAN_LINK) $(SANITIZER_SKIP)
 
@@ -143,9 +143,9 @@ FUZZ_SECONDS ?= 300
 fuzz: deps
 	Fuzz/run-all.sh $(FUZZ_SECONDS)
 
-## A short run of every fuzz target (10 s each, built without optimization), as CI does.
+## A short run of every fuzz target (5 s each, built without optimization), as CI does.
 fuzz-smoke: deps
-	FUZZ_OPTIMIZATION=-Onone Fuzz/run-all.sh 10
+	FUZZ_OPTIMIZATION=-Onone Fuzz/run-all.sh 5
 
 ## Build and run the example apps (Examples/Notes, Examples/PassphraseKeys).
 ## Each is a separate package (CI builds and runs both): Examples/Notes, an app on the data
