@@ -73,7 +73,7 @@ final class StoreThread: @unchecked Sendable {
         condition.initialize(to: pthread_cond_t())
         pthread_cond_init(condition, nil)
         state.isRunning = true
-        startThread()
+        Self.startThread(Unmanaged.passRetained(self).toOpaque(), name: role.threadName)
     }
 
     deinit {
@@ -138,40 +138,44 @@ final class StoreThread: @unchecked Sendable {
 
     // MARK: The thread
 
+    /// Queues `work`, starting a thread for it when none runs.
+    ///
+    /// Nothing here touches `self` once the work can run. The concurrency runtime enqueues on an *unowned*
+    /// executor: the job may be the task that holds the last reference to the actor, and so to this object.
+    /// That job can run, finish and free this object on the loop's thread before `submit` returns, so every use
+    /// of `self` comes before the work is visible — in the queue under the lock, or in the new thread's start.
     private func submit(_ work: Work) {
         lock()
         state.queue.append(work)
-        var previous: pthread_t?
-        let starts = !state.isRunning
-        if starts {
-            // A job for a stopped thread: a short-lived one runs it. The ended one is released.
-            state.isRunning = true
-            previous = state.unjoined
-            state.unjoined = nil
-        } else {
+        guard !state.isRunning else {
+            // A running loop takes it; it can run (and free `self`) as soon as the lock is released.
             pthread_cond_signal(condition)
+            unlock()
+            return
         }
+        // A job for a stopped thread: a short-lived one runs it. The ended one is released.
+        state.isRunning = true
+        let previous = state.unjoined
+        state.unjoined = nil
+        // The new thread's reference, taken while this object is certainly alive.
+        let context = Unmanaged.passRetained(self).toOpaque()
+        let name = role.threadName
         unlock()
         if let previous { pthread_detach(previous) }
-        if starts { startThread() }
+        Self.startThread(context, name: name)
     }
 
-    private func startThread() {
-        let context = Unmanaged.passRetained(self).toOpaque()
+    /// Starts the thread that runs the loop of the `StoreThread` whose retained reference `context` is; the
+    /// thread releases it when its loop ends. Static: it must not touch the object, which the new thread may
+    /// already have freed when `pthread_create` returns.
+    private static func startThread(_ context: UnsafeMutableRawPointer, name: String) {
         var thread = pthread_t()
-        #if canImport(Glibc)
         let result = pthread_create(&thread, nil, { context in
             Unmanaged<StoreThread>.fromOpaque(context!).takeRetainedValue().runLoop()
             return nil
         }, context)
-        #else
-        let result = pthread_create(&thread, nil, { context in
-            Unmanaged<StoreThread>.fromOpaque(context).takeRetainedValue().runLoop()
-            return nil
-        }, context)
-        #endif
         // Out of threads (EAGAIN) the process cannot run the store at all: nothing sensible to fall back on.
-        precondition(result == 0, "ProtectedStore could not start its \(role.threadName) thread: error \(result)")
+        precondition(result == 0, "ProtectedStore could not start its \(name) thread: error \(result)")
     }
 
     private func runLoop() {
