@@ -72,8 +72,17 @@ extension StoreError {
         Self(code: .terminated, message: "the app terminated before the operation ran", function: function, file: file, line: line)
     }
 
-    /// The store was closed because protected data became unavailable (a class-A store at the lock).
+    /// The store was closed by its app: the controller terminated, or the app closed it. Its coordinator stays
+    /// closed; a later attach gives a new one.
     public static func storeClosed(function: String = #function, file: String = #fileID, line: Int = #line) -> Self {
+        Self(
+            code: .closed, message: "the store was closed by its app (terminated): its coordinator stays closed",
+            function: function, file: file, line: line)
+    }
+
+    /// The store was closed because protected data became unavailable (a class-A store at the lock). It opens
+    /// again, with a new coordinator, when protected data becomes available.
+    public static func storeClosedAtLock(function: String = #function, file: String = #fileID, line: Int = #line) -> Self {
         Self(
             code: .protectedDataUnavailable, message: "the store was closed because protected data became unavailable",
             function: function, file: file, line: line)

@@ -16,7 +16,7 @@ internal import SecureKeys
 /// blocked. One reader is opened when the store attaches, in the background (``openFirstReader()``): the first
 /// read finds it open, instead of paying for an open (SQLCipher's key set-up and page 1) while it waits.
 ///
-/// ``close()`` — at the class-A lock, with the writer — closes every idle reader at once, and each busy one as
+/// ``close(_:)`` — at the class-A lock, with the writer — closes every idle reader at once, and each busy one as
 /// its read ends, each on its own thread, whose thread then ends (``waitUntilThreadsStopped()``); the pool's
 /// copy of the store key is wiped as soon as no open is in progress. Reads after it fail with
 /// `StoreError.Code.protectedDataUnavailable`, as writes do.
@@ -56,7 +56,11 @@ final class ReaderPool: Sendable {
         var threads: [StoreThread] = []
         /// The store key, wiped at close.
         var key: SecureBytes?
-        var isClosed = false
+        /// Why the pool was closed; `nil` while it is open.
+        var closeReason: StoreCloseReason?
+        var isClosed: Bool { closeReason != nil }
+        /// What a read on the closed pool throws.
+        var closedError: StoreError { (closeReason ?? .closedByApp).error }
     }
 
     /// The most readers open at once.
@@ -65,7 +69,7 @@ final class ReaderPool: Sendable {
     private let configuration: Database.Configuration
     private let state: LockedState<State>
 
-    /// A pool for the store at `path`; it takes ownership of `key` and wipes it at ``close()``.
+    /// A pool for the store at `path`; it takes ownership of `key` and wipes it at ``close(_:)``.
     init(path: String, key: SecureBytes, configuration: Database.Configuration, capacity: Int) {
         precondition(capacity >= 1, "a reader pool has at least one reader")
         var readerConfiguration = configuration
@@ -78,7 +82,7 @@ final class ReaderPool: Sendable {
     }
 
     deinit {
-        // A pool dropped without ``close()`` (a test's coordinator): its threads must not outlive it.
+        // A pool dropped without ``close(_:)`` (a test's coordinator): its threads must not outlive it.
         for thread in state.withLock({ $0.threads }) { thread.stop() }
     }
 
@@ -156,9 +160,9 @@ final class ReaderPool: Sendable {
     }
 
     /// Closes idle readers now and busy ones when their reads end, fails waiting reads, and wipes the key.
-    func close() {
+    func close(_ reason: StoreCloseReason) {
         let (idle, waiters, key) = state.withLock { state -> ([Reader], [Waiter], SecureBytes?) in
-            state.isClosed = true
+            if state.closeReason == nil { state.closeReason = reason }
             let idle = state.idle
             // Not `Array(state.waiters)` when it is empty: copying an empty Deque writes the count of Swift's shared
             // empty-array storage, which two pools closing at once on two threads did (ThreadSanitizer reports it).
@@ -174,20 +178,21 @@ final class ReaderPool: Sendable {
             return (idle, waiters, key)
         }
         for reader in idle { close(reader) }
-        for waiter in waiters { waiter.resume(throwing: StoreError.storeClosed()) }
+        let error = reason.error
+        for waiter in waiters { waiter.resume(throwing: error) }
         key?.wipe()
     }
 
     /// Runs `body` on a connection of its own to the store that can write — not one of the pool's read-only
     /// readers — on a thread of its own, then closes it: for an export, which `ATTACH`es its copy (SQLite opens
     /// an attached file read-only on a read-only connection). It holds the store key as an open in progress
-    /// does, so a ``close()`` meanwhile wipes the key only once it is done.
+    /// does, so a ``close(_:)`` meanwhile wipes the key only once it is done.
     ///
     /// - Throws: `StoreError.Code.protectedDataUnavailable` once the pool is closed; the open's errors; what
     ///   `body` throws.
     func withWritableConnection<Result: Sendable>(_ body: @escaping @Sendable (Database) throws -> Result) async throws -> Result {
         let key = try state.withLock { state -> SecureBytes in
-            guard !state.isClosed, let key = state.key else { throw StoreError.storeClosed() }
+            guard !state.isClosed, let key = state.key else { throw state.closedError }
             state.opening += 1
             return key
         }
@@ -217,15 +222,15 @@ final class ReaderPool: Sendable {
     /// A copy of the store key, in new guarded memory the caller wipes: for a connection the pool does not own
     /// (a backup's). Taken under the pool's lock, so a close never wipes the key half-copied.
     ///
-    /// - Throws: `StoreError.Code.protectedDataUnavailable` after ``close()``.
+    /// - Throws: the close's error (`StoreError.Code.protectedDataUnavailable` or `StoreError.Code.closed`) after ``close(_:)``.
     func copyOfStoreKey() throws -> SecureBytes {
         try state.withLock { state -> SecureBytes in
-            guard !state.isClosed, let key = state.key else { throw StoreError.storeClosed() }
+            guard !state.isClosed, let key = state.key else { throw state.closedError }
             return try key.withUnsafeBytes { try SecureBytes(copying: $0) }
         }
     }
 
-    /// Returns once every reader's thread has ended: after ``close()``, when the last read ended.
+    /// Returns once every reader's thread has ended: after ``close(_:)``, when the last read ended.
     func waitUntilThreadsStopped() async {
         for thread in state.withLock({ $0.threads }) { await thread.waitUntilStopped() }
     }
@@ -233,7 +238,7 @@ final class ReaderPool: Sendable {
     /// How many readers are open (idle or busy), for tests.
     var openCount: Int { state.withLock { $0.count } }
 
-    /// Whether ``close()`` was called.
+    /// Whether ``close(_:)`` was called.
     var isClosed: Bool { state.withLock { $0.isClosed } }
 
     // MARK: Private
@@ -248,7 +253,7 @@ final class ReaderPool: Sendable {
     private func checkOut() async throws -> Reader {
         while true {
             let lending = try state.withLock { state -> Lending in
-                if state.isClosed { throw StoreError.storeClosed() }
+                if state.isClosed { throw state.closedError }
                 if let reader = state.idle.popLast() { return .lend(reader) }
                 if state.firstReaderOpening, state.firstReaderWaiter == nil { return .waitForFirstReader }
                 if state.count < capacity, let key = state.key {
@@ -269,7 +274,7 @@ final class ReaderPool: Sendable {
                 let reader = try await withCheckedThrowingContinuation { (continuation: Waiter) in
                     state.withLock { state in
                         if state.isClosed {
-                            continuation.resume(throwing: StoreError.storeClosed())
+                            continuation.resume(throwing: state.closedError)
                         } else if let reader = state.idle.popLast() {
                             continuation.resume(returning: reader)
                         } else if first, state.firstReaderOpening, state.firstReaderWaiter == nil {
@@ -295,16 +300,17 @@ final class ReaderPool: Sendable {
     /// Opens a reader on `thread` — the caller runs there.
     private func open(with key: SecureBytes, on thread: StoreThread) throws -> Reader {
         let opened = Result { try Database(path: path, key: key, configuration: configuration) }
-        let (isClosed, keyToWipe) = state.withLock { state -> (Bool, SecureBytes?) in
+        let (closedError, keyToWipe) = state.withLock { state -> (StoreError?, SecureBytes?) in
             state.opening -= 1
             if case .failure = opened {
                 state.count -= 1
                 state.threads.removeAll { $0 === thread }
             }
             if state.isClosed, case .success = opened { state.count -= 1 }
-            guard state.isClosed, state.opening == 0, let key = state.key else { return (state.isClosed, nil) }
+            let closedError = state.isClosed ? state.closedError : nil
+            guard state.isClosed, state.opening == 0, let key = state.key else { return (closedError, nil) }
             state.key = nil
-            return (true, key)
+            return (closedError, key)
         }
         keyToWipe?.wipe()
         let database: Database
@@ -314,10 +320,10 @@ final class ReaderPool: Sendable {
             thread.stop()
             throw error
         }
-        guard !isClosed else {
+        if let closedError {
             database.close()
             thread.stop()
-            throw StoreError.storeClosed()
+            throw closedError
         }
         return Reader(database, thread: thread)
     }

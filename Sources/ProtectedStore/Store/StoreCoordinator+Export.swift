@@ -17,7 +17,7 @@ extension StoreCoordinator {
     ///   - encryption: how the copy is encrypted; `ExportEncryption.plaintext` only when the user asked for
     ///     their data in the clear.
     /// - Throws: `StoreError.Code.alreadyExists` when a file is at `destination` (nothing is written);
-    ///   `StoreError.Code.protectedDataUnavailable` after the store closed; `invalid-argument` for a key
+    ///   `StoreError.Code.protectedDataUnavailable` after the store closed at a lock, `StoreError.Code.closed` after its app closed it; `invalid-argument` for a key
     ///   that is not 32 bytes; the disk's failures (`disk-full`, `io-error`), after which nothing is at
     ///   `destination`.
     public nonisolated func export(to destination: String, encryption: ExportEncryption) async throws {
