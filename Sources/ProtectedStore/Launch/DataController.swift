@@ -183,6 +183,19 @@ public final class DataController {
         }
     }
 
+    /// A controller that goes away ends what it started, as ``terminate()`` does but without waiting: operations
+    /// still queued end as cancelled (none is dropped unreported), the event sequences end, and the store closes
+    /// once the work already queued on it has ended — a write in flight from a task that still holds the
+    /// coordinator finishes first — so the write-ahead log is checkpointed away and the store's threads end.
+    isolated deinit {
+        subscription?.cancel()
+        deadlineTimer?.work.cancel()
+        inboxPoll?.stop()
+        gate.finishAll(.cancelled)
+        finishObservers()
+        if case .ready(let store) = machine.state { Self.close(store, reason: .closedByApp) }
+    }
+
     // MARK: State
 
     /// Where the stack is: launching, waiting for protected data, ready, failed.
@@ -268,9 +281,14 @@ public final class DataController {
     /// Starts the launch and returns at once; the store attaches in the background.
     ///
     /// Subscribes to the key-availability events first, atomically with reading the current state, so an
-    /// unlock that happens while the attach runs is never missed. Launching twice does nothing.
+    /// unlock that happens while the attach runs is never missed. A controller launches once: launching again
+    /// does nothing, and launching after ``terminate()`` does nothing but log a warning (`protected-store.launch`)
+    /// — a terminated controller starts nothing; make a new one.
     public func launch(_ options: LaunchOptions = LaunchOptions()) {
-        guard case .notLaunched = machine.state else { return }
+        guard case .notLaunched = machine.state else {
+            if case .terminated = phase { logger.warning("launch after terminate: a terminated controller starts nothing") }
+            return
+        }
         logger.debug(
             "launching",
             metadata: [
@@ -362,9 +380,11 @@ public final class DataController {
     ///   - deadline: how long it may wait; past it, the operation ends as ``OperationOutcome/expired``.
     ///   - body: the operation.
     /// - Returns: its ticket, to cancel it or await its outcome.
-    /// - Throws: `StoreError.Code.queueFull` when the queue is at its capacity: the operation was not queued.
+    /// - Throws: `StoreError.Code.queueFull` when the queue is at its capacity, `StoreError.Code.terminated`
+    ///   after ``terminate()``: the operation was not queued.
     @discardableResult
     public func submit(_ name: String, deadline: Duration? = nil, _ body: @escaping StoreOperation) throws -> OperationTicket {
+        try refuseAfterTerminate()
         let due = deadline.map { clock.now + $0 }
         let ticket = try gate.enqueue(name: name, deadline: due, body: body)
         logger.trace("operation submitted", metadata: ["id": "\(ticket.id)", "waiting": "\(gate.count)"])
@@ -459,7 +479,8 @@ public final class DataController {
     /// - Parameter change: the write.
     /// - Returns: the record's identifier, which the merge report names.
     /// - Throws: a `StoreError`: `StoreError.Code.inboxUnavailable` before the store first attached,
-    ///   `StoreError.Code.inboxRecordTooLarge` (nothing written), `StoreError.Code.ioError`.
+    ///   `StoreError.Code.inboxRecordTooLarge` (nothing written), `StoreError.Code.ioError`,
+    ///   `StoreError.Code.terminated` after ``terminate()`` (nothing written).
     @discardableResult
     public func appendToInbox(_ change: InboxEntry.Change) throws -> InboxEntry.ID {
         try appendToInbox(contentsOf: [change])[0]
@@ -472,6 +493,7 @@ public final class DataController {
     /// - Throws: as ``appendToInbox(_:)-(InboxEntry.Change)``.
     @discardableResult
     public func appendToInbox(contentsOf changes: [InboxEntry.Change]) throws -> [InboxEntry.ID] {
+        try refuseAfterTerminate()
         let ids = try inbox.append(contentsOf: changes)
         mergeInboxIfReady()
         return ids
@@ -486,6 +508,7 @@ public final class DataController {
     ///   kind that is empty, longer than 255 bytes, or `put`/`delete`.
     @discardableResult
     public func appendToInbox<Change: InboxChange>(_ change: Change) throws -> InboxEntry.ID {
+        try refuseAfterTerminate()
         let id = try inbox.append(change)
         mergeInboxIfReady()
         return id
@@ -495,6 +518,7 @@ public final class DataController {
     /// change its own app does not know (`inbox put --kind`).
     @discardableResult
     package func appendToInbox(kind: String, key: String, value: String) throws -> InboxEntry.ID {
+        try refuseAfterTerminate()
         let id = try inbox.append(kind: kind, key: key, value: value)
         mergeInboxIfReady()
         return id
@@ -625,9 +649,17 @@ public final class DataController {
                     unavailable ? "attach waits: protected data unavailable" : "attach failed",
                     metadata: ["attempt": "\(attempt)", "code": "\(failure.code)"])
             }
-            await self?.attachFinished(event)
-            // `ready` is out; the reader the attach opens in the background still counts as work in flight.
-            if case .attachSucceeded(let coordinator, _) = event { await coordinator.waitUntilFirstReaderOpened() }
+            let delivered = await self?.attachFinished(event) != nil
+            if case .attachSucceeded(let coordinator, _) = event {
+                if delivered {
+                    // `ready` is out; the reader the attach opens in the background still counts as work in flight.
+                    await coordinator.waitUntilFirstReaderOpened()
+                } else {
+                    // The controller went away during the attach: nobody holds the store, so it closes now.
+                    await coordinator.close()
+                    await coordinator.waitUntilThreadsStopped()
+                }
+            }
             work.end()
         }
     }
@@ -642,13 +674,26 @@ public final class DataController {
     /// for the store's threads to end.
     private func close(_ closing: StoreCoordinator) {
         if configuration.plantedFault == .keepCoordinatorAfterClose { plantedStaleCoordinator = closing }
+        // At terminate the app closed it; otherwise protected data became unavailable (a lock, erased keys).
+        let reason: StoreCloseReason = if case .terminated = phase { .closedByApp } else { .protectedDataUnavailable }
         work.begin()
-        let work = self.work
+        Self.close(closing, reason: reason, then: work.end)
+    }
+
+    /// Closes `store` on its writer's thread, after the work already queued there, and waits for its threads.
+    private nonisolated static func close(
+        _ store: StoreCoordinator, reason: StoreCloseReason, then done: @escaping @Sendable () -> Void = {}
+    ) {
         Task.detached {
-            await closing.close()
-            await closing.waitUntilThreadsStopped()
-            work.end()
+            await store.close(reason)
+            await store.waitUntilThreadsStopped()
+            done()
         }
+    }
+
+    /// Throws `StoreError.Code.terminated` once the controller terminated: after ``terminate()`` nothing starts.
+    private func refuseAfterTerminate() throws {
+        if case .terminated = phase { throw StoreError.terminated() }
     }
 
     private func startDrain() {

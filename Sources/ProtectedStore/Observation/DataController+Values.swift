@@ -21,9 +21,9 @@ extension DataController {
     /// - `read` runs on a reader, off the main actor, in one read transaction: a consistent snapshot.
     /// - Only the newest value is buffered: a consumer slower than the commits sees the latest, not each.
     ///
-    /// The sequence ends when the consuming task is cancelled or the controller terminates, and fails with
-    /// the first error `read` throws (a missing table, a row that does not decode) or the store's failure to
-    /// attach.
+    /// The sequence ends when the consuming task is cancelled, and fails with the first error `read` throws (a
+    /// missing table, a row that does not decode), the store's failure to attach, or
+    /// `StoreError.Code.terminated` when the controller terminates or goes away (at once when it already has).
     ///
     /// - Parameter read: what to observe; it must only read.
     /// - Returns: the values, newest first when the consumer lags.
@@ -41,8 +41,10 @@ extension DataController {
                     do {
                         // Returns when the store closes (the class-A lock); the next ready phase resumes.
                         try await coordinator.observe(read) { continuation.yield($0) }
-                    } catch let error as StoreError where error.code == .protectedDataUnavailable {
-                        continue  // locked away while reading: silent until the store is ready again
+                    } catch let error as StoreError where error.code == .protectedDataUnavailable || error.code == .closed {
+                        // Locked away while reading: silent until the store is ready again. Closed by terminate:
+                        // the next phase says so.
+                        continue
                     } catch {
                         continuation.finish(throwing: error)
                         return
@@ -50,11 +52,15 @@ extension DataController {
                 case .failed(let error):
                     continuation.finish(throwing: error)
                     return
+                case .terminated:
+                    continuation.finish(throwing: StoreError.terminated())
+                    return
                 default:
                     continue
                 }
             }
-            continuation.finish()
+            // The phases end with the consuming task's cancellation, or with the controller going away.
+            if Task.isCancelled { continuation.finish() } else { continuation.finish(throwing: StoreError.terminated()) }
         }
         continuation.onTermination = { _ in task.cancel() }
         return values

@@ -22,8 +22,12 @@ extension DataController {
                 guard let coordinator else { continue }
                 do {
                     return try await coordinator.read(body)
-                } catch let error as StoreError where error.code == .protectedDataUnavailable && coordinator.isClosedForReads {
-                    continue  // closed by a lock before the read began: it runs at the next ready phase
+                } catch let error as StoreError
+                    where (error.code == .protectedDataUnavailable || error.code == .closed) && coordinator.isClosedForReads
+                {
+                    // Closed by a lock before the read began: it runs at the next ready phase. Closed by terminate:
+                    // the next phase says so.
+                    continue
                 }
             case .failed(let error):
                 throw error

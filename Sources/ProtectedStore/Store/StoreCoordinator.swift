@@ -15,7 +15,8 @@ internal import Darwin
 /// store is open, or throws — and ``DataController`` holds it only in its ready phase, so there is never a
 /// coordinator without a store behind it (the bug the Core Data write-up describes: a cached coordinator whose
 /// `addPersistentStore` had failed). After a class-A lock closes it, its calls throw
-/// `StoreError.Code.protectedDataUnavailable`.
+/// `StoreError.Code.protectedDataUnavailable` (the next ready phase brings a new coordinator); after its app
+/// closed it (``DataController/terminate()``), `StoreError.Code.closed`.
 ///
 /// An actor: writes are serialized on it, off the main thread; ``read(_:)`` is `nonisolated` and runs on a
 /// reader, so it never waits for a write (WAL). Durability is explicit: every committed write is synced
@@ -32,6 +33,8 @@ public actor StoreCoordinator {
     /// What the merge of the locked inbox did when the store attached.
     package nonisolated let inboxReportAtAttach: InboxMergeReport
     private var database: Database?
+    /// Why the store was closed; `nil` while it is open.
+    private var closeReason: StoreCloseReason?
     let readers: ReaderPool
     private let commits = CommitBroadcaster()
     private let inbox: LockedInbox
@@ -208,7 +211,7 @@ public actor StoreCoordinator {
     /// - Parameter body: reads from the store; the connection must not escape it. A write fails with
     ///   `read-only`.
     /// - Returns: what `body` returned.
-    /// - Throws: `StoreError.Code.protectedDataUnavailable` after the store closed (the class-A lock), what
+    /// - Throws: `StoreError.Code.protectedDataUnavailable` after the store closed at a lock, `StoreError.Code.closed` after its app closed it; what
     ///   `body` throws, unchanged, or the read transaction's `StoreError`.
     public nonisolated func read<Result: Sendable>(_ body: @Sendable (Database) throws -> Result) async throws -> Result {
         try await readers.read(body).0
@@ -220,7 +223,7 @@ public actor StoreCoordinator {
     ///
     /// - Parameter body: writes to the store; the connection must not escape it.
     /// - Returns: what `body` returned.
-    /// - Throws: `StoreError.Code.protectedDataUnavailable` after the store closed, what `body` throws, or
+    /// - Throws: `StoreError.Code.protectedDataUnavailable` after the store closed at a lock, `StoreError.Code.closed` after its app closed it, what `body` throws, or
     ///   the commit's `StoreError`.
     public func write<Result: Sendable>(_ body: @Sendable (Database) throws -> Result) throws -> Result {
         let database = try openDatabase()
@@ -234,9 +237,13 @@ public actor StoreCoordinator {
     /// once every reader has (a read in flight is waited for), so that it is the store's last connection and
     /// checkpoints the write-ahead log away. The store's threads end after that
     /// (``waitUntilThreadsStopped()``); a call on the closed store still runs, and fails.
-    package func close() async {
+    ///
+    /// - Parameter reason: why it closes, which decides what later calls throw: `StoreError.Code.closed` when the
+    ///   app closed it (the default), `StoreError.Code.protectedDataUnavailable` at a lock.
+    package func close(_ reason: StoreCloseReason = .closedByApp) async {
+        if closeReason == nil { closeReason = reason }
         guard let closing = database else {
-            readers.close()
+            readers.close(reason)
             thread.stop()
             return
         }
@@ -246,7 +253,7 @@ public actor StoreCoordinator {
         inboxPrivateKey?.wipe()
         inboxPrivateKey = nil
         commits.finish()
-        readers.close()
+        readers.close(reason)
         await readers.waitUntilThreadsStopped()
         closing.close()
         thread.stop()
@@ -299,7 +306,7 @@ public actor StoreCoordinator {
     /// Merges what arrived in the locked inbox since the store attached.
     ///
     /// - Returns: what the merge applied, quarantined and found.
-    /// - Throws: `StoreError.Code.protectedDataUnavailable` after the store closed; a failure to write the store.
+    /// - Throws: `StoreError.Code.protectedDataUnavailable` after the store closed at a lock, `StoreError.Code.closed` after its app closed it; a failure to write the store.
     public func mergeInbox() throws -> InboxMergeReport {
         let (database, privateKey) = try openInbox()
         defer { announceCommits(of: database) }
@@ -313,7 +320,7 @@ public actor StoreCoordinator {
 
     /// The inbox records that could not be applied and are kept, still sealed, in the store — oldest first.
     ///
-    /// - Throws: `StoreError.Code.protectedDataUnavailable` after the store closed.
+    /// - Throws: `StoreError.Code.protectedDataUnavailable` after the store closed at a lock, `StoreError.Code.closed` after its app closed it.
     public func quarantinedInboxRecords() throws -> [QuarantinedInboxRecord] {
         let database = try openDatabase()
         return try wrappingErrors {
@@ -330,7 +337,7 @@ public actor StoreCoordinator {
     ///
     /// - Parameter ids: the records to retry; all of them when `nil`.
     /// - Returns: which were merged and which stay quarantined.
-    /// - Throws: `StoreError.Code.protectedDataUnavailable` after the store closed; a failure of the store
+    /// - Throws: `StoreError.Code.protectedDataUnavailable` after the store closed at a lock, `StoreError.Code.closed` after its app closed it; a failure of the store
     ///   itself (nothing changed then).
     public func retryQuarantinedInboxRecords(_ ids: [InboxEntry.ID]? = nil) throws -> InboxMergeReport {
         let (database, privateKey) = try openInbox()
@@ -358,7 +365,7 @@ public actor StoreCoordinator {
     ///
     /// - Parameter ids: the records to remove; all of them when `nil`.
     /// - Returns: how many were removed.
-    /// - Throws: `StoreError.Code.protectedDataUnavailable` after the store closed.
+    /// - Throws: `StoreError.Code.protectedDataUnavailable` after the store closed at a lock, `StoreError.Code.closed` after its app closed it.
     @discardableResult
     public func discardQuarantinedInboxRecords(_ ids: [InboxEntry.ID]? = nil) throws -> Int {
         let database = try openDatabase()
@@ -372,7 +379,7 @@ public actor StoreCoordinator {
 
     private func openInbox() throws -> (Database, SecureBytes) {
         let database = try openDatabase()
-        guard let inboxPrivateKey else { throw StoreError.storeClosed() }
+        guard let inboxPrivateKey else { throw closedError }
         return (database, inboxPrivateKey)
     }
 
@@ -432,9 +439,12 @@ public actor StoreCoordinator {
     }
 
     private func openDatabase() throws -> Database {
-        guard let database else { throw StoreError.storeClosed() }
+        guard let database else { throw closedError }
         return database
     }
+
+    /// What a call on the closed store throws.
+    private var closedError: StoreError { (closeReason ?? .closedByApp).error }
 }
 
 /// A row of the key-value table.
