@@ -3,11 +3,11 @@ SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 ## What the build links (SQLCipher, libsodium; sd-bus for the session lock, tpm2-tss for the TPM, libedit for the shell)
 ## and what the tests start (a private D-Bus with python3-dbusmock's logind, a software TPM).
 APT_PACKAGES := libsqlcipher-dev libsodium-dev pkg-config libsystemd-dev libtss2-dev libedit-dev
-TEST_APT_PACKAGES := dbus python3-dbusmock swtpm swtpm-tools tpm2-tools
+TEST_APT_PACKAGES := dbus python3-dbusmock swtpm swtpm-tools tpm2-tools sqlcipher
 ## The example apps and the benchmarks build in one scratch folder, so the library they share is compiled once.
 EXAMPLES_SCRATCH := $(CURDIR)/.build-examples
 
-.PHONY: help deps test-deps docs-serve doc-transcripts demo test doc-snippets docs api-check simulate-long benchmarks benchmarks-build peers fuzz fuzz-smoke example
+.PHONY: help deps test-deps docs-serve doc-transcripts demo test lifecycle-stress doc-snippets docs api-check simulate-long benchmarks benchmarks-build peers fuzz fuzz-smoke example
 
 ## List the targets and what each does (the default target).
 ## What each does is the first line of the `##` comment above it: keep that line a summary of its own.
@@ -59,8 +59,11 @@ export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH := $(TEST_WIDTH)
 ## (a sanitizer reserves terabytes of address space for its shadow memory, so RLIMIT_AS cannot be lowered to what is
 ## in use): several times slower under a
 ## sanitizer, they would add minutes to each run. Every one of them runs in full in the plain `swift test` above.
-SANITIZER_SKIP := --skip 'IOFaultSweepTests|SimulatorTests|SimulatorCoverageTests|DiskFaultVFSTests|InboxDamageTests|InboxFileTypeTests|InboxAtAttachTests|InboxReplayTests|StoreDamageTests|WriteAheadLogCheckTests|HostileUserTests|ClientPasscodeMemoryTests|FaultNextIOTests|CrashTests|InboxMergeMemoryTests|cursorMemoryIsBounded|SQLCipher4OracleTests|ShellTerminalTests|KeyStoreCommandLineTests|DesktopScriptTests|unwrapUnderAddressSpaceLimitThrows|unsealedKeyLeavesNoCopy|BackupFaultSweepTests|ExportPowerCutTests|ExportOracleTests|ExportReadersTests|RestoredStoreOracleTests'
+SANITIZER_SKIP := --skip 'IOFaultSweepTests|SimulatorTests|SimulatorCoverageTests|DiskFaultVFSTests|InboxDamageTests|InboxFileTypeTests|InboxAtAttachTests|InboxReplayTests|StoreDamageTests|WriteAheadLogCheckTests|HostileUserTests|ClientPasscodeMemoryTests|FaultNextIOTests|CrashTests|InboxMergeMemoryTests|cursorMemoryIsBounded|SQLCipher4OracleTests|ShellTerminalTests|KeyStoreCommandLineTests|DesktopScriptTests|unwrapUnderAddressSpaceLimitThrows|unsealedKeyLeavesNoCopy|BackupFaultSweepTests|ExportPowerCutTests|ExportOracleTests|ExportReadersTests|RestoredStoreOracleTests|LastReferenceTests'
 
+## The 400-iteration loops of LastReferenceTests (launch, terminate, a call from the coordinator's last holder)
+## run in the plain suite only: the same race is run under both sanitizers by StoreThreadLifetimeTests (20,000
+## calls from an actor's last holder) and LifecycleStressTests, in a fraction of the time.
 ## Every test, a bounded simulation, then the suite again under Thread and Address Sanitizer.
 ## The simulation: 100 seeds × 200 steps (SimulatorTests and SimulatorCoverageTests run hundreds more in the suite).
 test: test-deps
@@ -68,6 +71,19 @@ test: test-deps
 	.build/debug/protected-store simulate --seeds 100 --steps 200
 	swift test --sanitize=thread --scratch-path .build-tsan $(SANITIZER_SKIP)
 	LSAN_OPTIONS=suppressions=$(CURDIR)/Tests/lsan-suppressions.txt:print_suppressions=0 swift test --sanitize=address --scratch-path .build-asan $(ASAN_LINK) $(SANITIZER_SKIP)
+
+## The lifecycle stress test, long, under ThreadSanitizer and then AddressSanitizer.
+## LIFECYCLE_STRESS_SEEDS seeds (200) of LIFECYCLE_STRESS_STEPS steps (300), with the store-thread lifetime
+## loop and the last-holder loops.
+LIFECYCLE_STRESS_SEEDS ?= 200
+LIFECYCLE_STRESS_STEPS ?= 300
+LIFECYCLE_FILTER := 'LifecycleStressTests|StoreThreadLifetimeTests|LastReferenceTests'
+lifecycle-stress: deps
+	LIFECYCLE_STRESS_SEEDS=$(LIFECYCLE_STRESS_SEEDS) LIFECYCLE_STRESS_STEPS=$(LIFECYCLE_STRESS_STEPS) \
+	    swift test --sanitize=thread --scratch-path .build-tsan --filter $(LIFECYCLE_FILTER)
+	LIFECYCLE_STRESS_SEEDS=$(LIFECYCLE_STRESS_SEEDS) LIFECYCLE_STRESS_STEPS=$(LIFECYCLE_STRESS_STEPS) \
+	    LSAN_OPTIONS=suppressions=$(CURDIR)/Tests/lsan-suppressions.txt:print_suppressions=0 \
+	    swift test --sanitize=address --scratch-path .build-asan $(ASAN_LINK) --filter $(LIFECYCLE_FILTER)
 
 ## Check that every ```swift block of README.md and of the DocC articles compiles and runs.
 ## scripts/doc-snippets.py checks that
