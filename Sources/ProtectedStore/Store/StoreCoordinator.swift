@@ -74,7 +74,8 @@ public actor StoreCoordinator {
     ///
     /// The blocking work (file I/O, the first page read, the migrations, the merge) runs on the writer's new
     /// thread, which becomes the coordinator's executor; the caller waits suspended. When the attach fails the
-    /// thread has ended by the time this throws.
+    /// thread has ended by the time this throws. Attaches of the stores of one folder run one at a time, in this
+    /// process and across processes (``StoreAttachLock``).
     ///
     /// - Throws: `StoreError` with `StoreError.Code.protectedDataUnavailable` when the key is locked — and
     ///   only then; `StoreError.Code.storeUnavailable` for a lost store (its key file without it);
@@ -84,7 +85,9 @@ public actor StoreCoordinator {
     package static func attach(_ configuration: StoreConfiguration, keys: any StoreKeyProvider) async throws -> StoreCoordinator {
         let thread = StoreThread(.writer)
         do {
-            return try await thread.run { try attach(configuration, keys: keys, on: thread) }
+            return try await thread.run {
+                try StoreAttachLock.withLock(forStoreAt: configuration.path) { try attach(configuration, keys: keys, on: thread) }
+            }
         } catch {
             thread.stop()
             await thread.waitUntilStopped()

@@ -1,0 +1,33 @@
+internal import SecureKeys
+#if canImport(Glibc)
+internal import Glibc
+#endif
+
+/// The lock an attach holds while it creates, migrates and merges a store: one attach at a time in a folder.
+///
+/// Two attaches of one store at once — an app and an extension, or a controller that went away still closing
+/// while its successor launches — would otherwise race through the steps that assume they are alone: both
+/// create a key (`already-exists`), one opens the store file while the other is still writing its first pages
+/// (`store-damaged`), both apply the first migration (`migration-failed`). The lock is an `flock(2)` on the
+/// store's folder itself, so no file is added beside the store; the kernel releases it however the process ends.
+/// It is held only for the attach: connections opened after it share the store as SQLite allows (WAL).
+enum StoreAttachLock {
+    /// Runs `body` with the folder that holds `storePath` locked, waiting for an attach in another process or
+    /// task to finish first. Call it on the store's own thread: the wait blocks.
+    ///
+    /// - Throws: `StoreError.Code.ioError` when the folder cannot be opened or locked; what `body` throws.
+    static func withLock<Result>(forStoreAt storePath: String, _ body: () throws -> Result) throws -> Result {
+        let folder = SecureFile.folder(containing: storePath)
+        let descriptor = open(folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW)
+        guard descriptor >= 0 else {
+            throw StoreError(wrapping: SecureKeysError.io("cannot open the store's folder to lock it", path: folder, errno: errno))
+        }
+        defer { close(descriptor) }
+        while flock(descriptor, LOCK_EX) != 0 {
+            guard errno == EINTR else {
+                throw StoreError(wrapping: SecureKeysError.io("cannot lock the store's folder", path: folder, errno: errno))
+            }
+        }
+        return try body()
+    }
+}
