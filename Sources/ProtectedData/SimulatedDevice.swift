@@ -608,15 +608,21 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
 
     /// Creates the key of a new store at `storePath`. Only for a store whose look-up said ``StoreKeyLookup/absent``.
     ///
-    /// - Throws: ``DeviceError/Code/protectedDataUnavailable`` when the class key is not held;
-    ///   `SecureKeysError` with `store-exists-without-key` when a store file exists without a key file,
+    /// - Throws: ``DeviceError/Code/protectedDataUnavailable`` when the class key is not held (or is wiped
+    ///   while the key is made); `SecureKeysError` with `store-exists-without-key` when a store file exists without a key file,
     ///   `already-exists` when the key file exists.
     public func createStoreKey(forStoreAt storePath: String, protectionClass: ProtectionClass) throws -> SecureBytes {
         guard let classKey = classKey(protectionClass) else { throw DeviceError.protectedDataUnavailable(protectionClass) }
         logger.debug("creating store key", metadata: ["store": "\(storePath)", "class": "\(protectionClass)"])
-        return try StoreKeyFile.create(
-            at: StoreFiles(database: storePath).key, forStoreAt: storePath, protectionClass: protectionClass,
-            classKey: classKey, random: random)
+        do {
+            return try StoreKeyFile.create(
+                at: StoreFiles(database: storePath).key, forStoreAt: storePath, protectionClass: protectionClass,
+                classKey: classKey, random: random)
+        } catch let error as SecureKeysError where error.code == .keyWiped {
+            // The class key was wiped (a grace period ended) after it was taken: locked, not a failure. The new key
+            // is wrapped before its file is written, so nothing was written.
+            throw DeviceError.protectedDataUnavailable(protectionClass)
+        }
     }
 
     /// The key file of the store at `storePath` wrapped again to record `format` (nothing is written), for a
@@ -630,7 +636,11 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
         guard let classKey = classKey(file.protectionClass) else {
             throw DeviceError.protectedDataUnavailable(file.protectionClass)
         }
-        return try file.recording(format, classKey: classKey, path: keyPath, random: random)
+        do {
+            return try file.recording(format, classKey: classKey, path: keyPath, random: random)
+        } catch let error as SecureKeysError where error.code == .keyWiped {
+            throw DeviceError.protectedDataUnavailable(file.protectionClass)  // wiped after it was taken
+        }
     }
 
     // MARK: Passcode attempts
