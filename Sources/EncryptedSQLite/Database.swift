@@ -168,7 +168,11 @@ public final class Database {
     ///   - configuration: see ``Configuration``.
     /// - Throws: `StoreError.Code.wrongKey` when `key` does not decrypt the file (the file is untouched; the
     ///   message names the format and the library it was opened as), `StoreError.Code.storeUnavailable` when
-    ///   the file cannot be opened or the linked SQLCipher cannot read the format, `StoreError.Code.notSQLCipher`.
+    ///   the file cannot be opened or the linked SQLCipher cannot read the format, `StoreError.Code.notSQLCipher`;
+    ///   before SQLite opens anything, `StoreError.Code.ioError` when the file or one SQLite opens beside it
+    ///   (`-wal`, `-shm`, `-journal`) is a symbolic link, a FIFO or anything else that is not a regular file, and
+    ///   `StoreError.Code.storeDamaged` for a store file shorter than its first page beside its key file (see
+    ///   `checkFiles(ofDatabaseAt:pageSize:)`).
     package convenience init(path: String, key: SecureBytes, configuration: Configuration = Configuration()) throws {
         guard key.count == 32 else {
             throw StoreError(code: .misuse, message: "a store key is 32 bytes, got \(key.count)", path: path)
