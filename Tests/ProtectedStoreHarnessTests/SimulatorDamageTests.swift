@@ -38,7 +38,6 @@ struct SimulatorDamageTests {
 
     @Test(
         "a store file cut short, or a link or a FIFO in place of the store file, its log or its index, is refused by the attach with the code the oracle expects, left as it is, and the store comes back whole after the restore",
-        .timeLimit(.minutes(2)),
         arguments: [
             (DamagedFile.store, Damage.truncate(0)), (.store, .truncate(1)), (.store, .truncate(100)), (.store, .link),
             (.store, .fifo), (.storeLog, .link), (.storeLog, .fifo), (.storeSharedMemory, .link), (.storeSharedMemory, .fifo),

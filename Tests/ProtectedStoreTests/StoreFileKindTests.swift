@@ -121,7 +121,7 @@ struct StoreFileKindTests {
 
     @Test(
         "a FIFO at the store's write-ahead log, shared-memory index or rollback journal fails the attach with io-error naming it, at once (never opened, so nothing blocks); the FIFO is left",
-        .timeLimit(.minutes(1)), arguments: ["-wal", "-shm", "-journal"])
+        arguments: ["-wal", "-shm", "-journal"])
     func fifoBesideStoreIsRefused(suffix: String) async throws {
         let fixture = try await storeHoldingValue()
         let fifo = fixture.storePath + suffix
