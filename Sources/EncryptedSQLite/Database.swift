@@ -168,7 +168,11 @@ public final class Database {
     ///   - configuration: see ``Configuration``.
     /// - Throws: `StoreError.Code.wrongKey` when `key` does not decrypt the file (the file is untouched; the
     ///   message names the format and the library it was opened as), `StoreError.Code.storeUnavailable` when
-    ///   the file cannot be opened or the linked SQLCipher cannot read the format, `StoreError.Code.notSQLCipher`.
+    ///   the file cannot be opened or the linked SQLCipher cannot read the format, `StoreError.Code.notSQLCipher`;
+    ///   before SQLite opens anything, `StoreError.Code.ioError` when the file or one SQLite opens beside it
+    ///   (`-wal`, `-shm`, `-journal`) is a symbolic link, a FIFO or anything else that is not a regular file, and
+    ///   `StoreError.Code.storeDamaged` for a store file shorter than its first page beside its key file (see
+    ///   `checkFiles(ofDatabaseAt:pageSize:)`).
     package convenience init(path: String, key: SecureBytes, configuration: Configuration = Configuration()) throws {
         guard key.count == 32 else {
             throw StoreError(code: .misuse, message: "a store key is 32 bytes, got \(key.count)", path: path)
@@ -249,6 +253,8 @@ public final class Database {
         flags |= configuration.readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE
         if configuration.createIfMissing && !configuration.readOnly { flags |= SQLITE_OPEN_CREATE }
         var connection: OpaquePointer?
+        // Before anything opens a file of the database (the log check below, SQLite): each is what it should be.
+        try Self.checkFiles(ofDatabaseAt: path, pageSize: configuration.pageSize)
         var existing = stat()
         let isNewFile = lstat(path, &existing) != 0
         if !isNewFile && configuration.checksWriteAheadLog && configuration.usesWAL && !configuration.readOnly
@@ -315,6 +321,42 @@ public final class Database {
             close()
             throw error
         }
+    }
+
+    /// Checks the files SQLite opens for the database at `path` before it opens any: the database, its
+    /// write-ahead log and shared-memory index, its rollback journal. Each must be a regular file or absent —
+    /// SQLite follows a link (and then keeps the log beside the link's target, not beside the store) and
+    /// blocks for ever on a FIFO — and nothing is opened to find out (``SecureFile/regularFileSize(at:)``).
+    ///
+    /// Here, the one place every connection opens, rather than in the `protected-store-disk` VFS: an app opens
+    /// its store with SQLite's default VFS, which that VFS only wraps in simulation, and the default VFS opens
+    /// the shared-memory index itself, without an `xOpen`.
+    ///
+    /// A store's file is also refused when it is shorter than one page (`pageSize`) while its key file exists
+    /// and its creation is finished (no creation marker, or the inbox key file a first attach makes): that
+    /// store existed, and SQLite would take the empty or cut file for a new database and write a fresh header
+    /// into it — every value gone, no error. A store being created starts empty; its marker says so.
+    ///
+    /// - Throws: `StoreError.Code.ioError` naming the file and what is there instead of a regular file;
+    ///   `StoreError.Code.storeDamaged` for a store file cut shorter than a page. Nothing is changed on disk.
+    private static func checkFiles(ofDatabaseAt path: String, pageSize: Int) throws {
+        let size: Int?
+        do {
+            size = try SecureFile.regularFileSize(at: path)
+            for sideFile in [path + "-wal", path + "-shm", path + "-journal"] {
+                _ = try SecureFile.regularFileSize(at: sideFile)
+            }
+        } catch {
+            throw storeError(from: error)
+        }
+        let files = StoreFiles(database: path)
+        guard let size, size < pageSize, SecureFile.exists(files.key),
+            !SecureFile.exists(files.creationMarker) || SecureFile.exists(files.inboxKey)
+        else { return }
+        throw StoreError(
+            code: .storeDamaged,
+            message: "the store file is \(size) bytes, shorter than its first page (\(pageSize) bytes): it was emptied or cut short. Its key file \(files.key) shows that the store existed, so it is not opened as a new, empty store; it was left as it is",
+            path: path)
     }
 
     /// Whether the file system holding `path`'s folder is mounted read-only.

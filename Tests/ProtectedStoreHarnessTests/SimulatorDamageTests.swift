@@ -20,6 +20,7 @@ struct SimulatorDamageTests {
             // Every damage is restored, and every device file's restore booted from and checked, but the last
             // one when the run ends first.
             let damaged = run.coverage.damagedKeyFiles + run.coverage.damagedKeybags + run.coverage.damagedDeviceStates
+                + run.coverage.truncatedStoreFiles + run.coverage.linkedStoreFiles + run.coverage.fifoStoreFiles
             #expect((damaged - 1...damaged).contains(run.coverage.restoredFiles), "seed \(seed): \(run.coverage.summaryLines)")
             let devices = run.coverage.damagedKeybags + run.coverage.damagedDeviceStates
             #expect((devices - 1...devices).contains(run.coverage.bootsAfterRestore), "seed \(seed): \(run.coverage.summaryLines)")
@@ -29,6 +30,70 @@ struct SimulatorDamageTests {
         #expect(coverage.damagedKeybags > 0, "\(coverage.summaryLines)")
         #expect(coverage.damagedDeviceStates > 0, "\(coverage.summaryLines)")
         #expect(coverage.restoredFiles > 0 && coverage.bootsAfterRestore > 0, "\(coverage.summaryLines)")
+        // The store's own files: cut short, and replaced by links and FIFOs — each refused, none taken for new.
+        #expect(coverage.truncatedStoreFiles > 0, "\(coverage.summaryLines)")
+        #expect(coverage.linkedStoreFiles > 0, "\(coverage.summaryLines)")
+        #expect(coverage.fifoStoreFiles > 0, "\(coverage.summaryLines)")
+    }
+
+    @Test(
+        "a store file cut short, or a link or a FIFO in place of the store file, its log or its index, is refused by the attach with the code the oracle expects, left as it is, and the store comes back whole after the restore",
+        arguments: [
+            (DamagedFile.store, Damage.truncate(0)), (.store, .truncate(1)), (.store, .truncate(100)), (.store, .link),
+            (.store, .fifo), (.storeLog, .link), (.storeLog, .fifo), (.storeSharedMemory, .link), (.storeSharedMemory, .fifo),
+        ])
+    func storeFileDamageIsRefused(file: DamagedFile, damage: Damage) async throws {
+        let directory = TemporaryDirectory()
+        let session = try ScenarioSession(stateDirectory: directory.file("state"), kdf: .minimal, output: { _ in })
+        var model = SimulationModel(gracePeriod: .seconds(10))
+        let launch = ScenarioCommand.appLaunch(LaunchOptions(reason: .user), protection: nil, attachDelay: .zero)
+        // A crash leaves the log and the index beside the store, holding the acknowledged put.
+        let commands: [ScenarioCommand] = [
+            .deviceSetup(passcode: "1234", grace: .seconds(10), wipeAfter: nil), launch, .put(key: "k", value: "v"),
+            .appCrash, .damage(file, damage), launch,
+        ]
+        for command in commands {
+            _ = model.apply(command)
+            await session.execute(command)
+            #expect(session.lastError == nil, "\(command.scriptLine): \(String(describing: session.lastError))")
+        }
+        let expected: StoreError.Code = damage == .link || damage == .fifo ? .ioError : .storeDamaged
+        #expect(session.controller?.phase.name == "failed")
+        #expect(session.controller?.presentedError?.code == expected, "\(String(describing: session.controller?.presentedError))")
+        #expect(Simulator.checkDamage(session: session, model: model)?.message == nil)
+
+        for command: ScenarioCommand in [.appTerminate, .damage(file, .restore), launch] {
+            _ = model.apply(command)
+            await session.execute(command)
+            #expect(session.lastError == nil, "\(command.scriptLine): \(String(describing: session.lastError))")
+        }
+        #expect(session.controller?.phase.name == "ready")
+        #expect(await session.execute(.expect(.value(key: "k", value: "v"))) == nil, "the acknowledged put is there")
+    }
+
+    @Test("the oracle finds a store that attached over a store file cut short, and a FIFO put in a file's place that was removed")
+    func oracleFindsStoreFileDamageTakenForNew() async throws {
+        let directory = TemporaryDirectory()
+        let session = try ScenarioSession(stateDirectory: directory.file("state"), kdf: .minimal, output: { _ in })
+        var model = SimulationModel(gracePeriod: .seconds(10))
+        let launch = ScenarioCommand.appLaunch(LaunchOptions(reason: .user), protection: nil, attachDelay: .zero)
+        for command: ScenarioCommand in [
+            .deviceSetup(passcode: "1234", grace: .seconds(10), wipeAfter: nil), launch, .appTerminate, .damage(.storeLog, .fifo),
+        ] {
+            _ = model.apply(command)
+            await session.execute(command)
+        }
+        #expect(Simulator.checkDamage(session: session, model: model)?.message == nil)
+        // What a tool that "recovers" by clearing the way does: the FIFO is gone.
+        try FileManager.default.removeItem(atPath: session.path(of: .storeLog))
+        #expect(Simulator.checkDamage(session: session, model: model)?.message.contains("was removed") == true)
+        // A store that attached anyway: the oracle holds a store file damaged while the store is ready.
+        _ = model.apply(.damage(.storeLog, .restore))
+        await session.execute(.damage(.storeLog, .restore))
+        await session.execute(launch)
+        #expect(session.controller?.phase.name == "ready")
+        model.damaged = .store
+        #expect(Simulator.checkDamage(session: session, model: model)?.message.contains("attached") == true)
     }
 
     @Test("the model expects a boot to fail on a damaged keybag or state file, and to succeed after the restore")

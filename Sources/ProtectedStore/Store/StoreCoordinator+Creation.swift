@@ -60,36 +60,64 @@ extension StoreCoordinator {
 
     /// Whether the store at `files` must be created now, although its key file exists: only when its creation
     /// was interrupted after the key file was made and the marker names that key file, or names none (stage 1:
-    /// the key was being made) while no inbox key file — made at a store's first attach — is beside it.
+    /// the key was being made) while no inbox key file — made at a store's first attach — is beside it. The
+    /// same holds for a store file the creation left empty or shorter than a page (SQLite had not written its
+    /// first page yet).
     ///
-    /// - Returns: `false` when the store file exists (it is opened as it is); `true` for an interrupted
-    ///   creation.
+    /// - Returns: `false` when the store file exists with at least a page (it is opened as it is); `true` for
+    ///   an interrupted creation.
     /// - Throws: `StoreError.Code.storeUnavailable` when the store file is missing in any other case: the
     ///   store was lost (moved, deleted, or not restored with its key file), and no new empty store is made in
-    ///   its place. Nothing is changed on disk.
+    ///   its place. `StoreError.Code.storeDamaged` when it is there but empty or shorter than a page in any
+    ///   other case. Nothing is changed on disk.
     static func resumesInterruptedCreation(_ files: StoreFiles) throws -> Bool {
-        guard !SecureFile.exists(files.database) else { return false }
+        let size: Int?
+        do {
+            size = try SecureFile.regularFileSize(at: files.database)
+        } catch {
+            throw StoreError(wrapping: error)
+        }
+        if let size {
+            // A store file shorter than its first page is a creation's only with a marker that explains it; without
+            // one, the open refuses it as a damaged store (`Database`).
+            guard size < StoreFormat.current.pageSize, SecureFile.exists(files.creationMarker) else { return false }
+            return try creationExplains(files) { reason, cause in
+                StoreError(
+                    code: .storeDamaged,
+                    message: "the store file \(files.database) is \(size) bytes, shorter than its first page, and \(reason): the store was emptied or cut short. It is not opened as a new, empty store; every file was left as it is",
+                    cause: cause)
+            }
+        }
+        return try creationExplains(files) { reason, cause in StoreError.storeLost(files, reason: reason, cause: cause) }
+    }
+
+    /// Whether an interrupted creation explains the store file being missing (or empty): the marker names the
+    /// key file, or names none while nothing shows the key file's store existed.
+    ///
+    /// - Parameter unexplained: the error for the reason the creation does not explain it.
+    private static func creationExplains(
+        _ files: StoreFiles, unexplained: (_ reason: String, _ cause: (any Error)?) -> StoreError
+    ) throws -> Bool {
         if SecureFile.exists(files.writeAheadLog) {
-            throw StoreError.storeLost(files, reason: "its write-ahead log \(files.writeAheadLog) is there without it")
+            throw unexplained("its write-ahead log \(files.writeAheadLog) is there without it", nil)
         }
         let marker: StoreCreationMarker?
         do {
             marker = try StoreCreationMarker.read(at: files.creationMarker)
         } catch {
-            throw StoreError.storeLost(
-                files, reason: "the creation marker \(files.creationMarker) names no creation (\(error))", cause: error)
+            throw unexplained("the creation marker \(files.creationMarker) names no creation (\(error))", error)
         }
         guard let marker else {
-            throw StoreError.storeLost(files, reason: "no creation of it was in progress (no creation marker)")
+            throw unexplained("no creation of it was in progress (no creation marker)", nil)
         }
         guard case .keyMade = marker.stage else {
             // The creation was interrupted between asking for the key and naming its key file (a crash in that
             // instant): the key file is the one it made — unless something shows that the key file's store
             // existed. The inbox key file is made at a store's first attach, after its schema.
             if SecureFile.exists(files.inboxKey) {
-                throw StoreError.storeLost(
-                    files,
-                    reason: "the creation marker \(files.creationMarker) names no key file while the inbox key file \(files.inboxKey) shows that the key file's store existed")
+                throw unexplained(
+                    "the creation marker \(files.creationMarker) names no key file while the inbox key file \(files.inboxKey) shows that the key file's store existed",
+                    nil)
             }
             LogSubsystem.store.makeLogger().debug(
                 "finishing a store creation interrupted while its key was made", metadata: ["store": "\(files.database)"])
@@ -99,11 +127,10 @@ extension StoreCoordinator {
         do {
             keyFile = try StoreKeyFile.load(from: files.key)
         } catch {
-            throw StoreError.storeLost(files, reason: "its key file cannot be compared with the creation marker (\(error))", cause: error)
+            throw unexplained("its key file cannot be compared with the creation marker (\(error))", error)
         }
         guard marker.names(keyFile) else {
-            throw StoreError.storeLost(
-                files, reason: "the creation marker \(files.creationMarker) belongs to the creation of another key file")
+            throw unexplained("the creation marker \(files.creationMarker) belongs to the creation of another key file", nil)
         }
         LogSubsystem.store.makeLogger().debug("finishing an interrupted store creation", metadata: ["store": "\(files.database)"])
         return true

@@ -81,7 +81,9 @@ public actor StoreCoordinator {
     ///   only then; `StoreError.Code.storeUnavailable` for a lost store (its key file without it);
     ///   `StoreError.Code.storeDamaged` (a page or the log, also when the migrations find it); the lower
     ///   layers' errors as they come (`store-exists-without-key` when a store file has no key file;
-    ///   `wrong-key`, `store-unavailable` from the open; `migration-failed`).
+    ///   `wrong-key`, `store-unavailable` from the open; `migration-failed`); `store-damaged` also for a store
+    ///   file emptied or cut shorter than its first page, and `io-error` for a link, a FIFO or anything but a
+    ///   regular file at the store file or a file SQLite opens beside it — each left as it is.
     package static func attach(_ configuration: StoreConfiguration, keys: any StoreKeyProvider) async throws -> StoreCoordinator {
         let thread = StoreThread(.writer)
         do {

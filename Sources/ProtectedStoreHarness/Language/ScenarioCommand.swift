@@ -90,6 +90,16 @@ public enum DamagedFile: String, Sendable, Hashable, CaseIterable {
     case keybag
     /// The device's state file (`device/state.json`): settings and the failed-attempt count, authenticated.
     case deviceState = "device-state"
+    /// The store's database file (`<store>`).
+    case store
+    /// SQLite's write-ahead log beside the store (`<store>-wal`); it need not exist to be replaced.
+    case storeLog = "store-wal"
+    /// SQLite's shared-memory index beside the store (`<store>-shm`); it need not exist to be replaced.
+    case storeSharedMemory = "store-shm"
+
+    /// Whether this is one of the store's own files (the database or a side file SQLite opens), which an
+    /// attach opens: damage to one is met by a launch, like damage to the store's key file.
+    var isStoreFile: Bool { self == .store || self == .storeLog || self == .storeSharedMemory }
 }
 
 /// How `damage` damages a file.
@@ -103,9 +113,16 @@ public enum Damage: Sendable, Hashable {
     /// `length OFFSET VALUE`: the little-endian u32 at `OFFSET + 4` — the length field of an inbox record that
     /// starts at `OFFSET` — becomes `VALUE`.
     case setLength(recordAt: Int, value: UInt32)
+    /// `truncate N`: the file is cut to `N` bytes (`0`: emptied, as `: > FILE` does).
+    case truncate(Int)
+    /// `link`: the file is moved aside (to `FILE.aside`, when it exists) and a symbolic link to that place put
+    /// where it was.
+    case link
+    /// `fifo`: the file is moved aside (to `FILE.aside`, when it exists) and a FIFO put where it was.
+    case fifo
     /// `restore`: the bytes the last damage of the file replaced are put back (the file as it was before
-    /// it), as a user restoring it from a backup would; an error when the file was not damaged since its last
-    /// restore.
+    /// it; a link or FIFO is removed and the file moved back, or none left when there was none), as a user
+    /// restoring it from a backup would; an error when the file was not damaged since its last restore.
     case restore
 
     /// The words after the file's name in a script.
@@ -115,6 +132,9 @@ public enum Damage: Sendable, Hashable {
         case .setByte(let offset, let value): "byte \(offset) set \(value)"
         case .flipByte(let offset): "byte \(offset) flip"
         case .setLength(let offset, let value): "length \(offset) \(value)"
+        case .truncate(let length): "truncate \(length)"
+        case .link: "link"
+        case .fifo: "fifo"
         case .restore: "restore"
         }
     }

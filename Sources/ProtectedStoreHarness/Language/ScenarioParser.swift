@@ -290,14 +290,15 @@ public enum ScenarioParser: Sendable {
         return ScenarioFault(kind, after: after, persistent: persistent)
     }
 
-    /// `damage FILE truncate-tail N | byte OFFSET set VALUE | byte OFFSET flip | length OFFSET VALUE | restore`.
+    /// `damage FILE truncate-tail N | truncate N | byte OFFSET set VALUE | byte OFFSET flip | length OFFSET VALUE |
+    /// link | fifo | restore`.
     private static func parseDamage(_ arguments: inout Arguments) throws -> ScenarioCommand {
         let files = DamagedFile.allCases.map(\.rawValue).joined(separator: ", ")
         let name = try arguments.positional("a file to damage (\(files))")
         guard let file = DamagedFile(rawValue: name) else {
             throw ScenarioParseError(message: "damage: unknown file '\(name)' (\(files))")
         }
-        let how = try arguments.positional("how: truncate-tail, byte, length or restore")
+        let how = try arguments.positional("how: truncate-tail, truncate, byte, length, link, fifo or restore")
         arguments.command = "damage \(name) \(how)"
         func number(_ what: String, max: UInt64 = UInt64(Int.max)) throws -> UInt64 {
             let text = try arguments.positional(what)
@@ -322,11 +323,17 @@ public enum ScenarioParser: Sendable {
         case "length":
             let offset = Int(try number("a record's byte offset"))
             damage = .setLength(recordAt: offset, value: UInt32(try number("a length", max: UInt64(UInt32.max))))
+        case "truncate":
+            damage = .truncate(Int(try number("a length")))
+        case "link":
+            damage = .link
+        case "fifo":
+            damage = .fifo
         case "restore":
             damage = .restore
         default:
             throw ScenarioParseError(
-                message: "damage: unknown damage '\(how)' (truncate-tail N, byte OFFSET set VALUE, byte OFFSET flip, length OFFSET VALUE, restore)")
+                message: "damage: unknown damage '\(how)' (truncate-tail N, truncate N, byte OFFSET set VALUE, byte OFFSET flip, length OFFSET VALUE, link, fifo, restore)")
         }
         try arguments.finish()
         return .damage(file, damage)

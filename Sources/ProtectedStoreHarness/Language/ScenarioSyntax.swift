@@ -102,7 +102,8 @@ public enum ScenarioSyntax: Sendable, Hashable, CaseIterable {
         case .inboxDiscard: "ID|all"
         case .damage:
             DamagedFile.allCases.map(\.rawValue).joined(separator: "|")
-                + " truncate-tail N | byte OFFSET set VALUE | byte OFFSET flip | length OFFSET VALUE | restore"
+                + " truncate-tail N | truncate N | byte OFFSET set VALUE | byte OFFSET flip | length OFFSET VALUE | link | fifo"
+                + " | restore"
         case .faultNextIO:
             "ENOSPC|EIO|short-write|power-cut [--after N] [--persistent] [--mode M] [--seed S]"
         case .expectProtectedData: "available|unavailable"
@@ -148,7 +149,8 @@ public enum ScenarioSyntax: Sendable, Hashable, CaseIterable {
         case .inboxRetry: "Tries to apply every quarantined record again."
         case .inboxDiscard: "Removes quarantined records for good: one by its id, or all."
         case .damage:
-            "Damages a file in place (bit rot, a cut-short append); restore puts back what its last damage replaced."
+            "Damages a file in place (bit rot, a cut-short append) or puts a link or a FIFO in its place; restore "
+                + "puts back what its last damage replaced."
         case .status: "Prints the device, the app and the store."
         case .faultNextIO:
             "The next command's file-system call N+1 fails (a full or failing disk, a power cut); --persistent: "

@@ -9,8 +9,8 @@ import SecureKeys
 /// device set up to erase itself after a few wrong passcodes and then attacked until it does, inbox records
 /// of kinds the app cannot apply (quarantined, retried, discarded), values at the inbox's 4 MiB limit and
 /// direct puts as large, reads beside writes, and appends by another process while the app runs. Now and
-/// then it damages the inbox, the store's key file, the keybag or the device state file, meets the damage,
-/// and restores the file.
+/// then it damages the inbox, the store's key file, the keybag or the device state file, cuts the store file
+/// short or puts a link or a FIFO in place of the store's files, meets the damage, and restores the file.
 struct CommandGenerator {
     private var random: SplitMix64
     private let seed: UInt64
@@ -23,6 +23,9 @@ struct CommandGenerator {
     /// The draws of file damage: a stream of their own, so the other commands of a seed stay as they were
     /// until a damage happens.
     private var damageRandom: SplitMix64
+    /// The draws of damage to the store's own files: a stream of its own, so the draws of the other file
+    /// damage stay as they were.
+    private var storeDamageRandom: SplitMix64
     /// The device's `--wipe-after`: a few failures, in one seed in eight (decided by the seed); `nil` otherwise.
     let wipeAfter: Int?
     /// In one other seed in eight, wrong passcodes are tried often enough to reach the delays (the 5th
@@ -41,6 +44,7 @@ struct CommandGenerator {
         wipeAfter = draw == 0 ? Int(3 + decider.next() % 3) : nil
         guessesOften = draw == 1
         damageRandom = SplitMix64(seed: seed ^ 0x4441_4D41_4745_4441)
+        storeDamageRandom = SplitMix64(seed: seed ^ 0x5354_4F52_4546_494C)
     }
 
     private mutating func pick<T>(_ choices: [T]) -> T { choices[Int(random.next() % UInt64(choices.count))] }
@@ -121,6 +125,36 @@ struct CommandGenerator {
         return .damage(file, damage)
     }
 
+    /// One step in this many, of those with no app running and the store's keys held, damages one of the
+    /// store's own files.
+    static let storeFileDamageOdds: UInt64 = 10
+
+    /// The damages of the store's own files: the store file cut to 0 bytes, 1 byte or shorter than its first
+    /// page (4096 bytes; `nil` here: drawn below it), and the store file, its write-ahead log or its
+    /// shared-memory index replaced by a symbolic link or a FIFO.
+    static let storeFileDamages: [(file: DamagedFile, damage: Damage?)] = [
+        (.store, .truncate(0)), (.store, .truncate(1)), (.store, nil), (.store, .link), (.store, .fifo),
+        (.storeLog, .link), (.storeLog, .fifo), (.storeSharedMemory, .link), (.storeSharedMemory, .fifo),
+    ]
+
+    /// Now and then, with no app running, the store attached before and its keys held, one of the store's
+    /// own files is cut short or replaced by a link or a FIFO; the next steps meet it (a launch, whose attach
+    /// must refuse it and present the refusal), end the app and restore the file.
+    private mutating func drawStoreFileDamage(_ model: SimulationModel) -> ScenarioCommand? {
+        guard !model.appRunning, !model.wiped, model.damaged == nil, !model.bootFailed, !model.attemptMayBeUnrecorded,
+            model.passcodeAtBoot == nil, model.storeAttachedOnce, model.storeClass.map({ model.keysHeld($0) }) == true,
+            storeDamageRandom.next() % Self.storeFileDamageOdds == 0
+        else { return nil }
+        let (file, drawn) = Self.storeFileDamages[Int(storeDamageRandom.next() % UInt64(Self.storeFileDamages.count))]
+        let damage = drawn ?? .truncate(2 + Int(storeDamageRandom.next() % 4094))
+        let reasons = LaunchOptions.Reason.allCases
+        followUps = [
+            .appLaunch(LaunchOptions(reason: reasons[Int(storeDamageRandom.next() % UInt64(reasons.count))]), protection: nil, attachDelay: .zero),
+            .appTerminate, .damage(file, .restore),
+        ]
+        return .damage(file, damage)
+    }
+
     /// One command in this many (of those ``mayFault(_:)`` allows) runs under a `fault next-io`.
     static let faultOdds: UInt64 = 25
 
@@ -168,6 +202,7 @@ struct CommandGenerator {
             return .damage(.inbox, .setLength(recordAt: 0, value: UInt32(claimed)))
         }
         if let damage = drawFileDamage(model) { return damage }
+        if let damage = drawStoreFileDamage(model) { return damage }
         let attacking = wipeAfter != nil && step >= Self.attackFromStep && !model.wiped
         // A wrong passcode may be tried unless it would only run into delays; the one that erases the device
         // comes with or without the app running (its store, of any class, must close then).

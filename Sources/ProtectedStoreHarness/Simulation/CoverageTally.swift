@@ -73,6 +73,14 @@ public struct CoverageTally: Sendable, Equatable {
     public var damagedKeybags = 0
     /// Device state files damaged, each required to stop the boot as damaged device state, left as it is.
     public var damagedDeviceStates = 0
+    /// Store files cut to 0 bytes, 1 byte or shorter than their first page, each required to be refused as a
+    /// damaged store (never opened as a new, empty one) and left as it is.
+    public var truncatedStoreFiles = 0
+    /// Store files (the database, its write-ahead log, its shared-memory index) replaced by a symbolic link,
+    /// each required to be refused (never followed) and left as it is.
+    public var linkedStoreFiles = 0
+    /// Store files replaced by a FIFO, each required to be refused at once (never opened) and left as it is.
+    public var fifoStoreFiles = 0
     /// Damaged files restored (`damage FILE restore`), after which the run goes on from them.
     public var restoredFiles = 0
     /// Boots from a restored keybag or state file, each checked to find the failed-attempt count kept.
@@ -135,7 +143,10 @@ public struct CoverageTally: Sendable, Equatable {
         case (.storeKey, _), (.inboxKey, _): damagedKeyFiles += 1
         case (.keybag, _): damagedKeybags += 1
         case (.deviceState, _): damagedDeviceStates += 1
-        case (.inbox, _): break
+        case (_, .link): linkedStoreFiles += 1
+        case (_, .fifo): fifoStoreFiles += 1
+        case (.store, _): truncatedStoreFiles += 1
+        case (.inbox, _), (.storeLog, _), (.storeSharedMemory, _): break
         }
     }
 
@@ -188,6 +199,9 @@ public struct CoverageTally: Sendable, Equatable {
         lhs.damagedKeyFiles += rhs.damagedKeyFiles
         lhs.damagedKeybags += rhs.damagedKeybags
         lhs.damagedDeviceStates += rhs.damagedDeviceStates
+        lhs.truncatedStoreFiles += rhs.truncatedStoreFiles
+        lhs.linkedStoreFiles += rhs.linkedStoreFiles
+        lhs.fifoStoreFiles += rhs.fifoStoreFiles
         lhs.restoredFiles += rhs.restoredFiles
         lhs.bootsAfterRestore += rhs.bootsAfterRestore
     }
@@ -211,6 +225,8 @@ public struct CoverageTally: Sendable, Equatable {
             "damage: \(damagedRecords) inbox records made unreadable, \(intactRecordsAfterDamage) intact ones beside them kept",
             "damaged: \(damagedKeyFiles) key files, \(damagedKeybags) keybags, \(damagedDeviceStates) device states kept as damaged, "
                 + "\(restoredFiles) restored, \(bootsAfterRestore) boots after",
+            "store files: \(truncatedStoreFiles) cut short, \(linkedStoreFiles) links and \(fifoStoreFiles) FIFOs put in their "
+                + "place, each refused",
         ]
     }
 }

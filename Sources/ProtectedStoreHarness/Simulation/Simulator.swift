@@ -429,18 +429,47 @@ public enum Simulator {
                 invariant: "damage reported, never repaired by replacement",
                 message: "the damaged \(file.rawValue) file (\(session.path(of: file))) was \(now)", expectation: nil)
         }
-        if model.damaged == .storeKey, let controller = session.controller, let storeClass = model.storeClass {
+        if let file = model.damaged, let replaced = session.replacedFiles[file] {
+            // A link or FIFO in a file's place stays what it is: never followed, opened, or taken for a new file.
+            var info = stat()
+            let path = session.path(of: file)
+            let what = replaced.isLink ? "symbolic link" : "FIFO"
+            if lstat(path, &info) != 0 || info.st_mode & S_IFMT != (replaced.isLink ? S_IFLNK : S_IFIFO) {
+                return Failure(
+                    invariant: "damage reported, never repaired by replacement",
+                    message: "the \(what) put in place of the \(file.rawValue) file (\(path)) was \(SecureFile.exists(path) ? "replaced" : "removed")",
+                    expectation: nil)
+            }
+            if replaced.movedAside, !SecureFile.exists(session.asidePath(of: file)) {
+                return Failure(
+                    invariant: "damage reported, never repaired by replacement",
+                    message: "the \(file.rawValue) file moved aside to \(session.asidePath(of: file)) was removed", expectation: nil)
+            }
+        }
+        // The store's key file, or one of the store's own files, damaged: the attach that meets it fails and
+        // presents what it found — a damaged key file, a store file cut short (`store-damaged`), a link or a
+        // FIFO in a store file's place (`io-error`) — and never makes a new store in its place.
+        // The class is the one the attach used: the model's for a damaged key file (the session then cannot read
+        // it), the key file's for a store file (the model's may be the class of a first launch that a fault
+        // stopped before the key file was made).
+        if let file = model.damaged, file == .storeKey || file.isStoreFile, let controller = session.controller,
+            let storeClass = file.isStoreFile ? controller.configuration.store.protectionClass : model.storeClass
+        {
+            let expected: StoreError.Code =
+                file == .storeKey ? .keyFileDamaged : session.replacedFiles[file] != nil ? .ioError : .storeDamaged
             if controller.phase == .ready || controller.coordinator != nil {
                 return Failure(
                     invariant: "damage reported, never repaired by replacement",
-                    message: "the store attached with its key file damaged", expectation: .store("failed"))
+                    message: file == .storeKey
+                        ? "the store attached with its key file damaged" : "the store attached with its \(file.rawValue) file damaged",
+                    expectation: .store("failed"))
             }
             let presented = controller.presentedError?.code.name ?? "none"
-            if model.keysHeld(storeClass), presented != StoreError.Code.keyFileDamaged.name {
+            if model.keysHeld(storeClass), presented != expected.name {
                 return Failure(
                     invariant: "damage reported, never repaired by replacement",
-                    message: "the store's key file is damaged and its keys are held, but the app presented \(presented)",
-                    expectation: .presentedError(StoreError.Code.keyFileDamaged.name))
+                    message: "the store's \(file.rawValue) file is damaged and its keys are held, but the app presented \(presented)",
+                    expectation: .presentedError(expected.name))
             }
         }
         if model.deviceFileRestored, !model.bootFailed, !model.attemptMayBeUnrecorded, let device = session.device,
@@ -541,8 +570,11 @@ public enum Simulator {
                     expectation: .store("waiting"))
             }
             // 3. Errors are presented only when protected data was available (the simulation damages nothing
-            // but the files it names: a damaged store key file is presented, checked in `checkDamage`).
-            if let presented = controller.presentedError, !faultedAppRuns, model.damaged != .storeKey {
+            // but the files it names: a damaged store key file or store file is presented, checked in
+            // `checkDamage`).
+            if let presented = controller.presentedError, !faultedAppRuns, model.damaged != .storeKey,
+                model.damaged?.isStoreFile != true
+            {
                 return Failure(
                     invariant: "3 errors presented only when data was available", message: "presented \(presented)",
                     expectation: .presentedError("none"))

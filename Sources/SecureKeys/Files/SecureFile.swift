@@ -82,6 +82,38 @@ package enum SecureFile {
         return lstat(path, &info) == 0
     }
 
+    /// The size of the regular file at `path`, or `nil` when nothing is there: what a file that another
+    /// library opens by name (SQLite, a store and its side files) is checked with first, since that open
+    /// follows links and blocks on a FIFO.
+    ///
+    /// Looks with `lstat` and opens nothing: a link is never followed, and a FIFO is never opened (opening
+    /// one for reading blocks until a writer comes, reading it blocks for ever).
+    ///
+    /// - Throws: ``SecureKeysError/Code/io`` naming `path` and what is there instead — a symbolic link (as
+    ///   ``read(_:maximumSize:)`` refuses one), a FIFO, a directory, a socket or a device — or when `lstat`
+    ///   fails for another reason than a missing file. Nothing is changed.
+    package static func regularFileSize(at path: String) throws -> Int? {
+        var info = stat()
+        guard lstat(path, &info) == 0 else {
+            let code = errno
+            if code == ENOENT { return nil }
+            throw SecureKeysError.io("cannot stat", path: path, errno: code)
+        }
+        let type = info.st_mode & S_IFMT
+        if type == S_IFREG { return Int(info.st_size) }
+        if type == S_IFLNK { throw SecureKeysError.io("refusing a symbolic link at", path: path, errno: ELOOP) }
+        let what = switch type {
+        case S_IFIFO: "a FIFO"
+        case S_IFDIR: "a directory"
+        case S_IFSOCK: "a socket"
+        case S_IFCHR, S_IFBLK: "a device"
+        default: "not a plain file"
+        }
+        throw SecureKeysError(
+            code: .io, message: "refusing \(path): it is \(what), not a regular file; it was left as it is", path: path,
+            systemErrno: type == S_IFDIR ? EISDIR : ENXIO)
+    }
+
     /// Reads a whole key file.
     ///
     /// Refuses a symbolic link, a directory or anything else that is not a regular file, a file that other
