@@ -181,6 +181,15 @@ public enum ScenarioSyntax: Sendable, Hashable, CaseIterable {
         }
     }
 
+    /// Whether a line of this command holds a value the app stores (`put`, `inbox put`, `expect value`): the
+    /// shell's history leaves it out, as it leaves out a passcode line, so that no value reaches its file.
+    public var holdsValue: Bool {
+        switch self {
+        case .put, .inboxPut, .expectValue: true
+        default: false
+        }
+    }
+
     /// The command as `help` shows it: its keywords, then its ``arguments``.
     public var usage: String {
         (keywords + (arguments.isEmpty ? [] : [arguments])).joined(separator: " ")
