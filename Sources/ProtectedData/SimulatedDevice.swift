@@ -670,6 +670,11 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     /// secure element counts it: a write that fails refuses the attempt unchecked, and a crash or a reboot
     /// before the answer leaves it counted — a full or failing disk never buys a free guess. A right passcode
     /// then sets the count back to 0.
+    ///
+    /// An attempt refused because its count could not be written was never answered, so it need not count: when
+    /// only the folder's sync failed, the file may hold the higher count until a power cut drops the rename. A
+    /// boot in between reads it and delays the next attempt; after the cut the last durable count is the count
+    /// (keys/README.md, "Counting a passcode attempt").
     private func attempt<Result>(_ body: () throws -> Result) throws -> Result {
         // Counted on disk first, then in memory: what the device says is what a reboot finds.
         try state.withLock { state in

@@ -15,7 +15,7 @@ extension ProtectedStoreCommand {
         @MainActor
         func run() async throws {
             logging.bootstrap()
-            try await SignalCleanup.run { try await work() }
+            try await SignalCleanup.run(endsOnBrokenPipe: true) { try await work() }
         }
 
         /// The command itself, inside the signal clean-up's watch.

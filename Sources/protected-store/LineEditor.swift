@@ -12,7 +12,8 @@ import Darwin
 /// and down arrows walk through the history, which is kept in a file of the state directory, Ctrl-C clears the
 /// line and Ctrl-D on an empty line ends the input (issue 30, findings 6 and 7).
 ///
-/// A line that may hold a passcode (``ScenarioSyntax/holdsPasscode``), or that names no command, is never kept
+/// A line that may hold a passcode (``ScenarioSyntax/holdsPasscode``) or a value the app stores
+/// (``ScenarioSyntax/holdsValue``), or that names no command, is never kept
 /// in the history nor written to its file; the caller decides, through ``remember(_:)``. What libedit keeps of a
 /// line once it is returned — the text it hands back and its own edit buffer — is zeroed as the line is copied
 /// into guarded memory. Its kill buffer (Ctrl-U, Ctrl-W) and the line it saves when the up arrow is pressed
@@ -147,7 +148,8 @@ final class LineEditor {
 
     /// Keeps `line` in the history (the up arrow brings it back) and writes the history to its file.
     ///
-    /// Call it only for a line that holds no passcode: the history and its file keep what they are given.
+    /// Call it only for a line that holds no passcode and no value: the history and its file keep what they are
+    /// given.
     func remember(_ line: SecureBytes) {
         let entered: Int32? = try? line.withUnsafeBytes { bytes in
             // The line as a C string, for libedit, in memory zeroed once libedit has copied it.

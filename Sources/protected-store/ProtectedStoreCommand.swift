@@ -23,6 +23,7 @@ struct ProtectedStoreCommand: AsyncParsableCommand {
         // A write past the file-size limit (`ulimit -f`) would end the process with SIGXFSZ; ignored, the
         // write fails with EFBIG instead, which the store reports as disk-full and the command prints.
         signal(SIGXFSZ, SIG_IGN)
+        StandardStreams.prepare()
         await main(nil)
     }
 }

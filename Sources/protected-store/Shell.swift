@@ -23,7 +23,8 @@ extension ProtectedStoreCommand {
                 change-passcode say no-device before asking). \
                 At a terminal, lines are edited as in other shells (libedit: arrows, Ctrl-A, Ctrl-E, ~/.editrc), \
                 the up and down arrows recall earlier lines, kept in the state directory's `shell-history` (mode \
-                0600; never a line of device setup, unlock or change-passcode, nor one that names no command), \
+                0600; never a line of device setup, unlock or change-passcode, nor of put, inbox put or expect value, which \
+                hold a value, nor one that names no command), \
                 Ctrl-C clears the line (during a command it still ends the shell) and Ctrl-D on an empty line \
                 leaves. `help` lists the commands; `quit` leaves. \
                 Errors (a line that cannot be parsed, an expect that does not hold) go to standard error. Reading a \
@@ -121,12 +122,12 @@ extension ProtectedStoreCommand {
         }
 
         /// Whether the history may keep `line`: `help`, or a line that names a command of the language that
-        /// holds no passcode. A line that names no command is not kept either: it may be a passcode typed at
-        /// the wrong prompt.
+        /// holds neither a passcode nor a value the app stores (`put`, `inbox put`, `expect value`). A line that
+        /// names no command is not kept either: it may be a passcode typed at the wrong prompt.
         static func mayBeKept(_ line: SecureBytes) -> Bool {
             if Self.line(line, is: "help") { return true }
             guard let syntax = ScenarioParser.syntax(utf8: line) else { return false }
-            return !syntax.holdsPasscode
+            return !syntax.holdsPasscode && !syntax.holdsValue
         }
 
         /// Whether `command` is to ask for passcodes that only a device can check (`device unlock`,

@@ -6,10 +6,15 @@ import Glibc
 import Darwin
 #endif
 
-/// Ctrl-C (SIGINT), SIGTERM or SIGPIPE (`protected-store demo | head -1`: the reader went away) during `run`,
-/// `simulate` or `demo`: remove the temporary state directories — they hold key files — then end with 128 + the
-/// signal's number (130, 143, 141), as a shell reports a process ended by that signal. A process ended by
-/// SIGKILL cleans nothing up: the next one's ``TemporaryStateDirectories`` sweep removes what it left.
+/// Ctrl-C (SIGINT) or SIGTERM during `run`, `simulate` or `demo`, and SIGPIPE during `demo`
+/// (`protected-store demo | head -1`: the reader went away): remove the temporary state directories — they hold
+/// key files — then end with 128 + the signal's number (130, 143, 141), as a shell reports a process ended by
+/// that signal. A process ended by SIGKILL cleans nothing up: the next one's ``TemporaryStateDirectories`` sweep
+/// removes what it left.
+///
+/// Only the demo ends when its output goes unread, because its output is its work. `run` and `simulate` leave
+/// SIGPIPE ignored (``StandardStreams/prepare()``): a write to a pipe nobody reads fails and is dropped, the
+/// scripts or seeds run to their end, and the exit status says whether they held.
 ///
 /// SIGINT and SIGTERM are received by a dispatch source on a queue of its own, not a C signal handler, so the
 /// clean-up may allocate and remove files; it runs while the main actor is busy simulating. SIGPIPE cannot be:
@@ -18,16 +23,20 @@ import Darwin
 /// writes a byte to a pipe (`write(2)` is async-signal-safe); a dispatch read source on that pipe runs the same
 /// clean-up.
 enum SignalCleanup {
-    /// The sources, kept for the life of the process. Written by ``install()``, which the commands call first
-    /// thing on the main actor, before any work of theirs runs concurrently; never read elsewhere.
+    /// The sources, kept for the life of the process. Written by ``install(brokenPipe:)``, which the commands
+    /// call first thing on the main actor, before any work of theirs runs concurrently; never read elsewhere.
     nonisolated(unsafe) private static var sources: [any DispatchSourceProtocol] = []
 
     /// Runs a command's work. If a signal's clean-up begins meanwhile, the work may fail (its directory is
     /// renamed away under it) or end; either way it then waits for the clean-up to end the process with 130,
     /// 143 or 141, instead of ending it first with another status and a directory half removed.
+    ///
+    /// - Parameters:
+    ///   - endsOnBrokenPipe: whether SIGPIPE ends the command too (the demo, whose output is its work).
+    ///   - work: the command's work.
     @MainActor
-    static func run(_ work: () async throws -> Void) async throws {
-        install()
+    static func run(endsOnBrokenPipe: Bool = false, _ work: () async throws -> Void) async throws {
+        install(brokenPipe: endsOnBrokenPipe)
         do {
             try await work()
         } catch {
@@ -41,11 +50,11 @@ enum SignalCleanup {
         while true { pause() }
     }
 
-    /// Starts handling SIGINT, SIGTERM and SIGPIPE. Calling it again does nothing.
+    /// Starts handling SIGINT and SIGTERM, and SIGPIPE when `brokenPipe`. Calling it again does nothing.
     ///
     /// Not isolated to the main actor on purpose: the handler runs on the signal queue while the main actor is
     /// busy, and a closure formed in a main-actor function would be checked (and trap) for running off it.
-    static func install() {
+    static func install(brokenPipe: Bool) {
         guard sources.isEmpty else { return }
         let queue = DispatchQueue(label: "protected-store.signals")
         for number in [SIGINT, SIGTERM] {
@@ -55,8 +64,9 @@ enum SignalCleanup {
             source.resume()
             sources.append(source)
         }
+        guard brokenPipe else { return }
         var ends: [Int32] = [-1, -1]
-        guard pipe(&ends) == 0 else { return }  // SIGPIPE keeps its default action
+        guard pipe(&ends) == 0 else { return }  // SIGPIPE stays ignored
         for end in ends {
             _ = fcntl(end, F_SETFD, FD_CLOEXEC)
             _ = fcntl(end, F_SETFL, fcntl(end, F_GETFL) | O_NONBLOCK)  // the handler never blocks on a full pipe
@@ -89,6 +99,6 @@ enum SignalCleanup {
     }
 }
 
-/// The write end of the pipe the SIGPIPE handler writes to: set once by ``SignalCleanup/install()`` before the
-/// handler is installed, read only by the handler.
+/// The write end of the pipe the SIGPIPE handler writes to: set once by ``SignalCleanup/install(brokenPipe:)``
+/// before the handler is installed, read only by the handler.
 nonisolated(unsafe) private var brokenPipeNotice: Int32 = -1

@@ -53,7 +53,7 @@ struct SimulationProgress {
     }
 
     private func write(_ text: String) {
-        FileHandle.standardError.write(Data(text.utf8))
+        StandardError.writeText(text)
     }
 
     private static func seconds(_ duration: Duration) -> Double {

@@ -87,4 +87,40 @@ struct ClientPasscodeMemoryTests {
         terminal.send("quit")
         #expect(try terminal.finish() == 0, "\(terminal.transcript)")
     }
+
+    @Test("a passcode in a line the shell rejects (device unlock --passcode=P, the passcode alone at the prompt) is not repeated in the error, and after lock and the grace period no copy of it is left in the shell's memory")
+    func noRejectedPasscodeLeftInMemory() throws {
+        let directory = TemporaryDirectory()
+        let terminal = try TerminalSession(
+            ["shell", "--fast-kdf", "--state-dir", directory.file("s")], environment: ["TERM": "xterm", "EDITRC": "/dev/null"])
+        let prompt = "] > "
+        try terminal.waitFor(prompt)
+        let passcode = "Tn6-rejected-passcode-2047"
+        try terminal.converse([
+            .type("device setup --passcode \(passcode) --grace 1s", until: prompt), .type("device lock", until: prompt),
+            .type("clock advance 5s", until: prompt),
+            // Rejected forms: glued to its option with `=`, typed alone as if at a passcode prompt, and as an action.
+            .type("device unlock --passcode=\(passcode)", until: "error: device unlock: unknown option", prompt),
+            .type(passcode, until: "error: unknown command", prompt),
+            .type("device \(passcode)", until: "error: unknown device action", prompt),
+            .type("expect device locked", until: "ok", prompt),
+            .type("device unlock --passcode \(passcode)", until: prompt), .type("expect device unlocked", until: "ok", prompt),
+            .type("device lock", until: prompt), .type("clock advance 5s", until: prompt),
+            .type("expect device locked", until: "ok", prompt),
+        ])
+        // The terminal echoes what is typed; the shell's own lines (its errors) never repeat the passcode.
+        let errorLines = terminal.transcript.components(separatedBy: "\r\n").filter { $0.contains("error:") }
+        #expect(errorLines.count == 3, "\(terminal.transcript)")
+        for line in errorLines {
+            #expect(!line.contains(passcode) && !line.contains("2047"), "an error repeats the passcode: \(line)")
+        }
+        let wide = passcode.unicodeScalars.flatMap { scalar in withUnsafeBytes(of: scalar.value.littleEndian) { Array($0) } }
+        for (form, bytes) in [("UTF-8", Array(passcode.utf8)), ("UTF-32", wide)] {
+            let copies = try bytes.withUnsafeBytes { try ProcessMemory.occurrences(of: $0, inProcess: terminal.process.processIdentifier) }
+            #expect(copies.isEmpty, "\(copies.count) copies of the passcode in \(form) in the shell's memory")
+        }
+        terminal.send("quit")
+        // The worst error of the session was a line that could not be parsed: exit 2.
+        #expect(try terminal.finish() == 2, "\(terminal.transcript)")
+    }
 }

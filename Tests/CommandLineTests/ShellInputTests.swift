@@ -22,7 +22,7 @@ struct ShellInputTests {
         let result = try ProtectedStoreBinary.run(
             ["shell", "--fast-kdf", "--keep-going", "--state-dir", directory.file("state")],
             input: "frob\u{1B}[A\nexpect store \u{7F}x\u{9B}2J\ndevice setup --passcode 1\napp launch\napp terminate\ninbox put k\u{1B}[2J v\n")
-        #expect(result.error.contains("line 1: error: unknown command 'frob\\u{1B}[A'"), "\(result.error)")
+        #expect(result.error.contains("line 1: error: unknown command (not shown"), "\(result.error)")
         #expect(result.error.contains(#"'\u{7F}x\u{9B}2J' is not one of"#), "\(result.error)")
         // What a command prints repeats a key as it was typed.
         #expect(result.output.contains(#"for k\u{1B}[2J"#), "\(result.output)")

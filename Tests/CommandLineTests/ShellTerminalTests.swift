@@ -57,6 +57,33 @@ struct ShellTerminalTests {
         #expect(try again.finish() == 1, "\(again.transcript)")
     }
 
+    @Test("the history never holds a value: put, inbox put and expect value lines are left out, unlocked or locked")
+    func historyHoldsNoValues() throws {
+        let directory = TemporaryDirectory()
+        let state = directory.file("state")
+        let terminal = try shell(state)
+        try terminal.converse(
+            [
+                .type("device setup --passcode 1234", until: Self.prompt),
+                .type("app launch", until: Self.prompt),
+                .type("put note Hx4-put-value-8812", until: Self.prompt),
+                .type("expect value note Hx4-put-value-8812", until: "ok", Self.prompt),
+                .type("device lock", until: Self.prompt),
+                .type("inbox put note Jy5-inbox-value-3391", until: Self.prompt),
+                .type("put other Kz6-locked-value-5540", until: Self.prompt),
+                .type("status", until: Self.prompt),
+                .type("quit"),
+            ], timeout: .seconds(30))
+        #expect(try terminal.finish() == 0, "\(terminal.transcript)")
+
+        let history = try String(contentsOfFile: state + "/" + ScenarioSession.shellHistoryFileName, encoding: .utf8)
+        for value in ["Hx4-put-value-8812", "Jy5-inbox-value-3391", "Kz6-locked-value-5540", "8812", "3391", "5540"] {
+            #expect(!history.contains(value), "a value is in the history: \(history)")
+        }
+        #expect(history.contains(#"app\040launch"#) && history.contains("status"), "\(history)")
+        #expect(!history.contains("put") && !history.contains("expect"), "a value line was kept: \(history)")
+    }
+
     @Test("Ctrl-C at the prompt drops the line and shows a fresh prompt; Ctrl-C during a command still ends the shell")
     func controlCClearsTheLineAtThePrompt() throws {
         let directory = TemporaryDirectory()

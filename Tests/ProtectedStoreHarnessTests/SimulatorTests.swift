@@ -39,6 +39,25 @@ struct SimulatorTests {
         #expect(run.violation == nil, "seed \(seed): \(run.violation.map(String.init(describing:)) ?? "")")
     }
 
+    /// Seed 920101: an attempt refused because the sync of its count failed, a reboot that read the count, then a
+    /// power cut that dropped it. The oracle kept the count the reboot read and expected `passcode-delay`; the
+    /// device, back at the last durable count, unlocked. An attempt never answered need not count: the oracle
+    /// reads the count from the device at every boot up to the next power cut.
+    @Test("a count never made durable and then dropped by a power cut after a reboot: the oracle agrees with the device (seed 920101, and its minimized script)")
+    func unsyncedAttemptCountAfterRebootAndPowerCut() async throws {
+        let lines = [
+            "device setup --passcode 1234 --grace 10s", "device reboot", "device change-passcode --old 0000 --new 2580",
+            "device unlock --passcode 0000", "device unlock --passcode 0000", "device unlock --passcode 0000",
+            "fault next-io ENOSPC --after 4", "device unlock --passcode 0000", "device reboot",
+            "device power-cut --mode drop --seed 872277", "device unlock --passcode 1234",
+        ]
+        let commands = try lines.compactMap { try ScenarioParser.parse($0) }
+        let replayed = try await Simulator.replay(commands, seed: 920101)
+        #expect(replayed.violation == nil, "\(replayed.violation.map(String.init(describing:)) ?? "")")
+        let run = try await Simulator.run(seed: 920101, steps: 200)
+        #expect(run.violation == nil, "\(run.violation.map(String.init(describing:)) ?? "")")
+    }
+
     @Test(
         "a planted bug is found, minimized, and the script fails with the bug and holds without it",
         arguments: [

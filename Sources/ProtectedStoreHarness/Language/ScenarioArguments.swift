@@ -115,6 +115,15 @@ struct Arguments {
             throw ScenarioParseError(
                 message: "\(command): an unexpected word (not shown: the line holds a passcode; quote a passcode that has spaces)")
         }
+        if holdsPasscode {
+            // `--passcode=1234`: the option is named, what follows its `=` (a passcode, most likely) is not.
+            let (name, hadEquals) = extra.textBeforeEquals
+            if hadEquals {
+                throw ScenarioParseError(
+                    message: "\(command): unknown option \(name)=… (the rest is not shown: the line holds a passcode; "
+                        + "write \(name) VALUE, with a space)")
+            }
+        }
         throw ScenarioParseError(
             message: extra.isFlag ? "\(command): unknown option \(extra.text)" : "\(command): unexpected '\(extra.text)'")
     }

@@ -69,9 +69,8 @@ public enum ScenarioParser: Sendable {
     public static func syntax(utf8 line: SecureBytes) -> ScenarioSyntax? {
         guard let words = try? line.withUnsafeBytes({ try ScenarioTokenizer.words(inUTF8: $0) }), let first = words.first
         else { return nil }
-        let verb = first.isQuoted ? "\"" + first.text + "\"" : first.text
-        var arguments = Arguments(words: Array(words.dropFirst()), command: verb)
-        return try? ScenarioSyntax.find(verb: verb, in: &arguments)
+        var arguments = Arguments(words: Array(words.dropFirst()), command: "")
+        return try? ScenarioSyntax.find(first: first, in: &arguments)
     }
 
     /// Parses one line whose UTF-8 bytes are `line`, where they are (a script in guarded memory), its words
@@ -84,9 +83,8 @@ public enum ScenarioParser: Sendable {
     /// command's arguments.
     private static func parse(words: [ScenarioWord], passcodeMayBePrompted: Bool) throws -> ScenarioCommand? {
         guard let first = words.first else { return nil }
-        let verb = first.isQuoted ? "\"" + first.text + "\"" : first.text
-        var arguments = Arguments(words: Array(words.dropFirst()), command: verb)
-        switch try ScenarioSyntax.find(verb: verb, in: &arguments) {
+        var arguments = Arguments(words: Array(words.dropFirst()), command: "")
+        switch try ScenarioSyntax.find(first: first, in: &arguments) {
         case .deviceSetup:
             let allowEmpty = arguments.flag("--allow-empty-passcode")
             let passcode = try arguments.passcodeOption("--passcode", mayBePrompted: passcodeMayBePrompted)

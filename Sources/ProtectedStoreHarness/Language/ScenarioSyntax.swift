@@ -183,6 +183,15 @@ public enum ScenarioSyntax: Sendable, Hashable, CaseIterable {
         }
     }
 
+    /// Whether a line of this command holds a value the app stores (`put`, `inbox put`, `expect value`): the
+    /// shell's history leaves it out, as it leaves out a passcode line, so that no value reaches its file.
+    public var holdsValue: Bool {
+        switch self {
+        case .put, .inboxPut, .expectValue: true
+        default: false
+        }
+    }
+
     /// The command as `help` shows it: its keywords, then its ``arguments``.
     public var usage: String {
         (keywords + (arguments.isEmpty ? [] : [arguments])).joined(separator: " ")
@@ -193,23 +202,32 @@ public enum ScenarioSyntax: Sendable, Hashable, CaseIterable {
         if !verbs.contains(syntax.keywords[0]) { verbs.append(syntax.keywords[0]) }
     }
 
-    /// Finds the command a line names: its first word `verb`, and for a command of two keywords the first of
+    /// Finds the command a line names: its first word, and for a command of two keywords the first of
     /// `arguments`, which it takes. Sets the name messages use (`arguments.command`) to the keywords.
+    ///
+    /// The words are compared in place and never made into strings: a line that names no command may be a
+    /// passcode typed at the wrong prompt, so it is neither copied into memory nobody wipes nor repeated in the
+    /// error.
     ///
     /// - Throws: ``ScenarioParseError`` for a verb or an action the table does not have, or a missing action,
     ///   listing what there is.
-    static func find(verb: String, in arguments: inout Arguments) throws -> ScenarioSyntax {
-        let family = allCases.filter { $0.keywords[0] == verb }
-        guard let first = family.first else {
-            throw ScenarioParseError(message: "unknown command '\(verb)' (\(verbs.joined(separator: ", ")))")
+    static func find(first word: ScenarioWord, in arguments: inout Arguments) throws -> ScenarioSyntax {
+        guard let verb = verbs.first(where: { word.is($0) }) else {
+            throw ScenarioParseError(
+                message: "unknown command (not shown: it may be a passcode typed at the wrong prompt); the commands are "
+                    + verbs.joined(separator: ", "))
         }
+        arguments.command = verb
+        let family = allCases.filter { $0.keywords[0] == verb }
+        let first = family[0]
         if family.count == 1, first.keywords.count == 1 { return first }
         let actions = family.map { $0.keywords[1] }
         let what = verb == "expect" ? "what to expect" : "an action"
-        let action = try arguments.positional("\(what) (\(actions.joined(separator: ", ")))")
-        guard let syntax = family.first(where: { $0.keywords[1] == action }) else {
+        let action = try arguments.positionalWord("\(what) (\(actions.joined(separator: ", ")))")
+        guard let syntax = family.first(where: { action.is($0.keywords[1]) }) else {
+            // Not repeated either, for the same reason as an unknown command.
             let name = verb == "expect" ? "expectation" : "\(verb) action"
-            throw ScenarioParseError(message: "unknown \(name) '\(action)' (\(actions.joined(separator: ", ")))")
+            throw ScenarioParseError(message: "unknown \(name) (not shown); the choices are \(actions.joined(separator: ", "))")
         }
         arguments.command = syntax.keywords.joined(separator: " ")
         return syntax

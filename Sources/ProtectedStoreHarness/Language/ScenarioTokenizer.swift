@@ -44,6 +44,15 @@ struct ScenarioWord: Sendable {
         !isQuoted && withBytes { $0.count >= 2 && $0[0] == UInt8(ascii: "-") && $0[1] == UInt8(ascii: "-") }
     }
 
+    /// The word up to its first `=` as text, and whether an `=` was there: `--passcode=1234` gives `--passcode`
+    /// and `true`, so that a message can name the option without repeating what was glued to it.
+    var textBeforeEquals: (text: String, hadEquals: Bool) {
+        withBytes { bytes in
+            let end = bytes.firstIndex(of: UInt8(ascii: "=")) ?? bytes.count
+            return (String(decoding: UnsafeRawBufferPointer(rebasing: bytes[..<end]), as: UTF8.self), end < bytes.count)
+        }
+    }
+
     /// Whether this is the unquoted keyword or flag `name`.
     func `is`(_ name: String) -> Bool {
         guard !isQuoted else { return false }

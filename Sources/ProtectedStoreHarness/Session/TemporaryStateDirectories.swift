@@ -17,7 +17,8 @@ import Glibc
 /// the test — an id can be reused by an unrelated process — and the id is only the fallback for a directory
 /// whose lock file is gone.
 ///
-/// The tool removes every directory still listed when it receives SIGINT, SIGTERM or SIGPIPE.
+/// The tool removes every directory still listed when it receives SIGINT or SIGTERM, and the demo when it receives
+/// SIGPIPE.
 public enum TemporaryStateDirectories: Sendable {
     /// The listed directories with the descriptor holding each one's lock, whether ``removeAll()`` ran (then no
     /// new one is made), and whether this process has swept the folder. A LockedState, not a `Mutex`:

@@ -63,7 +63,8 @@ struct SimulationModel {
     /// The old passcode is kept too: a later power cut may lose the new keybag's rename, so each boot decides.
     var passcodeAtBoot: (keybag: [UInt8], new: ScenarioPasscode, old: ScenarioPasscode)?
     /// A passcode attempt a fault hit: its counter (or the wipe it started) may not have reached the disk, so
-    /// the next boot's counter and wipe are read from the device rather than predicted.
+    /// the next boot's counter and wipe are read from the device rather than predicted — at every boot up to the
+    /// next power cut, which alone decides whether a count written but never synced stays.
     var attemptMayBeUnrecorded = false
     /// Whether the inbox holds a span damaged since the last merge (which moves such bytes aside).
     var inboxHasDamage = false

@@ -197,7 +197,11 @@ public enum Simulator {
             if command == .deviceReboot || command.isPowerCut {
                 if let atBoot = model.passcodeAtBoot { model.passcode = keybag(session) == atBoot.keybag ? atBoot.new : atBoot.old }
                 if model.attemptMayBeUnrecorded, let device = session.device {
-                    model.attemptMayBeUnrecorded = false
+                    // A reboot reads the count the refused attempt left, durable or not, and the device acts on it;
+                    // only a power cut decides whether it stays (a rename whose folder was never synced may be
+                    // dropped: the attempt was never answered, so it need not count). Until then the next boot's
+                    // count is read from the device again.
+                    model.attemptMayBeUnrecorded = command == .deviceReboot
                     model.wiped = device.lockState == .wiped
                     model.failures = device.failedPasscodeAttempts
                     model.reboot()
