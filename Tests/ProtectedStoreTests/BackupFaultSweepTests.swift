@@ -174,12 +174,13 @@ extension FaultFixture {
 }
 
 extension BackupFaultSweepTests {
-    /// Every file and folder under `root` (but the state directory's lock file), by relative path: a file's
+    /// Every file and folder under `root` (but the state directory's lock file and the simulated disk's own
+    /// `.disk-model` folder, where it keeps the inodes a power cut could bring back), by relative path: a file's
     /// bytes, `nil` for a folder.
     static func contents(of root: String) -> [String: [UInt8]?] {
         var found: [String: [UInt8]?] = [:]
         for case let name as String in FileManager.default.enumerator(atPath: root) ?? FileManager.DirectoryEnumerator()
-        where !name.hasSuffix(".lock") {
+        where !name.hasSuffix(".lock") && !name.hasPrefix(".disk-model") {
             var isFolder: ObjCBool = false
             _ = FileManager.default.fileExists(atPath: root + "/" + name, isDirectory: &isFolder)
             found[name] = isFolder.boolValue ? .some(nil) : .some(FileManager.default.contents(atPath: root + "/" + name).map { Array($0) } ?? [])

@@ -21,8 +21,8 @@ final class BackupFixture {
     /// Makes the store and, with `backUp`, the backup.
     init(backUp: Bool = true) async throws {
         (phrase, recoveryKey) = try RecoveryKey.create(kdf: .minimal)
-        try recoveryKey.write(to: RecoveryKey.path(forStoreAt: source.storePath))
         try source.setUpDevice()
+        try recoveryKey.write(to: RecoveryKey.path(forStoreAt: source.storePath))
         try source.unlock()
         try await source.withStore { coordinator in
             for index in 0..<40 { try await self.source.put("row\(index)", String(repeating: "v\(index)", count: index), in: coordinator) }
