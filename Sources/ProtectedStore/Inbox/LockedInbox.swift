@@ -357,7 +357,7 @@ public struct LockedInbox: Sendable {
         } catch {
             // The inbox never keeps a store from attaching: it is reported, and left for inspection.
             // The problem's description says the inbox was left as it is; the reason must not say it again.
-            let reason = (error as? InboxFile.Unusable).map { "\($0.path) is \($0.reason)" } ?? Self.storeError(error).message
+            let reason = (error as? InboxFile.Unusable)?.description ?? Self.storeError(error).message
             report.problems = [.unusable(reason)]
             logger.notice("inbox cannot be merged", metadata: ["store": "\(files.database)", "problem": "\(report.problems[0])"])
             return report
