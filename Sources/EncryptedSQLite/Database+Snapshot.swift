@@ -1,6 +1,11 @@
 internal import Foundation
-public import SecureKeys
+package import SecureKeys
 internal import StoreErrors
+#if canImport(Glibc)
+internal import Glibc
+#elseif canImport(Darwin)
+internal import Darwin
+#endif
 
 extension Database {
     /// Copies the whole database, as of one read transaction, into a new SQLCipher file at `path` keyed raw
@@ -15,7 +20,7 @@ extension Database {
     /// transactions the log has not checkpointed yet are in the snapshot.
     ///
     /// - Parameters:
-    ///   - path: the new file; it must not exist.
+    ///   - path: the new file; it must not exist. It is created with mode 0600 before SQLite opens it.
     ///   - key: its 32-byte key.
     ///   - format: its format.
     /// - Throws: `StoreError` (`store-unavailable`, `disk-full`, …) as SQLite reports the failure; the new
@@ -28,6 +33,13 @@ extension Database {
             throw StoreError(code: .storeUnavailable, message: "the linked SQLCipher's version does not parse", path: path)
         }
         let settings = try CipherSettings(format: format, library: library)
+        // Created here, empty and 0600, whatever the umask: SQLite would create it 0644 (less the umask) and
+        // give its journal the same mode, and a restore renames this copy into place as the store.
+        do {
+            try DiskIO.open(path, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o600).close()
+        } catch {
+            throw Self.storeError(from: error)
+        }
         try Self.withRawKeyLiteral(key) { literal in
             try execute("ATTACH DATABASE ? AS snapshot_copy KEY ?", [.text(path), .null], borrowingText: literal, at: 2)
         }

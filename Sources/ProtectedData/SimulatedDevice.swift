@@ -423,7 +423,17 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     ///
     /// - Throws: ``DeviceError/Code/wrongPasscode`` (counted, persisted), ``DeviceError/Code/passcodeDelay``
     ///   during a delay (not counted), ``DeviceError/Code/deviceWiped``.
-    public func unlock(passcode: SecureBytes) throws {
+    public func unlock(passcode: SecureBytes) throws { try unlock(passcode: passcode, checkingWhenUnlocked: false) }
+
+    /// Checks the passcode whether the device is locked or not, as an unlock attempt: a wrong one is counted
+    /// (delay, erase) exactly as ``unlock(passcode:)`` counts it, and a right one unlocks a locked device. For
+    /// a command that asks for the passcode to authorise something of its own (an export) on a device another
+    /// process may already have unlocked.
+    ///
+    /// - Throws: as ``unlock(passcode:)``.
+    public func authenticate(passcode: SecureBytes) throws { try unlock(passcode: passcode, checkingWhenUnlocked: true) }
+
+    private func unlock(passcode: SecureBytes, checkingWhenUnlocked: Bool) throws {
         refresh()
         // Events the attempt queued go out once its turn is over, so a subscriber may try a passcode itself.
         defer { hub.deliverPending() }
@@ -432,7 +442,7 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
             let deviceKey: SecureBytes
             switch try state.withLock({ state -> (Keybag, SecureBytes)? in
                 try checkAttemptAllowed(&state)
-                guard state.isLocked else { return nil }
+                guard state.isLocked || checkingWhenUnlocked else { return nil }
                 return (state.keybag!, state.deviceKey!)
             }) {
             case nil: return

@@ -71,6 +71,12 @@ extension ProtectedStoreCommand.Store {
         @MainActor
         func run() async throws {
             logging.bootstrap()
+            // Said before any passcode is asked for (the backup checks again before it writes its file).
+            do {
+                try StateDirectoryTarget.checkOutside(location.stateDirectory, target: file, what: "the backup")
+            } catch {
+                throw StoreError(wrapping: error)
+            }
             let recoveryKey: SecureKeys.RecoveryKey
             do {
                 recoveryKey = try SecureKeys.RecoveryKey.load(from: location.recoveryKeyPath)
@@ -203,6 +209,8 @@ extension ProtectedStoreCommand.Store.RecoveryKey {
 
         func run() throws {
             logging.bootstrap()
+            // The check every other command makes of the state directory before it reads a file in it.
+            try PrivateDirectory.check(location.stateDirectory)
             let key = try SecureKeys.RecoveryKey.load(from: location.recoveryKeyPath)
             print("recovery key \(key.fingerprint) (\(location.recoveryKeyPath))")
             print("argon2id: \(key.kdf.opsLimit) passes, \(key.kdf.memLimit >> 10) KiB")

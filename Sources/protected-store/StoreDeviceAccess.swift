@@ -50,7 +50,9 @@ struct StoreDeviceAccess {
             let passcode = try prompt.existing("passcode", for: command)
             defer { passcode.bytes.wipe() }
             do {
-                try agent.unlock(passcode: passcode.bytes)
+                // Checked and counted even when another client unlocked the device: the passcode asked for is
+                // what authorises this command.
+                try agent.authenticate(passcode: passcode.bytes)
             } catch {
                 agent.disconnect()
                 throw error

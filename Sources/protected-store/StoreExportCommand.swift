@@ -11,8 +11,8 @@ extension ProtectedStoreCommand.Store {
             abstract: "Copy the store into a new file: encrypted under your key file or passphrase, or (--plaintext) in the clear.",
             discussion: """
                 Asks for the device's passcode (echo off at a terminal; the first line of a pipe) and copies the \
-                store as of one moment, while an app may be using it (through `device serve`, where the passcode unlocks \
-                the device as `device unlock` does). Exactly one of: \
+                store as of one moment, while an app may be using it (through `device serve`, where the passcode is \
+                checked and counted as an unlock attempt even when the device is unlocked already). Exactly one of: \
                 --key-file FILE (a 32-byte key of yours, a 0600 file: the export is a SQLCipher file in format 1, \
                 keyed with it raw), --passphrase (asked for twice at a terminal, the next line of a pipe: the key \
                 is Argon2id of it, 3 passes over 64 MiB, with the 16-byte salt the export's first bytes hold), or \
@@ -49,7 +49,12 @@ extension ProtectedStoreCommand.Store {
         @MainActor
         func run() async throws {
             logging.bootstrap()
-            // Said before any passcode is asked for (the export checks again before it links its file).
+            // Said before any passcode is asked for (the export checks both again before it writes its file).
+            do {
+                try StateDirectoryTarget.checkOutside(device.stateDirectory, target: destination, what: "the export")
+            } catch {
+                throw StoreError(wrapping: error)
+            }
             if SecureFile.exists(destination) {
                 throw StoreError(
                     code: .alreadyExists,

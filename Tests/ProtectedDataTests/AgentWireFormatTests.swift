@@ -28,6 +28,7 @@ struct AgentWireFormatTests {
         .createStoreKey(storePath: "/tmp/notes.sqlite", protectionClass: .completeUnlessOpen),
         .advanceClock(.milliseconds(61_001)),
         .reboot,
+        .authenticate(passcode: try! SecureBytes(utf8: "1234")),
     ]
 
     static let replies: [AgentReply] = [

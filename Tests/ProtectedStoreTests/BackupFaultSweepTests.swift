@@ -36,9 +36,9 @@ struct BackupFaultSweepTests {
         var violations: [String] = []
         let (phrase, recoveryKey) = try RecoveryKey.create(kdf: .minimal)
         final class Round {
-            let fixture = FaultFixture()
+            let fixture = FaultFixture(stateFolder: "state")
             var coordinator: StoreCoordinator?
-            var backupPath: String { fixture.root + "/store.backup" }
+            var backupPath: String { fixture.diskRoot + "/store.backup" }
         }
         let report = try await DiskFaultSweep.run(kind) { () async throws -> (root: String, fixture: Round) in
             let round = Round()
@@ -47,7 +47,7 @@ struct BackupFaultSweepTests {
             let coordinator = try await StoreCoordinator.attach(round.fixture.configuration, keys: round.fixture.device!)
             for index in 0..<12 { try await round.fixture.put("k\(index)", "value \(index)", in: coordinator) }
             round.coordinator = coordinator
-            return (round.fixture.root, round)
+            return (round.fixture.diskRoot, round)
         } operation: { (round: Round) in
             _ = try await round.coordinator!.backup(to: round.backupPath, recoveryKey: recoveryKey)
         } check: { (round: Round, sweep: DiskFaultSweep.Round) in
@@ -90,6 +90,8 @@ struct BackupFaultSweepTests {
         let backup = try await BackupFixture()
         let restoredEntries = Set((backup.expected["entries"] ?? []).map { $0.first ?? "" })
         var violations: [String] = []
+        // The state directory of each round's fixture as the restore found it.
+        var before: [String: [String: [UInt8]?]] = [:]
         let report = try await DiskFaultSweep.run(kind) { () async throws -> (root: String, fixture: FaultFixture) in
             let fixture = FaultFixture()
             try fixture.setUpDevice()
@@ -99,6 +101,7 @@ struct BackupFaultSweepTests {
                     for index in 0..<5 { try await fixture.put("old\(index)", "the old store's \(index)", in: coordinator) }
                 }
             }
+            before[fixture.root] = Self.contents(of: fixture.root)
             return (fixture.root, fixture)
         } operation: { (fixture: FaultFixture) in
             _ = try await StoreBackup.restore(
@@ -107,6 +110,14 @@ struct BackupFaultSweepTests {
         } check: { (fixture: FaultFixture, sweep: DiskFaultSweep.Round) in
             let label = "restore\(replacing ? " replacing" : ""), \(kind), \(sweep.label)"
             if let error = sweep.error, !IOFaultSweepTests.isTyped(error) { violations.append("\(label): untyped \(error)") }
+            // A restore that failed (on a disk that failed once, so that it can undo what it did) leaves the target
+            // exactly as it found it: the same files, the same bytes — no key file without its store.
+            if sweep.error != nil && kind.persistence == .transient {
+                let after = Self.contents(of: fixture.root)
+                let old = before[fixture.root] ?? [:]
+                let changed = Set(old.keys).union(after.keys).filter { old[$0] != after[$0] }.sorted()
+                if !changed.isEmpty { violations.append("\(label): the failed restore changed the target: \(changed)") }
+            }
             let cut = sweep.failingCall % 2 == 0 || sweep.plan.powerCutReport != nil
             try fixture.reboot(cut: cut)
             try fixture.unlock()
@@ -160,4 +171,20 @@ struct BackupFaultSweepTests {
 
 extension FaultFixture {
     var files: StoreFiles { configuration.files }
+}
+
+extension BackupFaultSweepTests {
+    /// Every file and folder under `root` (but the state directory's lock file and the simulated disk's own
+    /// `.disk-model` folder, where it keeps the inodes a power cut could bring back), by relative path: a file's
+    /// bytes, `nil` for a folder.
+    static func contents(of root: String) -> [String: [UInt8]?] {
+        var found: [String: [UInt8]?] = [:]
+        for case let name as String in FileManager.default.enumerator(atPath: root) ?? FileManager.DirectoryEnumerator()
+        where !name.hasSuffix(".lock") && !name.hasPrefix(".disk-model") {
+            var isFolder: ObjCBool = false
+            _ = FileManager.default.fileExists(atPath: root + "/" + name, isDirectory: &isFolder)
+            found[name] = isFolder.boolValue ? .some(nil) : .some(FileManager.default.contents(atPath: root + "/" + name).map { Array($0) } ?? [])
+        }
+        return found
+    }
 }

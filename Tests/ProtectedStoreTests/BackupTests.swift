@@ -10,18 +10,19 @@ import Testing
 /// A device with a store of rows, a quarantined inbox record and a write-ahead log not yet checkpointed, its
 /// recovery key, and a backup of it taken while it is attached.
 final class BackupFixture {
-    let source = FaultFixture()
+    let source = FaultFixture(stateFolder: "state")
     let phrase: RecoveryPhrase
     let recoveryKey: RecoveryKey
     /// Every table of the store when the backup was taken.
     var expected: [String: [[String]]] = [:]
-    var backupPath: String { source.root + "/store.backup" }
+    /// Outside the state directory (a backup is never written inside it), on the same simulated disk.
+    var backupPath: String { source.diskRoot + "/store.backup" }
 
     /// Makes the store and, with `backUp`, the backup.
     init(backUp: Bool = true) async throws {
         (phrase, recoveryKey) = try RecoveryKey.create(kdf: .minimal)
-        try recoveryKey.write(to: RecoveryKey.path(forStoreAt: source.storePath))
         try source.setUpDevice()
+        try recoveryKey.write(to: RecoveryKey.path(forStoreAt: source.storePath))
         try source.unlock()
         try await source.withStore { coordinator in
             for index in 0..<40 { try await self.source.put("row\(index)", String(repeating: "v\(index)", count: index), in: coordinator) }

@@ -42,7 +42,7 @@ enum DocumentedExportRecipe {
 
 /// A store with rows, exported through `StoreCoordinator.export` without attaching it.
 func exportedStore(_ encryption: ExportEncryption, to name: String) async throws -> (FaultFixture, String, [String: String]) {
-    let fixture = FaultFixture()
+    let fixture = FaultFixture(stateFolder: "state")
     try fixture.setUpDevice()
     try await fixture.withStore { coordinator in
         for index in 0..<50 { try await fixture.put("k\(index)", "value ☕ \(index)", in: coordinator) }
@@ -80,7 +80,7 @@ struct ExportReadersTests {
 struct AttachedStoreExportTests {
     @Test("an attached store exports through its coordinator while writes go on: the copy holds whole transactions, in order; after close it is protected-data-unavailable")
     func exportWhileWriting() async throws {
-        let fixture = FaultFixture()
+        let fixture = FaultFixture(stateFolder: "state")
         try fixture.setUpDevice()
         let coordinator = try await StoreCoordinator.attach(fixture.configuration, keys: fixture.device!)
         for index in 0..<20 { try await coordinator.put(String(format: "k%04d", index), "v") }

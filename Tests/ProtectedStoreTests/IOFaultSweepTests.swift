@@ -20,14 +20,24 @@ final class FaultFixture {
     /// Every value acknowledged so far: a put or an inbox append that returned.
     var acknowledged: [String: String] = [:]
 
-    var root: String { directory.path }
-    var storePath: String { directory.file("app.sqlite") }
+    /// The folder the simulated disk covers: the state directory, or (with a state folder) the folder above it,
+    /// where a backup or an export is written outside the state directory and still on the simulated disk.
+    var diskRoot: String { directory.path }
+    /// The state directory: the device's folder and the store's.
+    var root: String { stateFolder.map { directory.file($0) } ?? directory.path }
+    var storePath: String { root + "/app.sqlite" }
     var configuration: StoreConfiguration { StoreConfiguration(path: storePath) }
     var inbox: LockedInbox { LockedInbox(files: configuration.files) }
     var keybagPath: String { root + "/device/device.keybag" }
     var deviceKeyPath: String { root + "/hardware/uid.key" }
 
-    init() { disk = SimulatedDisk(root: directory.path) }
+    /// The name of the state directory inside ``diskRoot``, or `nil` when it is ``diskRoot`` itself.
+    let stateFolder: String?
+
+    init(stateFolder: String? = nil) {
+        self.stateFolder = stateFolder
+        disk = SimulatedDisk(root: directory.path)
+    }
 
     deinit {
         device?.powerOff()

@@ -6,7 +6,7 @@ import Foundation
 ///
 /// Where pip cannot install it (no network), ``availability`` says why, and the tests that need it are
 /// skipped with that line — never passed without it.
-public enum SQLCipher4Oracle {
+public enum SQLCipher4Oracle: Sendable {
     /// The package's root folder.
     public static let packageRoot = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path

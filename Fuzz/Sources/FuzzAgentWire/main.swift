@@ -65,6 +65,7 @@ let requests: [AgentRequest] = try! [
     .createStoreKey(storePath: "/tmp/notes.sqlite", protectionClass: .completeUnlessOpen),
     .advanceClock(.seconds(60)),
     .reboot,
+    .authenticate(passcode: SecureBytes(utf8: "1234")),
 ]
 let replies: [AgentReply] = try! [
     .status(status),

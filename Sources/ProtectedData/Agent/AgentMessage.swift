@@ -28,6 +28,9 @@ public enum AgentRequest: Sendable {
     case advanceClock(Duration)
     /// Power the device off and boot it again, before the first unlock.
     case reboot
+    /// Check the passcode as an unlock attempt whether the device is locked or not (a wrong one counts,
+    /// whoever sent it); a right one unlocks a locked device. Version 3.
+    case authenticate(passcode: SecureBytes)
 }
 
 /// What the device agent sends: the answer to a request, or an event it pushes to every client.
@@ -155,7 +158,7 @@ extension AgentRequest: Equatable {
         case let (.hello(v1, n1), .hello(v2, n2)): v1 == v2 && n1 == n2
         case (.status, .status), (.lock, .lock), (.reboot, .reboot): true
         case let (.setUp(p1, g1, w1, e1), .setUp(p2, g2, w2, e2)): p1.constantTimeEquals(p2) && g1 == g2 && w1 == w2 && e1 == e2
-        case let (.unlock(p1), .unlock(p2)): p1.constantTimeEquals(p2)
+        case let (.unlock(p1), .unlock(p2)), let (.authenticate(p1), .authenticate(p2)): p1.constantTimeEquals(p2)
         case let (.changePasscode(o1, n1, e1), .changePasscode(o2, n2, e2)): o1.constantTimeEquals(o2) && n1.constantTimeEquals(n2) && e1 == e2
         case let (.lookUpStoreKey(s1), .lookUpStoreKey(s2)): s1 == s2
         case let (.createStoreKey(s1, c1), .createStoreKey(s2, c2)): s1 == s2 && c1 == c2

@@ -11,8 +11,9 @@ public import SecureKeys
 @_spi(DeviceAgentWire)
 public enum AgentWireFormat: Sendable {
     /// The protocol version `hello` carries; an agent refuses any other. Version 2: `setUp` and
-    /// `changePasscode` end with a byte saying whether an empty passcode was asked for.
-    public static let protocolVersion: UInt32 = 2
+    /// `changePasscode` end with a byte saying whether an empty passcode was asked for. Version 3: `authenticate`
+    /// (kind 11).
+    public static let protocolVersion: UInt32 = 3
     /// The largest body a frame may carry: 64 KiB. A store path is at most 4 KiB, so no request comes near it.
     public static let maximumBodyBytes = 64 * 1024
     /// The length prefix.
@@ -88,6 +89,9 @@ public enum AgentWireFormat: Sendable {
                 writer.duration(duration)
             case .reboot:
                 writer.header(kind: 10, id: id)
+            case .authenticate(let passcode):
+                writer.header(kind: 11, id: id)
+                writer.secret(passcode)
             }
         }
     }
@@ -178,6 +182,7 @@ public enum AgentWireFormat: Sendable {
         case 8: request = .createStoreKey(storePath: try reader.path(), protectionClass: try reader.protectionClass())
         case 9: request = .advanceClock(try reader.duration("clock advance", atMost: maximumRequestDuration))
         case 10: request = .reboot
+        case 11: request = .authenticate(passcode: try reader.secret("passcode"))
         default: throw Malformed(reason: "unknown request kind \(kind)")
         }
         try reader.end()

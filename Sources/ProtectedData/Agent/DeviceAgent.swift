@@ -335,6 +335,8 @@ public final class DeviceAgent: Sendable {
                 broadcast(.didBecomeAvailable)
             case .unlock(let passcode):
                 try requireDevice().unlock(passcode: passcode)
+            case .authenticate(let passcode):
+                try requireDevice().authenticate(passcode: passcode)
             case .lock:
                 try requireDevice().lock()
             case .changePasscode(let old, let new, let allowsEmptyPasscode):
@@ -449,7 +451,7 @@ extension AgentRequest {
     /// Zeroes the passcodes the request carried, once it was answered.
     func wipeSecrets() {
         switch self {
-        case .setUp(let passcode, _, _, _), .unlock(let passcode): passcode.wipe()
+        case .setUp(let passcode, _, _, _), .unlock(let passcode), .authenticate(let passcode): passcode.wipe()
         case .changePasscode(let old, let new, _):
             old.wipe()
             new.wipe()

@@ -131,6 +131,12 @@ public final class DeviceAgentClient: KeyAvailabilityMonitor, StoreKeyProvider {
     /// - Throws: as `SimulatedDevice.unlock(passcode:)`.
     public func unlock(passcode: SecureBytes) throws { _ = try link.requestStatus(.unlock(passcode: passcode)) }
 
+    /// Checks the passcode as an unlock attempt even when the device is already unlocked (a wrong one counts
+    /// toward the delay and the wipe, whichever process sent it); a right one unlocks a locked device.
+    ///
+    /// - Throws: as `SimulatedDevice.authenticate(passcode:)`.
+    public func authenticate(passcode: SecureBytes) throws { _ = try link.requestStatus(.authenticate(passcode: passcode)) }
+
     /// Locks the device; every client gets *will become unavailable*.
     public func lock() throws { _ = try link.requestStatus(.lock) }
 

@@ -42,7 +42,9 @@ extension StoreCoordinator {
     ///   - replacingExisting: whether a file at `path` may be replaced (atomically); otherwise it is
     ///     `already-exists`.
     /// - Returns: what was written.
-    /// - Throws: `StoreError` — `already-exists`, `protected-data-unavailable` after the store closed,
+    /// - Throws: `StoreError` — `invalid-argument` when `path` is the store's folder (its state directory),
+    ///   lies inside it or is one of its files, compared by device and inode (nothing is written);
+    ///   `already-exists`, `protected-data-unavailable` after the store closed,
     ///   `store-damaged` when the copy fails its integrity check, `disk-full` or `io-error` naming the file.
     ///   Nothing is left at `path` then, and the store is not changed.
     public nonisolated func backup(
@@ -90,18 +92,21 @@ public enum StoreBackup: Sendable {
     /// cost) and must be the one the backup was sealed to (`wrong-recovery-phrase`); the data key is opened;
     /// the database is copied to a staging file beside the store while its tag is computed over every byte,
     /// and the tag must match (`backup-damaged`: SQLite never reads a byte that was not authenticated); the
-    /// copy must pass `PRAGMA integrity_check`. Only then: an existing store (with `replacingExisting`) is
-    /// kept aside — every one of its files hard-linked into `<store>.replaced-<time>-<id>/`, that folder
-    /// synced, then unlinked from its place — the device makes the new store's key (its key file, wrapped by
-    /// the class key of `configuration.protectionClass`), the staging copy is exported again under it (a
-    /// second `sqlcipher_export`, not `sqlite3_rekey`, which on SQLCipher 3.4.1 reports success over failed
-    /// writes), that copy passes `PRAGMA integrity_check` with the new key, and is renamed into place, the
-    /// folder synced. The recovery key is written beside it.
+    /// copy must pass `PRAGMA integrity_check`; the device makes the new store's key under a staging name (a key
+    /// file wrapped by the class key of `configuration.protectionClass`), the staging copy is exported again
+    /// under it (a second `sqlcipher_export`, not `sqlite3_rekey`, which on SQLCipher 3.4.1 reports success
+    /// over failed writes), and that copy passes `PRAGMA integrity_check` with the new key. Only then is
+    /// anything at the store's path touched: an existing store (with `replacingExisting`) is kept aside —
+    /// every one of its files hard-linked into `<store>.replaced-<time>-<id>/`, that folder synced, then
+    /// unlinked from its place — and the key file and the store are renamed into place, the folder synced.
+    /// The recovery key is written beside it.
     ///
-    /// A crash at any point leaves the old store whole (in place, or complete in its folder aside), and either
-    /// no restored store or a whole one; a crash between the key file and the rename leaves a key file without
-    /// its store, which the next attach reports as `store-unavailable` (never re-created empty), and which a
-    /// new restore with `replacingExisting` puts aside. The store must not be attached while it runs.
+    /// A restore that fails leaves the target as it found it: the staging files and the new key file are
+    /// removed, and a failure while the old store is moved aside or the new one renamed into place puts the
+    /// old one back. A crash at any point leaves the old store whole (in place, or complete in its folder
+    /// aside), and either no restored store or a whole one; a crash between the two renames leaves a key file
+    /// without its store, which the next attach reports as `store-unavailable` (never re-created empty), and
+    /// which a new restore with `replacingExisting` puts aside. The store must not be attached while it runs.
     ///
     /// - Parameters:
     ///   - backupPath: the backup file.
@@ -143,6 +148,7 @@ public enum StoreBackup: Sendable {
         store: StoreConfiguration, storeKey: SecureBytes, to path: String, recoveryKey: RecoveryKey,
         replacingExisting: Bool
     ) throws -> BackupSummary {
+        try StateDirectoryTarget.checkOutside(SecureFile.folder(containing: store.path), target: path, what: "the backup")
         if !replacingExisting && SecureFile.exists(path) { throw SecureKeysError.alreadyExists(path: path) }
         let folder = SecureFile.folder(containing: path)
         let suffix = randomSuffix()
@@ -302,21 +308,25 @@ public enum StoreBackup: Sendable {
                 path: backupPath)
         }
 
-        // Only now is anything at the store's path touched.
-        let keptAside = existing.isEmpty ? nil : try keepAside(existing, ofStoreAt: storePath)
-        let storeKey = try keys.createStoreKey(forStoreAt: storePath, protectionClass: configuration.protectionClass)
+        // The new store is made complete under staging names — its key file included — before anything at the
+        // store's path is touched: a failure up to the commit leaves the target as it was.
+        let rekeyed = staging + "-store"
+        let stagedFiles = StoreFiles(database: rekeyed)
+        defer {
+            if !renamed {
+                try? DiskIO.unlink(rekeyed + "-journal")
+                try? DiskIO.unlink(rekeyed)
+                // The key the device made for this restore (its name is this restore's alone), which encrypts
+                // nothing that was put in place; also when its creation failed after the file was written.
+                try? DiskIO.unlink(stagedFiles.key)
+            }
+        }
+        let storeKey = try keys.createStoreKey(forStoreAt: rekeyed, protectionClass: configuration.protectionClass)
         defer { storeKey.wipe() }
         // Re-encrypted under the new store key by a second export, not `sqlite3_rekey`: SQLCipher 3.4.1's rekey
         // returns SQLITE_OK even when a page write or its commit failed (the fault sweep found a restore that
         // said done over a store that did not open). The export reports every failure, and the new file is
         // integrity-checked with the store key before it is renamed into place.
-        let rekeyed = staging + "-store"
-        defer {
-            if !renamed {
-                try? DiskIO.unlink(rekeyed + "-journal")
-                try? DiskIO.unlink(rekeyed)
-            }
-        }
         do {
             var settings = Database.Configuration()
             settings.format = header.storeFormat
@@ -333,9 +343,30 @@ public enum StoreBackup: Sendable {
                 message: "the restored store, written under its new key, fails its integrity check (\(findings)): the disk failed while it was written; nothing was put in place",
                 path: rekeyed)
         }
-        try DiskIO.rename(rekeyed, to: storePath)
-        renamed = true
-        try DiskIO.syncDirectory(folder)
+
+        // The commit: the old store kept aside, then the key file and the store renamed into place. A failure
+        // in it puts back what was moved (as far as the disk lets it), so the target is as it was found.
+        let keptAside = existing.isEmpty ? nil : asideFolder(forStoreAt: storePath)
+        let files = StoreFiles(database: storePath)
+        var keyInPlace = false
+        var storeInPlace = false
+        do {
+            if let keptAside { try keepAside(existing, in: keptAside, ofStoreAt: storePath) }
+            try DiskIO.rename(stagedFiles.key, to: files.key)
+            keyInPlace = true
+            try DiskIO.rename(rekeyed, to: storePath)
+            storeInPlace = true
+            try DiskIO.syncDirectory(folder)
+            renamed = true
+        } catch {
+            if storeInPlace, (try? DiskIO.rename(storePath, to: rekeyed)) == nil {
+                renamed = true  // the restored store stays, whole, with its key: nothing of it is removed
+            } else if keyInPlace {
+                try? DiskIO.rename(files.key, to: stagedFiles.key)
+            }
+            if let keptAside, !renamed { putBack(existing, from: keptAside, ofStoreAt: storePath) }
+            throw error
+        }
         var recoveryKeyPath: String? = RecoveryKey.path(forStoreAt: storePath)
         do {
             try header.recoveryKey.write(to: recoveryKeyPath!)
@@ -376,12 +407,7 @@ public enum StoreBackup: Sendable {
     /// Hard-links every one of `existing` into a new folder beside the store, syncs it, then unlinks them from
     /// their place (the database first) and syncs the store's folder: at every instant the old store is whole
     /// in its place, in the folder, or both.
-    private static func keepAside(_ existing: [String], ofStoreAt storePath: String) throws -> String {
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "UTC")
-        formatter.dateFormat = "yyyyMMdd'T'HHmmss'Z'"
-        let aside = storePath + ".replaced-" + formatter.string(from: Date()) + "-" + randomSuffix()
+    private static func keepAside(_ existing: [String], in aside: String, ofStoreAt storePath: String) throws {
         try DiskIO.makeDirectory(aside)
         try DiskIO.syncDirectory(SecureFile.folder(containing: storePath), purpose: .newFileEntry)
         for file in existing {
@@ -390,7 +416,29 @@ public enum StoreBackup: Sendable {
         try DiskIO.syncDirectory(aside, purpose: .newFileEntry)
         for file in existing { try DiskIO.unlink(file) }
         try DiskIO.syncDirectory(SecureFile.folder(containing: storePath))
-        return aside
+    }
+
+    /// The folder a replaced store is kept in: `<store>.replaced-<time>-<id>`.
+    private static func asideFolder(forStoreAt storePath: String) -> String {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        formatter.dateFormat = "yyyyMMdd'T'HHmmss'Z'"
+        return storePath + ".replaced-" + formatter.string(from: Date()) + "-" + randomSuffix()
+    }
+
+    /// Undoes ``keepAside(_:in:ofStoreAt:)`` (whole or part-done) after a restore failed at its commit: links
+    /// every file of the old store that is not in its place back into it, syncs the store's folder, then removes
+    /// the folder aside. Best effort: where the disk refuses a step, the old store stays whole in the folder
+    /// aside, which is then kept.
+    private static func putBack(_ existing: [String], from aside: String, ofStoreAt storePath: String) {
+        let folder = SecureFile.folder(containing: storePath)
+        for file in existing where !fileExists(file) {
+            guard (try? DiskIO.link(aside + "/" + (file as NSString).lastPathComponent, to: file)) != nil else { return }
+        }
+        guard (try? DiskIO.syncDirectory(folder)) != nil else { return }
+        for file in existing { try? DiskIO.unlink(aside + "/" + (file as NSString).lastPathComponent) }
+        if (try? DiskIO.removeDirectory(aside)) != nil { try? DiskIO.syncDirectory(folder) }
     }
 
     /// Removes the staging copies an interrupted restore left (`<store>.restoring-*`): encrypted copies of a

@@ -134,7 +134,7 @@ extension StoreError {
     ) -> Self {
         Self(
             code: .inboxRecordTooLarge,
-            message: "an inbox record holds at most \(InboxRecord.maximumPayloadLength) bytes (4 MiB) of value, key and kind together; this one would be \(payloadLength) bytes. Nothing was written",
+            message: "an inbox record's payload is at most \(InboxRecord.maximumPayloadLength) bytes (4 MiB): the value, key and kind plus \(InboxEntry.putFieldsLength) bytes of the record's own fields for a put (a put's value is at most \(InboxRecord.maximumPayloadLength - InboxEntry.putFieldsLength - InboxEntry.putKind.utf8.count) bytes less its key's length); this one would be \(payloadLength) bytes. Nothing was written",
             function: function, file: file, line: line)
     }
 

@@ -140,6 +140,10 @@ public struct InboxEntry: Sendable {
     static let idLength = 16
     static let putKind = "put"
     static let deleteKind = "delete"
+    /// The bytes of a put's payload (version 3) besides its value, key and kind: version (1), id, sequence
+    /// number (8), kind length (1), schema version (4), body length (4), and the key's and the value's
+    /// lengths (4 each).
+    static let putFieldsLength = 1 + idLength + 8 + 1 + 4 + 4 + 4 + 4
 
     /// The payload of a built-in change: version 2 ‖ id ‖ kind ‖ schema version 1 ‖ body (key, value).
     ///

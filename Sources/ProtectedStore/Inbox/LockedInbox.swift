@@ -356,7 +356,9 @@ public struct LockedInbox: Sendable {
             }
         } catch {
             // The inbox never keeps a store from attaching: it is reported, and left for inspection.
-            report.problems = [.unusable("\(Self.storeError(error).message)")]
+            // The problem's description says the inbox was left as it is; the reason must not say it again.
+            let reason = (error as? InboxFile.Unusable)?.description ?? Self.storeError(error).message
+            report.problems = [.unusable(reason)]
             logger.notice("inbox cannot be merged", metadata: ["store": "\(files.database)", "problem": "\(report.problems[0])"])
             return report
         }

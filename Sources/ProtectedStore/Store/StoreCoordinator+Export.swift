@@ -16,12 +16,17 @@ extension StoreCoordinator {
     ///   - destination: the new file; its folder must exist.
     ///   - encryption: how the copy is encrypted; `ExportEncryption.plaintext` only when the user asked for
     ///     their data in the clear.
-    /// - Throws: `StoreError.Code.alreadyExists` when a file is at `destination` (nothing is written);
-    ///   `StoreError.Code.protectedDataUnavailable` after the store closed at a lock, `StoreError.Code.closed` after its app closed it; `invalid-argument` for a key
+    /// - Throws: `StoreError.Code.invalidArgument` when `destination` is the store's folder (its state
+    ///   directory), lies inside it or is one of its files, compared by device and inode (nothing is written);
+    ///   `StoreError.Code.alreadyExists` when a file is at `destination` (nothing is written);
+    ///   `StoreError.Code.protectedDataUnavailable` after the store closed at a lock, `StoreError.Code.closed` after its app
+    ///   closed it; `invalid-argument` for a key
     ///   that is not 32 bytes; the disk's failures (`disk-full`, `io-error`), after which nothing is at
     ///   `destination`.
     public nonisolated func export(to destination: String, encryption: ExportEncryption) async throws {
         do {
+            try StateDirectoryTarget.checkOutside(
+                SecureFile.folder(containing: configuration.path), target: destination, what: "the export")
             try await readers.withWritableConnection { database in
                 try database.export(to: destination, encryption: encryption)
             }
@@ -43,7 +48,8 @@ extension StoreCoordinator {
     ///   - keys: the source of its key; the key is wiped when the copy is done.
     ///   - destination: the new file; its folder must exist.
     ///   - encryption: how the copy is encrypted.
-    /// - Throws: `protected-data-unavailable` when the store's class key is not held; `store-unavailable` when
+    /// - Throws: `invalid-argument` when `destination` is the store's folder, lies inside it or is one of its
+    ///   files (nothing is written); `protected-data-unavailable` when the store's class key is not held; `store-unavailable` when
     ///   there is no store; `already-exists`; the failures of SQLite and the disk, after which nothing is at
     ///   `destination`.
     public static func export(
@@ -52,6 +58,8 @@ extension StoreCoordinator {
         let thread = StoreThread(.reader)
         defer { thread.stop() }
         do {
+            try StateDirectoryTarget.checkOutside(
+                SecureFile.folder(containing: configuration.path), target: destination, what: "the export")
             try await thread.run {
                 let files = configuration.files
                 let storeKey: SecureBytes

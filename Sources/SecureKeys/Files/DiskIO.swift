@@ -182,6 +182,17 @@ package enum DiskIO {
         }
     }
 
+    /// Removes the empty folder at `path`; a missing one is not an error. Counted as an unlink.
+    ///
+    /// - Throws: ``SecureKeysError/Code/io`` when it exists and cannot be removed (not empty, among others).
+    package static func removeDirectory(_ path: String) throws {
+        try failIfPlanned(.unlink, "cannot remove", path: path)
+        try SimulatedDisk.covering(path)?.willRemove(path)
+        guard rmdir(path) == 0 || errno == ENOENT else {
+            throw SecureKeysError.io("cannot remove", path: path, errno: errno)
+        }
+    }
+
     /// Creates the folder at `path`; an existing one is not an error.
     ///
     /// - Returns: whether it was created.

@@ -21,6 +21,15 @@ public struct RecoveryKey: Sendable, Hashable {
     /// The Argon2id cost of a new recovery key: libsodium's MODERATE level (3 passes, 256 MiB). A restore is rare,
     /// and the cost is what an attacker holding a backup pays per guess on top of the phrase's 128 bits.
     public static let defaultKDF = PasscodeKDF(opsLimit: 3, memLimit: 256 << 20)
+    /// Whether `kdf` is a cost a recovery key is made with: from `PasscodeKDF.minimal` (tests) up to
+    /// ``defaultKDF``, in passes and in memory. A recovery key file or a backup header recording a cost outside
+    /// it was not written by this code, and is refused before any derivation: the header's checksum is no
+    /// authentication, and a cost of 2^32-1 passes would have a restore derive for hours.
+    public static func isWrittenCost(_ kdf: PasscodeKDF) -> Bool {
+        kdf.isValid && (PasscodeKDF.minimal.opsLimit...defaultKDF.opsLimit).contains(kdf.opsLimit)
+            && (PasscodeKDF.minimal.memLimit...defaultKDF.memLimit).contains(kdf.memLimit)
+    }
+
     /// The KDF algorithm identifier recorded in files: `2`, Argon2id v1.3 (as in the keybag).
     static let kdfAlgorithm: UInt8 = 2
 
@@ -34,11 +43,11 @@ public struct RecoveryKey: Sendable, Hashable {
     /// A recovery key from its parts.
     ///
     /// - Throws: ``SecureKeysError/Code/invalidArgument`` for a salt or key of the wrong length, or a cost
-    ///   libsodium refuses.
+    ///   outside what a recovery key is made with (``isWrittenCost(_:)``).
     public init(kdf: PasscodeKDF, salt: [UInt8], publicKey: [UInt8]) throws {
-        guard salt.count == PasscodeKDF.saltLength, publicKey.count == SealedBox.publicKeyLength, kdf.isValid else {
+        guard salt.count == PasscodeKDF.saltLength, publicKey.count == SealedBox.publicKeyLength, Self.isWrittenCost(kdf) else {
             throw SecureKeysError.invalidArgument(
-                "a recovery key has a \(PasscodeKDF.saltLength)-byte salt, a \(SealedBox.publicKeyLength)-byte public key and an Argon2id cost libsodium accepts")
+                "a recovery key has a \(PasscodeKDF.saltLength)-byte salt, a \(SealedBox.publicKeyLength)-byte public key and an Argon2id cost from \(PasscodeKDF.minimal.opsLimit) to \(Self.defaultKDF.opsLimit) passes and \(PasscodeKDF.minimal.memLimit >> 10) KiB to \(Self.defaultKDF.memLimit >> 20) MiB")
         }
         self.kdf = kdf
         self.salt = salt
@@ -123,7 +132,10 @@ public struct RecoveryKey: Sendable, Hashable {
         let kdf = PasscodeKDF(opsLimit: reader.readUInt64()!, memLimit: reader.readUInt64()!)
         let salt = Array(reader.read(PasscodeKDF.saltLength)!)
         let publicKey = Array(reader.read(SealedBox.publicKeyLength)!)
-        guard kdf.isValid else { throw damaged("its Argon2id cost is out of range (opslimit \(kdf.opsLimit), memlimit \(kdf.memLimit))") }
+        guard isWrittenCost(kdf) else {
+            throw damaged(
+                "its Argon2id cost is outside what a recovery key is made with (opslimit \(kdf.opsLimit), memlimit \(kdf.memLimit); at most \(defaultKDF.opsLimit) and \(defaultKDF.memLimit))")
+        }
         return try RecoveryKey(kdf: kdf, salt: salt, publicKey: publicKey)
     }
 

@@ -87,7 +87,7 @@ public final class RecoveryPhrase: Sendable {
                         continue
                     }
                     guard let value = Self.value(of: byte) else {
-                        problem = problem ?? "character \(offset + 1) is not one of a recovery phrase's (0-9 and A-Z without I, L, O, U)"
+                        problem = problem ?? "character \(offset + 1) is not one of a recovery phrase's (0-9 and A-Z except U; I and L are read as 1, O as 0)"
                         continue
                     }
                     if count < characters { out[count] = value }
