@@ -21,9 +21,10 @@ extension DataController {
     /// - `read` runs on a reader, off the main actor, in one read transaction: a consistent snapshot.
     /// - Only the newest value is buffered: a consumer slower than the commits sees the latest, not each.
     ///
-    /// The sequence ends when the consuming task is cancelled, and fails with the first error `read` throws (a
-    /// missing table, a row that does not decode), the store's failure to attach, or
-    /// `StoreError.Code.terminated` when the controller terminates or goes away (at once when it already has).
+    /// The sequence ends when the consuming task is cancelled or the controller terminates (or goes away), and
+    /// fails with the first error `read` throws (a missing table, a row that does not decode) or the store's
+    /// failure to attach. Asked for after ``terminate()``, it fails at once with `StoreError.Code.terminated`, as
+    /// every call after terminate does.
     ///
     /// - Parameter read: what to observe; it must only read.
     /// - Returns: the values, newest first when the consumer lags.
@@ -32,6 +33,11 @@ extension DataController {
     ) -> AsyncThrowingStream<Value, any Error> {
         let (values, continuation) = AsyncThrowingStream.makeStream(
             of: Value.self, throwing: (any Error).self, bufferingPolicy: .bufferingNewest(1))
+        if case .terminated = phase {
+            // Called after terminate, like every other call: it says so instead of ending as if there were nothing.
+            continuation.finish(throwing: StoreError.terminated())
+            return values
+        }
         let phases = self.phases()
         let task = Task { @MainActor [weak self] in
             for await phase in phases {
@@ -52,15 +58,12 @@ extension DataController {
                 case .failed(let error):
                     continuation.finish(throwing: error)
                     return
-                case .terminated:
-                    continuation.finish(throwing: StoreError.terminated())
-                    return
                 default:
                     continue
                 }
             }
-            // The phases end with the consuming task's cancellation, or with the controller going away.
-            if Task.isCancelled { continuation.finish() } else { continuation.finish(throwing: StoreError.terminated()) }
+            // The phases end after `terminated`, with the consuming task's cancellation, or with the controller.
+            continuation.finish()
         }
         continuation.onTermination = { _ in task.cancel() }
         return values
