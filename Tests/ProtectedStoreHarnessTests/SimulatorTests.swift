@@ -86,7 +86,15 @@ struct SimulatorTests {
         #expect(commands.count < run.violation!.step)
         switch fault {
         case .missingInboxFsync, .missingDirectoryFsync:
-            #expect(commands.contains { if case .devicePowerCut = $0 { true } else { false } }, "a missing fsync shows only at a power cut")
+            // A `device power-cut`, or one a fault plan makes inside an I/O call (`fault next-io power-cut`).
+            let cutsPower = commands.contains {
+                switch $0 {
+                case .devicePowerCut: true
+                case .faultNextIO(let fault): if case .powerCut = fault.kind { true } else { false }
+                default: false
+                }
+            }
+            #expect(cutsPower, "a missing fsync shows only at a power cut: \(commands.map(\.scriptLine))")
         case .mergeTruncatesUnread:
             #expect(commands.contains { if case .damage = $0 { true } else { false } }, "only damage makes a span the merge cannot read")
         case .wipeNotRolledForward:

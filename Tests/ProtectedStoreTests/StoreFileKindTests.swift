@@ -73,7 +73,8 @@ struct StoreFileKindTests {
     func exportOfEmptiedStoreIsRefused() async throws {
         let fixture = try await storeHoldingValue()
         #expect(truncate(fixture.storePath, 0) == 0)
-        let destination = fixture.directory.file("copy.sqlite")
+        let elsewhere = TemporaryDirectory()  // an export is never written into the state directory
+        let destination = elsewhere.file("copy.sqlite")
         let error = await #expect(throws: StoreError.self) {
             try await StoreCoordinator.export(
                 .init(path: fixture.storePath), keys: fixture.device, to: destination, encryption: .plaintext)
