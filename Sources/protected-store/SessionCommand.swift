@@ -94,6 +94,7 @@ extension ProtectedStoreCommand.Session {
             } catch {
                 print("lock source: not found (\(error.code.name)): \(error.message)")
                 print("key source: \(keySource)")
+                print("core dumps: \(Self.coreDumps)")
                 throw ExitCode.failure
             }
             defer { source.stop() }
@@ -104,7 +105,22 @@ extension ProtectedStoreCommand.Session {
             print("locked: \(status.isLocked ? "yes" : "no") (LockedHint \(status.lockedHint))")
             print("screen saver: \(status.screenSaver)")
             print("key source: \(keySource)")
+            print("core dumps: \(Self.coreDumps)")
+            print("on a lost system bus: \(Self.onLostBus)")
         }
+
+        /// Whether this process (as every `protected-store` process) can be dumped, in words.
+        static var coreDumps: String {
+            CoreDumps.isThisProcessDumpable
+                ? "on (this process is dumpable: a crash may write its memory to disk)"
+                : "off (this process is not dumpable: no core file, no attach by the user's other processes)"
+        }
+
+        /// What `device serve --session` does when the system bus goes away, in words.
+        static let onLostBus =
+            "the device locks; `device serve --session` exits with status 1 and its systemd unit restarts it "
+            + "(Restart=on-failure), following the session afresh; logind leaving the bus locks the device, and "
+            + "its return is read afresh"
     }
 
     /// `session watch`: each real lock, unlock and sleep, as it happens.
