@@ -15,7 +15,8 @@ struct VersionAndCompletionTests {
         let version = result.output.trimmingCharacters(in: .whitespacesAndNewlines)
         #expect(version.split(separator: ".").count == 3 && version.allSatisfy { $0.isNumber || $0 == "." }, "\(version)")
         let changelog = try String(contentsOf: Self.repository.appendingPathComponent("CHANGELOG.md"), encoding: .utf8)
-        let heading = changelog.split(separator: "\n").first { $0.hasPrefix("## ") }
+        // The first release heading: an `## Unreleased` section above it (Keep a Changelog) names no version.
+        let heading = changelog.split(separator: "\n").first { $0.hasPrefix("## ") && !$0.hasPrefix("## Unreleased") }
         #expect(heading?.hasPrefix("## \(version) ") == true, "first heading: \(heading ?? "none"), version \(version)")
     }
 
