@@ -19,8 +19,8 @@ import Glibc
 /// payload. A `PropertiesChanged` that names `LockedHint` with `LockedHint` now `true` is always a lock, whatever
 /// was read before: the device may have been unlocked with its passcode since. It follows who owns
 /// `org.freedesktop.login1` (`NameOwnerChanged`): logind leaving the bus is a lock, and when it is back the
-/// session's `LockedHint` is read afresh and followed. Whatever it trusts, it can only ever report a lock: a spoofed lock costs availability, never
-/// confidentiality, because nothing it reports brings keys back.
+/// session's `LockedHint` is read afresh and followed. Whatever it trusts, it can only ever report a lock: a
+/// spoofed lock costs availability, never confidentiality, because nothing it reports brings keys back.
 public final class SessionLockSource: Sendable {
     /// What the source knows now.
     public struct Status: Sendable, Hashable {

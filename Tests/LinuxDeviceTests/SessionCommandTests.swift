@@ -31,7 +31,7 @@ struct SessionCommandTests {
         #expect(result.output.contains("lock source: systemd-logind on the bus at \(logind.bus.address)"))
         #expect(result.output.contains("session: c1 (test, \(logind.sessionPath))"))
         #expect(result.output.contains("found by: this process's session (GetSessionByPID"))
-        #expect(result.output.contains("locked: yes"))
+        #expect(result.output.contains("session locked: yes"))
         #expect(result.output.contains("key source: file"))
     }
 
