@@ -6,5 +6,17 @@
 // eventfd(2), which Glibc's Swift module does not export: the lock source's thread waits on it beside the
 // buses, and stopping the source writes it.
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
+
+/// Sets whether this process is dumpable (`prctl(PR_SET_DUMPABLE, dumpable)`): in C because `prctl` is variadic,
+/// which Swift does not call. Returns 0, or -1 with errno set.
+static inline int protectedstore_set_dumpable(int dumpable) {
+    return prctl(PR_SET_DUMPABLE, (unsigned long)dumpable, 0UL, 0UL, 0UL);
+}
+
+/// Whether this process is dumpable (`prctl(PR_GET_DUMPABLE)`): 0 when not, 1 or 2 when it is.
+static inline int protectedstore_get_dumpable(void) {
+    return prctl(PR_GET_DUMPABLE, 0UL, 0UL, 0UL, 0UL);
+}
 
 #endif

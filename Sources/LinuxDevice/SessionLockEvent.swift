@@ -5,6 +5,12 @@ public enum SessionLockSignal: String, Sendable, Hashable, CaseIterable, CustomS
     /// `LockedHint` could not be read back from logind after a change was announced (logind went away): taken
     /// as a lock, since locks can no longer be seen.
     case lockedHintUnreadable = "logind LockedHint unreadable"
+    /// systemd-logind left the bus (its name `org.freedesktop.login1` lost its owner): taken as a lock, since
+    /// locks can no longer be seen until it is back and the session's state is read afresh.
+    case logindGone = "logind left the bus"
+    /// systemd-logind came back on the bus (its name has a new owner): the session's `LockedHint`, read afresh
+    /// from it — a lock when it is locked, an unlock report when it is not.
+    case logindReturned = "logind returned, LockedHint read afresh"
     /// systemd-logind's `Lock` / `Unlock` signal on the session (`loginctl lock-session`).
     case sessionSignal = "logind Lock/Unlock signal"
     /// GNOME Shell's `org.gnome.ScreenSaver` `ActiveChanged` on the session bus.

@@ -16,8 +16,11 @@ import Glibc
 ///
 /// What it trusts: signals are matched with `sender='org.freedesktop.login1'`, which the bus daemon resolves
 /// to logind's connection, and `LockedHint` is always re-read from logind rather than taken from a change's
-/// payload. Whatever it trusts, it can only ever report a lock: a spoofed lock costs availability, never
-/// confidentiality, because nothing it reports brings keys back.
+/// payload. A `PropertiesChanged` that names `LockedHint` with `LockedHint` now `true` is always a lock, whatever
+/// was read before: the device may have been unlocked with its passcode since. It follows who owns
+/// `org.freedesktop.login1` (`NameOwnerChanged`): logind leaving the bus is a lock, and when it is back the
+/// session's `LockedHint` is read afresh and followed. Whatever it trusts, it can only ever report a lock: a
+/// spoofed lock costs availability, never confidentiality, because nothing it reports brings keys back.
 public final class SessionLockSource: Sendable {
     /// What the source knows now.
     public struct Status: Sendable, Hashable {
@@ -38,6 +41,9 @@ public final class SessionLockSource: Sendable {
         public var screenSaverActive: Bool
         /// Whether the machine is between `PrepareForSleep(true)` and `(false)`.
         public var sleeping: Bool
+        /// Whether systemd-logind owns its name on the bus: `false` from the moment it leaves (a lock) until it
+        /// is back.
+        public var logindRunning: Bool
         /// Whether the system bus is still connected: `false` once it is lost or the source is stopped.
         public var connected: Bool
 
@@ -113,6 +119,7 @@ private struct WatchState {
     var screenSaver = "none asked for"
     var screenSaverActive = false
     var sleeping = false
+    var logindRunning = true
     var systemConnected = true
     var sessionConnected = true
     var stopped = false
@@ -160,7 +167,7 @@ final class SessionWatch: @unchecked Sendable {
             .init(
                 systemBus: systemBus, session: session, lockedHint: state.lockedHint, lockedHintSeen: state.lockedHintSeen,
                 sessionBus: sessionBusAddress, screenSaver: state.screenSaver, screenSaverActive: state.screenSaverActive,
-                sleeping: state.sleeping, connected: state.systemConnected)
+                sleeping: state.sleeping, logindRunning: state.logindRunning, connected: state.systemConnected)
         }
     }
 
@@ -174,7 +181,20 @@ final class SessionWatch: @unchecked Sendable {
             (
                 "type='signal',sender='\(service)',path='\(path)',interface='org.freedesktop.DBus.Properties',"
                     + "member='PropertiesChanged',arg0='\(LogindSession.sessionInterface)'",
-                { [unowned self] _ in rereadLockedHint() }
+                { [unowned self] message in
+                    // A payload that cannot be read is taken as naming LockedHint: a lock is never missed.
+                    rereadLockedHint(announced: (try? message.announcedProperties())?.contains("LockedHint") ?? true)
+                }
+            ),
+            (
+                "type='signal',sender='org.freedesktop.DBus',path='/org/freedesktop/DBus',interface='org.freedesktop.DBus',"
+                    + "member='NameOwnerChanged',arg0='\(service)'",
+                { [unowned self] message in
+                    guard (try? message.readString()) != nil, (try? message.readString()) != nil,
+                        let owner = try? message.readString()
+                    else { return }
+                    logindOwnerChanged(to: owner)
+                }
             ),
             (
                 "type='signal',sender='\(service)',path='\(path)',interface='\(LogindSession.sessionInterface)',member='Lock'",
@@ -285,7 +305,21 @@ final class SessionWatch: @unchecked Sendable {
 
     // MARK: Events
 
-    private func rereadLockedHint() {
+    /// logind left the bus (`owner` empty), a lock; or it is back, and the session's state is read afresh.
+    private func logindOwnerChanged(to owner: String) {
+        let running = !owner.isEmpty
+        state.withLock { $0.logindRunning = running }
+        if running {
+            rereadLockedHint(announced: true, afresh: true)
+        } else {
+            report(.locked(.logindGone))
+        }
+    }
+
+    /// Reads `LockedHint` from logind and reports what changed: a change from what was read last, a lock
+    /// whenever the value read is `true` and `announced` (a signal named `LockedHint`), and — `afresh`, when
+    /// logind is back — the value read, whatever was read before.
+    private func rereadLockedHint(announced: Bool, afresh: Bool = false) {
         let reading = Result { () throws(BusFailure) -> Bool in
             try system.boolProperty(LogindSession.service, session.path, LogindSession.sessionInterface, "LockedHint")
         }
@@ -298,7 +332,12 @@ final class SessionWatch: @unchecked Sendable {
                 }
                 return state.lockedHint != locked
             }
-            if changed { report(locked ? .locked(.lockedHint) : .unlocked(.lockedHint)) }
+            let signal: SessionLockSignal = afresh ? .logindReturned : .lockedHint
+            if locked && (changed || announced) {
+                report(.locked(signal))
+            } else if !locked && (changed || afresh) {
+                report(.unlocked(signal))
+            }
         case .failure(let failure):
             logger.debug("LockedHint unreadable", metadata: ["error": "\(failure)"])
             report(.locked(.lockedHintUnreadable))

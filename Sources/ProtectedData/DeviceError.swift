@@ -189,11 +189,20 @@ public struct DeviceError: Error, Sendable, CustomStringConvertible, LocalizedEr
         Self(code: .clockLimit, message: what)
     }
 
-    /// The device in `directory` keeps its key in a store of kind `kept`, and was given one of kind `given`.
-    static func keyStoreMismatch(_ directory: String, kept: DeviceKeyStoreKind, given: DeviceKeyStoreKind) -> Self {
-        let advice = switch kept {
+    /// The device in `directory` keeps its key in a store of kind `kept`, and was given one of kind `given`;
+    /// `servedByAgent`: a device agent has served it (its `agent/` folder is there), so the user most likely
+    /// meant to reach that agent, which is not running.
+    static func keyStoreMismatch(
+        _ directory: String, kept: DeviceKeyStoreKind, given: DeviceKeyStoreKind, servedByAgent: Bool = false
+    ) -> Self {
+        var advice = switch kept {
         case .tpm: "boot it with the TPM key store (`--key-store tpm`, or `auto`)"
         case .file: "boot it with the file key store, or move the key into the TPM first (`protected-store device migrate-key --to tpm`)"
+        }
+        if servedByAgent {
+            advice = "its device agent is not running: start it (`systemctl --user start protected-store-device.service`, "
+                + "or `protected-store device serve --state-dir \(directory)` with its options), then connect again; "
+                + "or else " + advice
         }
         return Self(
             code: .keyStoreMismatch,

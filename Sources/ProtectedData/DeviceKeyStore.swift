@@ -146,7 +146,11 @@ extension DeviceKeyFiles {
         let plain = SecureFile.exists(plainKeyPath)
         if sealed || plain {
             let kept: DeviceKeyStoreKind = sealed ? .tpm : .file
-            guard store.kind == kept else { throw DeviceError.keyStoreMismatch(stateDirectory, kept: kept, given: store.kind) }
+            guard store.kind == kept else {
+                throw DeviceError.keyStoreMismatch(
+                    stateDirectory, kept: kept, given: store.kind,
+                    servedByAgent: SecureFile.exists(DeviceLayout(root: stateDirectory).agentDirectory))
+            }
         }
         let key = try store.load(from: self)
         if sealed && plain {

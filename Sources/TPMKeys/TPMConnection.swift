@@ -154,7 +154,9 @@ final class TPMConnection {
     /// Seals `secret` (at most 128 bytes) as a keyed-hash sealed-data object under the primary storage key.
     ///
     /// The secret is copied into a `TPM2B_SENSITIVE_CREATE` allocated here and zeroed before it is freed; it
-    /// reaches the TPM encrypted by the session.
+    /// reaches the TPM encrypted by the session. tpm2-tss keeps its own copy of that input in the context (to
+    /// resend the command), which it frees unzeroed: a second `Create`, of an empty sensitive area, overwrites
+    /// it before this returns (``overwriteStoredSensitive(parent:session:)``).
     ///
     /// - Throws: `DeviceError/Code/tpmFailure`.
     func seal(_ secret: SecureBytes) throws -> Sealed {
@@ -192,10 +194,31 @@ final class TPMConnection {
                 context, primary.handle, session, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), sensitive, &template,
                 &outsideInfo, &pcrs, &outPrivate, &outPublic, nil, nil, nil),
             "to seal the device key")
+        overwriteStoredSensitive(parent: primary.handle, session: session)
         guard let outPrivate, let outPublic else { throw DeviceError.tpmFailure("to seal the device key", response: "no object returned") }
         return Sealed(
             primaryName: primary.name, publicArea: try Self.marshal(outPublic.pointee, Tss2_MU_TPM2B_PUBLIC_Marshal),
             privateArea: try Self.marshal(outPrivate.pointee, Tss2_MU_TPM2B_PRIVATE_Marshal))
+    }
+
+    /// Overwrites the copy of the last `Create`'s sensitive input that tpm2-tss keeps in the context (its
+    /// stored input parameters, and the command buffer they were marshalled into), which `Esys_Finalize` frees
+    /// without zeroing: a second `Create` under `parent`, of an empty sensitive area, is stored in the same
+    /// place. Its object is discarded, and its result does not matter: the input is stored before the command
+    /// is sent.
+    private func overwriteStoredSensitive(parent: ESYS_TR, session: ESYS_TR) {
+        var empty = TPM2B_SENSITIVE_CREATE()
+        var template = TPM2B_PUBLIC()
+        protectedstore_tpm_sealed_template(&template)
+        var outsideInfo = TPM2B_DATA()
+        var pcrs = TPML_PCR_SELECTION()
+        var outPrivate: UnsafeMutablePointer<TPM2B_PRIVATE>?
+        var outPublic: UnsafeMutablePointer<TPM2B_PUBLIC>?
+        _ = Esys_Create(
+            context, parent, session, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), &empty, &template, &outsideInfo, &pcrs,
+            &outPrivate, &outPublic, nil, nil, nil)
+        Esys_Free(outPrivate)
+        Esys_Free(outPublic)
     }
 
     /// Why an unseal did not give the key.

@@ -50,7 +50,10 @@ extension ProtectedStoreCommand.Device {
                     The session's lock, suspend, or a screen saver's ActiveChanged(true) locks the device (grace \
                     period, then class A keys wiped); its unlock is only reported: clients unlock with the passcode. \
                     A device set up while the session is locked comes up locked, class A keys already wiped. \
-                    Clients cannot move the clock. The socket is in $XDG_RUNTIME_DIR. Fails (no-bus, no-logind, \
+                    Clients cannot move the clock. The socket is in $XDG_RUNTIME_DIR. When logind leaves the bus \
+                    the device locks; when it is back, the session's state is read afresh. When the system bus is \
+                    lost the device locks and the agent exits with status 1, so that its systemd unit restarts it \
+                    (Restart=on-failure). Fails (no-bus, no-logind, \
                     no-session) when the session cannot be followed, agent-failed without XDG_RUNTIME_DIR.
                     """))
         var session = false
@@ -73,9 +76,16 @@ extension ProtectedStoreCommand.Device {
             // lock the device; nothing it says unlocks it. A lock before the agent exists needs nothing: the
             // agent's device boots before its first unlock, and a set-up asks the session's state (heldLocked).
             let served = LockedState<DeviceAgent?>(nil)
+            // A lost system bus locks the device and ends the agent with a failure: its unit restarts it, and the
+            // new process follows the session from the start again (a dead connection sees no later lock).
+            let lostBus = LockedState<String?>(nil)
             let lockSource = try session
                 ? SessionLockSource(systemBus: buses.systemBus, sessionBus: buses.sessionBus) { event in
                     if event.takesKeysAway { served.withLock { $0 }?.lockDevice() }
+                    if case .busLost(let bus) = event {
+                        lostBus.withLock { $0 = $0 ?? bus }
+                        served.withLock { $0 }?.stop()
+                    }
                 }
                 : nil
             defer { lockSource?.stop() }
@@ -98,16 +108,22 @@ extension ProtectedStoreCommand.Device {
                 print("locked by session \(lockSource.session.id) on the \(buses.systemBus) (\(lockSource.session.lookup))")
             }
             fflush(nil)
-            agent.serve()
+            if lostBus.withLock({ $0 }) == nil { agent.serve() } else { agent.stop() }
+            if let bus = lostBus.withLock({ $0 }) {
+                StandardError.write(
+                    "error: lost the \(bus): the device is locked and the agent exits, as locks can no longer be seen; "
+                        + "its systemd unit restarts it (Restart=on-failure), or start it again")
+                throw ExitCode.failure
+            }
             if let status = stoppedBy.withLock({ $0 }) { throw ExitCode(status) }
         }
 
-        /// Whether the session holds the device locked now: locked, asleep, or its bus lost (a lock can no
+        /// Whether the session holds the device locked now: locked, asleep, logind gone, or its bus lost (a lock can no
         /// longer be seen) — as the source's events lock it.
         static func heldLocked(by source: SessionLockSource) -> @Sendable () -> Bool {
             {
                 let status = source.status
-                return status.isLocked || status.sleeping || !status.connected
+                return status.isLocked || status.sleeping || !status.logindRunning || !status.connected
             }
         }
 

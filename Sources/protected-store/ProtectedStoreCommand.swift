@@ -1,4 +1,5 @@
 import ArgumentParser
+import LinuxDevice
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -20,6 +21,9 @@ struct ProtectedStoreCommand: AsyncParsableCommand {
     )
 
     static func main() async {
+        // Every command may hold keys (the agent, a shell, a store command): no core file, no attach by the
+        // user's other processes, from before the first key is read.
+        CoreDumps.disableForThisProcess()
         // A write past the file-size limit (`ulimit -f`) would end the process with SIGXFSZ; ignored, the
         // write fails with EFBIG instead, which the store reports as disk-full and the command prints.
         signal(SIGXFSZ, SIG_IGN)

@@ -54,8 +54,9 @@ extension ProtectedStoreCommand.Session {
             discussion: """
                 Prints the bus, the session followed and how it was found (this process's own session, or — for a \
                 user service, which is in no session — the user's display session), whether it is locked \
-                (logind's LockedHint, or an active screen saver), the screen savers found on the session bus, and \
-                the device key source. Exit 1 when the lock source cannot be found, with the reason \
+                (logind's LockedHint, or an active screen saver), the screen savers found on the session bus, \
+                the device key source, and — with --state-dir — the device's own state from the agent serving it \
+                (a Lock signal or a sleep locks the device but leaves LockedHint as it was). Exit 1 when the lock source cannot be found, with the reason \
                 (no-bus, no-logind, no-session).
                 """)
 
@@ -64,7 +65,7 @@ extension ProtectedStoreCommand.Session {
 
         @Option(
             name: .customLong("state-dir"),
-            help: "A device's state directory: say which key source it uses (default: what a new device would use).")
+            help: "A device's state directory: say which key source it uses (default: what a new device would use), and its state, from its agent.")
         var stateDirectory: String?
 
         @Option(
@@ -94,6 +95,8 @@ extension ProtectedStoreCommand.Session {
             } catch {
                 print("lock source: not found (\(error.code.name)): \(error.message)")
                 print("key source: \(keySource)")
+                print("device: \(deviceState)")
+                print("core dumps: \(Self.coreDumps)")
                 throw ExitCode.failure
             }
             defer { source.stop() }
@@ -101,10 +104,49 @@ extension ProtectedStoreCommand.Session {
             print("lock source: systemd-logind on the \(status.systemBus)")
             print("session: \(status.session.id) (\(status.session.type), \(status.session.path))")
             print("found by: \(status.session.lookup)")
-            print("locked: \(status.isLocked ? "yes" : "no") (LockedHint \(status.lockedHint))")
+            print(
+                "session locked: \(status.isLocked ? "yes" : "no") (LockedHint \(status.lockedHint), as read now; "
+                    + "a Lock signal or a sleep leaves it unchanged: the device line says what the keys did)")
             print("screen saver: \(status.screenSaver)")
             print("key source: \(keySource)")
+            print("device: \(deviceState)")
+            print("core dumps: \(Self.coreDumps)")
+            print("on a lost system bus: \(Self.onLostBus)")
         }
+
+        /// The device's own state, from the agent serving `--state-dir`: locked or not, and whether its class A
+        /// keys are held — what a session's Lock signal or a sleep did, which `LockedHint` does not show.
+        var deviceState: String {
+            guard let stateDirectory else { return "not asked (--state-dir DIR shows the state of the device its agent serves)" }
+            let client: DeviceAgentClient?
+            do {
+                client = try DeviceAgentClient.connect(toAgentOf: stateDirectory, clientName: "session status")
+            } catch {
+                return "its agent cannot be asked: \(error)"
+            }
+            guard let client else {
+                return "no agent serves \(stateDirectory): start it (`systemctl --user start protected-store-device.service`, "
+                    + "or `protected-store device serve --session --state-dir \(stateDirectory)`)"
+            }
+            defer { client.disconnect() }
+            guard let status = try? client.status() else { return "its agent (process \(client.agentProcessID)) did not answer" }
+            guard let lockState = status.lockState else { return "not set up (agent process \(status.agentProcessID))" }
+            let classA = status.availability.isAvailable(.complete) ? "available" : "wiped"
+            return "\(lockState), class A keys \(classA) (agent process \(status.agentProcessID))"
+        }
+
+        /// Whether this process (as every `protected-store` process) can be dumped, in words.
+        static var coreDumps: String {
+            CoreDumps.isThisProcessDumpable
+                ? "on (this process is dumpable: a crash may write its memory to disk)"
+                : "off (this process is not dumpable: no core file, no attach by the user's other processes)"
+        }
+
+        /// What `device serve --session` does when the system bus goes away, in words.
+        static let onLostBus =
+            "the device locks; `device serve --session` exits with status 1 and its systemd unit restarts it "
+            + "(Restart=on-failure), following the session afresh; logind leaving the bus locks the device, and "
+            + "its return is read afresh"
     }
 
     /// `session watch`: each real lock, unlock and sleep, as it happens.

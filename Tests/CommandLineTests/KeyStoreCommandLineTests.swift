@@ -67,6 +67,25 @@ struct KeyStoreCommandLineTests {
         #expect(!FileManager.default.fileExists(atPath: state.file("hardware/uid.key")))
     }
 
+    @Test("a plain shell on a TPM device whose agent was killed says to start the agent, not only key-store-mismatch")
+    func killedAgentIsNamed() throws {
+        let tpm = try SoftwareTPM()
+        let state = TemporaryDirectory()
+        let setUp = try ProtectedStoreBinary.run(
+            ["shell", "--fast-kdf", "--state-dir", state.path, "--key-store", "tpm", "--tpm-tcti", tpm.tcti],
+            input: "device setup --passcode 1\n")
+        #expect(setUp.status == 0, "\(setUp.output) \(setUp.error)")
+        let agent = try LiveProcess(
+            ["device", "serve", "--fast-kdf", "--state-dir", state.path, "--key-store", "tpm", "--tpm-tcti", tpm.tcti])
+        try agent.waitFor("serves")
+        agent.kill()
+        let shell = try ProtectedStoreBinary.run(["shell", "--fast-kdf", "--state-dir", state.path], input: "device unlock --passcode 1\n")
+        let said = shell.output + shell.error
+        #expect(shell.status != 0)
+        #expect(said.contains("key-store-mismatch"), "\(said)")
+        #expect(said.contains("its device agent is not running: start it"), "\(said)")
+    }
+
     @Test("`session status` says which key source a device uses — the TPM, or a file with the command that moves it — and what a new device would use")
     func sessionStatusNamesTheKeySource() throws {
         let tpm = try SoftwareTPM()

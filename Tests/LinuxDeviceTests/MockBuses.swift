@@ -149,7 +149,8 @@ enum MockControl {
 /// A mock logind on a private system bus, with one session of this test's user.
 final class MockLogind {
     let bus: PrivateBus
-    let service: MockService
+    private(set) var service: MockService
+    let processInSession: Bool
     let sessionID = "c1"
     var sessionPath: String { "/org/freedesktop/login1/session/\(sessionID)" }
 
@@ -157,7 +158,15 @@ final class MockLogind {
     ///   `NoSessionForPID` (a systemd user service).
     init(processInSession: Bool = true, addSession: Bool = true) throws {
         bus = try PrivateBus()
+        self.processInSession = processInSession
         service = try MockService(template: "logind", name: "org.freedesktop.login1", on: bus, systemBus: true)
+        try Self.configure(bus: bus, sessionPath: sessionPath, sessionID: sessionID, processInSession: processInSession, addSession: addSession)
+    }
+
+    /// Answers logind's way, and adds the session (unlocked) when `addSession`.
+    private static func configure(
+        bus: PrivateBus, sessionPath: String, sessionID: String, processInSession: Bool, addSession: Bool
+    ) throws {
         // The template has no GetSessionByPID: it is added the way logind answers.
         let answer =
             processInSession
@@ -171,6 +180,27 @@ final class MockLogind {
             script += "mock().AddSession('\(sessionID)', 'seat0', dbus.UInt32(\(getuid())), 'tester', True)\n"
         }
         try MockControl.run(on: bus, script)
+    }
+
+    /// Stops logind alone: its name loses its owner, the bus stays.
+    func stopLogind() { service.stop() }
+
+    /// Starts logind again on the same bus (after ``stopLogind()``, or stopping it now), with the session back
+    /// and its `LockedHint` `lockedHint` — set with no signal anyone could take for a change: a fresh logind
+    /// recovering its sessions.
+    func restartLogind(lockedHint: Bool) throws {
+        service.stop()
+        service = try MockService(template: "logind", name: "org.freedesktop.login1", on: bus, systemBus: true)
+        try Self.configure(bus: bus, sessionPath: sessionPath, sessionID: sessionID, processInSession: processInSession, addSession: true)
+        if lockedHint {
+            // Set in the mock's own table, without PropertiesChanged: logind restores it from its state files.
+            try run(
+                """
+                mock('\(sessionPath)').AddMethod('org.freedesktop.login1.Session', 'RestoreLockedHint', '', '', \
+                "self.props['org.freedesktop.login1.Session']['LockedHint'] = True")
+                session('\(sessionID)').RestoreLockedHint()
+                """)
+        }
     }
 
     func run(_ script: String) throws { try MockControl.run(on: bus, script) }

@@ -93,6 +93,35 @@ struct SessionAgentTests {
         #expect(!status.availability.isAvailable(.complete))
     }
 
+    @Test("session status --state-dir shows the device locked, class A wiped, after logind's Lock signal, while LockedHint still says unlocked")
+    func sessionStatusShowsTheDevice() async throws {
+        let logind = try MockLogind()
+        let directory = TemporaryDirectory()
+        try SimulatedDevice.setUp(
+            in: directory.path, passcode: SecureBytes(utf8: SessionDeviceTests.passcode),
+            configuration: SessionDeviceTests.configuration
+        ).powerOff()
+        let runtime = TemporaryDirectory()
+        let statusArguments = ["session", "status", "--bus-address", logind.bus.address, "--no-session-bus", "--state-dir", directory.path]
+        let stopped = try SessionCommandTests.run(statusArguments)
+        #expect(stopped.output.contains("device: no agent serves \(directory.path): start it"), "\(stopped.output)")
+        let agent = try Self.startAgent(on: directory.path, logind: logind, runtimeDirectory: runtime.path)
+        defer {
+            kill(agent.processIdentifier, SIGKILL)
+            agent.waitUntilExit()
+        }
+        let client = try #require(await Self.connect(to: directory.path))
+        defer { client.disconnect() }
+        try client.unlock(passcode: SecureBytes(utf8: SessionDeviceTests.passcode))
+        let unlocked = try SessionCommandTests.run(statusArguments)
+        #expect(unlocked.output.contains("device: unlocked, class A keys available (agent process \(agent.processIdentifier))"), "\(unlocked.output)")
+        try logind.run("session('c1').Lock()")
+        #expect(await eventually { (try? client.status())?.availability.isAvailable(.complete) == false })
+        let locked = try SessionCommandTests.run(statusArguments)
+        #expect(locked.output.contains("session locked: no"), "\(locked.output)")
+        #expect(locked.output.contains("device: locked, class A keys wiped"), "\(locked.output)")
+    }
+
     @Test("device serve --session without XDG_RUNTIME_DIR fails with agent-failed, before anything is made")
     func noRuntimeDirectory() async throws {
         let logind = try MockLogind()

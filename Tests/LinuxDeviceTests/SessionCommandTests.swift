@@ -31,7 +31,7 @@ struct SessionCommandTests {
         #expect(result.output.contains("lock source: systemd-logind on the bus at \(logind.bus.address)"))
         #expect(result.output.contains("session: c1 (test, \(logind.sessionPath))"))
         #expect(result.output.contains("found by: this process's session (GetSessionByPID"))
-        #expect(result.output.contains("locked: yes"))
+        #expect(result.output.contains("session locked: yes"))
         #expect(result.output.contains("key source: file"))
     }
 
@@ -41,6 +41,19 @@ struct SessionCommandTests {
         let result = try Self.run(["session", "status", "--bus-address", bus.address, "--no-session-bus"])
         #expect(result.status == 1)
         #expect(result.output.contains("lock source: not found (no-logind)"))
+    }
+
+    @Test("a protected-store process is not dumpable: session status reads PR_GET_DUMPABLE 0 in its own process")
+    func coreDumpsOff() throws {
+        let logind = try MockLogind()
+        let found = try Self.run(["session", "status", "--bus-address", logind.bus.address, "--no-session-bus"])
+        #expect(found.status == 0)
+        #expect(found.output.contains("core dumps: off (this process is not dumpable"), "\(found.output)")
+        #expect(found.output.contains("on a lost system bus: the device locks; `device serve --session` exits with status 1"))
+        let bare = try PrivateBus()
+        let notFound = try Self.run(["session", "status", "--bus-address", bare.address, "--no-session-bus"])
+        #expect(notFound.status == 1)
+        #expect(notFound.output.contains("core dumps: off (this process is not dumpable"), "\(notFound.output)")
     }
 
     @Test("session watch prints each lock, unlock and sleep as it happens")

@@ -121,7 +121,21 @@ struct TPMDeviceKeyStoreTests {
         try SecureFile.createDirectory(at: files.folder)
         let store = TPMDeviceKeyStore(tcti: tpm.tcti)
         let key = try SecureBytes.random(count: 32)
-        try store.keep(key, in: files)
+        // Sealed on a thread of its own, as an agent seals a key on a client's thread, and searched before the
+        // unseal: in one thread, the unseal's TPM context (tpm2-tss callocs one of the same size) would take
+        // the memory the sealing context freed and zero a copy left there before it is searched.
+        let sealed = DispatchSemaphore(value: 0)
+        Thread {
+            try? store.keep(key, in: files)
+            sealed.signal()
+        }.start()
+        sealed.wait()
+        #expect(FileManager.default.fileExists(atPath: files.sealedKeyPath))
+        let afterSealing = try key.withUnsafeBytes { bytes in
+            let start = UInt(bitPattern: bytes.baseAddress)
+            return try ProcessMemory.occurrences(of: bytes, excluding: [start..<start + UInt(bytes.count)])
+        }
+        #expect(afterSealing.isEmpty, "copies of the device key left by sealing at \(afterSealing.map { String($0, radix: 16) })")
         let unsealed = try store.load(from: files)
         #expect(unsealed.constantTimeEquals(key))
         unsealed.wipe()

@@ -9,13 +9,20 @@ public enum ProcessMemory: Sendable {
     /// and unmapped gaps are skipped instead of faulting.
     ///
     /// With `processID`, searches that process instead (a child the test started; reading its memory needs the
-    /// right to trace it, which root has).
+    /// right to trace it, which root has: `protected-store` makes itself non-dumpable, so only a process with
+    /// `CAP_SYS_PTRACE` may read it).
+    ///
+    /// With `onlyDumped`, mappings a core file leaves out (`MADV_DONTDUMP`, the `dd` of their `VmFlags` in
+    /// `smaps`: libsodium's guarded allocations, where `SecureBytes` keeps a key it holds on purpose) are
+    /// skipped: what is searched is what a core dump of the process would contain.
     public static func occurrences(
-        of needle: UnsafeRawBufferPointer, excluding: [Range<UInt>] = [], inProcess processID: Int32? = nil
+        of needle: UnsafeRawBufferPointer, excluding: [Range<UInt>] = [], inProcess processID: Int32? = nil,
+        onlyDumped: Bool = false
     ) throws -> [UInt] {
         precondition(needle.count > 0)
         let process = processID.map(String.init) ?? "self"
         let maps = try readToEnd("/proc/\(process)/maps")
+        let undumped = onlyDumped ? try notDumpedMappings(of: process) : []
         let memory = open("/proc/\(process)/mem", O_RDONLY)
         guard memory >= 0 else { throw CocoaError(.fileReadNoPermission) }
         defer { close(memory) }
@@ -32,6 +39,7 @@ public enum ProcessMemory: Sendable {
             // A sanitizer's shadow memory is a single mapping of terabytes, almost all of it never touched; no
             // heap, stack or library mapping of a test comes near 4 GiB.
             guard bounds.count == 2, bounds[1] - bounds[0] < 1 << 32 else { continue }
+            if undumped.contains(bounds[0]) { continue }
             // Overlap chunks by needle.count - 1 so a match across a boundary is found.
             var start = bounds[0]
             while start < bounds[1] {
@@ -46,6 +54,22 @@ public enum ProcessMemory: Sendable {
             }
         }
         return found
+    }
+
+    /// The start addresses of the mappings of `process` that a core file leaves out (`dd` in `VmFlags`).
+    static func notDumpedMappings(of process: String) throws -> Set<UInt> {
+        var starts: Set<UInt> = []
+        var current: UInt?
+        for line in try readToEnd("/proc/\(process)/smaps").split(separator: "\n") {
+            if line.hasPrefix("VmFlags:") {
+                if let current, line.split(separator: " ").dropFirst().contains("dd") { starts.insert(current) }
+                continue
+            }
+            // A mapping's header: `start-end perms offset dev inode [path]`; the fields below it have a colon.
+            guard let first = line.split(separator: " ").first, first.contains("-"), !first.hasSuffix(":") else { continue }
+            current = first.split(separator: "-").first.flatMap { UInt($0, radix: 16) }
+        }
+        return starts
     }
 
     /// The whole of a /proc file: they report a size of 0, so they are read until `read` returns nothing.

@@ -59,6 +59,30 @@ final class BusMessage {
     /// Leaves the container entered last.
     func exit() throws(BusFailure) { try check(sd_bus_message_exit_container(handle)) }
 
+    /// The names of the properties a `PropertiesChanged` signal announces — its changed and its invalidated
+    /// ones — read from the signal's start (`s a{sv} as`).
+    func announcedProperties() throws(BusFailure) -> Set<String> {
+        var names: Set<String> = []
+        _ = try readString()
+        guard try enter(BusType.array, "{sv}") else { return names }
+        while try enter(BusType.dictEntry, "sv") {
+            names.insert(try readString())
+            try skip("v")
+            try exit()
+        }
+        try exit()
+        guard try enter(BusType.array, "s") else { return names }
+        while true {
+            var value: UnsafePointer<CChar>?
+            let result = sd_bus_message_read_basic(handle, BusType.string, &value)
+            try check(result)
+            guard result > 0, let value else { break }
+            names.insert(String(cString: value))
+        }
+        try exit()
+        return names
+    }
+
     /// Skips values of the types `types`.
     func skip(_ types: String) throws(BusFailure) { try check(sd_bus_message_skip(handle, types)) }
 
