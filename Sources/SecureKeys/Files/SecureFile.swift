@@ -102,16 +102,22 @@ package enum SecureFile {
         let type = info.st_mode & S_IFMT
         if type == S_IFREG { return Int(info.st_size) }
         if type == S_IFLNK { throw SecureKeysError.io("refusing a symbolic link at", path: path, errno: ELOOP) }
-        let what = switch type {
+        let what = kindOfFile(type)
+        throw SecureKeysError(
+            code: .io, message: "refusing \(path): it is \(what), not a regular file; it was left as it is", path: path,
+            systemErrno: type == S_IFDIR ? EISDIR : ENXIO)
+    }
+
+    /// What a file of `type` (`st_mode & S_IFMT`) that is not a regular file is, for a message: "a FIFO",
+    /// "a directory", "a socket", "a device".
+    static func kindOfFile(_ type: mode_t) -> String {
+        switch type {
         case S_IFIFO: "a FIFO"
         case S_IFDIR: "a directory"
         case S_IFSOCK: "a socket"
         case S_IFCHR, S_IFBLK: "a device"
         default: "not a plain file"
         }
-        throw SecureKeysError(
-            code: .io, message: "refusing \(path): it is \(what), not a regular file; it was left as it is", path: path,
-            systemErrno: type == S_IFDIR ? EISDIR : ENXIO)
     }
 
     /// Reads a whole key file.

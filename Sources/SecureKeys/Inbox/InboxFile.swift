@@ -73,14 +73,7 @@ package enum InboxFile {
         guard fstat(descriptor, &info) == 0 else { throw SecureKeysError.io("cannot stat", path: path, errno: errno) }
         let type = info.st_mode & S_IFMT
         guard type == S_IFREG else {
-            let what = switch type {
-            case S_IFIFO: "a FIFO"
-            case S_IFDIR: "a directory"
-            case S_IFSOCK: "a socket"
-            case S_IFCHR, S_IFBLK: "a device"
-            default: "not a plain file"
-            }
-            throw Unusable(path: path, reason: "\(what), not a regular file", systemErrno: nil)
+            throw Unusable(path: path, reason: "\(SecureFile.kindOfFile(type)), not a regular file", systemErrno: nil)
         }
         return Int(info.st_size)
     }
