@@ -7,7 +7,7 @@ internal import CSystemd
 /// ``disableForThisProcess()`` first thing, before any key is in its memory: a dump would write whatever it
 /// holds to disk, unwrapped. The `protected-store` tool does it at its start. Guarded memory (`SecureBytes`)
 /// is already left out of a core file; this keeps out everything else (a key on its way in, a passcode typed).
-public enum CoreDumps {
+public enum CoreDumps: Sendable {
     /// Makes this process non-dumpable (`prctl(PR_SET_DUMPABLE, 0)`): no core file, and no attach or memory
     /// read by the user's other processes (root with `CAP_SYS_PTRACE` still can). Calling it twice is harmless;
     /// a program it `exec`s starts dumpable again.
