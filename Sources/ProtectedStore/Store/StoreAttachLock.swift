@@ -18,7 +18,8 @@ enum StoreAttachLock {
     /// - Throws: `StoreError.Code.ioError` when the folder cannot be opened or locked; what `body` throws.
     static func withLock<Result>(forStoreAt storePath: String, _ body: () throws -> Result) throws -> Result {
         let folder = SecureFile.folder(containing: storePath)
-        let descriptor = open(folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW)
+        // Through a link to the folder too: the lock only orders attaches; the checks of the files come after it.
+        let descriptor = open(folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard descriptor >= 0 else {
             throw StoreError(wrapping: SecureKeysError.io("cannot open the store's folder to lock it", path: folder, errno: errno))
         }
