@@ -52,10 +52,8 @@ extension StoreCoordinator {
     ) async throws -> BackupSummary {
         let storeKey = try readers.copyOfStoreKey()
         let configuration = configuration
-        let thread = StoreThread(.reader)
-        defer { thread.stop() }
         do {
-            return try await thread.run {
+            return try await StoreThread.runOnce(.reader) {
                 defer { storeKey.wipe() }
                 return try StoreBackup.write(
                     store: configuration, storeKey: storeKey, to: path, recoveryKey: recoveryKey,
@@ -121,10 +119,8 @@ public enum StoreBackup: Sendable {
         from backupPath: String, phrase: RecoveryPhrase, into configuration: StoreConfiguration,
         keys: any StoreKeyProvider, replacingExisting: Bool = false
     ) async throws -> RestoreSummary {
-        let thread = StoreThread(.writer)
-        defer { thread.stop() }
         do {
-            return try await thread.run {
+            return try await StoreThread.runOnce(.writer) {
                 try restoreNow(
                     from: backupPath, phrase: phrase, into: configuration, keys: keys, replacingExisting: replacingExisting)
             }

@@ -356,7 +356,6 @@ public final class DataController {
     package func releaseAbandonedStore() async {
         guard let store = machine.takeAbandonedStore() else { return }
         await store.close()
-        await store.waitUntilThreadsStopped()
     }
 
     /// Returns once every event, attach, drain and close the controller started has finished (an attach
@@ -657,7 +656,6 @@ public final class DataController {
                 } else {
                     // The controller went away during the attach: nobody holds the store, so it closes now.
                     await coordinator.close()
-                    await coordinator.waitUntilThreadsStopped()
                 }
             }
             work.end()
@@ -686,7 +684,6 @@ public final class DataController {
     ) {
         Task.detached {
             await store.close(reason)
-            await store.waitUntilThreadsStopped()
             done()
         }
     }

@@ -201,9 +201,7 @@ final class ReaderPool: Sendable {
             writable.readOnly = false
             return writable
         }()
-        let thread = StoreThread(.reader)
-        defer { thread.stop() }
-        return try await thread.run { [self] in
+        return try await StoreThread.runOnce(.reader) { [self] in
             defer {
                 let keyToWipe = state.withLock { state -> SecureBytes? in
                     state.opening -= 1

@@ -55,12 +55,10 @@ extension StoreCoordinator {
     public static func export(
         _ configuration: StoreConfiguration, keys: any StoreKeyProvider, to destination: String, encryption: ExportEncryption
     ) async throws {
-        let thread = StoreThread(.reader)
-        defer { thread.stop() }
         do {
             try StateDirectoryTarget.checkOutside(
                 SecureFile.folder(containing: configuration.path), target: destination, what: "the export")
-            try await thread.run {
+            try await StoreThread.runOnce(.reader) {
                 let files = configuration.files
                 let storeKey: SecureBytes
                 switch try keys.lookUpStoreKey(forStoreAt: configuration.path) {

@@ -45,10 +45,8 @@ extension StoreCoordinator {
     package static func rewrite(
         _ configuration: StoreConfiguration, keys: any StoreKeyProvider, to format: StoreFormat, evenInSameFormat: Bool
     ) async throws -> MigrationOutcome {
-        let thread = StoreThread(.writer)
-        defer { thread.stop() }
         do {
-            return try await thread.run {
+            return try await StoreThread.runOnce(.writer) {
                 let files = configuration.files
                 try StoreRewrite.recover(files)
                 let storeKey: SecureBytes

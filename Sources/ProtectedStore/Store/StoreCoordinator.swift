@@ -240,12 +240,20 @@ public actor StoreCoordinator {
     /// Every reader closes with it (a busy one when its read ends), the copies of the store key and the inbox
     /// private key are wiped, and observations stop until the store attaches again. The writer closes last,
     /// once every reader has (a read in flight is waited for), so that it is the store's last connection and
-    /// checkpoints the write-ahead log away. The store's threads end after that
-    /// (``waitUntilThreadsStopped()``); a call on the closed store still runs, and fails.
+    /// checkpoints the write-ahead log away. It returns once the store's threads have ended, so that the
+    /// process may exit (``StoreThreadCensus``); a call on the closed store still runs, and fails.
+    ///
+    /// Never call it from the writer's own thread (a transaction's body): it waits for that thread to end.
     ///
     /// - Parameter reason: why it closes, which decides what later calls throw: `StoreError.Code.closed` when the
     ///   app closed it (the default), `StoreError.Code.protectedDataUnavailable` at a lock.
-    package func close(_ reason: StoreCloseReason = .closedByApp) async {
+    package nonisolated func close(_ reason: StoreCloseReason = .closedByApp) async {
+        await closeConnections(reason)
+        await waitUntilThreadsStopped()
+    }
+
+    /// ``close(_:)`` on the writer's thread: the readers, then the writer's connection; the thread is told to stop.
+    private func closeConnections(_ reason: StoreCloseReason) async {
         if closeReason == nil { closeReason = reason }
         guard let closing = database else {
             readers.close(reason)

@@ -100,6 +100,24 @@ final class StoreThread: @unchecked Sendable {
         }
     }
 
+    /// Runs `body` on a thread of `role` started for it, and returns once that thread has ended — joined, not
+    /// only asked to stop: the one-shot work of an export, a backup, a restore or a migration leaves no thread
+    /// behind it, so an app (or the tool) may exit as soon as the call returns (``StoreThreadCensus``).
+    static func runOnce<Result: Sendable>(
+        _ role: Role, _ body: @escaping @Sendable () throws -> Result
+    ) async throws -> Result {
+        let thread = StoreThread(role)
+        let result: Swift.Result<Result, any Error>
+        do {
+            result = .success(try await thread.run(body))
+        } catch {
+            result = .failure(error)
+        }
+        thread.stop()
+        await thread.waitUntilStopped()
+        return try result.get()
+    }
+
     /// Lets the thread end once its queue is empty. Jobs enqueued later still run (on a short-lived thread).
     func stop() {
         lock()
@@ -170,8 +188,10 @@ final class StoreThread: @unchecked Sendable {
     /// already have freed when `pthread_create` returns.
     private static func startThread(_ context: UnsafeMutableRawPointer, name: String) {
         var thread = pthread_t()
+        StoreThreadCensus.starting()
         let result = pthread_create(&thread, nil, { context in
             Unmanaged<StoreThread>.fromOpaque(context!).takeRetainedValue().runLoop()
+            StoreThreadCensus.ended()
             return nil
         }, context)
         // Out of threads (EAGAIN) the process cannot run the store at all: nothing sensible to fall back on.
