@@ -23,7 +23,15 @@ extension ProtectedStoreCommand {
         private func work() async throws {
             let directory = try TemporaryStateDirectories.make(prefix: "protected-store-demo")
             defer { TemporaryStateDirectories.remove(directory) }
-            try await DemoScript(directory: directory).run()
+            let demo = try DemoScript(directory: directory)
+            // A step that does not hold leaves the app running: it ends before the directory goes and the process exits.
+            do {
+                try await demo.run()
+            } catch {
+                await demo.session.end()
+                throw error
+            }
+            await demo.session.end()
         }
     }
 }

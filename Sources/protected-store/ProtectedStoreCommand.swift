@@ -1,5 +1,6 @@
 import ArgumentParser
 import LinuxDevice
+import ProtectedStore
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -28,6 +29,34 @@ struct ProtectedStoreCommand: AsyncParsableCommand {
         // write fails with EFBIG instead, which the store reports as disk-full and the command prints.
         signal(SIGXFSZ, SIG_IGN)
         StandardStreams.prepare()
-        await main(nil)
+        // `main(nil)` as ArgumentParser writes it, with a check before each way out.
+        do {
+            var command = try await asyncParseAsRoot(nil)
+            if var asyncCommand = command as? any AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+            exitUnlessStoreThreadsRun(status: ExitCode.success)
+        } catch {
+            exitUnlessStoreThreadsRun(status: exitCode(for: error))
+            exit(withError: error)
+        }
+    }
+
+    /// Returns when no store thread runs, so the process may exit normally; otherwise ends it at once.
+    ///
+    /// A store thread still running here is a command that left a store open — a bug of this tool. `exit`
+    /// would run the libraries' exit handlers under it (OpenSSL frees the tables SQLCipher's close still uses:
+    /// SIGSEGV), so the process ends with `_exit` and status 70 (`EX_SOFTWARE`) after saying so, and the test
+    /// that ran the command fails on it.
+    private static func exitUnlessStoreThreadsRun(status: ExitCode) {
+        let running = StoreThreadCensus.liveCount
+        guard running > 0 else { return }
+        StandardError.write(
+            "internal error: \(running) store thread\(running == 1 ? " was" : "s were") still running at exit (a store left open); "
+                + "the command's status would have been \(status.rawValue)")
+        fflush(nil)
+        _exit(70)
     }
 }

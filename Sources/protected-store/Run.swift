@@ -66,7 +66,10 @@ extension ProtectedStoreCommand {
                     stateDirectory: directory, kdf: options.kdf, keyStore: options.keyStore.store(for: directory)
                 ) { OutputWidth.print("  " + $0, width: width) }
                 session.plantedFault = options.plant
-                if let failure = await script.run(in: session) {
+                let failure = await script.run(in: session)
+                // The app ends before the next script or the exit (`ScenarioSession.end()`).
+                await session.end()
+                if let failure {
                     StandardError.write("\(failure)")
                     throw ExitCode(1)
                 }

@@ -58,11 +58,31 @@ extension ProtectedStoreCommand {
             // At a terminal, libedit reads the lines (editing, history, Ctrl-C clearing the line); from a pipe or
             // a file, the plain reader, which keeps every byte of a line in guarded memory.
             let editor = interactive && isatty(STDOUT_FILENO) == 1 ? LineEditor(historyFile: directory + "/" + ScenarioSession.shellHistoryFileName) : nil
-            var status = ShellStatus(stopsAtFirstError: !interactive && !keepGoing)
-            var lineNumber = 0
             if interactive {
                 print("protected-store shell — state in \(directory). `help` lists the commands, `quit` leaves.")
             }
+            // However the lines end — input's end, `quit`, a failure that stops the shell — the app ends as a
+            // process that exits cleanly does, before the process exits.
+            do {
+                try await readLines(into: session, from: input, editor: editor, prompt: prompt)
+            } catch {
+                await session.end()
+                throw error
+            }
+            await session.end()
+        }
+
+        /// Reads and runs lines until the input ends or `quit`; what failed is recorded in a ``ShellStatus``.
+        ///
+        /// - Throws: `ExitCode` with the status of the first failure, when a pipe's session stops there, or of the
+        ///   worst one at the end.
+        @MainActor
+        private func readLines(
+            into session: ScenarioSession, from input: StandardInput, editor: LineEditor?, prompt: PasscodePrompt
+        ) async throws {
+            let interactive = input.isTerminal
+            var status = ShellStatus(stopsAtFirstError: !interactive && !keepGoing)
+            var lineNumber = 0
             reading: while true {
                 // The line, in guarded memory, is zeroed once this turn of the loop ends: it may hold a
                 // passcode, which goes from it to the command's own guarded memory (issue 26, finding 10).

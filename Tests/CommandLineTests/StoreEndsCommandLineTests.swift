@@ -89,10 +89,11 @@ struct StoreEndsCommandLineTests {
             umask: mask, ["store", "restore", "--from", backup, "--state-dir", target], input: "2\n\(phrase)\n")
         try #require(restored.status == 0, "\(restored.error)")
         #expect(Self.mode(target + "/app.sqlite") == 0o600, "the restored store")
-        // The app opens it (in WAL mode): SQLite gives -wal and -shm the store file's mode.
+        // The app opens it (in WAL mode): SQLite gives -wal and -shm the store file's mode. The app crashes, so
+        // they stay (a shell that ends terminates its app, and the last close removes them).
         let opened = try Self.run(
             umask: mask, ["shell", "--fast-kdf", "--state-dir", target],
-            input: "device unlock --passcode 2\napp launch\nexpect store ready\nexpect value alpha one\nput beta two\n")
+            input: "device unlock --passcode 2\napp launch\nexpect store ready\nexpect value alpha one\nput beta two\napp crash\n")
         #expect(opened.status == 0 && !opened.output.contains("FAILED"), "\(opened.output) \(opened.error)")
         let files = try FileManager.default.contentsOfDirectory(atPath: target).filter { $0.hasPrefix("app.sqlite") }
         #expect(files.contains("app.sqlite-wal") && files.contains("app.sqlite-shm"), "\(files)")

@@ -225,6 +225,19 @@ public final class ScenarioSession {
         return nil
     }
 
+    /// Ends the session as a process that exits cleanly does: the app, if one runs, is terminated — its store
+    /// closed and checkpointed, its threads ended — and what killed apps held is released. Prints nothing.
+    ///
+    /// Call it before the process exits: a store thread still closing while `exit` runs the libraries' exit
+    /// handlers crashes the process (`StoreThreadCensus`). The session can run commands again afterwards.
+    public func end() async {
+        if let controller {
+            await controller.terminate()
+            self.controller = nil
+        }
+        await releaseAbandonedApps()
+    }
+
     /// When the device agent went away (killed, stopped) and one serves the directory again, connects to it.
     ///
     /// The new agent booted the device from disk, as a phone restarts: the app this session ran on the old

@@ -248,6 +248,7 @@ public enum Simulator {
             {
                 let violation = Violation(
                     step: step, invariant: failure.invariant, message: failure.message, expectation: failure.expectation)
+                await session.end()  // the app ends before its directory goes (`ScenarioSession.end()`)
                 return SimulationRun(commands: commands, trace: trace, steps: step, violation: violation, powerCuts: tally, coverage: coverage)
             }
             if model.deviceFileRestored, !model.bootFailed, command == .deviceReboot || command.isPowerCut {
@@ -264,6 +265,7 @@ public enum Simulator {
                     let violation = Violation(
                         step: step, invariant: "power cut: store intact",
                         message: "integrity check after a power cut: \(failure)", expectation: .integrityOK)
+                    await session.end()
                     return SimulationRun(
                         commands: commands, trace: trace, steps: step, violation: violation, powerCuts: tally, coverage: coverage)
                 }
@@ -283,6 +285,7 @@ public enum Simulator {
                     submitted: model.submitted.count, writtenValues: session.writtenValues.count,
                     journaled: session.journaledCount))
         }
+        await session.end()
         return SimulationRun(commands: commands, trace: trace, steps: step, violation: nil, powerCuts: tally, coverage: coverage)
     }
 
