@@ -693,7 +693,7 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
             // Never past the erase limit: a count can already be there, unresolved, when a right passcode's reset
             // to 0 failed to write (the file may even hold 0 if only its folder's sync failed). This attempt then
             // counts as the limit again: a wrong passcode erases, a right one sets it back to 0. A count past
-            // the limit is one the state file's range check calls damaged (simulate-long, seed 9016).
+            // the limit is one the state file's range check calls damaged.
             if let limit = counted.attemptPolicy.wipeAfterFailures, counted.failedPasscodeAttempts > limit {
                 counted.failedPasscodeAttempts = limit
             }

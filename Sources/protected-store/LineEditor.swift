@@ -10,7 +10,7 @@ import Darwin
 
 /// The shell's lines at a terminal, read with libedit: the line can be edited (arrows, Ctrl-A, Ctrl-E, …), the up
 /// and down arrows walk through the history, which is kept in a file of the state directory, Ctrl-C clears the
-/// line and Ctrl-D on an empty line ends the input (issue 30, findings 6 and 7).
+/// line and Ctrl-D on an empty line ends the input.
 ///
 /// A line that may hold a passcode (``ScenarioSyntax/holdsPasscode``) or a value the app stores
 /// (``ScenarioSyntax/holdsValue``), or that names no command, is never kept

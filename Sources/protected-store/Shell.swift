@@ -85,7 +85,7 @@ extension ProtectedStoreCommand {
             var lineNumber = 0
             reading: while true {
                 // The line, in guarded memory, is zeroed once this turn of the loop ends: it may hold a
-                // passcode, which goes from it to the command's own guarded memory (issue 26, finding 10).
+                // passcode, which goes from it to the command's own guarded memory.
                 let line: SecureBytes
                 if let editor {
                     switch try editor.readLine(prompt: "[\(session.promptSummary)] > ") {

@@ -70,7 +70,7 @@ extension ProtectedStoreCommand {
             var powerCuts = PowerCutTally()
             var coverage = CoverageTally()
             for (done, seed) in (start...(start + UInt64(seeds - 1))).enumerated() {
-                // Commands and trace are kept only to be printed: a long seed's memory stays bounded (issue 30),
+                // Commands and trace are kept only to be printed: a long seed's memory stays bounded,
                 // and the shrinker draws a violation's commands again from its seed.
                 let run = try await Simulator.run(seed: seed, steps: steps, plantedFault: plant, recording: trace)
                 totalSteps += run.steps

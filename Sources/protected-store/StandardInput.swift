@@ -14,7 +14,7 @@ import Darwin
 ///
 /// A line may hold a passcode (`device unlock --passcode P`), so no byte read ever lands in a Swift array or
 /// string: `read(2)` writes into ``SecureBytes``, a line is returned in ``SecureBytes`` of its own, and the
-/// bytes a returned line leaves behind are zeroed (issue 26, finding 10).
+/// bytes a returned line leaves behind are zeroed.
 @MainActor
 final class StandardInput {
     /// What was read and not yet returned: the first ``filled`` bytes. A line longer than it moves to storage

@@ -78,7 +78,7 @@ struct StoreCommandTests {
         try makeStore()
         let keyFile = directory.file("export.key")
         let key = (0..<32).map { UInt8($0 * 7 + 1) }
-        FileManager.default.createFile(atPath: keyFile, contents: Data(key), attributes: [.posixPermissions: 0o600])
+        try #require(FileManager.default.createFile(atPath: keyFile, contents: Data(key), attributes: [.posixPermissions: 0o600]))
         let wrong = try export(["--to", directory.file("never"), "--key-file", keyFile], input: "9999\n")
         #expect(wrong.status == 1 && wrong.error.contains("wrong-passcode"))
         #expect(!FileManager.default.fileExists(atPath: directory.file("never")))

@@ -84,6 +84,6 @@ struct SessionCommandTests {
 /// An empty file in the temporary folder, removed when released.
 final class TemporaryFile {
     let path = NSTemporaryDirectory() + "/protectedstore-watch-\(UUID().uuidString)"
-    init() { FileManager.default.createFile(atPath: path, contents: nil) }
+    init() { _ = FileManager.default.createFile(atPath: path, contents: nil) }
     deinit { try? FileManager.default.removeItem(atPath: path) }
 }

@@ -117,7 +117,7 @@ import Testing
             }
         }
         for await _ in started { break }
-        weak var old = fixture.controller
+        weak let old = fixture.controller
         fixture.controller = fixture.makeController()  // the last reference to the launched controller
         #expect(old == nil, "something else still holds the controller")
         release.signal()

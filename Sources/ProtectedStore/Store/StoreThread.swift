@@ -9,7 +9,7 @@ internal import Darwin
 /// A thread of the store's own, running one job at a time: the writer's serial executor, or a reader's task
 /// executor. SQLite calls and `fsync` block; run on these threads they never occupy one of the few threads of
 /// Swift's cooperative pool (two on a 2-core machine), so a long write on two stores cannot hold up every other
-/// task in the process — a read, the main actor's continuations (issue 27, item 6).
+/// task in the process — a read, the main actor's continuations.
 ///
 /// GRDB gives each connection a serial dispatch queue (`SerializedDatabase`); this is the same idea without
 /// Dispatch: one `pthread`, named so a debugger, `top -H` or a test can see where database work runs (`comm` is

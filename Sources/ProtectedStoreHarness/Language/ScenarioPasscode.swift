@@ -4,7 +4,7 @@ public import SecureKeys
 /// prompt reads it until the command is released, when it is zeroed.
 ///
 /// Never a Swift `String`: a freed string's storage keeps its bytes in the heap, so a shell that had read
-/// `device unlock --passcode P` would keep `P` in its memory after the device locked (issue 26, finding 10).
+/// `device unlock --passcode P` would keep `P` in its memory after the device locked.
 /// Equal when the bytes are equal, compared in constant time; ``description`` is redacted.
 ///
 /// A literal (`.deviceUnlock(passcode: "1234")`) and ``init(_:)`` make one from text, for the simulator's and

@@ -47,7 +47,7 @@ public enum ScenarioQuoting: Sendable {
 
     /// `text` with every control character (C0 such as ESC, DEL, C1) and every line or paragraph separator
     /// written as `\u{1B}`, the escape a quoted word takes: for a message that repeats what was typed. An arrow
-    /// key's escape sequence echoed raw would move the cursor and scramble the prompt (issue 30, finding 6).
+    /// key's escape sequence echoed raw would move the cursor and scramble the prompt.
     ///
     /// - Parameter text: a message that may quote input.
     /// - Returns: `text` when it has none of them, else the escaped text.

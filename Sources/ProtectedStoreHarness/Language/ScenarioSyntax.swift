@@ -8,7 +8,7 @@ import SecureKeys
 /// then switches over this enum to read its arguments, so a command exists for the parser only as a case of
 /// it; every case must say its arguments and what it does (``arguments``, ``summary``: switches without a
 /// default), and ``ScenarioCommand/syntax`` names the case of every command. A command cannot be added to the
-/// language without its help text, and `help` cannot fall behind the parser (issue 30, finding 5).
+/// language without its help text, and `help` cannot fall behind the parser.
 public enum ScenarioSyntax: Sendable, Hashable, CaseIterable {
     /// `device setup`, `device reboot`, `device power-cut`, `device lock`, `device unlock`,
     /// `device change-passcode`.

@@ -72,7 +72,7 @@ public final class ScenarioSession {
     /// Every value written (puts and inbox puts): what must never be found in a file in the clear.
     public private(set) var writtenValues: Set<String> = []
     /// Whether ``writtenValues`` is kept. The simulator, which searches the files for its seed's value prefixes
-    /// instead, turns it off: a long seed writes a new value every few steps (issue 30).
+    /// instead, turns it off: a long seed writes a new value every few steps.
     package var recordsWrittenValues = true
     /// Journal entries dropped by ``forgetJournal(first:)`` once checked: with ``journal``'s count, how many
     /// entries the session ever journaled.
@@ -82,13 +82,13 @@ public final class ScenarioSession {
     package var journaledCount: Int { forgottenJournalEntries + journal.count }
 
     /// Drops the oldest `count` journal entries, already absorbed and checked, so that a long simulated seed
-    /// keeps only what a later check still needs (issue 30).
+    /// keeps only what a later check still needs.
     package func forgetJournal(first count: Int) {
         journal.removeFirst(count)
         forgottenJournalEntries += count
     }
 
-    /// Drops the oldest `count` names of ``ran``, already checked against the submission order (issue 30).
+    /// Drops the oldest `count` names of ``ran``, already checked against the submission order.
     package func forgetRan(first count: Int) {
         ran.removeFirst(count)
     }
@@ -267,7 +267,7 @@ public final class ScenarioSession {
     /// Frees what the apps killed by the command held, as the kernel does for a killed process: their store
     /// keys, connections and threads. Their files were made dead when they died, so closing them writes nothing
     /// (``abandonApp()``). Kept alive instead, every crash, reboot and power cut of a long simulation left a
-    /// store key, an inbox key and threads behind, until the process ran out of memory mappings (issue 30).
+    /// store key, an inbox key and threads behind, until the process ran out of memory mappings.
     private func releaseAbandonedApps() async {
         let killed = abandoned
         abandoned.removeAll()
@@ -952,8 +952,8 @@ public final class ScenarioSession {
 
     /// For a command whose passcodes the shell is about to ask for (`device unlock`, `device change-passcode`
     /// typed without them): when there is no device to take them, reports `no-device` as running the command
-    /// would — printed, and kept for `expect error` — so that nobody types a passcode for nothing (issue 30,
-    /// finding 8). The device agent, when one serves the directory, is asked first.
+    /// would — printed, and kept for `expect error` — so that nobody types a passcode for nothing. The
+    /// device agent, when one serves the directory, is asked first.
     ///
     /// - Returns: `true` when there is no device and the command was refused; `false` when there is one and
     ///   the passcodes are to be asked for.

@@ -191,8 +191,8 @@ struct CommandGenerator {
         if !model.appRunning, !model.wiped, !model.inboxHasDamage, model.pendingInbox.count >= 2, model.pendingInbox.allSatisfy({ !$0.optional }),
             random.next() % Self.damageOdds == 0
         {
-            // Never the first record's own length, or the damage changes nothing (simulate-long, seed 5415: a
-            // record at the size limit has the limit's length).
+            // Never the first record's own length, or the damage changes nothing (a record at the size limit has
+            // the limit's length).
             let first = model.pendingInbox[0]
             let sealedOverhead = InboxRecord.maximumSealedLength - InboxRecord.maximumPayloadLength
             let ownLength = first.value.map {

@@ -327,8 +327,8 @@ struct SimulationModel {
                         uncertain[record.key] = nil
                     }
                 }
-                // A failed append the counts left for later may have been merged now all the same (simulate-long,
-                // seed 2535: of three appends, two failed, the counts took the first, the store had the third).
+                // A failed append the counts left for later may have been merged now all the same (of three appends,
+                // two failed: the counts took the first, the store had the third).
                 for record in pendingInbox.dropFirst(handled.count) where record.optional && record.kind == nil {
                     uncertain[record.key, default: []].insert(record.value)
                 }

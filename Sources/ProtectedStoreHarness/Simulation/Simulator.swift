@@ -38,7 +38,7 @@ public struct SimulationRun: Sendable {
 }
 
 /// The sizes of what a simulated run still keeps after a step: bounded whatever the seed's length when the run
-/// does not record its commands and trace (issue 30).
+/// does not record its commands and trace.
 package struct RetainedRecords: Sendable, Equatable {
     /// Commands recorded.
     package var commands: Int
@@ -114,7 +114,7 @@ public enum Simulator {
     /// Simulates `steps` commands drawn from `seed`. The same seed gives the same commands and trace.
     ///
     /// With `recording` off the run keeps neither its commands nor its trace, so that a seed of any length
-    /// holds bounded memory (issue 30); ``SimulationRun/steps`` still counts them.
+    /// holds bounded memory; ``SimulationRun/steps`` still counts them.
     ///
     /// `afterEachStep`, for tests, is called with the step's number, and the sizes of what the run still keeps,
     /// once its checks passed (to sample what the process holds while a long seed runs).
@@ -270,7 +270,7 @@ public enum Simulator {
                         commands: commands, trace: trace, steps: step, violation: violation, powerCuts: tally, coverage: coverage)
                 }
             }
-            // Keep only what a later check still needs (issue 30): the journal entries absorbed and checked, the
+            // Keep only what a later check still needs: the journal entries absorbed and checked, the
             // `ui` operations found in the submission order and the submissions before them are not looked at again.
             let forget = min(journalSeen, journalChecked)
             session.forgetJournal(first: forget)
