@@ -11,6 +11,14 @@ extension DeviceError {
             message: "cannot connect to the \(bus): \(String(cString: strerror(errno))); the session's lock cannot be followed")
     }
 
+    /// `bus` was lost after the device started following the session: an unlock is refused from then on.
+    static func busLost(_ bus: Bus) -> Self {
+        Self(
+            code: .noBus,
+            message: "the \(bus) went away, so the session's lock can no longer be followed: the device stays locked; "
+                + "close it and boot it again once the bus is back")
+    }
+
     /// Nobody owns `org.freedesktop.login1` on `bus`.
     static func noLogind(_ bus: Bus, _ failure: BusFailure) -> Self {
         Self(

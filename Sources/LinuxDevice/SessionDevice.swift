@@ -125,10 +125,26 @@ public final class SessionDevice: KeyAvailabilityMonitor, StoreKeyProvider {
 
     // MARK: Lock and unlock
 
-    /// Unlocks with the passcode: the only way keys come back.
+    /// Unlocks with the passcode: the only way keys come back — and only while the session's lock is followed.
     ///
-    /// - Throws: as `SimulatedDevice/unlock(passcode:)`.
-    public func unlock(passcode: SecureBytes) throws { try device.unlock(passcode: passcode) }
+    /// Once the system bus is lost the device is locked and stays so: with nothing to tell it of a later lock,
+    /// keys brought back would stay until the process ends. The app closes this device and boots it again
+    /// (``init(bootingFrom:systemBus:sessionBus:keyStore:)``) when the bus is back, as the device agent's unit
+    /// restarts the agent.
+    ///
+    /// - Throws: `DeviceError/Code/noBus` when the system bus was lost, before or during the unlock (the device
+    ///   is locked then, and the passcode was not tried when it was lost before); otherwise as
+    ///   `SimulatedDevice/unlock(passcode:)`.
+    public func unlock(passcode: SecureBytes) throws {
+        let systemBus = lockSource.status.systemBus
+        guard lockSource.status.connected else { throw DeviceError.busLost(systemBus) }
+        try device.unlock(passcode: passcode)
+        // Lost while the passcode was checked: the lock it reported may have come before the keys came back.
+        guard lockSource.status.connected else {
+            device.lock()
+            throw DeviceError.busLost(systemBus)
+        }
+    }
 
     /// Locks the device now, as a session lock does.
     public func lock() { device.lock() }

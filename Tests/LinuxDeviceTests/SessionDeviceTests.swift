@@ -63,6 +63,22 @@ struct SessionDeviceTests {
         #expect(fixture.events.all == [.willBecomeUnavailable, .didBecomeUnavailable])
     }
 
+    @Test("after the system bus is lost, unlock(passcode:) is refused with no-bus and the device stays locked")
+    func unlockRefusedAfterBusLoss() async throws {
+        let fixture = try Fixture()
+        defer { fixture.device.close() }
+        fixture.logind.stop()  // the bus itself goes: a lock
+        #expect(await eventually { fixture.device.lockState == .locked })
+        #expect(await eventually { !fixture.device.isProtectedDataAvailable(for: .complete) })
+        #expect(!fixture.device.lockSource.status.connected)
+        let error = #expect(throws: DeviceError.self) { try fixture.unlock() }
+        #expect(error?.code == .noBus, "\(String(describing: error))")
+        #expect(error?.message.contains("can no longer be followed") == true, "\(String(describing: error))")
+        #expect(fixture.device.lockState == .locked)
+        #expect(!fixture.device.isProtectedDataAvailable(for: .complete))
+        #expect(!fixture.classAStoreKeyAvailable)
+    }
+
     @Test("LockedHint false is reported, never an unlock: the keys stay away until unlock(passcode:)")
     func unlockedHintIsNotAuthorization() async throws {
         let fixture = try Fixture()
