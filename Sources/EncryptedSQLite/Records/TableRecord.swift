@@ -54,6 +54,21 @@ extension TableRecord {
         return database.changes
     }
 
+    /// Deletes the row whose primary key (``databasePrimaryKey``) is `key`.
+    ///
+    /// - Parameters:
+    ///   - database: the connection, inside a store's `write`.
+    ///   - key: the primary key's value.
+    /// - Returns: whether a row was deleted (`false` when none had the key).
+    /// - Throws: the statement's `StoreError` (`StoreError.Code.constraint` when a foreign key still points
+    ///   at the row).
+    @discardableResult
+    public static func deleteOne(_ database: Database, key: some DatabaseValueConvertible) throws -> Bool {
+        let (table, column) = quotedTableAndKey
+        try database.execute("DELETE FROM \(table) WHERE \(column) = ?", [key.databaseValue])
+        return database.changes > 0
+    }
+
     /// The table's name and its key column, quoted for SQL.
     static var quotedTableAndKey: (table: String, key: String) {
         (Database.quote(databaseTableName), Database.quote(databasePrimaryKey))
