@@ -24,7 +24,8 @@
 ///     var name: String
 ///     mutating func didInsert(rowID: Int64) { id = rowID }
 /// }
-/// let arthur = try Player(id: nil, name: "Arthur").inserted(db)   // arthur.id is the new row's
+/// // arthur.id is the new row's
+/// let arthur = try Player(id: nil, name: "Arthur").inserted(db)
 /// ```
 ///
 /// Each method prepares its statement once per type and reuses it (the connection's statement cache).

@@ -6,7 +6,9 @@ extension DataController {
     /// for a read.
     ///
     /// ```swift
-    /// let arthur = try await controller.write { db in try Player(id: nil, name: "Arthur", score: 100).inserted(db) }
+    /// let arthur = try await controller.write { db in
+    ///     try Player(id: nil, name: "Arthur", score: 100).inserted(db)
+    /// }
     /// ```
     ///
     /// It joins the operation queue as `perform` does: while protected data is unavailable it waits, in order
