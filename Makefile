@@ -126,7 +126,8 @@ docs: deps
 ## Check the documentation make docs built, as a browser opens it.
 ## scripts/check-docs.py serves the combined archive as docs-serve does and asks it: `/` redirects to
 ## ProtectedStore's module page, the index served there lists ProtectedStore's own symbols, each module's sidebar
-## tree is its own, and every link between pages (across modules too) names a page the archive has.
+## tree is its own, every link between pages (across modules too) names a page the archive has, the main types'
+## members are grouped by hand, and no code line is wider than the code box.
 docs-check:
 	python3 scripts/check-docs.py $(DOCS_ARCHIVE)
 

@@ -10,7 +10,8 @@ It serves the combined archive with scripts/serve-docs.py's handler on a free lo
   module is a link, not text); and the links that cross modules are there: ProtectedStore's page links into
   EncryptedSQLite and StoreErrors, ProtectedStoreTesting's into ProtectedStore;
 - the main types' members are grouped by hand (their extension files' Topics), not listed in DocC's automatic
-  groups (one alphabetical list per kind of symbol).
+  groups (one alphabetical list per kind of symbol);
+- no line of a code listing is wider than DocC's code box shows without scrolling (CODE_WIDTH characters).
 
 Usage: scripts/check-docs.py ARCHIVE   (make docs-check, after make docs)
 Exit status 0 when all hold; 1 with one line per failure otherwise.
@@ -41,6 +42,9 @@ CROSS_MODULE_LINKS = {
                                       "/documentation/securekeys/keyfileformats"],
     "/documentation/protectedstoretesting": ["/documentation/protectedstore/datacontroller"],
 }
+# The widest code line DocC's code box shows whole, in characters (its content column at its widest, in Chromium:
+# 87 show, 88 are cut).
+CODE_WIDTH = 87
 # Pages whose members are grouped by hand: none of them may fall into one of DocC's automatic groups.
 GROUPED_BY_HAND = ["/documentation/protectedstore/datacontroller", "/documentation/protectedstore/storecoordinator"]
 # DocC's automatic groups of members. "Default Implementations" (a protocol's, such as `Actor`'s) stays automatic.
@@ -73,6 +77,18 @@ def module_tree(index: dict, module: str) -> dict | None:
 def page_file(archive: Path, url: str) -> Path:
     """The render JSON of the page at `url` (/documentation/…, without its fragment)."""
     return archive / "data" / (url.split("#", 1)[0].strip("/").lower() + ".json")
+
+
+def code_listings(node):
+    """Every code listing of a page's render JSON."""
+    if isinstance(node, dict):
+        if node.get("type") == "codeListing":
+            yield node
+        for value in node.values():
+            yield from code_listings(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from code_listings(value)
 
 
 def check(archive: Path, get) -> list[str]:
@@ -109,9 +125,14 @@ def check(archive: Path, get) -> list[str]:
         failures.append(f"no pages in {archive}/data/documentation")
     broken: dict[str, list[str]] = {}
     links: dict[str, set[str]] = {}
+    wide: dict[str, str] = {}
     for page in pages:
         document = json.loads(page.read_text())
         url = "/" + str(page.relative_to(archive / "data").with_suffix(""))
+        for listing in code_listings([document.get("primaryContentSections", []), document.get("sections", [])]):
+            for line in listing.get("code", []):
+                if len(line) > CODE_WIDTH:
+                    wide.setdefault(line.strip(), url)
         for reference in document.get("references", {}).values():
             target = reference.get("url", "")
             if reference.get("type") != "topic" or not target.startswith("/documentation/"):
@@ -121,6 +142,8 @@ def check(archive: Path, get) -> list[str]:
                 broken.setdefault(target, []).append(url)
     for target, sources in sorted(broken.items()):
         failures.append(f"{target} is linked from {len(sources)} page(s) ({sources[0]}, …) but the archive has no such page")
+    for line, page in sorted(wide.items()):
+        failures.append(f"{page}: a code line wider than {CODE_WIDTH} characters is cut off in the code box: {line[:60]}…")
     for page, targets in CROSS_MODULE_LINKS.items():
         for target in targets:
             if target not in links.get(page, set()):
@@ -171,7 +194,7 @@ def main() -> None:
     if failures:
         sys.exit(1)
     print("docs-check: / redirects to ProtectedStore, each module's sidebar is its own, every link resolves, "
-          "the main types' members are grouped")
+          "the main types' members are grouped, every code line fits its box")
 
 
 if __name__ == "__main__":

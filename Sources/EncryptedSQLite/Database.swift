@@ -595,7 +595,8 @@ public final class Database {
     ///     try db.execute("INSERT INTO player (name) VALUES (?)", ["Arthur"])
     ///     do {
     ///         try db.inSavepoint {
-    ///             try db.execute("INSERT INTO score (player, points) VALUES (?, ?)", ["Arthur", 100])
+    ///             try db.execute("INSERT INTO score (player, points) VALUES (?, ?)",
+    ///                            ["Arthur", 100])
     ///             try validate(db)  // throws: only the score is undone
     ///         }
     ///     } catch let error as ValidationError { log(error) }

@@ -13,7 +13,9 @@ public import Foundation
 ///
 /// ```swift
 /// do {
-///     try await coordinator.write { db in try db.execute("INSERT INTO child(parent) VALUES (42)") }
+///     try await coordinator.write { db in
+///         try db.execute("INSERT INTO child(parent) VALUES (42)")
+///     }
 /// } catch let error as StoreError where error.code == .constraint {
 ///     print(error.extendedResultCode == 787 ? "no such parent" : "another constraint")
 /// }

@@ -31,7 +31,8 @@ struct ReadmePlayerSnippet {
         var migrator = DatabaseMigrator()
         migrator.registerMigration("create player") { db in
             try db.execute("""
-                CREATE TABLE player(id TEXT PRIMARY KEY, name TEXT NOT NULL, score INTEGER NOT NULL)
+                CREATE TABLE player(
+                    id TEXT PRIMARY KEY, name TEXT NOT NULL, score INTEGER NOT NULL)
                 """)
         }
         let store = StoreConfiguration(path: documents + "/Players.sqlite", migrator: migrator)

@@ -6,7 +6,10 @@ internal import Foundation
 /// ```swift
 /// var migrator = DatabaseMigrator()
 /// migrator.registerMigration("create notes") { db in
-///     try db.execute("CREATE TABLE notes(id BLOB PRIMARY KEY NOT NULL, title TEXT NOT NULL, body TEXT NOT NULL)")
+///     try db.execute("""
+///         CREATE TABLE notes(
+///             id BLOB PRIMARY KEY NOT NULL, title TEXT NOT NULL, body TEXT NOT NULL)
+///         """)
 /// }
 /// migrator.registerMigration("add notes.pinned") { db in
 ///     try db.execute("ALTER TABLE notes ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0")

@@ -5,7 +5,8 @@
 /// `TableRecord`. The defaults fit a table named after the type, keyed by an `id` column:
 ///
 /// ```swift
-/// struct Player: Codable, FetchableRecord, PersistableRecord {   // table "player", key "id"
+/// // table "player", key "id"
+/// struct Player: Codable, FetchableRecord, PersistableRecord {
 ///     var id: String
 ///     var name: String
 ///     var score: Int

@@ -12,7 +12,9 @@ extension DatabaseMigrator {
     ///
     /// ```swift
     /// var migrator = DatabaseMigrator.keyValue
-    /// migrator.registerMigration("create notes") { db in try db.execute("CREATE TABLE notes(…)") }
+    /// migrator.registerMigration("create notes") { db in
+    ///     try db.execute("CREATE TABLE notes(…)")
+    /// }
     /// ```
     ///
     /// It uses `CREATE TABLE IF NOT EXISTS`, so a store made before migrations existed (whose `entries` table

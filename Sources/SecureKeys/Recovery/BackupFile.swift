@@ -4,8 +4,10 @@ internal import CSodium
 /// encrypted database, and an authentication tag over both.
 ///
 /// ```
-/// header (184 bytes) ‖ database (N bytes: a SQLCipher file in the recorded store format, keyed raw with K_db)
-///                    ‖ tag (32 bytes: BLAKE2b(K_mac, header ‖ database))
+/// header (184 bytes)
+/// ‖ database (N bytes: a SQLCipher file in the recorded store format, keyed raw
+///   with K_db)
+/// ‖ tag (32 bytes: BLAKE2b(K_mac, header ‖ database))
 /// ```
 ///
 /// Each backup has its own random 32-byte data key `DK_b`, sealed to the recovery public key
