@@ -30,7 +30,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-collections", from: "1.1.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
         // `make docs` only: a command plugin is built when it is invoked, never by `swift build`/`swift test`.
-        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.4.0"),
+        // 1.5 for the combined archive of every module (`--enable-experimental-combined-documentation`).
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
     targets: [
         // The C boundary: system libraries found through pkg-config (apt: libsqlcipher-dev, libsodium-dev,

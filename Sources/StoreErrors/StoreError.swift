@@ -13,7 +13,9 @@ public import Foundation
 ///
 /// ```swift
 /// do {
-///     try await coordinator.write { db in try db.execute("INSERT INTO child(parent) VALUES (42)") }
+///     try await coordinator.write { db in
+///         try db.execute("INSERT INTO child(parent) VALUES (42)")
+///     }
 /// } catch let error as StoreError where error.code == .constraint {
 ///     print(error.extendedResultCode == 787 ? "no such parent" : "another constraint")
 /// }
@@ -84,6 +86,8 @@ public struct StoreError: Error, Sendable {
         public static let notSQLCipher = Code("not-sqlcipher")
         /// SQLite was used wrongly (a bug in the caller).
         public static let misuse = Code("misuse")
+        /// A record's update found no row with its primary key: nothing was written.
+        public static let recordNotFound = Code("record-not-found")
         /// The connection was closed.
         public static let closed = Code("closed")
         /// Any other SQLite failure; ``StoreError/extendedResultCode`` holds SQLite's extended result code.
@@ -193,7 +197,7 @@ public struct StoreError: Error, Sendable {
         public static let all: [Code] = [
             .queueFull, .cancelled, .deadlineExceeded, .terminated, .protectedDataUnavailable, .inboxUnavailable,
             .inboxRecordTooLarge, .inboxUnknownKind, .inboxNewerSchema, .inboxRecordMalformed, .inboxFull, .inboxUnusable, .storeError, .wrongKey, .storeUnavailable, .storeDamaged, .constraint, .diskFull, .readOnly, .busy,
-            .notSQLCipher, .misuse, .closed, .sqliteError, .migrationFailed, .storeFromNewerApp, .migrationUnsupported, .keyFileDamaged, .unsupportedKeyFormat, .wrongDevice,
+            .notSQLCipher, .misuse, .recordNotFound, .closed, .sqliteError, .migrationFailed, .storeFromNewerApp, .migrationUnsupported, .keyFileDamaged, .unsupportedKeyFormat, .wrongDevice,
             .keyWiped, .storeExistsWithoutKey, .alreadyExists, .insecurePermissions, .insecureStateDirectory, .invalidArgument, .ioError,
             .outOfMemory, .recoveryPhraseMistyped, .wrongRecoveryPhrase, .backupDamaged, .unsupportedBackupFormat,
             .restoreTargetExists, .noDevice, .deviceExists, .wrongPasscode, .passcodeDelay, .deviceWiped, .deviceStateDamaged,
@@ -236,6 +240,9 @@ public struct StoreError: Error, Sendable {
     public var sql: String?
     /// The database file, for a failure of SQLite.
     public var path: String?
+    /// The identifier of the migration that failed, for an error a migration raised (``Code/migrationFailed``,
+    /// or the store's own failure found while the migration ran); `nil` otherwise.
+    public var migration: String?
     /// SQLite's extended result code, for an error SQLite reported (extended codes are on for every
     /// connection): `SQLITE_CONSTRAINT_FOREIGNKEY` (787) and `SQLITE_CONSTRAINT_UNIQUE` (2067) are both
     /// ``Code/constraint``, `SQLITE_IOERR_FSYNC` (1034) and `SQLITE_IOERR_WRITE` (778) both

@@ -30,7 +30,8 @@ let readmeTestDependencies: [Target.Dependency] = [
 // GettingStarted.md, "Add the dependency" (the same dependency: type-checked here, not added twice).
 let gettingStartedPackageDependencies: [Package.Dependency] = [
     // snippet.getting-started-package-manifest
-    .package(name: "ProtectedStore", path: "../ProtectedStore"),   // your clone's path; its folder may have any name
+    // your clone's path; its folder may have any name:
+    .package(name: "ProtectedStore", path: "../ProtectedStore"),
     // snippet.hide
 ]
 let gettingStartedAppDependencies: [Target.Dependency] = [
@@ -57,7 +58,9 @@ let package = Package(
         // snippet.testing-test-target-manifest
         .testTarget(
             name: "AppTests",
-            dependencies: ["App", .product(name: "ProtectedStoreTesting", package: "ProtectedStore")]
+            dependencies: [
+                "App", .product(name: "ProtectedStoreTesting", package: "ProtectedStore"),
+            ]
         )
         // snippet.end
     ]

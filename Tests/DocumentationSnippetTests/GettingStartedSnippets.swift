@@ -18,13 +18,14 @@ struct GettingStartedSnippets {
     static func describeTheStore(documents: String) -> StoreConfiguration {
         // snippet.show
 
-        // `.keyValue` holds the key-value table that `put`/`value(forKey:)` and the locked inbox's default handlers
-        // write to; an app's own migrations come after it.
+        // `.keyValue` holds the key-value table of `put`/`value(forKey:)` and of the locked
+        // inbox's default handlers (applied first anyway); the app's migrations come after it.
         var migrator = DatabaseMigrator.keyValue
         migrator.registerMigration("create notes") { db in
             try db.execute("CREATE TABLE notes(id TEXT PRIMARY KEY, body TEXT NOT NULL)")
         }
-        let store = StoreConfiguration(path: documents + "/Notes.sqlite", protectionClass: .complete, migrator: migrator)
+        let store = StoreConfiguration(
+            path: documents + "/Notes.sqlite", protectionClass: .complete, migrator: migrator)
         // snippet.end
         return store
     }
@@ -39,7 +40,8 @@ struct GettingStartedSnippets {
         }
 
         func application(didFinishLaunchingWithOptions options: LaunchOptions) -> Bool {
-            dataController.launch(options)   // returns at once; the store attaches in the background
+            // returns at once; the store attaches in the background
+            dataController.launch(options)
             return true
         }
     }
@@ -92,7 +94,9 @@ struct GettingStartedSnippets {
         }
         // snippet.getting-started-perform
         let notes = try await dataController.perform("load notes") { coordinator in
-            try await coordinator.read { db in try db.fetchValues(String.self, "SELECT body FROM notes") }
+            try await coordinator.read { db in
+                try db.fetchValues(String.self, "SELECT body FROM notes")
+            }
         }
         // snippet.end
         #expect(notes == ["first"])

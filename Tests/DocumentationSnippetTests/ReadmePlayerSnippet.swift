@@ -28,19 +28,20 @@ struct ReadmePlayerSnippet {
         let (documents, keys) = (device.documents, device.keys)
         // snippet.show
 
-        var migrator = DatabaseMigrator.keyValue
+        var migrator = DatabaseMigrator()
         migrator.registerMigration("create player") { db in
-            try db.execute("CREATE TABLE player(id TEXT PRIMARY KEY, name TEXT NOT NULL, score INTEGER NOT NULL)")
+            try db.execute("""
+                CREATE TABLE player(
+                    id TEXT PRIMARY KEY, name TEXT NOT NULL, score INTEGER NOT NULL)
+                """)
         }
         let store = StoreConfiguration(path: documents + "/Players.sqlite", migrator: migrator)
         let controller = DataController(configuration: .init(store: store), keys: keys)
         controller.launch()
 
-        try await controller.perform("add players") { coordinator in
-            try await coordinator.write { db in
-                try Player(id: "1", name: "Arthur", score: 100).insert(db)
-                try Player(id: "2", name: "Barbara", score: 1000).insert(db)
-            }
+        try await controller.write { db in
+            try Player(id: "1", name: "Arthur", score: 100).insert(db)
+            try Player(id: "2", name: "Barbara", score: 1000).insert(db)
         }
         let players = try await controller.read { db in try Player.fetchAll(db) }
         // snippet.end

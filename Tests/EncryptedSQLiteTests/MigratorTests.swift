@@ -65,6 +65,23 @@ struct MigratorTests {
         #expect(!database.isInTransaction)
     }
 
+    @Test("a failed migration's error names it in its migration property, not only in its message")
+    func failedMigrationNamedOnTheError() throws {
+        let database = try open()
+        var migrator = twoMigrations
+        migrator.registerMigration("three") { _ in throw Broken() }
+        let error = #expect(throws: StoreError.self) { try migrator.migrate(database) }
+        #expect(error?.code == .migrationFailed)
+        #expect(error?.migration == "three")
+        // A migration's SQL that fails is named the same way.
+        var failingSQL = twoMigrations
+        failingSQL.registerMigration("bad sql") { try $0.execute("INSERT INTO missing VALUES (1)") }
+        let sqlError = #expect(throws: StoreError.self) { try failingSQL.migrate(database) }
+        #expect(sqlError?.migration == "bad sql")
+        // Only a migration's error names one.
+        #expect(StoreError(code: .misuse, message: "m").migration == nil)
+    }
+
     @Test("a store from a newer app (an unknown migration recorded) is refused before anything changes")
     func newerStoreRefused() throws {
         let database = try open()

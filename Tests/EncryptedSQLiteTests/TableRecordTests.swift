@@ -21,6 +21,13 @@ private struct Visit: Codable, Equatable, FetchableRecord, PersistableRecord {
     var place: String
 }
 
+/// A record keyed by SQLite's rowid that keeps the key SQLite chose (`didInsert(rowID:)`), as GRDB's records do.
+private struct Ticket: Codable, Equatable, FetchableRecord, PersistableRecord {
+    var id: Int64?
+    var seat: String
+    mutating func didInsert(rowID: Int64) { id = rowID }
+}
+
 /// Records of a table (issue 27, item 9): a table name and a primary key on the type, and the methods GRDB
 /// users reach for on day one.
 @Suite("Table records")
@@ -38,6 +45,7 @@ struct TableRecordTests {
             """
             CREATE TABLE player(id TEXT PRIMARY KEY NOT NULL, name TEXT NOT NULL, score INTEGER NOT NULL, nickname TEXT);
             CREATE TABLE visits(number INTEGER PRIMARY KEY, place TEXT NOT NULL);
+            CREATE TABLE ticket(id INTEGER PRIMARY KEY, seat TEXT NOT NULL UNIQUE);
             """)
         return database
     }
@@ -78,7 +86,7 @@ struct TableRecordTests {
         #expect(try Visit.fetchOne(database, key: second) == Visit(number: second, place: "park"))
     }
 
-    @Test("update sets every other column of the row with the record's key, and fails with misuse when none has it")
+    @Test("update sets every other column of the row with the record's key, and fails with record-not-found when none has it")
     func updateChangesTheRowWithTheKey() throws {
         let database = try open()
         try Player(id: "1", name: "Arthur", score: 100, nickname: "Art").insert(database)
@@ -88,9 +96,35 @@ struct TableRecordTests {
         #expect(try Player.fetchOne(database, key: "2") == Player(id: "2", name: "Barbara", score: 1000))
 
         let missing = #expect(throws: StoreError.self) { try Player(id: "3", name: "Craig", score: 5).update(database) }
-        #expect(missing?.code == .misuse)
+        #expect(missing?.code == .recordNotFound)
+        #expect(missing.map { "\($0)" }?.hasPrefix("record-not-found: ") == true)
         #expect(missing?.message.contains("nothing to update") == true)
         #expect(try Player.fetchCount(database) == 2)
+    }
+
+    @Test("inserted gives back the record with the key SQLite chose, through didInsert(rowID:)")
+    func insertedHasItsKey() throws {
+        let database = try open()
+        let first = try Ticket(id: nil, seat: "1A").inserted(database)
+        let second = try Ticket(id: nil, seat: "1B").inserted(database)
+        #expect(first.id != nil && second.id == first.id.map { $0 + 1 })
+        #expect(try Ticket.fetchOne(database, key: second.id ?? -1) == second)
+        // Skipped on a conflict: nothing was inserted, and the record comes back without a key.
+        let skipped = try Ticket(id: nil, seat: "1A").inserted(database, onConflict: .ignore)
+        #expect(skipped.id == nil)
+        // A record without the hook comes back as it was, and its row is written.
+        #expect(try Visit(number: nil, place: "park").inserted(database) == Visit(number: nil, place: "park"))
+        #expect(try Visit.fetchCount(database) == 1)
+    }
+
+    @Test("deleteOne deletes the row with a key, and says whether there was one")
+    func deleteOneByKey() throws {
+        let database = try open()
+        try Player(id: "1", name: "Arthur", score: 100).insert(database)
+        try Player(id: "2", name: "Barbara", score: 1000).insert(database)
+        #expect(try Player.deleteOne(database, key: "1"))
+        #expect(try Player.deleteOne(database, key: "1") == false)
+        #expect(try names(database) == ["Barbara"])
     }
 
     @Test("save inserts a record whose key no row has, then updates that row")

@@ -6,7 +6,10 @@ internal import Foundation
 /// ```swift
 /// var migrator = DatabaseMigrator()
 /// migrator.registerMigration("create notes") { db in
-///     try db.execute("CREATE TABLE notes(id BLOB PRIMARY KEY NOT NULL, title TEXT NOT NULL, body TEXT NOT NULL)")
+///     try db.execute("""
+///         CREATE TABLE notes(
+///             id BLOB PRIMARY KEY NOT NULL, title TEXT NOT NULL, body TEXT NOT NULL)
+///         """)
 /// }
 /// migrator.registerMigration("add notes.pinned") { db in
 ///     try db.execute("ALTER TABLE notes ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0")
@@ -14,7 +17,7 @@ internal import Foundation
 /// ```
 ///
 /// A migration that throws is rolled back, with its record: the database stays at the last migration that
-/// succeeded, and ``migrate(_:)`` throws a `StoreError` with code `migrationFailed` naming it. A database that
+/// succeeded, and ``migrate(_:)`` throws a `StoreError` with code `migrationFailed` naming it (its `migration`). A database that
 /// records a migration this migrator does not know — written by a newer version of the app — is refused
 /// with `storeFromNewerApp` before anything is changed. Never edit a migration that has
 /// shipped: register a new one.
@@ -35,6 +38,18 @@ public struct DatabaseMigrator: Sendable {
 
     /// The identifiers of the registered migrations, in order.
     public var migrationIdentifiers: [String] { registered.map(\.identifier) }
+
+    /// This migrator with the migrations of `earlier` that it does not have registered before its own, in
+    /// `earlier`'s order.
+    ///
+    /// - Parameter earlier: the migrations that come first.
+    /// - Returns: the combined migrator.
+    package func addingMissing(first earlier: DatabaseMigrator) -> DatabaseMigrator {
+        let own = Set(migrationIdentifiers)
+        var combined = DatabaseMigrator()
+        combined.registered = earlier.registered.filter { !own.contains($0.identifier) } + registered
+        return combined
+    }
 
     /// Adds a migration after those registered before it.
     ///
@@ -62,7 +77,7 @@ public struct DatabaseMigrator: Sendable {
     ///
     /// - Returns: the identifiers of the migrations applied now.
     /// - Throws: a `StoreError`: `StoreError.Code.storeFromNewerApp` (nothing changed),
-    ///   `StoreError.Code.migrationFailed` naming the migration (the migrations before it stay applied; its
+    ///   `StoreError.Code.migrationFailed` naming the migration in its `migration` (the migrations before it stay applied; its
     ///   failure is the error's `cause`). When the store itself failed under the migrations — a page that
     ///   fails its HMAC, a read or write the file system refused, a full disk, a read-only file — the error
     ///   says that (`storeDamaged`, `storeUnavailable`, `diskFull`, `readOnly`), with SQLite's extended
@@ -115,16 +130,23 @@ extension DatabaseMigrator {
     ///   - migration: the migration that ran, or `nil` when the applied migrations were being read.
     ///   - message: what failed, for `migrationFailed`.
     ///   - cause: what the migration (or the read) threw.
+    /// The error names `migration` in its ``StoreError/migration`` as well as in its message.
     static func failure(migration: String?, message: String, cause: any Error) -> StoreError {
-        guard let storage = cause as? StoreError else {
-            return StoreError(code: .migrationFailed, message: message, cause: cause)
-        }
+        var error = storeFailure(migration: migration, cause: cause)
+            ?? StoreError(code: .migrationFailed, message: message, cause: cause)
+        error.migration = migration
+        return error
+    }
+
+    /// The store's own failure under the migrations, named where they found it; `nil` for anything else.
+    private static func storeFailure(migration: String?, cause: any Error) -> StoreError? {
+        guard let storage = cause as? StoreError else { return nil }
         let code: StoreError.Code
         switch storage.code {
         // The database opened with its key, so a page that fails later is damage, not a wrong key.
         case .storeDamaged, .wrongKey: code = .storeDamaged
         case .storeUnavailable, .diskFull, .readOnly: code = storage.code
-        default: return StoreError(code: .migrationFailed, message: message, cause: cause)
+        default: return nil
         }
         let place = migration.map { "while migration `\($0)` ran (it was rolled back)" } ?? "while the applied migrations were read"
         let what = code == .storeDamaged ? "the store is damaged: " : ""

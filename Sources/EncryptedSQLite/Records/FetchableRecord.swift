@@ -7,7 +7,7 @@
 /// ```swift
 /// let players = try Player.fetchAll(db)
 /// let arthur = try Player.fetchOne(db, key: "1")        // nil when no row has that key
-/// let cursor = try Player.fetchCursor(db)               // one row at a time, inside this read
+/// let cursor = try Player.fetchCursor(db)              // one row at a time, in this read
 /// while let player = try cursor.next() { … }
 /// ```
 ///

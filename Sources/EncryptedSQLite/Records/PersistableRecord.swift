@@ -9,15 +9,57 @@
 /// var player = Player(id: "1", name: "Arthur", score: 100)
 /// try player.insert(db)
 /// player.score = 200
-/// try player.update(db)                  // fails when no row has its key
+/// try player.update(db)                  // record-not-found when no row has its key
 /// try player.save(db)                    // updates, or inserts when no row has its key
 /// let deleted = try player.delete(db)    // whether a row was deleted
+/// try Player.deleteOne(db, key: "1")     // by key
+/// ```
+///
+/// A record whose key SQLite chooses (an `INTEGER PRIMARY KEY`, an `Int64?` property that is `nil`) learns it in
+/// ``didInsert(rowID:)``, and ``inserted(_:onConflict:)`` gives back the record with it, as GRDB's `inserted`:
+///
+/// ```swift
+/// struct Player: Codable, FetchableRecord, PersistableRecord {
+///     var id: Int64?
+///     var name: String
+///     mutating func didInsert(rowID: Int64) { id = rowID }
+/// }
+/// // arthur.id is the new row's
+/// let arthur = try Player(id: nil, name: "Arthur").inserted(db)
 /// ```
 ///
 /// Each method prepares its statement once per type and reuses it (the connection's statement cache).
-public protocol PersistableRecord: TableRecord, Encodable {}
+public protocol PersistableRecord: TableRecord, Encodable {
+    /// Called by ``inserted(_:onConflict:)`` once the record's row is inserted, with the row's rowid — its
+    /// `INTEGER PRIMARY KEY` when the table has one — so the record can keep the key SQLite chose. Does
+    /// nothing by default.
+    ///
+    /// - Parameter rowID: the new row's rowid.
+    mutating func didInsert(rowID: Int64)
+}
 
 extension PersistableRecord {
+    /// Does nothing: a record whose key it sets itself needs nothing from the insert.
+    ///
+    /// - Parameter rowID: the new row's rowid.
+    public mutating func didInsert(rowID: Int64) {}
+
+    /// Inserts the record as a new row and returns it as ``didInsert(rowID:)`` updated it: with the key SQLite
+    /// chose, for a record that keeps it.
+    ///
+    /// - Parameters:
+    ///   - database: the connection, inside a store's `write`.
+    ///   - conflict: what to do when a row with the same key exists: fail (the default), replace it, or skip
+    ///     (then nothing was inserted and the record comes back unchanged).
+    /// - Returns: the record, with what ``didInsert(rowID:)`` set.
+    /// - Throws: as ``insert(_:onConflict:)``.
+    public func inserted(_ database: Database, onConflict conflict: Database.ConflictResolution = .abort) throws -> Self {
+        var record = self
+        let rowID = try insert(database, onConflict: conflict)
+        if database.changes > 0 { record.didInsert(rowID: rowID) }
+        return record
+    }
+
     /// Inserts the record as a new row.
     ///
     /// - Parameters:
@@ -36,13 +78,13 @@ extension PersistableRecord {
     /// Updates the row that has the record's primary key: every other column is set from the record.
     ///
     /// - Parameter database: the connection, inside a store's `write`.
-    /// - Throws: `StoreError.Code.misuse` when no row has the record's key (nothing was written; use
-    ///   ``save(_:)`` to insert it then) or the record has no property for its key; the statement's
-    ///   `StoreError` (`StoreError.Code.constraint`).
+    /// - Throws: `StoreError.Code.recordNotFound` when no row has the record's key (nothing was written; use
+    ///   ``save(_:)`` to insert it then); `StoreError.Code.misuse` when the record has no property for its
+    ///   key; the statement's `StoreError` (`StoreError.Code.constraint`).
     public func update(_ database: Database) throws {
         guard try updateIfPresent(database) else {
             throw StoreError(
-                code: .misuse,
+                code: .recordNotFound,
                 message: "no row of `\(Self.databaseTableName)` has this \(Self.self)'s primary key (`\(Self.databasePrimaryKey)`), so there is nothing to update; insert it, or use save",
                 path: database.path)
         }

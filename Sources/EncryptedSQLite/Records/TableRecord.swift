@@ -5,7 +5,8 @@
 /// `TableRecord`. The defaults fit a table named after the type, keyed by an `id` column:
 ///
 /// ```swift
-/// struct Player: Codable, FetchableRecord, PersistableRecord {   // table "player", key "id"
+/// // table "player", key "id"
+/// struct Player: Codable, FetchableRecord, PersistableRecord {
 ///     var id: String
 ///     var name: String
 ///     var score: Int
@@ -52,6 +53,21 @@ extension TableRecord {
     public static func deleteAll(_ database: Database) throws -> Int {
         try database.execute("DELETE FROM \(Database.quote(databaseTableName))", [DatabaseValue]())
         return database.changes
+    }
+
+    /// Deletes the row whose primary key (``databasePrimaryKey``) is `key`.
+    ///
+    /// - Parameters:
+    ///   - database: the connection, inside a store's `write`.
+    ///   - key: the primary key's value.
+    /// - Returns: whether a row was deleted (`false` when none had the key).
+    /// - Throws: the statement's `StoreError` (`StoreError.Code.constraint` when a foreign key still points
+    ///   at the row).
+    @discardableResult
+    public static func deleteOne(_ database: Database, key: some DatabaseValueConvertible) throws -> Bool {
+        let (table, column) = quotedTableAndKey
+        try database.execute("DELETE FROM \(table) WHERE \(column) = ?", [key.databaseValue])
+        return database.changes > 0
     }
 
     /// The table's name and its key column, quoted for SQL.

@@ -2,8 +2,10 @@
 /// `@name` and `$name` ones.
 ///
 /// ```swift
-/// try database.execute("INSERT INTO notes(id, title) VALUES (?, ?)", [note.id, note.title])
-/// try database.execute("UPDATE notes SET title = :title WHERE id = :id", ["id": id, "title": title])
+/// try database.execute("INSERT INTO notes(id, title) VALUES (?, ?)",
+///                      [note.id, note.title])
+/// try database.execute("UPDATE notes SET title = :title WHERE id = :id",
+///                      ["id": id, "title": title])
 /// try database.execute("UPDATE notes SET title = :title, body = :body WHERE id = :id",
 ///                      StatementArguments(encoding: note))
 /// ```

@@ -9,7 +9,8 @@ public import EncryptedSQLite
 ///
 /// ```swift
 /// let handlers = InboxHandlers.keyValue.handling(VisitLogged.self) { database, visit in
-///     try database.execute("INSERT INTO visits(place, at) VALUES (?, ?)", [.text(visit.place), .real(visit.at.timeIntervalSince1970)])
+///     try database.execute("INSERT INTO visits(place, at) VALUES (?, ?)",
+///                          [.text(visit.place), .real(visit.at.timeIntervalSince1970)])
 /// }
 /// let store = StoreConfiguration(path: path, inboxHandlers: handlers)
 /// ```

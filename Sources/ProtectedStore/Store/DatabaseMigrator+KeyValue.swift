@@ -7,11 +7,14 @@ extension DatabaseMigrator {
     /// One migration: the key-value table `entries(key TEXT PRIMARY KEY, value TEXT)` that the coordinator's
     /// `put`/`value(forKey:)`, the inbox's ``InboxHandlers/keyValue`` handlers and the command-line tool use.
     ///
-    /// The default of ``StoreConfiguration/migrator``. An app adds its own migrations after it:
+    /// The default of ``StoreConfiguration/migrator``. The coordinator applies it first whatever migrator the
+    /// app gives, so an app may start from `DatabaseMigrator()` as well as from this:
     ///
     /// ```swift
     /// var migrator = DatabaseMigrator.keyValue
-    /// migrator.registerMigration("create notes") { db in try db.execute("CREATE TABLE notes(…)") }
+    /// migrator.registerMigration("create notes") { db in
+    ///     try db.execute("CREATE TABLE notes(…)")
+    /// }
     /// ```
     ///
     /// It uses `CREATE TABLE IF NOT EXISTS`, so a store made before migrations existed (whose `entries` table
@@ -23,4 +26,10 @@ extension DatabaseMigrator {
         }
         return migrator
     }
+
+    /// This migrator with the key-value migration (``keyValue``) first when it does not register it: what the
+    /// coordinator applies at attach, so the `entries` table that `put`, `value(forKey:)` and the locked inbox's
+    /// key-value records (``InboxHandlers/keyValue``) write is there whatever migrator the app started from. A
+    /// store attached before without it takes it at its next attach (it creates the table only if missing).
+    var includingKeyValue: DatabaseMigrator { addingMissing(first: .keyValue) }
 }

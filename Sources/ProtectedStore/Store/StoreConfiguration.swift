@@ -10,7 +10,9 @@ public struct StoreConfiguration: Sendable {
     /// The SQLCipher connection settings.
     public var database: Database.Configuration
     /// The schema's migrations, applied at attach — before the locked inbox is merged, so merged records
-    /// meet the current schema. `DatabaseMigrator/keyValue` (the `entries` table) by default.
+    /// meet the current schema. `DatabaseMigrator/keyValue` (the `entries` table) by default; a migrator
+    /// without it has it applied first all the same, so the key-value calls and the inbox's key-value records
+    /// always find their table.
     public var migrator: DatabaseMigrator
     /// The most read-only connections open at once beside the writer (at least 1): reads run on them, in
     /// parallel, and never wait for a write.

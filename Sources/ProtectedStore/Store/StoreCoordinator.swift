@@ -154,7 +154,7 @@ public actor StoreCoordinator {
         migrationLogger.trace("migrating", metadata: ["store": "\(configuration.path)"])
         // A page that fails its HMAC, a failed read or write, a full disk: the migrator reports the store's
         // failure, not the migration's, named where the migrations found it.
-        let applied = try configuration.migrator.migrate(database)
+        let applied = try configuration.migrator.includingKeyValue.migrate(database)
         if !applied.isEmpty {
             migrationLogger.debug("migrations applied", metadata: ["store": "\(configuration.path)", "migrations": "\(applied)"])
         }

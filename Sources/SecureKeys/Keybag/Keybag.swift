@@ -1,5 +1,5 @@
 /// The keybag: one key per protection class, wrapped so that only the right passcode on the right device
-/// unwraps it (format v1, specified byte by byte in keys/README.md).
+/// unwraps it (format v1, specified byte by byte in [keys/README.md](<doc:KeyFileFormats>)).
 ///
 /// - Class keys of ``ProtectionClass/complete``, ``ProtectionClass/completeUnlessOpen`` and
 ///   ``ProtectionClass/completeUntilFirstUserAuthentication`` are wrapped by

@@ -1,11 +1,13 @@
 internal import CSodium
 
-/// The frame of a backup file (keys/README.md, "Backup file"): a header that says how to open it, the
+/// The frame of a backup file ([keys/README.md](<doc:KeyFileFormats>), "Backup file"): a header that says how to open it, the
 /// encrypted database, and an authentication tag over both.
 ///
 /// ```
-/// header (184 bytes) ‖ database (N bytes: a SQLCipher file in the recorded store format, keyed raw with K_db)
-///                    ‖ tag (32 bytes: BLAKE2b(K_mac, header ‖ database))
+/// header (184 bytes)
+/// ‖ database (N bytes: a SQLCipher file in the recorded store format, keyed raw
+///   with K_db)
+/// ‖ tag (32 bytes: BLAKE2b(K_mac, header ‖ database))
 /// ```
 ///
 /// Each backup has its own random 32-byte data key `DK_b`, sealed to the recovery public key
