@@ -180,7 +180,7 @@ private final class Run {
         case 84..<96:  // a call on a kept coordinator, from a task that holds its last reference
             guard !keptCoordinators.isEmpty else { return }
             let coordinator = keptCoordinators.remove(at: Int.random(in: 0..<keptCoordinators.count, using: &random))
-            let call = Int.random(in: 0..<4, using: &random)
+            let call = Int.random(in: 0..<5, using: &random)
             inFlight.append((label, Self.call(coordinator, call)))
         default:  // a reboot-free power nap: lock without grace, so class A goes at once
             isLocked = true
@@ -196,6 +196,7 @@ private final class Run {
                 case 0: _ = await coordinator.isOpen
                 case 1: try await coordinator.put("kept", "v")
                 case 2: try await coordinator.write { try $0.execute("INSERT OR REPLACE INTO entries(key, value) VALUES ('kept', 'w')") }
+                case 3: _ = try coordinator.readNow { try $0.fetchValue(Int.self, "SELECT count(*) FROM entries") }
                 default: _ = try await coordinator.read { try $0.fetchValue(Int.self, "SELECT count(*) FROM entries") }
                 }
                 return nil

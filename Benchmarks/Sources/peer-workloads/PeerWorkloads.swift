@@ -13,8 +13,8 @@ import Synchronization
 //   peer-workloads WORKLOAD [--dir DIR]
 //   WORKLOAD: settings | insert_100k | warm_scan_100k | point_read_10k | durable_write_1row
 //             | read_p99_during_write | reopen_cold_scan_100k | durable_write_database
-//             | durable_write_coordinator | main_actor_read_10k | open_new_store | peak_rss_100k
-//             | first_read_during_write | read_p99_during_two_writes
+//             | durable_write_coordinator | main_actor_read_10k | main_actor_read_10k_awaited
+//             | open_new_store | peak_rss_100k | first_read_during_write | read_p99_during_two_writes
 
 enum Shape {
     static let rows = 100_000
@@ -364,10 +364,12 @@ func run(_ workload: String, in directory: String) async throws {
         samples.sort()
         report(workload, percentile(samples, 0.5), "ms", [("p99", percentile(samples, 0.99)), ("writes", samples.count)])
 
-    case "main_actor_read_10k":
-        // 10,000 one-row reads, each its own read call awaited from the main actor, as a view model does.
+    case "main_actor_read_10k", "main_actor_read_10k_awaited":
+        // 10,000 one-row reads from the main actor, each its own read call, as a view model does: synchronous
+        // (`readNow`, on the main thread, as GRDB's `read`), or awaited (on a reader's thread, two hops).
         let coordinator = try await populated()
         _ = try await coordinator.read { database in try scan(database) }
+        let awaited = workload == "main_actor_read_10k_awaited"
         var timings: [Double] = []
         var found = 0
         for _ in 0..<Shape.repeats {
@@ -375,7 +377,9 @@ func run(_ workload: String, in directory: String) async throws {
             let start = clock.now
             for _ in 0..<Shape.mainActorReads {
                 let id = ids.next()
-                let value = try await coordinator.read { database in try database.scalar(Shape.smallReadSQL, [.integer(id)])?.string }
+                let value = awaited
+                    ? try await coordinator.read { database in try database.scalar(Shape.smallReadSQL, [.integer(id)])?.string }
+                    : try coordinator.readNow { database in try database.scalar(Shape.smallReadSQL, [.integer(id)])?.string }
                 found &+= value?.utf8.count ?? 0
             }
             timings.append(seconds(start.duration(to: clock.now)))

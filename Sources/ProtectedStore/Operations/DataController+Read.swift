@@ -40,4 +40,37 @@ extension DataController {
         try Task.checkCancellation()
         throw StoreError.terminated()
     }
+
+    /// Runs `body` on one of the store's readers now, on the calling (main) thread, and returns its result: the
+    /// synchronous ``read(_:)`` for a UI's short reads, without the two thread hops an awaited read makes.
+    ///
+    /// It does not wait for the store: call it when ``phase`` is ``Phase/ready`` (``isInteractionEnabled``). The
+    /// main thread is blocked for the read, so keep long reads on ``read(_:)``. It never waits for a write.
+    ///
+    /// - Parameter body: reads from the store; the connection must not escape it.
+    /// - Returns: what `body` returned.
+    /// - Throws: what `body` throws, unchanged; `StoreError.Code.protectedDataUnavailable` while the store is
+    ///   not attached — protected data unavailable, or the attach under way; the attach's `StoreError` when it
+    ///   failed; `StoreError.Code.terminated` after ``terminate()``; `StoreError.Code.misuse` before ``launch(_:)``.
+    public func readNow<Result>(_ body: (Database) throws -> Result) throws -> Result {
+        switch phase {
+        case .ready:
+            guard let coordinator else { throw Self.notAttached }
+            return try coordinator.readNow(body)
+        case .launching, .waitingForProtectedData:
+            throw Self.notAttached
+        case .failed(let error):
+            throw error
+        case .terminated:
+            throw StoreError.terminated()
+        case .notLaunched:
+            throw StoreError(code: .misuse, message: "readNow before launch: launch the controller first (read(_:) waits for the store)")
+        }
+    }
+
+    private static var notAttached: StoreError {
+        StoreError(
+            code: .protectedDataUnavailable,
+            message: "the store is not attached now (protected data is unavailable, or the attach is under way): readNow does not wait; read(_:) does")
+    }
 }

@@ -1,4 +1,5 @@
 internal import DequeModule
+internal import Dispatch
 internal import EncryptedSQLite
 internal import SecureKeys
 
@@ -13,7 +14,8 @@ internal import SecureKeys
 /// Each reader has a thread of its own (``StoreThread``, `PStore.reader`): it is opened there, and a read's
 /// transaction and `body` run there (the thread is the read task's executor for that time), so SQLite's
 /// blocking calls never occupy a thread of Swift's cooperative pool. A waiting read waits suspended, never
-/// blocked. One reader is opened when the store attaches, in the background (``openFirstReader()``): the first
+/// blocked. A synchronous read (``readNow(_:)``) is the exception its caller chooses: it runs on the caller's
+/// thread, and blocks it. One reader is opened when the store attaches, in the background (``openFirstReader()``): the first
 /// read finds it open, instead of paying for an open (SQLCipher's key set-up and page 1) while it waits.
 ///
 /// ``close(_:)`` — at the class-A lock, with the writer — closes every idle reader at once, and each busy one as
@@ -24,7 +26,8 @@ final class ReaderPool: Sendable {
     /// One read-only connection and its thread, lent to one read at a time.
     private final class Reader: @unchecked Sendable {
         // @unchecked Sendable: the pool hands a reader to one read at a time (it is either in `idle`, or
-        // held by exactly one `read`), and its connection is used only on its own thread.
+        // held by exactly one `read` or `readNow`), so its connection is used by one thread at a time: its own,
+        // or a synchronous read's caller.
         let database: Database
         let thread: StoreThread
         init(_ database: Database, thread: StoreThread) {
@@ -34,8 +37,42 @@ final class ReaderPool: Sendable {
     }
 
     /// A read waiting for a reader: given one, or `nil` when the reader it waited for failed to open (it then
-    /// opens one itself).
-    private typealias Waiter = CheckedContinuation<Reader?, any Error>
+    /// opens one itself). An awaited read waits suspended; a synchronous one (``readNow(_:)``) blocks its thread.
+    private enum Waiter {
+        case task(CheckedContinuation<Reader?, any Error>)
+        case thread(BlockedRead)
+
+        func resume(returning reader: Reader?) {
+            switch self {
+            case .task(let continuation): continuation.resume(returning: reader)
+            case .thread(let blocked): blocked.resume(with: .success(reader))
+            }
+        }
+
+        func resume(throwing error: any Error) {
+            switch self {
+            case .task(let continuation): continuation.resume(throwing: error)
+            case .thread(let blocked): blocked.resume(with: .failure(error))
+            }
+        }
+    }
+
+    /// A synchronous read's wait for a reader: its thread sleeps on a semaphore until the reader, or the close's
+    /// error, is handed over.
+    private final class BlockedRead: Sendable {
+        private let outcome = LockedState<Result<Reader?, any Error>?>(nil)
+        private let handedOver = DispatchSemaphore(value: 0)
+
+        func resume(with result: Result<Reader?, any Error>) {
+            outcome.withLock { $0 = result }
+            handedOver.signal()
+        }
+
+        func wait() throws -> Reader? {
+            handedOver.wait()
+            return try outcome.withLock { $0! }.get()
+        }
+    }
 
     private struct State {
         /// Readers not in use, the most recently returned last.
@@ -110,6 +147,24 @@ final class ReaderPool: Sendable {
                 trackingTables ? try database.trackingReads { try body(database) } : (try body(database), TableRegion())
             }
         }
+    }
+
+    /// Runs `body` in a read transaction on a reader, on the calling thread: one consistent snapshot of the
+    /// store, with no hop to the reader's thread and back.
+    ///
+    /// For the short reads a UI makes from the main actor, where those two thread wake-ups cost more than the
+    /// read (GRDB's synchronous `read` also runs on its caller's thread). The caller's thread is blocked for the
+    /// read — and, while every reader is busy, until one is returned; a reader is opened on it when the pool has
+    /// room. It never waits for a write. The connection is used by one thread at a time, as every reader's is.
+    ///
+    /// - Returns: what `body` returned.
+    /// - Throws: `StoreError.Code.protectedDataUnavailable` or `StoreError.Code.closed` once the pool is closed;
+    ///   what `body` throws, unchanged; the read transaction's `StoreError`.
+    func readNow<Result>(_ body: (Database) throws -> Result) throws -> Result {
+        let reader = try checkOutNow()
+        defer { checkIn(reader) }
+        let database = reader.database
+        return try database.transaction(.deferred) { try body(database) }
     }
 
     /// Opens one reader in the background, on its own thread, so that the first read finds it open; the store's
@@ -269,22 +324,54 @@ final class ReaderPool: Sendable {
                 return try await thread.run { [self] in try open(with: key, on: thread) }
             case .wait, .waitForFirstReader:
                 let first = if case .waitForFirstReader = lending { true } else { false }
-                let reader = try await withCheckedThrowingContinuation { (continuation: Waiter) in
+                let reader = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Reader?, any Error>) in
                     state.withLock { state in
                         if state.isClosed {
                             continuation.resume(throwing: state.closedError)
                         } else if let reader = state.idle.popLast() {
                             continuation.resume(returning: reader)
                         } else if first, state.firstReaderOpening, state.firstReaderWaiter == nil {
-                            state.firstReaderWaiter = continuation
+                            state.firstReaderWaiter = .task(continuation)
                         } else if first {
                             continuation.resume(returning: nil)  // it opened meanwhile: look again
                         } else {
-                            state.waiters.append(continuation)
+                            state.waiters.append(.task(continuation))
                         }
                     }
                 }
                 if let reader { return reader }
+            }
+        }
+    }
+
+    /// A reader for ``readNow(_:)``: an idle one, one opened on the calling thread, or the first one returned.
+    private func checkOutNow() throws -> Reader {
+        while true {
+            let lending = try state.withLock { state -> Lending in
+                if state.isClosed { throw state.closedError }
+                if let reader = state.idle.popLast() { return .lend(reader) }
+                if state.count < capacity, let key = state.key {
+                    state.count += 1
+                    state.opening += 1
+                    return .open(key)
+                }
+                return .wait
+            }
+            switch lending {
+            case .lend(let reader):
+                return reader
+            case .open(let key):
+                return try open(with: key, on: startThread())
+            case .wait, .waitForFirstReader:
+                let blocked = BlockedRead()
+                let lent = try state.withLock { state -> Reader? in
+                    if state.isClosed { throw state.closedError }
+                    if let reader = state.idle.popLast() { return reader }
+                    state.waiters.append(.thread(blocked))
+                    return nil
+                }
+                if let lent { return lent }
+                if let reader = try blocked.wait() { return reader }
             }
         }
     }
@@ -295,7 +382,7 @@ final class ReaderPool: Sendable {
         return thread
     }
 
-    /// Opens a reader on `thread` — the caller runs there.
+    /// Opens a reader for `thread` on the calling thread: the reader's own, or a synchronous read's.
     private func open(with key: SecureBytes, on thread: StoreThread) throws -> Reader {
         let opened = Result { try Database(path: path, key: key, configuration: configuration) }
         let (closedError, keyToWipe) = state.withLock { state -> (StoreError?, SecureBytes?) in

@@ -222,6 +222,22 @@ public actor StoreCoordinator {
         try await readers.read(body).0
     }
 
+    /// Runs `body` on a read-only connection, in one read transaction, on the calling thread: the synchronous
+    /// ``read(_:)``, as GRDB's `read` is.
+    ///
+    /// For the short reads a UI makes from the main actor: an awaited read hops to a reader's thread and back,
+    /// two thread wake-ups that cost more than a one-row read. This one blocks the caller for the read — and,
+    /// while all ``StoreConfiguration/maximumReaderCount`` readers are busy, until one is free — so keep long
+    /// reads (a scan, an export) on ``read(_:)``. It never waits for a write.
+    ///
+    /// - Parameter body: reads from the store; the connection must not escape it. A write fails with
+    ///   `read-only`.
+    /// - Returns: what `body` returned.
+    /// - Throws: as ``read(_:)``.
+    public nonisolated func readNow<Result>(_ body: (Database) throws -> Result) throws -> Result {
+        try readers.readNow(body)
+    }
+
     /// Runs `body` in an immediate transaction on the writer: committed — durably, with the default
     /// `synchronous = FULL` — when it returns, rolled back when it throws. Writes run one at a time, in the
     /// order they reach the coordinator.

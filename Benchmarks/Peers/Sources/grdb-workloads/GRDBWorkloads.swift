@@ -10,8 +10,8 @@ import Synchronization
 //   grdb-workloads WORKLOAD [--dir DIR]
 //   WORKLOAD: settings | insert_100k | warm_scan_100k | point_read_10k | durable_write_1row
 //             | read_p99_during_write | reopen_cold_scan_100k | durable_write_database
-//             | durable_write_coordinator | main_actor_read_10k | open_new_store | peak_rss_100k
-//             | first_read_during_write | read_p99_during_two_writes
+//             | durable_write_coordinator | main_actor_read_10k | main_actor_read_10k_awaited
+//             | open_new_store | peak_rss_100k | first_read_during_write | read_p99_during_two_writes
 
 enum Shape {
     static let rows = 100_000
@@ -380,6 +380,26 @@ func run(_ workload: String, in directory: String) async throws {
         for _ in 0..<Shape.repeats {
             let start = clock.now
             found = try synchronousReads(pool)
+            timings.append(seconds(start.duration(to: clock.now)))
+        }
+        report(workload, median(timings), "s", [("min", timings.min()!), ("samples", timings), ("checksum", found)])
+
+    case "main_actor_read_10k_awaited":
+        // The same reads, each GRDB's `async` `pool.read { }` awaited from the main actor.
+        let pool = try populatedPool()
+        _ = try await pool.read { db in try scan(db) }
+        var timings: [Double] = []
+        var found = 0
+        for _ in 0..<Shape.repeats {
+            var ids = PseudoRandomIDs()
+            let start = clock.now
+            for _ in 0..<Shape.mainActorReads {
+                let id = ids.next()
+                let value = try await pool.read { db in
+                    try String.fetchOne(db.cachedStatement(sql: Shape.smallReadSQL), arguments: [id])
+                }
+                found &+= value?.utf8.count ?? 0
+            }
             timings.append(seconds(start.duration(to: clock.now)))
         }
         report(workload, median(timings), "s", [("min", timings.min()!), ("samples", timings), ("checksum", found)])
