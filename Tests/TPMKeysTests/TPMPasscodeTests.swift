@@ -1,0 +1,161 @@
+import Foundation
+import TestSupport
+import Testing
+
+@testable import ProtectedData
+@testable import SecureKeys
+@testable import TPMKeys
+
+/// The passcode the TPM checks (keybag version 2): the class keys need a secret that a software TPM releases
+/// only for an authValue derived from the passcode, from a dictionary-attack-protected object.
+@Suite("The passcode the TPM checks", .enabled(if: SoftwareTPM.missing == nil, "\(SoftwareTPM.missing ?? "")"))
+struct TPMPasscodeTests {
+    /// Runs a stock tpm2-tools command on `tpm` (in `directory`); its exit status and standard error.
+    static func tpm2(_ tool: String, _ arguments: [String], tpm: SoftwareTPM, in directory: String) throws -> (status: Int32, error: String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/" + tool)
+        process.arguments = arguments
+        process.currentDirectoryURL = URL(fileURLWithPath: directory)
+        var environment = ProcessInfo.processInfo.environment
+        environment["TPM2TOOLS_TCTI"] = tpm.tcti
+        environment["TSS2_LOG"] = "all+NONE"
+        process.environment = environment
+        let errors = Pipe()
+        process.standardError = errors
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        // swtpm has no resource manager: what a tool leaves loaded (its saved contexts' objects, its sessions)
+        // would fill the TPM's three object slots.
+        if tool != "tpm2_flushcontext" {
+            for kind in ["-t", "-l", "-s"] { _ = try tpm2("tpm2_flushcontext", [kind], tpm: tpm, in: directory) }
+        }
+        return (process.terminationStatus, text)
+    }
+
+    /// The TPM's dictionary-attack state, read through ESYS.
+    static func lockout(_ tpm: SoftwareTPM) throws -> TPMConnection.DictionaryAttackState {
+        try TPMConnection(tcti: tpm.tcti).dictionaryAttackState()
+    }
+
+    /// `tpm2_dictionarylockout --setup-parameters`: the lockout authorization of a software TPM is empty.
+    static func setLimits(_ tpm: SoftwareTPM, maxTries: Int, recoverySeconds: Int, in directory: String) throws {
+        let result = try tpm2(
+            "tpm2_dictionarylockout",
+            ["--setup-parameters", "--max-tries=\(maxTries)", "--recovery-time=\(recoverySeconds)", "--lockout-recovery-time=\(recoverySeconds)"],
+            tpm: tpm, in: directory)
+        try #require(result.status == 0, "\(result.error)")
+    }
+
+    @Test("a new TPM device's keybag is version 2; stock tpm2_unseal cannot unseal its passcode secret without the passcode, and can with the authValue the passcode gives")
+    func stockToolsCannotUnsealWithoutThePasscode() throws {
+        let fixture = try TPMFixture()
+        #expect(fixture.device?.keybagVersion == 2)
+        let layout = DeviceLayout(root: fixture.directory.path)
+        let deviceKey = try fixture.tpmStore.load(from: fixture.files)
+        defer { deviceKey.wipe() }
+        let keybag = try Keybag.load(from: layout.keybagPath, deviceKey: deviceKey)
+        #expect(keybag.version == 2)
+        let record = try SealedKeyFile(decoding: try #require(keybag.sealedPasscodeSecret), path: "record")
+        #expect(record.sealed.publicArea.count > 0)
+
+        let work = TemporaryDirectory()
+        try Data(record.sealed.publicArea).write(to: URL(fileURLWithPath: work.path + "/secret.pub"))
+        try Data(record.sealed.privateArea).write(to: URL(fileURLWithPath: work.path + "/secret.priv"))
+        // The primary storage key of keys/README.md's template (the SRK template, with noda).
+        let primary = try Self.tpm2(
+            "tpm2_createprimary",
+            ["-C", "o", "-G", "ecc", "-a", "fixedtpm|fixedparent|sensitivedataorigin|userwithauth|restricted|decrypt|noda", "-c", "primary.ctx"],
+            tpm: fixture.tpm, in: work.path)
+        try #require(primary.status == 0, "\(primary.error)")
+        let load = try Self.tpm2(
+            "tpm2_load", ["-C", "primary.ctx", "-u", "secret.pub", "-r", "secret.priv", "-c", "secret.ctx"], tpm: fixture.tpm, in: work.path)
+        try #require(load.status == 0, "\(load.error)")
+
+        // Any process of the user can load the object, but not unseal it: an empty authValue is refused, and counted.
+        let withoutPasscode = try Self.tpm2("tpm2_unseal", ["-c", "secret.ctx", "-o", "secret.out"], tpm: fixture.tpm, in: work.path)
+        #expect(withoutPasscode.status != 0)
+        #expect(withoutPasscode.error.contains("authorization") || withoutPasscode.error.contains("0x98e") || withoutPasscode.error.contains("auth"),
+            "\(withoutPasscode.error)")
+        #expect(try Self.lockout(fixture.tpm).counter == 1, "the failed unseal raised the TPM's lockout counter")
+        #expect(!FileManager.default.fileExists(atPath: work.path + "/secret.out"))
+
+        // With the authValue derived from the right passcode, the same stock tool unseals 32 bytes: the object
+        // is exactly what keys/README.md describes.
+        let passcodeKey = try keybag.kdf.deriveKey(from: try SecureBytes(utf8: "1234"), salt: keybag.salt)
+        let authValue = try Keybag.passcodeAuthValue(passcodeKey: passcodeKey)
+        let withPasscode = try Self.tpm2(
+            "tpm2_unseal", ["-c", "secret.ctx", "-p", "hex:" + (try authValue.withUnsafeBytes { Array($0) }).hex, "-o", "secret.out"],
+            tpm: fixture.tpm, in: work.path)
+        #expect(withPasscode.status == 0, "\(withPasscode.error)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: work.path + "/secret.out")).count == 32)
+    }
+
+    @Test("three wrong passcodes are three TPM authorization failures: TPM2_PT_LOCKOUT_COUNTER is 3, and the right passcode then unlocks")
+    func wrongPasscodesRaiseTheTPMLockoutCounter() throws {
+        let fixture = try TPMFixture()
+        let work = TemporaryDirectory()
+        try Self.setLimits(fixture.tpm, maxTries: 10, recoverySeconds: 1000, in: work.path)
+        try fixture.reboot()
+        #expect(try Self.lockout(fixture.tpm).counter == 0)
+        for attempt in 1...3 {
+            #expect(errorCode { try fixture.unlock("000\(attempt)") } == "wrong-passcode")
+            #expect(try Self.lockout(fixture.tpm).counter == UInt32(attempt))
+        }
+        #expect(fixture.device?.failedPasscodeAttempts == 3, "the device's own count stays on top of the TPM's")
+        try fixture.unlock()
+        #expect(fixture.device?.isProtectedDataAvailable(for: .complete) == true)
+        #expect(fixture.device?.failedPasscodeAttempts == 0)
+        #expect(try Self.lockout(fixture.tpm).counter == 3, "a right passcode does not reset the TPM's counter")
+    }
+
+    @Test("in lockout the device says tpm-lockout, naming the TPM as the source, and does not count the attempt; after recovery the right passcode unlocks")
+    func lockoutIsReportedAndRecovers() throws {
+        let fixture = try TPMFixture()
+        let work = TemporaryDirectory()
+        try Self.setLimits(fixture.tpm, maxTries: 3, recoverySeconds: 1000, in: work.path)
+        try fixture.reboot()
+        for attempt in 1...3 {
+            #expect(errorCode { try fixture.unlock("000\(attempt)") } == "wrong-passcode")
+        }
+        #expect(try Self.lockout(fixture.tpm).counter == 3)
+        var thrown: DeviceError?
+        do { try fixture.unlock() } catch let error as DeviceError { thrown = error }
+        let error = try #require(thrown, "the right passcode was accepted in lockout")
+        #expect(error.code == .tpmLockout)
+        #expect(error.message.contains("TPM") && error.message.contains("lockout counter is 3 of 3"), "\(error.message)")
+        #expect(error.retryAfter == .seconds(1000), "the TPM's recovery interval")
+        #expect(fixture.device?.failedPasscodeAttempts == 3, "an attempt the TPM did not check is not counted")
+        #expect(fixture.device?.lockState == .beforeFirstUnlock)
+
+        // Recovery: the lockout authorization is empty here, so the owner resets the counter.
+        let reset = try Self.tpm2("tpm2_dictionarylockout", ["--clear-lockout"], tpm: fixture.tpm, in: work.path)
+        try #require(reset.status == 0, "\(reset.error)")
+        try fixture.unlock()
+        #expect(fixture.device?.lockState == .unlocked)
+    }
+
+    @Test("a passcode change on a version-2 keybag: after a reboot the new passcode unlocks, the old one is a TPM-refused wrong passcode")
+    func passcodeChangeReseals() throws {
+        let fixture = try TPMFixture()
+        let before = try fixture.bytes(DeviceLayout(root: fixture.directory.path).keybagPath)
+        try #require(fixture.device).changePasscode(from: SecureBytes(utf8: "1234"), to: SecureBytes(utf8: "5678"))
+        let after = try fixture.bytes(DeviceLayout(root: fixture.directory.path).keybagPath)
+        #expect(after[4] == 2)
+        #expect(before != after)
+        try fixture.reboot()
+        #expect(fixture.device?.keybagVersion == 2)
+        let counter = try Self.lockout(fixture.tpm).counter
+        #expect(errorCode { try fixture.unlock("1234") } == "wrong-passcode")
+        #expect(try Self.lockout(fixture.tpm).counter == counter + 1)
+        try fixture.unlock("5678")
+        #expect(fixture.device?.lockState == .unlocked)
+    }
+
+    @Test("a device with the file store keeps a version-1 keybag")
+    func fileDeviceKeepsVersion1() throws {
+        let fixture = try TPMFixture(keyStore: FileDeviceKeyStore())
+        #expect(fixture.device?.keybagVersion == 1)
+    }
+}
