@@ -604,6 +604,56 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
         logger.debug("passcode changed: class keys rewrapped")
     }
 
+    /// Moves the keybag to version 2, checking `passcode` as an unlock attempt (counted): the same class keys,
+    /// now also wrapped with a passcode secret the key store's TPM seals under an authValue derived from the
+    /// passcode, so the TPM checks and counts every later passcode. The new keybag is written atomically (a
+    /// temporary file, `fsync`, `rename`, `fsync` of the folder): until the rename the old keybag is the
+    /// device's, and after it the new one, whatever crash comes between. The lock state does not change.
+    ///
+    /// - Parameter passcode: the device's passcode.
+    /// - Returns: `true` when the keybag was moved, `false` when it was version 2 already (the passcode is then
+    ///   checked all the same).
+    /// - Throws: ``DeviceError/Code/invalidSetting`` when the key store seals no passcode secret (the file
+    ///   store); as ``unlock(passcode:)``; `SecureKeysError` when the write fails (the old keybag is intact).
+    @discardableResult
+    public func sealPasscodeSecret(passcode: SecureBytes) throws -> Bool {
+        guard let sealer else {
+            throw DeviceError.invalidSetting(
+                "a keybag moves to version 2 only on a device whose key the TPM keeps: move the device key first (`protected-store device migrate-key --to tpm`)")
+        }
+        refresh()
+        defer { hub.deliverPending() }
+        let moved = try attemptTurn.withLock { () throws -> Bool in
+            let (keybag, deviceKey) = try state.withLock { state -> (Keybag, SecureBytes) in
+                try checkAttemptAllowed(&state)
+                return (state.keybag!, state.deviceKey!)
+            }
+            if keybag.version == Keybag.passcodeSecretFormatVersion {
+                try attempt { try keybag.unlock(passcode: passcode, deviceKey: deviceKey, sealer: sealer) }.wipeAll()
+                return false
+            }
+            let moved = try attempt {
+                try keybag.sealingPasscodeSecret(passcode: passcode, deviceKey: deviceKey, sealer: sealer, random: random)
+            }
+            if Self.keybagMoveFault == .crashBeforeWriting { throw SimulatedCrash() }
+            try moved.write(to: layout.keybagPath)
+            state.withLock { $0.keybag = moved }
+            return true
+        }
+        logger.debug("keybag moved to version 2: the TPM checks the passcode")
+        return moved
+    }
+
+    /// Where a move of the keybag to version 2 can be stopped, for crash tests (the write itself stops at
+    /// `SecureFile.crashPoint`).
+    package enum KeybagMoveFault: Sendable, Hashable {
+        /// The process dies once the passcode secret is sealed, before the new keybag is written.
+        case crashBeforeWriting
+    }
+
+    /// Set (for the current task only) to stop a keybag move there.
+    @TaskLocal package static var keybagMoveFault: KeybagMoveFault?
+
     // MARK: Store keys
 
     /// The key file of the store at `storePath` (`StoreFiles/key`), looked up three ways.

@@ -15,15 +15,33 @@ struct KeyStoreCommandLineTests {
         #expect(setUp.status == 0, "\(setUp.output) \(setUp.error)")
         #expect(FileManager.default.fileExists(atPath: uidKey))
 
-        let migrate = try ProtectedStoreBinary.run(["device", "migrate-key", "--state-dir", state.path, "--to", "tpm", "--tpm-tcti", tpm.tcti])
-        #expect(migrate.status == 0, "\(migrate.output) \(migrate.error)")
+        let keybag = state.file("device/device.keybag")
+        let arguments = ["device", "migrate-key", "--state-dir", state.path, "--to", "tpm", "--tpm-tcti", tpm.tcti]
+        // No passcode typed: the key moves, the keybag stays version 1, and the command says so and fails.
+        let migrate = try ProtectedStoreBinary.run(arguments)
+        #expect(migrate.status != 0, "\(migrate.output) \(migrate.error)")
         #expect(migrate.output.contains("TPM present at \(tpm.tcti) (manufacturer IBM)"), "\(migrate.output)")
         #expect(migrate.output.contains("migrated: the device key is sealed in hardware/uid.tpm"), "\(migrate.output)")
+        #expect(migrate.error.contains("The keybag stays version 1"), "\(migrate.error)")
         #expect(!FileManager.default.fileExists(atPath: uidKey))
         #expect(FileManager.default.fileExists(atPath: uidTPM))
+        let v1 = try Data(contentsOf: URL(fileURLWithPath: keybag))
+        #expect(v1[4] == 1)
 
-        let again = try ProtectedStoreBinary.run(["device", "migrate-key", "--state-dir", state.path, "--to", "tpm", "--tpm-tcti", tpm.tcti])
+        // A wrong passcode is refused and changes nothing; the right one moves the keybag to version 2.
+        let wrong = try ProtectedStoreBinary.run(arguments, input: "0\n")
+        #expect(wrong.status != 0 && wrong.error.contains("wrong-passcode"), "\(wrong.output) \(wrong.error)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: keybag)) == v1)
+        let moved = try ProtectedStoreBinary.run(arguments, input: "1\n")
+        #expect(moved.status == 0, "\(moved.output) \(moved.error)")
+        #expect(moved.output.contains("already-migrated"), "\(moved.output)")
+        #expect(moved.output.contains("keybag: moved to version 2"), "\(moved.output)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: keybag))[4] == 2)
+
+        let again = try ProtectedStoreBinary.run(arguments)
+        #expect(again.status == 0, "\(again.output) \(again.error)")
         #expect(again.output.contains("already-migrated"), "\(again.output) \(again.error)")
+        #expect(again.output.contains("keybag: version 2 already"), "\(again.output)")
 
         // The default (file) store is refused with the advice; tpm and auto open the store.
         let lines = ["device unlock --passcode 1", "app launch", "expect store ready", "expect value k v"]

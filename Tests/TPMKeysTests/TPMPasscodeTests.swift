@@ -153,9 +153,85 @@ struct TPMPasscodeTests {
         #expect(fixture.device?.lockState == .unlocked)
     }
 
-    @Test("a device with the file store keeps a version-1 keybag")
+    /// A TPM device with a version-1 keybag, powered off: a file device whose key was moved into the TPM.
+    private func versionOneTPMDevice() throws -> TPMFixture {
+        let fixture = try TPMFixture(keyStore: FileDeviceKeyStore())
+        fixture.powerOff()
+        #expect(try DeviceKeyMigration.migrate(stateDirectory: fixture.directory.path, to: fixture.tpmStore) == .migrated)
+        try fixture.reboot()
+        #expect(fixture.device?.keybagVersion == 1)
+        return fixture
+    }
+
+    @Test("a TPM device's version-1 keybag moves to version 2 with the right passcode only; the TPM then checks the passcode")
+    func keybagMovesToVersion2() throws {
+        let fixture = try versionOneTPMDevice()
+        let path = DeviceLayout(root: fixture.directory.path).keybagPath
+        let before = try fixture.bytes(path)
+        let device = try #require(fixture.device)
+        #expect(errorCode { try device.sealPasscodeSecret(passcode: SecureBytes(utf8: "0000")) } == "wrong-passcode")
+        #expect(try fixture.bytes(path) == before, "a wrong passcode writes nothing")
+        #expect(try device.sealPasscodeSecret(passcode: SecureBytes(utf8: "1234")))
+        #expect(device.keybagVersion == 2)
+        #expect(try !device.sealPasscodeSecret(passcode: SecureBytes(utf8: "1234")), "version 2 already")
+
+        try fixture.reboot()
+        #expect(fixture.device?.keybagVersion == 2)
+        let counter = try Self.lockout(fixture.tpm).counter
+        #expect(errorCode { try fixture.unlock("0000") } == "wrong-passcode")
+        #expect(try Self.lockout(fixture.tpm).counter == counter + 1, "the TPM counted the wrong passcode")
+        try fixture.unlock()
+        #expect(fixture.device?.isProtectedDataAvailable(for: .complete) == true)
+    }
+
+    /// Where a keybag move is stopped.
+    enum MoveStop: Sendable, CustomTestStringConvertible {
+        case write(SecureFile.WriteStep)
+        case beforeWriting
+
+        static var all: [MoveStop] { [.beforeWriting] + SecureFile.WriteStep.allCases.map { .write($0) } }
+        var testDescription: String {
+            switch self {
+            case .write(let step): "write stopped at \(step.rawValue)"
+            case .beforeWriting: "crash before the write"
+            }
+        }
+    }
+
+    @Test("a keybag move stopped at any step leaves a keybag the passcode unlocks, version 1 or 2, and the next move finishes", arguments: MoveStop.all)
+    func stoppedMoveKeepsTheKeybag(stop: MoveStop) throws {
+        let fixture = try versionOneTPMDevice()
+        let device = try #require(fixture.device)
+        let move = { try device.sealPasscodeSecret(passcode: SecureBytes(utf8: "1234")) }
+        var thrown: (any Error)?
+        do {
+            switch stop {
+            case .write(let step):
+                _ = try SecureFile.$crashPoint.withValue(step) { try SecureFile.$crashPathSuffix.withValue("/device.keybag") { try move() } }
+            case .beforeWriting:
+                _ = try SimulatedDevice.$keybagMoveFault.withValue(.crashBeforeWriting) { try move() }
+            }
+        } catch {
+            thrown = error
+        }
+        #expect(thrown != nil, "the stop at \(stop.testDescription) was never reached")
+        let version = try fixture.bytes(DeviceLayout(root: fixture.directory.path).keybagPath)[4]
+        switch stop {
+        case .write(.renamed), .write(.syncedDirectory): #expect(version == 2, "the rename is the commit point")
+        default: #expect(version == 1, "before the rename the old keybag is the device's")
+        }
+        try fixture.reboot()
+        try fixture.unlock()
+        try #require(fixture.device).sealPasscodeSecret(passcode: SecureBytes(utf8: "1234"))
+        try fixture.reboot()
+        #expect(fixture.device?.keybagVersion == 2)
+        try fixture.unlock()
+    }
+
+    @Test("a device with the file store keeps a version-1 keybag, and cannot move it to version 2")
     func fileDeviceKeepsVersion1() throws {
         let fixture = try TPMFixture(keyStore: FileDeviceKeyStore())
         #expect(fixture.device?.keybagVersion == 1)
+        #expect(errorCode { try fixture.device?.sealPasscodeSecret(passcode: SecureBytes(utf8: "1234")) } == "invalid-device-setting")
     }
 }
