@@ -128,6 +128,10 @@ struct TPMPasscodeTests {
         #expect(error.retryAfter == .seconds(1000), "the TPM's recovery interval")
         #expect(fixture.device?.failedPasscodeAttempts == 3, "an attempt the TPM did not check is not counted")
         #expect(fixture.device?.lockState == .beforeFirstUnlock)
+        // The device key is outside dictionary-attack counting: a reboot in lockout boots, with the count on disk.
+        try fixture.reboot()
+        #expect(fixture.device?.failedPasscodeAttempts == 3)
+        #expect(errorCode { try fixture.unlock() } == "tpm-lockout")
 
         // Recovery: the lockout authorization is empty here, so the owner resets the counter.
         let reset = try Self.tpm2("tpm2_dictionarylockout", ["--clear-lockout"], tpm: fixture.tpm, in: work.path)
