@@ -309,7 +309,8 @@ final class TPMConnection {
             Esys_Free(data)
         }
         let unsealed = Esys_Unseal(context, object, session, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), &data)
-        if let failure = Self.authorizationFailure(unsealed) { throw failure }
+        // Only an object with an authValue can fail on it; the device key's refusal stays a TPM failure.
+        if authValue != nil, let failure = Self.authorizationFailure(unsealed) { throw failure }
         try check(unsealed, "to unseal \(kind.noun)")
         scrubResponseBuffer()
         guard let data else { throw DeviceError.tpmFailure("to unseal \(kind.noun)", response: "no data returned") }
