@@ -300,7 +300,12 @@ final class TPMConnection {
         }
         defer { flush(object) }
         if let authValue { try setAuthorization(of: object, to: authValue) }
-        defer { if authValue != nil { clearAuthorization(of: object) } }
+        defer {
+            if authValue != nil {
+                clearAuthorization(of: object)
+                overwriteSessionValue(session, primary: primary.handle, publicArea: &publicArea, privateArea: &privateArea)
+            }
+        }
         var data: UnsafeMutablePointer<TPM2B_SENSITIVE_DATA>?
         defer {
             if let data {
@@ -348,6 +353,30 @@ final class TPMConnection {
             auth.size = UInt16(bytes.count)
         }
         try check(Esys_TR_SetAuth(context, object, &auth), "to set the authorization of a sealed object")
+    }
+
+    /// Overwrites the copy of the last authValue tpm2-tss keeps in `session` (its session value, the session key
+    /// followed by the authValue of the object the session last authorized, freed unzeroed when the session is
+    /// flushed): one more command in the session authorizes `primary` with 32 random bytes set as its authValue.
+    /// The primary key's authValue is empty, so the TPM refuses the command (`TPM_RC_BAD_AUTH`; the primary key is
+    /// `noDA`, so the refusal is not counted) and does nothing; what matters is the session value it was computed
+    /// with. The primary key's authValue is set back to empty after.
+    private func overwriteSessionValue(
+        _ session: ESYS_TR, primary: ESYS_TR, publicArea: inout TPM2B_PUBLIC, privateArea: inout TPM2B_PRIVATE
+    ) {
+        var filler = TPM2B_AUTH()
+        filler.size = 32
+        withUnsafeMutableBytes(of: &filler.buffer) { buffer in
+            arc4random_buf(buffer.baseAddress!, 32)
+        }
+        guard Esys_TR_SetAuth(context, primary, &filler) == TSS2_RC_SUCCESS else { return }
+        var object = ESYS_TR(ESYS_TR_NONE)
+        if Esys_Load(context, primary, session, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), &privateArea, &publicArea, &object)
+            == TSS2_RC_SUCCESS
+        {
+            flush(object)  // not expected: the authValue is wrong
+        }
+        clearAuthorization(of: primary)
     }
 
     /// Replaces the authValue tpm2-tss keeps for `object` with an empty one.
