@@ -232,6 +232,25 @@ struct TPMPasscodeTests {
         try fixture.unlock()
     }
 
+    @Test("a passcode change on version 2 stopped at any step of its write leaves the old passcode working before the rename, the new one from it", arguments: SecureFile.WriteStep.allCases)
+    func stoppedPasscodeChange(step: SecureFile.WriteStep) throws {
+        let fixture = try TPMFixture()
+        let device = try #require(fixture.device)
+        #expect(throws: SecureFile.SimulatedCrash.self) {
+            try SecureFile.$crashPoint.withValue(step) {
+                try SecureFile.$crashPathSuffix.withValue("/device.keybag") {
+                    try device.changePasscode(from: SecureBytes(utf8: "1234"), to: SecureBytes(utf8: "5678"))
+                }
+            }
+        }
+        try fixture.reboot()
+        #expect(fixture.device?.keybagVersion == 2)
+        let renamed = step == .renamed || step == .syncedDirectory
+        #expect(errorCode { try fixture.unlock(renamed ? "1234" : "5678") } == "wrong-passcode")
+        try fixture.unlock(renamed ? "5678" : "1234")
+        #expect(fixture.device?.isProtectedDataAvailable(for: .complete) == true)
+    }
+
     @Test("a device with the file store keeps a version-1 keybag, and cannot move it to version 2")
     func fileDeviceKeepsVersion1() throws {
         let fixture = try TPMFixture(keyStore: FileDeviceKeyStore())
