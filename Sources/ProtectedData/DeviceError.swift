@@ -232,16 +232,20 @@ public struct DeviceError: Error, Sendable, CustomStringConvertible, LocalizedEr
     }
 
     /// The TPM refuses passcode checks for now: its lockout counter reached `maximum` failures (`counter` now),
-    /// and it forgets one failure every `interval` (`nil`: the limits could not be read).
+    /// and it forgets one failure every `interval` (`nil`: the limits could not be read). The wait is until the
+    /// counter is below `maximum` again.
     package static func tpmLockout(counter: UInt32?, maximum: UInt32?, interval: Duration?) -> Self {
         var message = "the TPM is in dictionary-attack lockout and refuses to check a passcode; the attempt was not counted"
         if let counter, let maximum { message += " (its lockout counter is \(counter) of \(maximum))" }
+        var wait: Duration?
         if let interval, interval > .zero {
-            message += "; it forgets one failure every \(interval.spoken): wait \(interval.spoken) on the TPM's clock"
+            let excess = Int(counter ?? 0) - Int(maximum ?? 0) + 1
+            wait = interval * max(1, excess)
+            message += "; it forgets one failure every \(interval.spoken): wait \(wait!.spoken) on the TPM's clock"
         }
         message += ". The counter is the TPM's, shared with its other users; where its lockout authorization is empty, "
             + "the machine's owner can reset it (`tpm2_dictionarylockout --clear-lockout`)"
-        return Self(code: .tpmLockout, message: message, retryAfter: interval)
+        return Self(code: .tpmLockout, message: message, retryAfter: wait)
     }
 
     static func stateDamaged(_ path: String, _ what: String) -> Self {
