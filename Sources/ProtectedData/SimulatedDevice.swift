@@ -775,9 +775,11 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
                 state.lastFailure = nil
             }
             return result
-        } catch let error as DeviceError where error.code == .tpmLockout {
-            // The TPM did not check the passcode: the attempt was never answered, so the count goes back to what
-            // it was (a failed write leaves it counted, the safe side).
+        } catch let error as DeviceError where [.tpmLockout, .tpmUnavailable, .tpmFailure].contains(error.code) {
+            // The TPM did not answer whether the passcode is right — in lockout, unreachable, or refusing for
+            // another reason: the attempt was never answered, so the count goes back to what it was (a failed
+            // write leaves it counted, the safe side). A TPM that stops answering then never brings the device
+            // closer to its erase. A wrong passcode the TPM did check is counted by the TPM itself.
             state.withLock { state in
                 var restored = state.persisted
                 restored.failedPasscodeAttempts = previousFailures
@@ -785,7 +787,7 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
                     state.persisted = restored
                 }
             }
-            logger.debug("passcode not checked: the TPM is in dictionary-attack lockout")
+            logger.debug("passcode not checked: the TPM did not answer", metadata: ["error": "\(error.code)"])
             throw error
         } catch let error as SecureKeysError where error.code == .wrongPasscode {
             throw try state.withLock { state -> DeviceError in

@@ -140,6 +140,23 @@ struct TPMPasscodeTests {
         #expect(fixture.device?.lockState == .unlocked)
     }
 
+    @Test("with the TPM gone after boot, an unlock says tpm-unavailable and is not counted: tries past the erase limit erase nothing")
+    func unreachableTPMIsNotCounted() throws {
+        let fixture = try TPMFixture(wipeAfterFailures: 2)
+        try fixture.reboot()
+        fixture.tpm.stop()
+        for _ in 1...3 {
+            #expect(errorCode { try fixture.unlock() } == "tpm-unavailable")
+        }
+        #expect(fixture.device?.failedPasscodeAttempts == 0)
+        #expect(fixture.device?.lockState == .beforeFirstUnlock)
+        try fixture.tpm.start()
+        try fixture.reboot()
+        #expect(fixture.device?.failedPasscodeAttempts == 0)
+        try fixture.unlock()
+        #expect(fixture.device?.lockState == .unlocked)
+    }
+
     @Test("a passcode change on a version-2 keybag: after a reboot the new passcode unlocks, the old one is a TPM-refused wrong passcode")
     func passcodeChangeReseals() throws {
         let fixture = try TPMFixture()
