@@ -41,6 +41,14 @@ static inline void protectedstore_tpm_sealed_template(TPM2B_PUBLIC *template) {
     template->publicArea.parameters.keyedHashDetail.scheme.scheme = TPM2_ALG_NULL;
 }
 
+/// The template of a keybag's sealed passcode secret: the sealed device key's template without `noDA`, so the
+/// object is dictionary-attack protected — every use with a wrong authValue (derived from a wrong passcode)
+/// raises the TPM's lockout counter, and in lockout the TPM refuses to use it at all.
+static inline void protectedstore_tpm_passcode_secret_template(TPM2B_PUBLIC *template) {
+    protectedstore_tpm_sealed_template(template);
+    template->publicArea.objectAttributes &= ~TPMA_OBJECT_NODA;
+}
+
 /// AES-128 in CFB mode, the parameter encryption of the session that carries the device key to and from the
 /// TPM (TPM 2.0 Part 1, "Parameter Encryption"). A `TPMT_SYM_DEF` holds unions, hence C.
 static inline TPMT_SYM_DEF protectedstore_tpm_session_cipher(void) {

@@ -45,6 +45,9 @@ public struct DeviceError: Error, Sendable, CustomStringConvertible, LocalizedEr
         public static let sealedByAnotherTPM = Code("sealed-by-another-tpm")
         /// The TPM refused a command (the message names it and the TPM's response code).
         public static let tpmFailure = Code("tpm-failure")
+        /// The TPM is in dictionary-attack lockout: it refuses to check a passcode until it recovers (the
+        /// message says how long, on the TPM's own clock); the attempt was not checked and is not counted.
+        public static let tpmLockout = Code("tpm-lockout")
         /// The D-Bus bus a session lock source needs cannot be reached (no socket, connection refused).
         public static let noBus = Code("no-bus")
         /// No systemd-logind answers on the system bus, so the session's lock cannot be followed.
@@ -226,6 +229,23 @@ public struct DeviceError: Error, Sendable, CustomStringConvertible, LocalizedEr
     /// The TPM refused `command` with `response`, a decoded response code.
     package static func tpmFailure(_ command: String, response: String) -> Self {
         Self(code: .tpmFailure, message: "the TPM refused \(command): \(response)")
+    }
+
+    /// The TPM refuses passcode checks for now: its lockout counter reached `maximum` failures (`counter` now),
+    /// and it forgets one failure every `interval` (`nil`: the limits could not be read). The wait is until the
+    /// counter is below `maximum` again.
+    package static func tpmLockout(counter: UInt32?, maximum: UInt32?, interval: Duration?) -> Self {
+        var message = "the TPM is in dictionary-attack lockout and refuses to check a passcode; the attempt was not counted"
+        if let counter, let maximum { message += " (its lockout counter is \(counter) of \(maximum))" }
+        var wait: Duration?
+        if let interval, interval > .zero {
+            let excess = Int(counter ?? 0) - Int(maximum ?? 0) + 1
+            wait = interval * max(1, excess)
+            message += "; it forgets one failure every \(interval.spoken): wait \(wait!.spoken) on the TPM's clock"
+        }
+        message += ". The counter is the TPM's, shared with its other users; where its lockout authorization is empty, "
+            + "the machine's owner can reset it (`tpm2_dictionarylockout --clear-lockout`)"
+        return Self(code: .tpmLockout, message: message, retryAfter: wait)
     }
 
     static func stateDamaged(_ path: String, _ what: String) -> Self {

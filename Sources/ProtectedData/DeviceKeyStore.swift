@@ -98,6 +98,16 @@ public protocol DeviceKeyStore: Sendable {
     /// - Throws: `SecureKeysError` with `key-file-damaged` naming the file when it is not a key this store
     ///   wrote; the store's own errors.
     func load(from files: DeviceKeyFiles) throws -> SecureBytes
+
+    /// What seals the passcode secret of a version-2 keybag on this store (keys/README.md, "Keybag, version 2"):
+    /// a TPM, which then counts every wrong passcode; `nil` for a store that cannot (the file store), whose
+    /// devices keep a version-1 keybag.
+    var passcodeSecretSealer: (any PasscodeSecretSealer)? { get }
+}
+
+extension DeviceKeyStore {
+    /// `nil`: a store seals no passcode secret unless it says so.
+    public var passcodeSecretSealer: (any PasscodeSecretSealer)? { nil }
 }
 
 /// The device key in a file, `hardware/uid.key`: 32 raw bytes, mode 0600 — the simulated device's stand-in

@@ -112,6 +112,8 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     private let layout: DeviceLayout
     private let clock: Timekeeper
     private let random: any RandomSource
+    /// What releases the passcode secret of a version-2 keybag: the key store's TPM; `nil` for the file store.
+    private let sealer: (any PasscodeSecretSealer)?
     private let state: LockedState<State>
     /// The directory's lock, held for the device's life.
     private let ownership: StateDirectoryLock
@@ -136,7 +138,9 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     ///   - configuration: grace period, wrong-passcode policy and Argon2id cost.
     ///   - clock: the clock of grace periods and passcode delays.
     ///   - random: where keys come from.
-    ///   - keyStore: where the new device key is kept: a file (the default) or a TPM.
+    ///   - keyStore: where the new device key is kept: a file (the default) or a TPM. A store that seals passcode
+    ///     secrets (a TPM's) gets a version-2 keybag, whose passcode the TPM checks and counts; the file store a
+    ///     version-1 keybag.
     ///   - ownership: a lock on `directory` that the caller holds and keeps (a device agent that owns the
     ///     directory for its whole life, across reboots of its device): the device uses it instead of taking
     ///     one, and never releases it. `nil`: the device takes the lock itself and releases it at
@@ -171,7 +175,7 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
             // put in its place later is refused instead of read as an old device's.
             (keybag, keys) = try Keybag.create(
                 passcode: passcode, deviceKey: deviceKey, kdf: configuration.kdf, options: [.authenticatedDeviceState],
-                random: random)
+                sealer: keyStore.passcodeSecretSealer, random: random)
             do {
                 try SecureFile.writeAtomically(keybag.bytes, to: layout.keybagPath, replacing: false)
                 // The state file is written last: its presence says the set-up completed.
@@ -196,8 +200,8 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
         for protectionClass in ProtectionClass.allCases { state.heldKeys[protectionClass] = keys[protectionClass] }
         state.isLocked = false
         return SimulatedDevice(
-            layout: layout, state: state, clock: Timekeeper(clock), random: random, ownership: lock,
-            releasesOwnership: ownership == nil)
+            layout: layout, state: state, clock: Timekeeper(clock), random: random, sealer: keyStore.passcodeSecretSealer,
+            ownership: lock, releasesOwnership: ownership == nil)
     }
 
     /// Boots the device kept in `directory`: a reboot. Before the first unlock only class
@@ -303,8 +307,8 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
             state.lastFailure = timekeeper.now
         }
         self.init(
-            layout: layout, state: state, clock: timekeeper, random: random, ownership: lock,
-            releasesOwnership: ownership == nil)
+            layout: layout, state: state, clock: timekeeper, random: random, sealer: keyStore.passcodeSecretSealer,
+            ownership: lock, releasesOwnership: ownership == nil)
     }
 
     /// Makes the folders and the set-up marker, after checking that no device is there — or finishing off what
@@ -329,9 +333,10 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
 
     private init(
         layout: DeviceLayout, state: State, clock: Timekeeper, random: any RandomSource,
-        ownership: StateDirectoryLock, releasesOwnership: Bool
+        sealer: (any PasscodeSecretSealer)?, ownership: StateDirectoryLock, releasesOwnership: Bool
     ) {
         self.random = random
+        self.sealer = sealer
         self.directory = layout.root
         self.layout = layout
         self.clock = clock
@@ -354,6 +359,9 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
 
     /// Whether the device erased its keys (`wipe-after`): every store closes, whatever its class.
     public var hasErasedKeys: Bool { state.withLock { $0.persisted.wiped } }
+
+    /// The format version of the device's keybag (2: the TPM checks the passcode); `nil` once erased.
+    package var keybagVersion: UInt8? { state.withLock { $0.keybag?.version } }
 
     /// Whether the device is locked, and what its keys are doing.
     public var lockState: LockState {
@@ -452,7 +460,7 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
             }
             // Argon2id runs outside the state lock, so queries are not held up for its ~80 ms; the attempt turn
             // keeps other attempts waiting until this one is counted.
-            let keys = try attempt { try keybag.unlock(passcode: passcode, deviceKey: deviceKey) }
+            let keys = try attempt { try keybag.unlock(passcode: passcode, deviceKey: deviceKey, sealer: sealer) }
             logger.debug("unlocked: class keys unwrapped")
             recordAuthenticatedState(in: keybag, passcode: passcode, deviceKey: deviceKey)
             state.withLock { state in
@@ -478,7 +486,8 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     private func recordAuthenticatedState(in keybag: Keybag, passcode: SecureBytes, deviceKey: SecureBytes) {
         guard !keybag.options.contains(.authenticatedDeviceState) else { return }
         do {
-            let recorded = try keybag.adding([.authenticatedDeviceState], passcode: passcode, deviceKey: deviceKey, random: random)
+            let recorded = try keybag.adding(
+                [.authenticatedDeviceState], passcode: passcode, deviceKey: deviceKey, sealer: sealer, random: random)
             try recorded.write(to: layout.keybagPath)
             state.withLock { $0.keybag = recorded }
             logger.debug("keybag records that the device state is authenticated")
@@ -566,7 +575,9 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     }
 
     /// Changes the passcode: the class keys are rewrapped and the keybag replaced atomically, so a crash at
-    /// any point leaves the old or the new passcode working, never neither. No store needs rekeying.
+    /// any point leaves the old or the new passcode working, never neither. No store needs rekeying. On a
+    /// version-2 keybag the TPM checks the old passcode and seals a new passcode secret under the new one; the
+    /// sealed secret is inside the keybag, so the same rename switches both.
     ///
     /// - Parameters:
     ///   - old: the passcode now.
@@ -584,12 +595,64 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
                 try checkAttemptAllowed(&state)
                 return (state.keybag!, state.deviceKey!)
             }
-            let changed = try attempt { try keybag.changingPasscode(from: old, to: new, deviceKey: deviceKey, random: random) }
+            let changed = try attempt {
+                try keybag.changingPasscode(from: old, to: new, deviceKey: deviceKey, sealer: sealer, random: random)
+            }
             try changed.write(to: layout.keybagPath)
             state.withLock { $0.keybag = changed }
         }
         logger.debug("passcode changed: class keys rewrapped")
     }
+
+    /// Moves the keybag to version 2, checking `passcode` as an unlock attempt (counted): the same class keys,
+    /// now also wrapped with a passcode secret the key store's TPM seals under an authValue derived from the
+    /// passcode, so the TPM checks and counts every later passcode. The new keybag is written atomically (a
+    /// temporary file, `fsync`, `rename`, `fsync` of the folder): until the rename the old keybag is the
+    /// device's, and after it the new one, whatever crash comes between. The lock state does not change.
+    ///
+    /// - Parameter passcode: the device's passcode.
+    /// - Returns: `true` when the keybag was moved, `false` when it was version 2 already (the passcode is then
+    ///   checked all the same).
+    /// - Throws: ``DeviceError/Code/invalidSetting`` when the key store seals no passcode secret (the file
+    ///   store); as ``unlock(passcode:)``; `SecureKeysError` when the write fails (the old keybag is intact).
+    @discardableResult
+    public func sealPasscodeSecret(passcode: SecureBytes) throws -> Bool {
+        guard let sealer else {
+            throw DeviceError.invalidSetting(
+                "a keybag moves to version 2 only on a device whose key the TPM keeps: move the device key first (`protected-store device migrate-key --to tpm`)")
+        }
+        refresh()
+        defer { hub.deliverPending() }
+        let moved = try attemptTurn.withLock { () throws -> Bool in
+            let (keybag, deviceKey) = try state.withLock { state -> (Keybag, SecureBytes) in
+                try checkAttemptAllowed(&state)
+                return (state.keybag!, state.deviceKey!)
+            }
+            if keybag.version == Keybag.passcodeSecretFormatVersion {
+                try attempt { try keybag.unlock(passcode: passcode, deviceKey: deviceKey, sealer: sealer) }.wipeAll()
+                return false
+            }
+            let moved = try attempt {
+                try keybag.sealingPasscodeSecret(passcode: passcode, deviceKey: deviceKey, sealer: sealer, random: random)
+            }
+            if Self.keybagMoveFault == .crashBeforeWriting { throw SimulatedCrash() }
+            try moved.write(to: layout.keybagPath)
+            state.withLock { $0.keybag = moved }
+            return true
+        }
+        logger.debug("keybag moved to version 2: the TPM checks the passcode")
+        return moved
+    }
+
+    /// Where a move of the keybag to version 2 can be stopped, for crash tests (the write itself stops at
+    /// `SecureFile.crashPoint`).
+    package enum KeybagMoveFault: Sendable, Hashable {
+        /// The process dies once the passcode secret is sealed, before the new keybag is written.
+        case crashBeforeWriting
+    }
+
+    /// Set (for the current task only) to stop a keybag move there.
+    @TaskLocal package static var keybagMoveFault: KeybagMoveFault?
 
     // MARK: Store keys
 
@@ -687,7 +750,8 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     /// (keys/README.md, "Counting a passcode attempt").
     private func attempt<Result>(_ body: () throws -> Result) throws -> Result {
         // Counted on disk first, then in memory: what the device says is what a reboot finds.
-        try state.withLock { state in
+        let previousFailures = try state.withLock { state -> Int in
+            let previous = state.persisted.failedPasscodeAttempts
             var counted = state.persisted
             counted.failedPasscodeAttempts = PasscodeAttemptPolicy.failures(afterOneMore: state.persisted.failedPasscodeAttempts)
             // Never past the erase limit: a count can already be there, unresolved, when a right passcode's reset
@@ -699,6 +763,7 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
             }
             try DeviceStateFile.write(counted, deviceKey: state.deviceKey, to: layout.statePath)
             state.persisted = counted
+            return previous
         }
         do {
             let result = try body()
@@ -710,6 +775,20 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
                 state.lastFailure = nil
             }
             return result
+        } catch let error as DeviceError where [.tpmLockout, .tpmUnavailable, .tpmFailure].contains(error.code) {
+            // The TPM did not answer whether the passcode is right — in lockout, unreachable, or refusing for
+            // another reason: the attempt was never answered, so the count goes back to what it was (a failed
+            // write leaves it counted, the safe side). A TPM that stops answering then never brings the device
+            // closer to its erase. A wrong passcode the TPM did check is counted by the TPM itself.
+            state.withLock { state in
+                var restored = state.persisted
+                restored.failedPasscodeAttempts = previousFailures
+                if (try? DeviceStateFile.write(restored, deviceKey: state.deviceKey, to: layout.statePath)) != nil {
+                    state.persisted = restored
+                }
+            }
+            logger.debug("passcode not checked: the TPM did not answer", metadata: ["error": "\(error.code)"])
+            throw error
         } catch let error as SecureKeysError where error.code == .wrongPasscode {
             throw try state.withLock { state -> DeviceError in
                 // The file says so already: the attempt was counted before it was checked.

@@ -186,6 +186,8 @@ public struct StoreError: Error, Sendable {
         public static let sealedByAnotherTPM = Code("sealed-by-another-tpm")
         /// The TPM refused a command.
         public static let tpmFailure = Code("tpm-failure")
+        /// The TPM is in dictionary-attack lockout and refuses to check a passcode for now.
+        public static let tpmLockout = Code("tpm-lockout")
         /// A session lock source cannot reach its D-Bus bus.
         public static let noBus = Code("no-bus")
         /// No systemd-logind answers on the system bus.
@@ -203,7 +205,7 @@ public struct StoreError: Error, Sendable {
             .restoreTargetExists, .noDevice, .deviceExists, .wrongPasscode, .passcodeDelay, .deviceWiped, .deviceStateDamaged,
             .stateInUse, .agentRefused, .agentDisconnected, .agentFailed, .invalidDeviceSetting, .wipeIncomplete,
             .untrustedAgent, .clockLimit, .keyStoreMismatch, .tpmUnavailable, .sealedByAnotherTPM, .tpmFailure,
-            .noBus, .noLogind, .noSession,
+            .tpmLockout, .noBus, .noLogind, .noSession,
         ]
     }
 

@@ -57,12 +57,15 @@ struct SealedKeyFile: Equatable {
 
     init(sealed: TPMConnection.Sealed) { self.sealed = sealed }
 
-    /// Parses a file read from `path`.
+    /// Parses a file read from `path`, or a record of the same format (a keybag's sealed passcode secret).
     ///
+    /// - Parameters:
+    ///   - bytes: the file's or record's bytes.
+    ///   - path: where they were read, for messages.
+    ///   - kind: what they hold, for messages.
     /// - Throws: `SecureKeysError` with `key-file-damaged` (length, magic, fields, checksum) or
     ///   `unsupported-key-format` (version, parent), naming `path`.
-    init(decoding bytes: [UInt8], path: String) throws {
-        let kind = "sealed device key"
+    init(decoding bytes: [UInt8], path: String, kind: String = "sealed device key") throws {
         guard bytes.count >= Self.headerLength + Self.checksumLength else {
             throw SecureKeysError.damaged("\(kind) is \(bytes.count) bytes, shorter than its header", path: path)
         }

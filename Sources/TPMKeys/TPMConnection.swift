@@ -151,15 +151,35 @@ final class TPMConnection {
         var privateArea: [UInt8]
     }
 
+    /// What a sealed object is: the device key (empty authValue, `noDA`), or a keybag's passcode secret
+    /// (authValue derived from the passcode, dictionary-attack protected).
+    enum SealedObjectKind {
+        case deviceKey
+        case passcodeSecret
+
+        /// What the object holds, for messages.
+        var noun: String {
+            switch self {
+            case .deviceKey: "the device key"
+            case .passcodeSecret: "the passcode secret"
+            }
+        }
+    }
+
     /// Seals `secret` (at most 128 bytes) as a keyed-hash sealed-data object under the primary storage key.
     ///
-    /// The secret is copied into a `TPM2B_SENSITIVE_CREATE` allocated here and zeroed before it is freed; it
-    /// reaches the TPM encrypted by the session. tpm2-tss keeps its own copy of that input in the context (to
-    /// resend the command), which it frees unzeroed: a second `Create`, of an empty sensitive area, overwrites
-    /// it before this returns (``overwriteStoredSensitive(parent:session:)``).
+    /// The secret — and the authValue — are copied into a `TPM2B_SENSITIVE_CREATE` allocated here and zeroed
+    /// before it is freed; they reach the TPM encrypted by the session. tpm2-tss keeps its own copy of that input
+    /// in the context (to resend the command), which it frees unzeroed: a second `Create`, of an empty sensitive
+    /// area, overwrites it before this returns (``overwriteStoredSensitive(parent:session:)``).
     ///
+    /// - Parameters:
+    ///   - secret: what to seal.
+    ///   - kind: ``SealedObjectKind/deviceKey`` (the `noDA` template, empty authValue) or
+    ///     ``SealedObjectKind/passcodeSecret`` (dictionary-attack protected, authValue `authValue`).
+    ///   - authValue: the object's authValue (at most 32 bytes), for a passcode secret.
     /// - Throws: `DeviceError/Code/tpmFailure`.
-    func seal(_ secret: SecureBytes) throws -> Sealed {
+    func seal(_ secret: SecureBytes, kind: SealedObjectKind = .deviceKey, authValue: SecureBytes? = nil) throws -> Sealed {
         let primary = try createPrimary()
         defer { flush(primary.handle) }
         let session = try startEncryptedSession(salt: primary.handle)
@@ -179,8 +199,22 @@ final class TPMConnection {
             }
             sensitive.pointee.sensitive.data.size = UInt16(bytes.count)
         }
+        if let authValue {
+            try authValue.withUnsafeBytes { bytes in
+                guard bytes.count <= MemoryLayout.size(ofValue: sensitive.pointee.sensitive.userAuth.buffer), bytes.count <= 32 else {
+                    throw SecureKeysError.invalidArgument("an authValue is at most 32 bytes (SHA-256)")
+                }
+                withUnsafeMutableBytes(of: &sensitive.pointee.sensitive.userAuth.buffer) { buffer in
+                    buffer.copyMemory(from: bytes)
+                }
+                sensitive.pointee.sensitive.userAuth.size = UInt16(bytes.count)
+            }
+        }
         var template = TPM2B_PUBLIC()
-        protectedstore_tpm_sealed_template(&template)
+        switch kind {
+        case .deviceKey: protectedstore_tpm_sealed_template(&template)
+        case .passcodeSecret: protectedstore_tpm_passcode_secret_template(&template)
+        }
         var outsideInfo = TPM2B_DATA()
         var pcrs = TPML_PCR_SELECTION()
         var outPrivate: UnsafeMutablePointer<TPM2B_PRIVATE>?
@@ -193,9 +227,9 @@ final class TPMConnection {
             Esys_Create(
                 context, primary.handle, session, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), sensitive, &template,
                 &outsideInfo, &pcrs, &outPrivate, &outPublic, nil, nil, nil),
-            "to seal the device key")
+            "to seal \(kind.noun)")
         overwriteStoredSensitive(parent: primary.handle, session: session)
-        guard let outPrivate, let outPublic else { throw DeviceError.tpmFailure("to seal the device key", response: "no object returned") }
+        guard let outPrivate, let outPublic else { throw DeviceError.tpmFailure("to seal \(kind.noun)", response: "no object returned") }
         return Sealed(
             primaryName: primary.name, publicArea: try Self.marshal(outPublic.pointee, Tss2_MU_TPM2B_PUBLIC_Marshal),
             privateArea: try Self.marshal(outPrivate.pointee, Tss2_MU_TPM2B_PRIVATE_Marshal))
@@ -227,15 +261,26 @@ final class TPMConnection {
         case otherPrimary
         /// The TPM refused to load the object under the right primary key: it is not what the TPM wrote.
         case rejected(String)
+        /// The TPM refused the authValue (`TPM_RC_AUTH_FAIL`, `TPM_RC_BAD_AUTH`): for a passcode secret, a wrong
+        /// passcode, which the TPM counted.
+        case authorizationFailed
+        /// The TPM is in dictionary-attack lockout (`TPM_RC_LOCKOUT`): it did not check the authValue.
+        case lockout
     }
 
     /// Loads the sealed object under the primary storage key and unseals it, straight into `SecureBytes`.
     ///
     /// The `TPM2B_SENSITIVE_DATA` tpm2-tss returns is zeroed before it is freed, and a `GetRandom` then
-    /// overwrites the part of the context's response buffer that held the decrypted key.
+    /// overwrites the part of the context's response buffer that held the decrypted key. An authValue is set on
+    /// the loaded object only for the `Unseal`, then replaced by an empty one (tpm2-tss keeps it in the object's
+    /// metadata, which it frees unzeroed).
     ///
+    /// - Parameters:
+    ///   - sealed: the object.
+    ///   - kind: what it holds, for messages.
+    ///   - authValue: its authValue (`nil`: empty).
     /// - Throws: ``UnsealFailure`` (the caller names the file); `DeviceError/Code/tpmFailure`.
-    func unseal(_ sealed: Sealed) throws -> SecureBytes {
+    func unseal(_ sealed: Sealed, kind: SealedObjectKind = .deviceKey, authValue: SecureBytes? = nil) throws -> SecureBytes {
         let primary = try createPrimary()
         defer { flush(primary.handle) }
         guard KeyDerivation.constantTimeEquals(primary.name, sealed.primaryName) else { throw UnsealFailure.otherPrimary }
@@ -251,9 +296,16 @@ final class TPMConnection {
             // handle, a parameter or a session of this command — the object (integrity, a size, a value). A
             // warning (no object memory, retry) is about the TPM's state, not the file.
             if rc & 0xFFFF_0000 == 0, rc & 0x80 != 0 { throw UnsealFailure.rejected(Self.decode(rc)) }
-            throw DeviceError.tpmFailure("to load the sealed device key", response: Self.decode(rc))
+            throw DeviceError.tpmFailure("to load the sealed \(kind.noun.dropFirst(4))", response: Self.decode(rc))
         }
         defer { flush(object) }
+        if let authValue { try setAuthorization(of: object, to: authValue) }
+        defer {
+            if authValue != nil {
+                clearAuthorization(of: object)
+                overwriteSessionValue(session, primary: primary.handle, publicArea: &publicArea, privateArea: &privateArea)
+            }
+        }
         var data: UnsafeMutablePointer<TPM2B_SENSITIVE_DATA>?
         defer {
             if let data {
@@ -261,9 +313,12 @@ final class TPMConnection {
             }
             Esys_Free(data)
         }
-        try check(Esys_Unseal(context, object, session, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), &data), "to unseal the device key")
+        let unsealed = Esys_Unseal(context, object, session, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), &data)
+        // Only an object with an authValue can fail on it; the device key's refusal stays a TPM failure.
+        if authValue != nil, let failure = Self.authorizationFailure(unsealed) { throw failure }
+        try check(unsealed, "to unseal \(kind.noun)")
         scrubResponseBuffer()
-        guard let data else { throw DeviceError.tpmFailure("to unseal the device key", response: "no data returned") }
+        guard let data else { throw DeviceError.tpmFailure("to unseal \(kind.noun)", response: "no data returned") }
         let count = min(Int(data.pointee.size), MemoryLayout.size(ofValue: data.pointee.buffer))
         let key = try SecureBytes(count: count)
         try key.withUnsafeMutableBytes { target in
@@ -272,6 +327,95 @@ final class TPMConnection {
             }
         }
         return key
+    }
+
+    /// What a response code of the TPM itself says about an authorization (TPM 2.0 Part 2, "Response Code
+    /// Details"): `TPM_RC_AUTH_FAIL` (format 1, 0x08E, with the session's number) or `TPM_RC_BAD_AUTH` (0x0A2) is a
+    /// wrong authValue; `TPM_RC_LOCKOUT` (the warning 0x921) is the dictionary-attack lockout. `nil` otherwise.
+    static func authorizationFailure(_ rc: TSS2_RC) -> UnsealFailure? {
+        guard rc & 0xFFFF_0000 == 0 else { return nil }  // another layer's code (tpm2-tss's own)
+        if rc & 0x80 != 0 {
+            let code = rc & 0x3F
+            return code == 0x0E || code == 0x22 ? .authorizationFailed : nil
+        }
+        return rc & 0xFFF == 0x921 ? .lockout : nil
+    }
+
+    /// Sets the authValue tpm2-tss uses for `object` in HMAC sessions; the `TPM2B_AUTH` passed is zeroed after.
+    private func setAuthorization(of object: ESYS_TR, to authValue: SecureBytes) throws {
+        var auth = TPM2B_AUTH()
+        defer { secureZero(UnsafeMutableRawBufferPointer(start: &auth, count: MemoryLayout<TPM2B_AUTH>.size)) }
+        try authValue.withUnsafeBytes { bytes in
+            guard bytes.count <= MemoryLayout.size(ofValue: auth.buffer) else {
+                throw SecureKeysError.invalidArgument("an authValue is at most \(MemoryLayout.size(ofValue: auth.buffer)) bytes")
+            }
+            withUnsafeMutableBytes(of: &auth.buffer) { $0.copyMemory(from: bytes) }
+            auth.size = UInt16(bytes.count)
+        }
+        try check(Esys_TR_SetAuth(context, object, &auth), "to set the authorization of a sealed object")
+    }
+
+    /// Overwrites the copy of the last authValue tpm2-tss keeps in `session` (its session value, the session key
+    /// followed by the authValue of the object the session last authorized, freed unzeroed when the session is
+    /// flushed): one more command in the session authorizes `primary` with 32 random bytes set as its authValue.
+    /// The primary key's authValue is empty, so the TPM refuses the command (`TPM_RC_BAD_AUTH`; the primary key is
+    /// `noDA`, so the refusal is not counted) and does nothing; what matters is the session value it was computed
+    /// with. The primary key's authValue is set back to empty after.
+    private func overwriteSessionValue(
+        _ session: ESYS_TR, primary: ESYS_TR, publicArea: inout TPM2B_PUBLIC, privateArea: inout TPM2B_PRIVATE
+    ) {
+        var filler = TPM2B_AUTH()
+        filler.size = 32
+        withUnsafeMutableBytes(of: &filler.buffer) { buffer in
+            arc4random_buf(buffer.baseAddress!, 32)
+        }
+        guard Esys_TR_SetAuth(context, primary, &filler) == TSS2_RC_SUCCESS else { return }
+        var object = ESYS_TR(ESYS_TR_NONE)
+        if Esys_Load(context, primary, session, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), &privateArea, &publicArea, &object)
+            == TSS2_RC_SUCCESS
+        {
+            flush(object)  // not expected: the authValue is wrong
+        }
+        clearAuthorization(of: primary)
+    }
+
+    /// Replaces the authValue tpm2-tss keeps for `object` with an empty one.
+    private func clearAuthorization(of object: ESYS_TR) {
+        var empty = TPM2B_AUTH()
+        _ = Esys_TR_SetAuth(context, object, &empty)
+    }
+
+    /// The TPM's dictionary-attack state: `TPM2_PT_LOCKOUT_COUNTER`, `TPM2_PT_MAX_AUTH_FAIL`,
+    /// `TPM2_PT_LOCKOUT_INTERVAL` (seconds), `TPM2_PT_LOCKOUT_RECOVERY` (seconds).
+    struct DictionaryAttackState: Equatable {
+        var counter: UInt32
+        var maximum: UInt32
+        var interval: UInt32
+        var recovery: UInt32
+    }
+
+    /// Reads ``DictionaryAttackState`` (`TPM2_GetCapability` of the variable properties from
+    /// `TPM2_PT_LOCKOUT_COUNTER`, `PT_VAR + 14`).
+    ///
+    /// - Throws: `DeviceError/Code/tpmFailure`.
+    func dictionaryAttackState() throws -> DictionaryAttackState {
+        var data: UnsafeMutablePointer<TPMS_CAPABILITY_DATA>?
+        let rc = Esys_GetCapability(
+            context, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), TPM2_CAP(TPM2_CAP_TPM_PROPERTIES),
+            0x20E /* TPM2_PT_LOCKOUT_COUNTER (PT_VAR + 14), a macro Swift cannot import */, 4, nil, &data)
+        defer { Esys_Free(data) }
+        try check(rc, "to report its dictionary-attack state")
+        guard let data else { throw DeviceError.tpmFailure("to report its dictionary-attack state", response: "no data returned") }
+        let properties = data.pointee.data.tpmProperties
+        var values: [UInt32: UInt32] = [:]
+        withUnsafeBytes(of: properties.tpmProperty) { raw in
+            let list = raw.bindMemory(to: TPMS_TAGGED_PROPERTY.self)
+            for index in 0..<min(Int(properties.count), list.count) { values[list[index].property] = list[index].value }
+        }
+        guard let counter = values[0x20E], let maximum = values[0x20F], let interval = values[0x210], let recovery = values[0x211] else {
+            throw DeviceError.tpmFailure("to report its dictionary-attack state", response: "a lockout property is missing")
+        }
+        return DictionaryAttackState(counter: counter, maximum: maximum, interval: interval, recovery: recovery)
     }
 
     /// tpm2-tss decrypts a response parameter in place, in the context's one command/response buffer, and

@@ -79,3 +79,44 @@ public struct TPMDeviceKeyStore: DeviceKeyStore {
         return key
     }
 }
+
+extension TPMDeviceKeyStore: PasscodeSecretSealer {
+    /// This store: the TPM seals a version-2 keybag's passcode secret, and checks and counts every passcode.
+    public var passcodeSecretSealer: (any PasscodeSecretSealer)? { self }
+
+    /// Seals `secret` in a dictionary-attack-protected keyed-hash object whose authValue is `authValue`, under
+    /// the same primary storage key as the device key; returns the record (the `hardware/uid.tpm` format) the
+    /// keybag keeps.
+    ///
+    /// - Throws: `DeviceError/Code/tpmUnavailable`, `DeviceError/Code/tpmFailure`.
+    public func sealPasscodeSecret(_ secret: SecureBytes, authValue: SecureBytes) throws -> [UInt8] {
+        let tpm = try TPMConnection(tcti: tcti)
+        return SealedKeyFile(sealed: try tpm.seal(secret, kind: .passcodeSecret, authValue: authValue)).bytes
+    }
+
+    /// Has the TPM unseal the passcode secret in `sealed` for `authValue`: every wrong one is a TPM
+    /// authorization failure, which raises its lockout counter.
+    ///
+    /// - Throws: `SecureKeysError` with `wrong-passcode` when the TPM refuses `authValue`;
+    ///   `DeviceError/Code/tpmLockout` when the TPM is in lockout (nothing was checked);
+    ///   `key-file-damaged` when the record is altered or sealed under another storage key;
+    ///   `DeviceError/Code/tpmUnavailable`, `DeviceError/Code/tpmFailure`.
+    public func unsealPasscodeSecret(_ sealed: [UInt8], authValue: SecureBytes) throws -> SecureBytes {
+        let what = "the keybag's sealed passcode secret"
+        let record = try SealedKeyFile(decoding: sealed, path: what, kind: "sealed passcode secret")
+        let tpm = try TPMConnection(tcti: tcti)
+        do {
+            return try tpm.unseal(record.sealed, kind: .passcodeSecret, authValue: authValue)
+        } catch TPMConnection.UnsealFailure.authorizationFailed {
+            throw SecureKeysError.wrongPasscode()
+        } catch TPMConnection.UnsealFailure.lockout {
+            let state = try? tpm.dictionaryAttackState()
+            throw DeviceError.tpmLockout(
+                counter: state?.counter, maximum: state?.maximum, interval: state.map { .seconds(Int64($0.interval)) })
+        } catch TPMConnection.UnsealFailure.otherPrimary {
+            throw SecureKeysError.damaged("\(what) was sealed under another TPM storage key than this TPM's")
+        } catch TPMConnection.UnsealFailure.rejected(let why) {
+            throw SecureKeysError.damaged("the TPM refuses to load \(what) (\(why)): the keybag was altered")
+        }
+    }
+}

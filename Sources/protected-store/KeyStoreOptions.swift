@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import ProtectedData
+import SecureKeys
 import TPMKeys
 
 /// `--key-store tpm|file|auto` and `--tpm-tcti`: where a device keeps its key (keys/README.md, "Sealed device
@@ -42,17 +43,22 @@ struct KeyStoreOptions: ParsableArguments {
 }
 
 extension ProtectedStoreCommand.Device {
-    /// `device migrate-key --to tpm`: the device key moves from its file into the TPM.
-    struct MigrateKey: ParsableCommand {
+    /// `device migrate-key --to tpm`: the device key moves from its file into the TPM, and the keybag to
+    /// version 2, whose passcode the TPM checks.
+    struct MigrateKey: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "migrate-key",
-            abstract: "Move a device's key from its file (hardware/uid.key) into the machine's TPM (hardware/uid.tpm).",
+            abstract: "Move a device's key into the machine's TPM (hardware/uid.tpm), and its keybag to version 2, whose passcode the TPM checks.",
             discussion: """
                 The device must not be running (no shell, script or agent on the state directory). The same key is \
                 sealed by the TPM, written to hardware/uid.tpm (atomically, synced), unsealed again and compared, \
                 and only then is hardware/uid.key removed and its folder synced. Interrupted at any point, the key \
                 is kept: run the command again (or boot the device with --key-store tpm) to finish. Prints the \
-                TPM found, then migrated, finished (an interrupted migration was completed) or already-migrated.
+                TPM found, then migrated, finished (an interrupted migration was completed) or already-migrated. \
+                Then, for a keybag of version 1, it asks for the passcode (checked and counted as an unlock attempt) \
+                and writes the keybag again as version 2 — the same class keys, also wrapped with a secret the TPM \
+                releases only for the passcode — atomically: the old keybag is the device's until the rename. \
+                Prints keybag: moved to version 2, or keybag: version 2 already.
                 """)
 
         @Option(name: .customLong("state-dir"), help: "The device's state directory.")
@@ -72,7 +78,8 @@ extension ProtectedStoreCommand.Device {
             guard target == "tpm" else { throw ValidationError("--to must be tpm: a device key moves from its file into a TPM, never back") }
         }
 
-        func run() throws {
+        @MainActor
+        func run() async throws {
             logging.bootstrap()
             setenv("TSS2_LOG", "all+NONE", 0)
             let presence = TPMPresence.detect(tcti: tcti)
@@ -88,6 +95,25 @@ extension ProtectedStoreCommand.Device {
             case .finishedInterrupted: print("finished: an interrupted migration was completed; hardware/uid.key was removed")
             case .alreadyMigrated: print("already-migrated: the device key is sealed in hardware/uid.tpm")
             }
+            try moveKeybag()
+        }
+
+        /// Boots the device on the TPM and moves its keybag to version 2 with the passcode asked for, unless it
+        /// is version 2 already.
+        @MainActor
+        private func moveKeybag() throws {
+            let ownership = try StateDirectoryLock.acquire(stateDirectory)
+            defer { ownership.release() }
+            let device = try SimulatedDevice(bootingFrom: stateDirectory, keyStore: TPMDeviceKeyStore(tcti: tcti), ownership: ownership)
+            defer { device.powerOff() }
+            guard device.keybagVersion == Keybag.formatVersion else {
+                print("keybag: version 2 already: the TPM checks the passcode")
+                return
+            }
+            let passcode = try PasscodePrompt(input: try StandardInput()).existing("passcode", for: "device migrate-key")
+            defer { passcode.bytes.wipe() }
+            try device.sealPasscodeSecret(passcode: passcode.bytes)
+            print("keybag: moved to version 2: the TPM checks the passcode, and counts every wrong one")
         }
     }
 }

@@ -128,6 +128,7 @@ struct PasscodePrompt {
         switch command {
         case "device setup": "No device was created."
         case "device change-passcode": "The passcode is unchanged."
+        case "device migrate-key": "The keybag stays version 1 (the TPM does not check the passcode); run the command again to move it."
         default: "Nothing was changed."
         }
     }

@@ -15,15 +15,33 @@ struct KeyStoreCommandLineTests {
         #expect(setUp.status == 0, "\(setUp.output) \(setUp.error)")
         #expect(FileManager.default.fileExists(atPath: uidKey))
 
-        let migrate = try ProtectedStoreBinary.run(["device", "migrate-key", "--state-dir", state.path, "--to", "tpm", "--tpm-tcti", tpm.tcti])
-        #expect(migrate.status == 0, "\(migrate.output) \(migrate.error)")
+        let keybag = state.file("device/device.keybag")
+        let arguments = ["device", "migrate-key", "--state-dir", state.path, "--to", "tpm", "--tpm-tcti", tpm.tcti]
+        // No passcode typed: the key moves, the keybag stays version 1, and the command says so and fails.
+        let migrate = try ProtectedStoreBinary.run(arguments)
+        #expect(migrate.status != 0, "\(migrate.output) \(migrate.error)")
         #expect(migrate.output.contains("TPM present at \(tpm.tcti) (manufacturer IBM)"), "\(migrate.output)")
         #expect(migrate.output.contains("migrated: the device key is sealed in hardware/uid.tpm"), "\(migrate.output)")
+        #expect(migrate.error.contains("The keybag stays version 1"), "\(migrate.error)")
         #expect(!FileManager.default.fileExists(atPath: uidKey))
         #expect(FileManager.default.fileExists(atPath: uidTPM))
+        let v1 = try Data(contentsOf: URL(fileURLWithPath: keybag))
+        #expect(v1[4] == 1)
 
-        let again = try ProtectedStoreBinary.run(["device", "migrate-key", "--state-dir", state.path, "--to", "tpm", "--tpm-tcti", tpm.tcti])
+        // A wrong passcode is refused and changes nothing; the right one moves the keybag to version 2.
+        let wrong = try ProtectedStoreBinary.run(arguments, input: "0\n")
+        #expect(wrong.status != 0 && wrong.error.contains("wrong-passcode"), "\(wrong.output) \(wrong.error)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: keybag)) == v1)
+        let moved = try ProtectedStoreBinary.run(arguments, input: "1\n")
+        #expect(moved.status == 0, "\(moved.output) \(moved.error)")
+        #expect(moved.output.contains("already-migrated"), "\(moved.output)")
+        #expect(moved.output.contains("keybag: moved to version 2"), "\(moved.output)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: keybag))[4] == 2)
+
+        let again = try ProtectedStoreBinary.run(arguments)
+        #expect(again.status == 0, "\(again.output) \(again.error)")
         #expect(again.output.contains("already-migrated"), "\(again.output) \(again.error)")
+        #expect(again.output.contains("keybag: version 2 already"), "\(again.output)")
 
         // The default (file) store is refused with the advice; tpm and auto open the store.
         let lines = ["device unlock --passcode 1", "app launch", "expect store ready", "expect value k v"]
@@ -36,6 +54,46 @@ struct KeyStoreCommandLineTests {
                 input: lines.joined(separator: "\n") + "\n")
             #expect(opened.status == 0 && !opened.output.contains("FAILED"), "\(choice): \(opened.output) \(opened.error)")
         }
+    }
+
+    /// Runs a stock tpm2-tools command on `tpm`: its status and standard output.
+    static func tpm2(_ tool: String, _ arguments: [String], tpm: SoftwareTPM) throws -> (status: Int32, output: String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/" + tool)
+        process.arguments = arguments
+        var environment = ProcessInfo.processInfo.environment
+        environment["TPM2TOOLS_TCTI"] = tpm.tcti
+        process.environment = environment
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        return (process.terminationStatus, text)
+    }
+
+    @Test("on a TPM device three wrong passcodes in the shell raise the TPM's TPM2_PT_LOCKOUT_COUNTER to 3 (tpm2_getcap), and the right one opens the store")
+    func wrongPasscodesAreCountedByTheTPM() throws {
+        let tpm = try SoftwareTPM()
+        let state = TemporaryDirectory()
+        // swtpm allows 3 failures before its lockout: 5 here, so the right passcode is checked after three wrong ones.
+        let limits = try Self.tpm2("tpm2_dictionarylockout", ["--setup-parameters", "--max-tries=5", "--recovery-time=1000"], tpm: tpm)
+        try #require(limits.status == 0)
+        let shell = ["shell", "--fast-kdf", "--state-dir", state.path, "--key-store", "tpm", "--tpm-tcti", tpm.tcti]
+        let setUp = try ProtectedStoreBinary.run(shell, input: "device setup --passcode 1\napp launch\nput k v\napp terminate\n")
+        #expect(setUp.status == 0 && !setUp.output.contains("FAILED"), "\(setUp.output) \(setUp.error)")
+        #expect(try Self.tpm2("tpm2_getcap", ["properties-variable"], tpm: tpm).output.contains("TPM2_PT_LOCKOUT_COUNTER: 0x0"))
+
+        let wrong = try ProtectedStoreBinary.run(
+            shell, input: String(repeating: "device unlock --passcode 0\nexpect error wrong-passcode\n", count: 3))
+        #expect(wrong.status == 0 && !wrong.output.contains("FAILED"), "\(wrong.output) \(wrong.error)")
+        let counter = try Self.tpm2("tpm2_getcap", ["properties-variable"], tpm: tpm).output
+        #expect(counter.contains("TPM2_PT_LOCKOUT_COUNTER: 0x3"), "\(counter)")
+
+        let right = try ProtectedStoreBinary.run(
+            shell, input: "device unlock --passcode 1\nexpect error none\napp launch\nexpect store ready\nexpect value k v\n")
+        #expect(right.status == 0 && !right.output.contains("FAILED"), "\(right.output) \(right.error)")
     }
 
     @Test("`device migrate-key` with no TPM says so, exits non-zero, and leaves uid.key; --to file is refused")

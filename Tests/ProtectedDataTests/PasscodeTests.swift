@@ -135,4 +135,15 @@ struct PasscodeTests {
         #expect(!FileManager.default.fileExists(atPath: fixture.directory.file("device/device.keybag")))
         #expect(!FileManager.default.fileExists(atPath: fixture.directory.file("hardware/uid.key")))
     }
+
+    @Test("tpm-lockout waits until the TPM's counter is below its limit: one recovery interval per failure over it, and says the TPM is the source")
+    func tpmLockoutWait() {
+        let atLimit = DeviceError.tpmLockout(counter: 3, maximum: 3, interval: .seconds(10))
+        #expect(atLimit.code.name == "tpm-lockout")
+        #expect(atLimit.retryAfter == .seconds(10))
+        #expect(atLimit.message.contains("lockout counter is 3 of 3") && atLimit.message.contains("on the TPM's clock"), "\(atLimit.message)")
+        #expect(DeviceError.tpmLockout(counter: 5, maximum: 3, interval: .seconds(10)).retryAfter == .seconds(30))
+        let unknown = DeviceError.tpmLockout(counter: nil, maximum: nil, interval: nil)
+        #expect(unknown.retryAfter == nil && unknown.message.contains("TPM"))
+    }
 }

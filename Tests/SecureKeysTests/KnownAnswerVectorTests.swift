@@ -102,6 +102,112 @@ struct KnownAnswerVectorTests {
         #expect(rebuilt.keybag.bytes.hex == vector.file)
     }
 
+    struct KeybagV2Vector: Codable {
+        var description: String
+        var passcode: String
+        var deviceKey: String
+        var seed: String
+        var opsLimit: UInt64
+        var memLimit: UInt64
+        var passcodeSecret: String
+        var authValue: String
+        var sealedPasscodeSecret: String
+        var file: String
+        var classKeys: [String: String]
+        var completeUnlessOpenPublicKey: String
+    }
+
+    /// The TPM of a keybag v2 vector: it "seals" by returning the vector's fixed record, after checking that it
+    /// is asked to seal the vector's secret under the vector's authValue, and "unseals" that record only for that
+    /// authValue. The TPM's own part cannot be a known answer; the layout and the derivation given `S` can.
+    struct VectorSealer: PasscodeSecretSealer {
+        var record: [UInt8]
+        var secret: [UInt8]?
+        var authValue: [UInt8]?
+
+        func sealPasscodeSecret(_ secret: SecureBytes, authValue: SecureBytes) throws -> [UInt8] {
+            if let expected = self.secret, try secret.withUnsafeBytes({ Array($0) }) != expected {
+                throw SecureKeysError.invalidArgument("not the vector's passcode secret")
+            }
+            if let expected = self.authValue, try authValue.withUnsafeBytes({ Array($0) }) != expected {
+                throw SecureKeysError.invalidArgument("not the vector's authValue")
+            }
+            return record
+        }
+
+        func unsealPasscodeSecret(_ sealed: [UInt8], authValue: SecureBytes) throws -> SecureBytes {
+            guard sealed == record, let secret, try authValue.withUnsafeBytes({ Array($0) }) == self.authValue else {
+                throw SecureKeysError.wrongPasscode()
+            }
+            return try secret.withUnsafeBytes { try SecureBytes(copying: $0) }
+        }
+    }
+
+    @Test("keybag v2: the vector unlocks with its test-only passcode and passcode secret, its authValue is derived as specified, and it is reproduced byte for byte")
+    func keybagV2Vector() throws {
+        let record = Array("TEST-ONLY sealed passcode secret record (a TPM's would be here)".utf8)
+        if Self.recording {
+            let deviceKey = try SecureBytes.random(count: 32, using: SeededRandom(seed: Array("device-key".utf8)))
+            let seed = "keybag-v2"
+            final class Capture: PasscodeSecretSealer, @unchecked Sendable {  // used by this one test, one thread
+                let record: [UInt8]
+                var secret: [UInt8] = []
+                var authValue: [UInt8] = []
+                init(record: [UInt8]) { self.record = record }
+                func sealPasscodeSecret(_ secret: SecureBytes, authValue: SecureBytes) throws -> [UInt8] {
+                    self.secret = try secret.withUnsafeBytes { Array($0) }
+                    self.authValue = try authValue.withUnsafeBytes { Array($0) }
+                    return record
+                }
+                func unsealPasscodeSecret(_ sealed: [UInt8], authValue: SecureBytes) throws -> SecureBytes {
+                    try secret.withUnsafeBytes { try SecureBytes(copying: $0) }
+                }
+            }
+            let capture = Capture(record: record)
+            let (keybag, keys) = try Keybag.create(
+                passcode: try SecureBytes(utf8: "0000-test-only"), deviceKey: deviceKey, kdf: .minimal, sealer: capture,
+                random: SeededRandom(seed: Array(seed.utf8)))
+            var classKeys: [String: String] = [:]
+            for protectionClass in ProtectionClass.allCases { classKeys[protectionClass.name] = try Self.hex(keys[protectionClass]!) }
+            try Self.record(
+                KeybagV2Vector(
+                    description: "Keybag format v2. TEST-ONLY passcode, device key and passcode secret S: never use them for real data. "
+                        + "The sealed record is a placeholder: a real one is a TPM object only that TPM loads.",
+                    passcode: "0000-test-only", deviceKey: try Self.hex(deviceKey), seed: seed,
+                    opsLimit: PasscodeKDF.minimal.opsLimit, memLimit: PasscodeKDF.minimal.memLimit,
+                    passcodeSecret: capture.secret.hex, authValue: capture.authValue.hex, sealedPasscodeSecret: record.hex,
+                    file: keybag.bytes.hex, classKeys: classKeys,
+                    completeUnlessOpenPublicKey: keybag.completeUnlessOpenPublicKey.hex),
+                as: "keybag-v2.json")
+        }
+        let vector = try Self.load("keybag-v2.json", as: KeybagV2Vector.self)
+        let deviceKey = try Self.secret(vector.deviceKey)
+        let sealer = VectorSealer(
+            record: [UInt8](hex: vector.sealedPasscodeSecret), secret: [UInt8](hex: vector.passcodeSecret),
+            authValue: [UInt8](hex: vector.authValue))
+        let kdf = PasscodeKDF(opsLimit: vector.opsLimit, memLimit: vector.memLimit)
+
+        // Decrypt the stored file.
+        let keybag = try Keybag(bytes: [UInt8](hex: vector.file), deviceKey: deviceKey)
+        #expect(keybag.version == 2)
+        #expect(keybag.kdf == kdf)
+        #expect(keybag.sealedPasscodeSecret?.hex == vector.sealedPasscodeSecret)
+        #expect(keybag.completeUnlessOpenPublicKey.hex == vector.completeUnlessOpenPublicKey)
+        // authValue = BLAKE2b(key: Argon2id(passcode, salt), "ProtectedStore.tpm-passcode-auth.v1"), salt at offset 24.
+        let passcodeKey = try kdf.deriveKey(from: try SecureBytes(utf8: vector.passcode), salt: Array(keybag.bytes[24..<40]))
+        #expect(try Self.hex(Keybag.passcodeAuthValue(passcodeKey: passcodeKey)) == vector.authValue)
+        let keys = try keybag.unlock(passcode: try SecureBytes(utf8: vector.passcode), deviceKey: deviceKey, sealer: sealer)
+        for protectionClass in ProtectionClass.allCases {
+            #expect(try Self.hex(keys[protectionClass]!) == vector.classKeys[protectionClass.name], "\(protectionClass)")
+        }
+
+        // Reproduce it from the same seed.
+        let rebuilt = try Keybag.create(
+            passcode: try SecureBytes(utf8: vector.passcode), deviceKey: deviceKey, kdf: kdf, sealer: sealer,
+            random: SeededRandom(seed: Array(vector.seed.utf8)))
+        #expect(rebuilt.keybag.bytes.hex == vector.file)
+    }
+
     @Test("store key file v1: the vector unwraps with its test-only class key, reads as store format 1, and is reproduced byte for byte")
     func storeKeyVector() throws {
         // store-key-v1.json is never re-recorded: v1 key files are no longer written, and must still open.
