@@ -153,7 +153,7 @@ let package = Package(
         ),
         .testTarget(
             name: "ProtectedStoreTestingTests",
-            dependencies: ["ProtectedStoreTesting", "ProtectedStore"],
+            dependencies: ["ProtectedStoreTesting", "ProtectedStore", "TestSupport"],
             swiftSettings: strictSettings
         ),
         .testTarget(
@@ -179,7 +179,10 @@ let package = Package(
         // gnome_screensaver templates on them.
         .testTarget(
             name: "LinuxDeviceTests",
-            dependencies: ["LinuxDevice", "ProtectedData", "ProtectedStore", "SecureKeys", "TestSupport", "protected-store"],
+            dependencies: [
+                "LinuxDevice", "ProtectedData", "ProtectedStore", "ProtectedStoreTesting", "SecureKeys", "TestSupport",
+                "protected-store",
+            ],
             exclude: ["Fixtures"],
             swiftSettings: strictSettings
         ),
