@@ -23,7 +23,7 @@ internal import SecureKeys
 /// app's own), asks the source for their keys through the protocol only, and attaches one of them through
 /// the library's attach. It locks and unlocks the source through the closures it is given: `lock` must make
 /// the keys of `protectionClass` unavailable at once (no grace period). It leaves the source unlocked.
-public enum StoreKeySourceConformance {
+public enum StoreKeySourceConformance: Sendable {
     /// One rule of the contract on `StoreKeyProvider`.
     public enum Rule: String, Sendable, CaseIterable, CustomStringConvertible {
         /// A store that was never created: the look-up says `absent` and the source records no key.
