@@ -26,9 +26,15 @@ struct KeySourceConformanceTests {
     func agentClientConforms() async throws {
         let directory = TemporaryDirectory()
         let agent = try DeviceAgent(stateDirectory: directory.path, configuration: .init(kdf: .minimal))
-        let served = Thread { agent.serve() }
-        served.start()
-        defer { agent.stop() }
+        let served = DispatchSemaphore(value: 0)
+        Thread {
+            agent.serve()
+            served.signal()
+        }.start()
+        defer {
+            agent.stop()
+            #expect(served.wait(timeout: .now() + 30) == .success, "serve() did not return after stop()")
+        }
         let client = try #require(try DeviceAgentClient.connect(toAgentOf: directory.path, clientName: "conformance"))
         defer { client.disconnect() }
         try client.setUp(passcode: SecureBytes(utf8: "1234"), gracePeriod: .seconds(1))

@@ -70,6 +70,17 @@ struct StoreCreationTests {
         #expect(!exists(files.creationMarker))
     }
 
+    @Test("a creation that fails with a source that cannot tell whether it made a key keeps its marker, which names no key")
+    func failedCreationWithUncertainSourceKeepsItsMarker() throws {
+        let fixture = try ControllerFixture()
+        let files = StoreFiles(database: fixture.storePath)
+        #expect(throws: UncertainKeySource.Failure.self) {
+            _ = try StoreCoordinator.createStoreKey(.init(path: fixture.storePath), keys: UncertainKeySource())
+        }
+        let marker = try StoreCreationMarker(bytes: fileBytes(files.creationMarker), path: files.creationMarker)
+        #expect(marker.stage == .makingKey)
+    }
+
     @Test("a marker that names another key file, names none beside an inbox key file, or is an older empty one never re-creates a missing store: store-unavailable, nothing changed")
     func markerOfAnotherCreationIsNotEnough() async throws {
         let other = try ControllerFixture()
@@ -143,4 +154,13 @@ struct StoreCreationTests {
         try await fixture.controller.coordinator?.put("k", "v")
         #expect(try await fixture.value("k") == "v")
     }
+}
+
+/// A key source whose creation fails and which cannot tell whether it made a key (its record throws).
+private struct UncertainKeySource: StoreKeyProvider {
+    struct Failure: Error {}
+
+    func lookUpStoreKey(forStoreAt storePath: String) throws -> StoreKeyLookup { .absent }
+    func createStoreKey(forStoreAt storePath: String, protectionClass: ProtectionClass) throws -> SecureBytes { throw Failure() }
+    func storeKeyRecord(forStoreAt storePath: String) throws -> StoreKeyRecord? { throw Failure() }
 }

@@ -39,7 +39,13 @@ extension StoreCoordinator {
             // Without a key this creation made nothing, and its marker must not outlive it. With one (made
             // before the failure was reported, or by a creation beside this one) — or when the source cannot
             // tell — the marker stays as it is: it names no key, so it never finishes a creation on its own.
-            if (try? keys.storeKeyRecord(forStoreAt: configuration.path)) == .some(nil) {
+            let holdsNoKey: Bool
+            do {
+                holdsNoKey = try keys.storeKeyRecord(forStoreAt: configuration.path) == nil
+            } catch {
+                holdsNoKey = false
+            }
+            if holdsNoKey {
                 do {
                     try StoreCreationMarker.remove(at: files.creationMarker)
                 } catch let removal {
