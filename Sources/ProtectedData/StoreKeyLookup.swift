@@ -82,8 +82,9 @@ public struct StoreKeyRecord: Sendable, Hashable {
 /// ``storeKeyRecord(forStoreAt:)`` for the store's format and identifier; when it says
 /// ``StoreKeyLookup/absent`` and no store file exists, ``createStoreKey(forStoreAt:protectionClass:)``, then
 /// ``storeKeyRecord(forStoreAt:)`` for the new key's identifier (also after a creation that threw, to learn
-/// whether a key was made). Calls come from the store's own threads, never from the main actor; each may
-/// block briefly (a file, a socket, a keychain), never for a user's answer.
+/// whether a key was made). An export asks the same as an attach of an existing store. Calls come from the
+/// store's own threads, never from the main actor; each may block briefly (a file, a socket, a keychain), never
+/// for a user's answer.
 ///
 /// A source must:
 /// - say ``StoreKeyLookup/absent`` only when it holds no key for the store — never for a key it merely
