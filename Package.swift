@@ -154,7 +154,7 @@ let package = Package(
         ),
         .testTarget(
             name: "ProtectedStoreTestingTests",
-            dependencies: ["ProtectedStoreTesting", "ProtectedStore"],
+            dependencies: ["ProtectedStoreTesting", "ProtectedStore", "TestSupport"],
             swiftSettings: strictSettings
         ),
         .testTarget(
@@ -180,7 +180,10 @@ let package = Package(
         // gnome_screensaver templates on them.
         .testTarget(
             name: "LinuxDeviceTests",
-            dependencies: ["LinuxDevice", "ProtectedData", "ProtectedStore", "SecureKeys", "TestSupport", "protected-store"],
+            dependencies: [
+                "LinuxDevice", "ProtectedData", "ProtectedStore", "ProtectedStoreTesting", "SecureKeys", "TestSupport",
+                "protected-store",
+            ],
             exclude: ["Fixtures"],
             swiftSettings: strictSettings
         ),

@@ -33,10 +33,15 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
-        // A story that launches a DataController on that source, locked and unlocked, and checks each step.
+        // A story that launches a DataController on that source, locked and unlocked, checks each step, and runs
+        // the key-source conformance suite on the source.
         .executableTarget(
             name: "passphrase-keys",
-            dependencies: ["PassphraseKeySource", .product(name: "ProtectedStore", package: "ProtectedStore")],
+            dependencies: [
+                "PassphraseKeySource", .product(name: "ProtectedStore", package: "ProtectedStore"),
+                // The key-source conformance suite, run on the source at the story's end.
+                .product(name: "ProtectedStoreTesting", package: "ProtectedStore"),
+            ],
             swiftSettings: strictSettings
         ),
     ]

@@ -198,6 +198,13 @@ public final class SessionDevice: KeyAvailabilityMonitor, StoreKeyProvider {
         try device.createStoreKey(forStoreAt: storePath, protectionClass: protectionClass)
     }
 
+    /// What the device records of the store's key (its key file's header), or `nil` without one.
+    ///
+    /// - Throws: as `SimulatedDevice/storeKeyRecord(forStoreAt:)`.
+    public func storeKeyRecord(forStoreAt storePath: String) throws -> StoreKeyRecord? {
+        try device.storeKeyRecord(forStoreAt: storePath)
+    }
+
     /// The store's key file wrapped again to record `format`, by the device (for `migrate`).
     public func storeKeyFile(forStoreAt storePath: String, recording format: StoreFormat) throws -> StoreKeyFile {
         try device.storeKeyFile(forStoreAt: storePath, recording: format)

@@ -698,6 +698,14 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
         }
     }
 
+    /// What the header of the store's key file records — its identifier, class and store format — or `nil`
+    /// without a key file. Read while locked too: the store key stays wrapped.
+    ///
+    /// - Throws: `SecureKeysError` when the key file is damaged or not a regular file.
+    public func storeKeyRecord(forStoreAt storePath: String) throws -> StoreKeyRecord? {
+        try StoreKeyRecord.ofKeyFile(forStoreAt: storePath)
+    }
+
     /// The key file of the store at `storePath` wrapped again to record `format` (nothing is written), for a
     /// rewrite of the store (`migrate`).
     ///

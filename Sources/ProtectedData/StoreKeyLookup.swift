@@ -3,13 +3,13 @@ public import SecureKeys
 /// The answer to "can I have this store's key now?": three ways, because only one of them may ever lead to
 /// creating a key.
 public enum StoreKeyLookup: Sendable {
-    /// The key file exists and its class key is held: here is the store key.
+    /// The source holds the store's key and can unwrap it now: here is the store key.
     case available(SecureBytes)
-    /// The key file exists but its class key is not held now (locked, or before the first unlock). Wait for
+    /// The source holds the store's key but cannot give it now (locked, or before the first unlock). Wait for
     /// the device's *did become available* event; never create a key in this state.
     case locked(ProtectionClass)
-    /// There is no key file: the store was never created. Only this case may create a key, and only when no
-    /// store file exists either.
+    /// The source holds no key for the store: the store was never created. Only this case may create a key,
+    /// and only when no store file exists either.
     case absent
 }
 
@@ -24,20 +24,114 @@ extension StoreKeyLookup: CustomStringConvertible {
     }
 }
 
-/// Where a store coordinator gets its store key: the simulated device, or a real keychain-backed source.
-public protocol StoreKeyProvider: Sendable {
-    /// The store's key, looked up three ways.
-    func lookUpStoreKey(forStoreAt storePath: String) throws -> StoreKeyLookup
-    /// Creates the key of a new store; only after a look-up said ``StoreKeyLookup/absent``.
+/// What a key source records of one store's key, beside the key itself: which key it is, the class that
+/// protects it and the format of the store it opens. Nothing in it is secret; a source answers it while locked.
+///
+/// The attach needs it to open a store with the settings it was written with (``storeFormat``) and to tell an
+/// interrupted creation from a lost store (``storeID``: the creation marker names the key a creation made).
+public struct StoreKeyRecord: Sendable, Hashable {
+    /// A random identifier the source gave this key when it made it (``StoreKeyFile/storeIDLength`` bytes,
+    /// not secret): a key made again for the same store path has another one.
+    public var storeID: [UInt8]
+    /// The class whose key protects the store key.
+    public var protectionClass: ProtectionClass
+    /// The format of the store file this key opens: ``StoreFormat/current`` for a key made by
+    /// ``StoreKeyProvider/createStoreKey(forStoreAt:protectionClass:)``.
+    public var storeFormat: StoreFormat
+
+    /// A record of a store key.
     ///
+    /// - Parameters:
+    ///   - storeID: the key's random identifier, ``StoreKeyFile/storeIDLength`` bytes.
+    ///   - protectionClass: the class whose key protects the store key.
+    ///   - storeFormat: the format of the store file the key opens.
+    public init(storeID: [UInt8], protectionClass: ProtectionClass, storeFormat: StoreFormat) {
+        self.storeID = storeID
+        self.protectionClass = protectionClass
+        self.storeFormat = storeFormat
+    }
+
+    /// The record a store key file (`StoreKeyFile`) holds in its header.
+    public init(_ keyFile: StoreKeyFile) {
+        self.init(storeID: keyFile.storeID, protectionClass: keyFile.protectionClass, storeFormat: keyFile.storeFormat)
+    }
+
+    /// The record in the header of the store key file beside the store at `storePath` (`StoreFiles/key`), or
+    /// `nil` when there is none. Reads the header only: the store key stays wrapped.
+    ///
+    /// - Throws: `SecureKeysError` when the key file is damaged, of an unknown version, or not a regular file.
+    public static func ofKeyFile(forStoreAt storePath: String) throws -> StoreKeyRecord? {
+        let keyPath = StoreFiles(database: storePath).key
+        guard SecureFile.exists(keyPath) else { return nil }
+        return StoreKeyRecord(try StoreKeyFile.load(from: keyPath))
+    }
+}
+
+/// Where a store coordinator gets its store keys: the simulated device, the Linux session device, the device
+/// agent's client, or a source of the app's own (a keychain, a TPM, a secret service, memory).
+///
+/// The source decides where keys live. The library never reads or writes a key file behind its back: what
+/// it needs of a key — the key itself, its identifier, the store's format — it asks through these calls. The
+/// store key file format (`StoreKeyFile`, keys/README.md) is one way to keep keys, the simulated and Linux
+/// devices' way; a source may keep them anywhere else.
+///
+/// ## The contract
+///
+/// The attach of a store, one at a time per store folder (in this process and across processes), calls:
+/// ``lookUpStoreKey(forStoreAt:)`` first; when it says ``StoreKeyLookup/available(_:)``,
+/// ``storeKeyRecord(forStoreAt:)`` for the store's format and identifier; when it says
+/// ``StoreKeyLookup/absent`` and no store file exists, ``createStoreKey(forStoreAt:protectionClass:)``, then
+/// ``storeKeyRecord(forStoreAt:)`` for the new key's identifier (also after a creation that threw, to learn
+/// whether a key was made). An export asks the same as an attach of an existing store. Calls come from the
+/// store's own threads, never from the main actor; each may block briefly (a file, a socket, a keychain), never
+/// for a user's answer.
+///
+/// A source must:
+/// - say ``StoreKeyLookup/absent`` only when it holds no key for the store — never for a key it merely
+///   cannot reach now (that is ``StoreKeyLookup/locked(_:)``, or a thrown error): an `absent` leads to a new
+///   key and a new, empty store;
+/// - never mint a key while locked: after a look-up said *locked*, or whenever the class's key is not held,
+///   `createStoreKey` throws `protected-data-unavailable` and makes nothing;
+/// - never replace a key it holds: `createStoreKey` for a store that has one throws (`already-exists`);
+/// - never return a key it has wiped or will wipe: the ``SecureBytes`` it returns belong to the caller, who
+///   wipes them when the store closes;
+/// - answer ``storeKeyRecord(forStoreAt:)`` for every key it holds, locked or not, with the identifier it gave
+///   the key when it made it, unchanged until the key is gone;
+/// - keep every key until the app deletes the store: a key lost is a store lost.
+///
+/// `ProtectedStoreTesting`'s `StoreKeySourceConformance` checks these on a source of the app's own.
+public protocol StoreKeyProvider: Sendable {
+    /// The store's key, looked up three ways. Called at every attach, first.
+    ///
+    /// - Returns: ``StoreKeyLookup/available(_:)`` with a key the caller owns (it wipes it), or
+    ///   ``StoreKeyLookup/locked(_:)`` when the source holds a key it cannot give now, or
+    ///   ``StoreKeyLookup/absent`` when it holds none.
+    /// - Throws: when the source cannot tell (a damaged or unreadable key, a peer that does not answer): never
+    ///   a reason to make a new key, and the attach fails with the error.
+    func lookUpStoreKey(forStoreAt storePath: String) throws -> StoreKeyLookup
+    /// Creates the key of a new store; only after a look-up said ``StoreKeyLookup/absent``. The new key records
+    /// `protectionClass` and ``StoreFormat/current``, and a new random identifier.
+    ///
+    /// - Returns: the new store key, which the caller owns (it wipes it).
     /// - Throws: when the class key is not held now (the device locked between the look-up and this call),
     ///   an error whose code is `protected-data-unavailable` — ``DeviceError/protectedDataUnavailable(_:)``, or
     ///   `StoreError.protectedDataUnavailable(_:)` from a source written against `ProtectedStore` — and the
-    ///   controller waits for *did become available*; any other error fails the attach and is presented.
+    ///   controller waits for *did become available*; nothing may be made then. `already-exists` when the source
+    ///   holds a key for the store. Any other error fails the attach and is presented.
     func createStoreKey(forStoreAt storePath: String, protectionClass: ProtectionClass) throws -> SecureBytes
+    /// What the source records of the store's key — its identifier, class and the store's format — or `nil`
+    /// when it holds no key for the store. Never the key; answered while locked too. Called at the attach
+    /// after a look-up said ``StoreKeyLookup/available(_:)`` and after ``createStoreKey(forStoreAt:protectionClass:)``.
+    ///
+    /// A default implementation reads the header of the library's store key file beside the store
+    /// (``StoreKeyRecord/ofKeyFile(forStoreAt:)``): right for a source that keeps its keys in `StoreKeyFile`s,
+    /// as sources written before this call was added do. A source that keeps keys anywhere else implements it.
+    ///
+    /// - Throws: when the source cannot tell (a damaged record); the attach fails with the error.
+    func storeKeyRecord(forStoreAt storePath: String) throws -> StoreKeyRecord?
     /// The store's key file as it must read once the store is rewritten in `format`: the same store key and
     /// store identifier, wrapped again by the class key with `format` recorded. Nothing is written: the
-    /// store's rewrite (`migrate`) puts it in place at its commit point.
+    /// store's rewrite (`migrate`) puts it in place at its commit point. Called only by a rewrite.
     ///
     /// A default implementation refuses (`SecureKeysError.Code.unsupportedFormat`): a source that cannot
     /// wrap store keys again cannot migrate its stores.
@@ -47,6 +141,14 @@ public protocol StoreKeyProvider: Sendable {
 }
 
 extension StoreKeyProvider {
+    /// The record in the header of the library's store key file beside the store, or `nil` without one: for a
+    /// source that keeps its keys in `StoreKeyFile`s.
+    ///
+    /// - Throws: `SecureKeysError` when the key file is damaged or not a regular file.
+    public func storeKeyRecord(forStoreAt storePath: String) throws -> StoreKeyRecord? {
+        try StoreKeyRecord.ofKeyFile(forStoreAt: storePath)
+    }
+
     /// Refuses: this source cannot wrap a store key again, so its stores cannot be rewritten in another format.
     ///
     /// - Throws: `SecureKeysError.Code.unsupportedFormat` naming the source's type.

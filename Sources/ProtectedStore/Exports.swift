@@ -16,6 +16,7 @@
 @_exported public import protocol ProtectedData.KeyAvailabilityMonitor
 @_exported public import protocol ProtectedData.StoreKeyProvider
 @_exported public import enum ProtectedData.StoreKeyLookup
+@_exported public import struct ProtectedData.StoreKeyRecord
 @_exported public import enum ProtectedData.ProtectedDataEvent
 @_exported public import struct ProtectedData.ProtectedDataAvailability
 @_exported public import class ProtectedData.EventSubscription

@@ -118,6 +118,10 @@ public struct StoreError: Error, Sendable {
         public static let keyWiped = Code("key-wiped")
         /// A store file exists without its key file; no new key is made over existing data.
         public static let storeExistsWithoutKey = Code("store-exists-without-key")
+        /// A key source broke its contract with the attach (`StoreKeyProvider`): it gave or made a store's key
+        /// but records nothing of it (`storeKeyRecord(forStoreAt:)` said none), or a malformed record. Nothing
+        /// was created; the source must be fixed.
+        public static let keySourceInconsistent = Code("key-source-inconsistent")
         /// A file that is never overwritten already exists.
         public static let alreadyExists = Code("already-exists")
         /// A key file or folder is accessible to other users.
@@ -200,7 +204,7 @@ public struct StoreError: Error, Sendable {
             .queueFull, .cancelled, .deadlineExceeded, .terminated, .protectedDataUnavailable, .inboxUnavailable,
             .inboxRecordTooLarge, .inboxUnknownKind, .inboxNewerSchema, .inboxRecordMalformed, .inboxFull, .inboxUnusable, .storeError, .wrongKey, .storeUnavailable, .storeDamaged, .constraint, .diskFull, .readOnly, .busy,
             .notSQLCipher, .misuse, .recordNotFound, .closed, .sqliteError, .migrationFailed, .storeFromNewerApp, .migrationUnsupported, .keyFileDamaged, .unsupportedKeyFormat, .wrongDevice,
-            .keyWiped, .storeExistsWithoutKey, .alreadyExists, .insecurePermissions, .insecureStateDirectory, .invalidArgument, .ioError,
+            .keyWiped, .storeExistsWithoutKey, .keySourceInconsistent, .alreadyExists, .insecurePermissions, .insecureStateDirectory, .invalidArgument, .ioError,
             .outOfMemory, .recoveryPhraseMistyped, .wrongRecoveryPhrase, .backupDamaged, .unsupportedBackupFormat,
             .restoreTargetExists, .noDevice, .deviceExists, .wrongPasscode, .passcodeDelay, .deviceWiped, .deviceStateDamaged,
             .stateInUse, .agentRefused, .agentDisconnected, .agentFailed, .invalidDeviceSetting, .wipeIncomplete,

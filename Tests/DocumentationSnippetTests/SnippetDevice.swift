@@ -63,6 +63,9 @@ func temporaryStateDirectory() -> String {
     return parent + "/phone"
 }
 
+/// A new, empty temporary folder of the test's own (mode 0700).
+var temporaryFolder: String { (temporaryStateDirectory() as NSString).deletingLastPathComponent }
+
 /// Removes the temporary folder `temporaryStateDirectory()` made.
 func removeDirectory(_ stateDirectory: String) {
     try? FileManager.default.removeItem(atPath: (stateDirectory as NSString).deletingLastPathComponent)

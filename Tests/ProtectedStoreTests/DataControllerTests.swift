@@ -158,7 +158,7 @@ struct DataControllerTests {
     func interruptedCreationAndLostStore() async throws {
         let interrupted = try ControllerFixture()
         // The creation's first half, as a crash after the key file was made leaves it.
-        let key = try StoreCoordinator.createStoreKey(.init(path: interrupted.storePath), keys: interrupted.device)
+        let key = try StoreCoordinator.createStoreKey(.init(path: interrupted.storePath), keys: interrupted.device).key
         key.wipe()
         #expect(FileManager.default.fileExists(atPath: interrupted.storePath + ".creating"))
         await interrupted.launch()

@@ -70,15 +70,26 @@ struct StoreCreationTests {
         #expect(!exists(files.creationMarker))
     }
 
+    @Test("a creation that fails with a source that cannot tell whether it made a key keeps its marker, which names no key")
+    func failedCreationWithUncertainSourceKeepsItsMarker() throws {
+        let fixture = try ControllerFixture()
+        let files = StoreFiles(database: fixture.storePath)
+        #expect(throws: UncertainKeySource.Failure.self) {
+            _ = try StoreCoordinator.createStoreKey(.init(path: fixture.storePath), keys: UncertainKeySource())
+        }
+        let marker = try StoreCreationMarker(bytes: fileBytes(files.creationMarker), path: files.creationMarker)
+        #expect(marker.stage == .makingKey)
+    }
+
     @Test("a marker that names another key file, names none beside an inbox key file, or is an older empty one never re-creates a missing store: store-unavailable, nothing changed")
     func markerOfAnotherCreationIsNotEnough() async throws {
         let other = try ControllerFixture()
-        let otherKey = try StoreCoordinator.createStoreKey(.init(path: other.storePath), keys: other.device)
+        let otherKey = try StoreCoordinator.createStoreKey(.init(path: other.storePath), keys: other.device).key
         otherKey.wipe()
         let foreignMarker = fileBytes(other.storePath + ".creating")
         let markers: [(String, [UInt8], reason: String)] = [
-            ("another key file's", foreignMarker, "belongs to the creation of another key file"),
-            ("no key file's", StoreCreationMarker(stage: .makingKey).bytes, "shows that the key file's store existed"),
+            ("another key's", foreignMarker, "belongs to the creation of another key"),
+            ("no key's", StoreCreationMarker(stage: .makingKey).bytes, "shows that the key's store existed"),
             ("an older empty", [], "names no creation (key-file-damaged"),
         ]
         for (name, marker, reason) in markers {
@@ -93,7 +104,7 @@ struct StoreCreationTests {
             await fixture.launch()
             #expect(fixture.presented.map(\.code.name) == ["store-unavailable"], "\(name) marker")
             let message = fixture.presented.first?.message ?? ""
-            #expect(message.contains(files.key), "\(name) marker: the message names the key file")
+            #expect(message.contains(files.database), "\(name) marker: the message names the store file")
             #expect(message.contains(reason), "\(name) marker: \(message)")
             #expect(!exists(files.database), "\(name) marker: no empty store in place of a lost one")
             #expect(fileBytes(files.creationMarker) == marker, "\(name) marker: left as it is")
@@ -103,14 +114,15 @@ struct StoreCreationTests {
     @Test("the marker is written in the creation and names the new key file's store identifier until the store exists")
     func markerNamesTheNewKeyFile() throws {
         let fixture = try ControllerFixture()
-        let key = try StoreCoordinator.createStoreKey(.init(path: fixture.storePath), keys: fixture.device)
+        let (key, record) = try StoreCoordinator.createStoreKey(.init(path: fixture.storePath), keys: fixture.device)
         key.wipe()
         let files = StoreFiles(database: fixture.storePath)
         let marker = try StoreCreationMarker(bytes: fileBytes(files.creationMarker), path: files.creationMarker)
         let keyFile = try StoreKeyFile.load(from: files.key)
+        #expect(record == StoreKeyRecord(keyFile))
         #expect(marker.stage == .keyMade(storeID: keyFile.storeID))
-        #expect(marker.names(keyFile))
-        #expect(try StoreCoordinator.resumesInterruptedCreation(files))
+        #expect(marker.names(record))
+        #expect(try StoreCoordinator.resumesInterruptedCreation(files, record: record))
     }
 
     @Test("a store file without a key file is refused before any marker is written")
@@ -132,7 +144,7 @@ struct StoreCreationTests {
     @Test("a crash between the key file and the marker naming it (stage 1) finishes the creation when nothing shows the key's store existed")
     func creationInterruptedBeforeTheMarkerNamedTheKey() async throws {
         let fixture = try ControllerFixture()
-        let key = try StoreCoordinator.createStoreKey(.init(path: fixture.storePath), keys: fixture.device)
+        let key = try StoreCoordinator.createStoreKey(.init(path: fixture.storePath), keys: fixture.device).key
         key.wipe()
         let files = StoreFiles(database: fixture.storePath)
         try StoreCreationMarker(stage: .makingKey).write(to: files.creationMarker)
@@ -142,4 +154,13 @@ struct StoreCreationTests {
         try await fixture.controller.coordinator?.put("k", "v")
         #expect(try await fixture.value("k") == "v")
     }
+}
+
+/// A key source whose creation fails and which cannot tell whether it made a key (its record throws).
+private struct UncertainKeySource: StoreKeyProvider {
+    struct Failure: Error {}
+
+    func lookUpStoreKey(forStoreAt storePath: String) throws -> StoreKeyLookup { .absent }
+    func createStoreKey(forStoreAt storePath: String, protectionClass: ProtectionClass) throws -> SecureBytes { throw Failure() }
+    func storeKeyRecord(forStoreAt storePath: String) throws -> StoreKeyRecord? { throw Failure() }
 }

@@ -87,7 +87,7 @@ struct StoreFileKindTests {
     @Test("a store file its interrupted creation left empty (the marker names its key file) is created, not refused")
     func emptyStoreOfAnInterruptedCreationIsCreated() async throws {
         let fixture = try ControllerFixture()
-        let key = try StoreCoordinator.createStoreKey(.init(path: fixture.storePath), keys: fixture.device)
+        let key = try StoreCoordinator.createStoreKey(.init(path: fixture.storePath), keys: fixture.device).key
         key.wipe()
         let files = StoreFiles(database: fixture.storePath)
         #expect(FileManager.default.fileExists(atPath: files.creationMarker))

@@ -174,6 +174,15 @@ public final class DeviceAgentClient: KeyAvailabilityMonitor, StoreKeyProvider {
         return key
     }
 
+    /// What the device records of the store's key, or `nil` when it holds none: read here, from the header of
+    /// the store's key file, which needs no class key and changes nothing (the agent writes it; this process
+    /// only reads it, as the user who owns the state directory).
+    ///
+    /// - Throws: `SecureKeysError` when the key file is damaged or not a regular file.
+    public func storeKeyRecord(forStoreAt storePath: String) throws -> StoreKeyRecord? {
+        try StoreKeyRecord.ofKeyFile(forStoreAt: storePath)
+    }
+
     /// The agent may run in another directory: paths go absolute. One the wire format cannot carry is refused
     /// here, for this call alone (the agent would take it for a broken client and close the connection).
     private static func absolute(_ path: String) throws -> String {

@@ -116,16 +116,33 @@ extension StoreError {
             cause: cause, function: function, file: file, line: line)
     }
 
-    /// The store's key file exists but the store file does not, and no interrupted creation of that key's
-    /// store explains it: the store was lost. No new empty store is made in its place.
+    /// The store's key exists (its key source holds it) but the store file does not, and no interrupted
+    /// creation of that key's store explains it: the store was lost. No new empty store is made in its place.
     package static func storeLost(
         _ files: StoreFiles, reason: String, cause: (any Error)? = nil,
         function: String = #function, file: String = #fileID, line: Int = #line
     ) -> Self {
         Self(
             code: .storeUnavailable,
-            message: "the store file \(files.database) is missing but its key file \(files.key) exists, and \(reason): the store was lost (moved, deleted, or not restored with its key file). No new empty store is made in its place; every file was left as it is",
+            message: "the store file \(files.database) is missing but its key source holds its key, and \(reason): the store was lost (moved, deleted, or not restored with its key). No new empty store is made in its place; every file was left as it is",
             cause: cause, function: function, file: file, line: line)
+    }
+
+    /// A key source broke its contract with the attach (`StoreKeyProvider`): it gave or made a key it records
+    /// nothing of, or recorded it malformed. Nothing was created in the store's place.
+    ///
+    /// - Parameters:
+    ///   - source: the key source, named by its type.
+    ///   - storePath: the store being attached.
+    ///   - what: what the source did, in words.
+    package static func keySourceInconsistent(
+        _ source: any Sendable, storePath: String, _ what: String,
+        function: String = #function, file: String = #fileID, line: Int = #line
+    ) -> Self {
+        Self(
+            code: .keySourceInconsistent,
+            message: "the key source \(type(of: source)) broke its contract attaching \(storePath): \(what). Nothing was created; every file was left as it is",
+            function: function, file: file, line: line)
     }
 
     /// An inbox record would hold more than `SecureKeys/InboxRecord/maximumPayloadLength` bytes.

@@ -65,11 +65,11 @@ extension StoreCoordinator {
                 case .available(let key): storeKey = key
                 case .locked(let protectionClass): throw StoreError.protectedDataUnavailable(protectionClass)
                 case .absent:
-                    throw StoreError(code: .storeUnavailable, message: "there is no store to export (no key file)", path: files.key)
+                    throw StoreError(code: .storeUnavailable, message: "there is no store to export (its key source holds no key for it)", path: files.database)
                 }
                 defer { storeKey.wipe() }
                 var database = configuration.database
-                database.format = try StoreKeyFile.load(from: files.key).storeFormat
+                database.format = try keyRecord(configuration, keys: keys, after: "gave the store's key").storeFormat
                 database.createIfMissing = false
                 let connection = try Database(path: configuration.path, key: storeKey, configuration: database)
                 defer { connection.close() }

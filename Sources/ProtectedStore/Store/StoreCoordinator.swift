@@ -62,9 +62,13 @@ public actor StoreCoordinator {
 
     /// Opens the store with its key, creating the key and the store only when neither exists.
     ///
-    /// Creation is two files, the key file and then the store, so a crash can fall between them. A marker
-    /// (`<store>.creating`) describes the creation in progress and names the key file it made: a key without
-    /// a store is an interrupted creation, finished now, only when the marker names that key file (or none yet,
+    /// The key comes from `keys`, which decides where keys live: the attach never reads or writes a key file
+    /// itself. What it needs of a key besides the key — its identifier and the store's format — it asks
+    /// `keys` too (`StoreKeyProvider/storeKeyRecord(forStoreAt:)`).
+    ///
+    /// Creation is two steps, the key and then the store, so a crash can fall between them. A marker
+    /// (`<store>.creating`) describes the creation in progress and names the key it made: a key without
+    /// a store is an interrupted creation, finished now, only when the marker names that key (or none yet,
     /// with no sign that the key's store existed); otherwise it is a lost store, reported and never replaced
     /// by a new empty one (`StoreCreationMarker`).
     ///
@@ -78,9 +82,10 @@ public actor StoreCoordinator {
     /// process and across processes (``StoreAttachLock``).
     ///
     /// - Throws: `StoreError` with `StoreError.Code.protectedDataUnavailable` when the key is locked — and
-    ///   only then; `StoreError.Code.storeUnavailable` for a lost store (its key file without it);
+    ///   only then; `StoreError.Code.storeUnavailable` for a lost store (its key without it);
+    ///   `StoreError.Code.keySourceInconsistent` when `keys` gives or makes a key it records nothing of;
     ///   `StoreError.Code.storeDamaged` (a page or the log, also when the migrations find it); the lower
-    ///   layers' errors as they come (`store-exists-without-key` when a store file has no key file;
+    ///   layers' errors as they come (`store-exists-without-key` when a store file has no key;
     ///   `wrong-key`, `store-unavailable` from the open; `migration-failed`); `store-damaged` also for a store
     ///   file emptied or cut shorter than its first page, and `io-error` for a link, a FIFO or anything but a
     ///   regular file at the store file or a file SQLite opens beside it — each left as it is.
@@ -112,10 +117,13 @@ public actor StoreCoordinator {
         case .available(let key):
             storeKey = key
             keyWasAuthenticated = true
-            // The key exists, so the store must too — unless this key's creation was interrupted before the
-            // store was made. Never make a new empty store in place of a lost one.
             do {
-                databaseConfiguration.createIfMissing = try resumesInterruptedCreation(files)
+                // The store is opened with the settings it was written with, as its key's source records them.
+                let record = try keyRecord(configuration, keys: keys, after: "gave the store's key")
+                databaseConfiguration.format = record.storeFormat
+                // The key exists, so the store must too — unless this key's creation was interrupted before the
+                // store was made. Never make a new empty store in place of a lost one.
+                databaseConfiguration.createIfMissing = try resumesInterruptedCreation(files, record: record)
             } catch {
                 key.wipe()
                 throw error
@@ -123,16 +131,13 @@ public actor StoreCoordinator {
         case .locked(let protectionClass):
             throw StoreError.protectedDataUnavailable(protectionClass)
         case .absent:
-            storeKey = try createStoreKey(configuration, keys: keys)
+            let record: StoreKeyRecord
+            (storeKey, record) = try createStoreKey(configuration, keys: keys)
+            databaseConfiguration.format = record.storeFormat
         }
         // The key goes to the reader pool, which wipes it when the store closes; wiped here if the attach fails.
         var keyOwnedByPool = false
         defer { if !keyOwnedByPool { storeKey.wipe() } }
-        // The store is opened with the settings it was written with, as its key file records them (a key file
-        // of version 1 records none: format 1, the only one there was).
-        if SecureFile.exists(files.key) {
-            databaseConfiguration.format = try StoreKeyFile.load(from: files.key).storeFormat
-        }
         let database: Database
         do {
             database = try Database(path: configuration.path, key: storeKey, configuration: databaseConfiguration)

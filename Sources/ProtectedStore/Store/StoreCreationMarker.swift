@@ -2,20 +2,20 @@ internal import SecureKeys
 
 /// The marker of one store creation in progress (`<store>.creating`, format v1 in keys/README.md).
 ///
-/// Creating a store writes two files, its key file and then the store, so a crash can fall between them. The
-/// marker says which creation was interrupted: it is written when a creation starts (nothing of the store
-/// exists yet), records the new key file's store identifier as soon as that file exists, and is removed once
-/// the store exists with its schema — or when the creation ends without making a key. A key file without a
-/// store is finished as an interrupted creation only when the marker names *that* key file (or names none yet
-/// and nothing shows the key file's store existed: a crash between the key and the marker's second write); a
-/// marker naming another key file never re-creates a store: a key file without its store is then a lost store,
-/// reported.
+/// Creating a store makes two things, its key (by the key source) and then the store file, so a crash can fall
+/// between them. The marker says which creation was interrupted: it is written when a creation starts
+/// (nothing of the store exists yet), records the new key's store identifier (as its source records it) as
+/// soon as the key exists, and is removed once the store exists with its schema — or when the creation ends
+/// without making a key. A key without a store is finished as an interrupted creation only when the marker
+/// names *that* key (or names none yet and nothing shows the key's store existed: a crash between the key
+/// and the marker's second write); a marker naming another key never re-creates a store: a key without its
+/// store is then a lost store, reported.
 struct StoreCreationMarker: Sendable, Equatable {
     /// How far the creation got.
     enum Stage: Sendable, Equatable {
-        /// The store's key was being made; which key file it became is not known.
+        /// The store's key was being made; which key it became is not known.
         case makingKey
-        /// The key file with this store identifier was made; the store was not created yet.
+        /// The key with this store identifier was made; the store was not created yet.
         case keyMade(storeID: [UInt8])
     }
 
@@ -81,10 +81,10 @@ struct StoreCreationMarker: Sendable, Equatable {
         return writer.bytes
     }
 
-    /// Whether this marker names the key file `keyFile`: the creation it describes made that key file.
-    func names(_ keyFile: StoreKeyFile) -> Bool {
+    /// Whether this marker names the key its source records as `record`: the creation it describes made that key.
+    func names(_ record: StoreKeyRecord) -> Bool {
         guard case .keyMade(let storeID) = stage else { return false }
-        return storeID == keyFile.storeID
+        return storeID == record.storeID
     }
 
     /// The marker at `path`, or `nil` when there is none.

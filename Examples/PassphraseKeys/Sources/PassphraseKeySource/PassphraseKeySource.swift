@@ -14,8 +14,10 @@ import Synchronization
 ///
 /// Its key hierarchy is the library's, smaller: one random 32-byte *class key* serves every protection
 /// class; it is kept wrapped (XChaCha20-Poly1305) under `Argon2id(passphrase, salt)` in `passphrase.keys`, and
-/// it wraps each store's key in the store's ordinary key file (`StoreKeyFile`). While locked the class key
-/// is not in memory at all: a store's key cannot be read, and the controller waits.
+/// it wraps each store's key. The source decides where keys live: both files are in the source's own
+/// folder (`passphrase.keys` and `store-keys`), which the app keeps apart from its stores — nothing is
+/// written beside a store, and the library reads no key file. While locked the class key is not in memory at
+/// all: a store's key cannot be read or made, and the controller waits.
 ///
 /// Lock and unlock are called on the main actor, so events reach subscribers in the order they happened.
 public final class PassphraseKeySource: KeyAvailabilityMonitor, StoreKeyProvider {
@@ -40,19 +42,31 @@ public final class PassphraseKeySource: KeyAvailabilityMonitor, StoreKeyProvider
 
     /// The file that keeps the wrapped class key.
     public let keyFilePath: String
+    /// The file that keeps every store's key, wrapped by the class key, with what the library needs of it
+    /// (`StoreKeyRecord`).
+    public let storeKeysPath: String
     private let kdf: PasscodeKDF
     private let salt: [UInt8]
     private let wrappedClassKey: [UInt8]
-    private let state = Mutex(State())
+    private let state: Mutex<State>
 
     private struct State {
         var classKey: SecureBytes?
+        var storeKeys: [String: StoreKeyEntry]
         var handlers: [Int: @Sendable (ProtectedDataEvent) -> Void] = [:]
         var nextHandler = 0
     }
 
+    /// One store's key, wrapped by the class key, and its record.
+    private struct StoreKeyEntry {
+        var record: StoreKeyRecord
+        var wrapped: [UInt8]
+    }
+
     private static let magic = Array("PPKS".utf8)
     private static let associatedData = Array("PassphraseKeySource.class-key.v1".utf8)
+    private static let storeKeysMagic = Array("PPSK".utf8)
+    private static let wrappedStoreKeyLength = KeyWrap.wrappedLength(secretLength: StoreKeyFile.storeKeyLength)
 
     /// Creates the source's key file in `directory` (which must exist) and returns the source, locked.
     ///
@@ -95,6 +109,8 @@ public final class PassphraseKeySource: KeyAvailabilityMonitor, StoreKeyProvider
     ///   it cannot be read.
     public init(directory: String) throws {
         keyFilePath = directory + "/passphrase.keys"
+        storeKeysPath = directory + "/store-keys"
+        state = Mutex(State(storeKeys: try Self.readStoreKeys(at: storeKeysPath)))
         let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: keyFilePath)))
         let header = Self.magic.count + 16 + PasscodeKDF.saltLength
         guard bytes.count == header + KeyWrap.wrappedLength(secretLength: KeyWrap.keyLength),
@@ -175,27 +191,113 @@ public final class PassphraseKeySource: KeyAvailabilityMonitor, StoreKeyProvider
 
     // MARK: StoreKeyProvider
 
-    /// The store's key: `absent` without a key file, `locked` while the source is, `available` otherwise.
+    /// The store's key: `absent` when the source holds none, `locked` while the source is, `available`
+    /// otherwise.
+    ///
+    /// - Throws: ``Failure/damaged(path:)`` when the class key does not unwrap the store's key.
     public func lookUpStoreKey(forStoreAt storePath: String) throws -> StoreKeyLookup {
-        let keyPath = StoreFiles(database: storePath).key
-        guard FileManager.default.fileExists(atPath: keyPath) else { return .absent }
-        let file = try StoreKeyFile.load(from: keyPath)
-        return try state.withLock { state in
-            guard let classKey = state.classKey else { return .locked(file.protectionClass) }
-            return .available(try file.unwrap(with: classKey, path: keyPath))
+        try state.withLock { state in
+            guard let entry = state.storeKeys[storePath] else { return .absent }
+            guard let classKey = state.classKey else { return .locked(entry.record.protectionClass) }
+            guard let key = try KeyWrap.unwrap(
+                entry.wrapped[...], with: classKey, associatedData: Self.storeKeyAssociatedData(storePath, entry.record))
+            else { throw Failure.damaged(path: storeKeysPath) }
+            return .available(key)
         }
     }
 
-    /// Creates a new store's key file (never over an existing one, never beside an existing store).
+    /// Makes a new store's key and keeps it, wrapped, in `store-keys` (durably, before it is returned); never
+    /// over a key the source holds.
     ///
-    /// - Throws: `StoreError.protectedDataUnavailable` while locked, so the controller waits for the unlock.
+    /// - Throws: `StoreError.protectedDataUnavailable` while locked, so the controller waits for the unlock;
+    ///   `already-exists` when the source holds a key for the store; ``Failure/cannotWrite(path:errno:)``.
     public func createStoreKey(forStoreAt storePath: String, protectionClass: ProtectionClass) throws -> SecureBytes {
         try state.withLock { state in
             // "Not now", in the word the controller waits on (any other error is a failed attach).
             guard let classKey = state.classKey else { throw StoreError.protectedDataUnavailable(protectionClass) }
-            return try StoreKeyFile.create(
-                at: StoreFiles(database: storePath).key, forStoreAt: storePath, protectionClass: protectionClass,
-                classKey: classKey)
+            guard storePath.utf8.count <= Int(UInt16.max) else {
+                throw StoreError(code: .invalidArgument, message: "a store path of \(storePath.utf8.count) bytes; this source keeps paths of up to \(UInt16.max)")
+            }
+            guard state.storeKeys[storePath] == nil else {
+                throw StoreError(code: .alreadyExists, message: "\(storeKeysPath) holds a key for \(storePath) already")
+            }
+            let record = StoreKeyRecord(
+                storeID: SystemRandom().bytes(count: StoreKeyFile.storeIDLength), protectionClass: protectionClass,
+                storeFormat: .current)
+            let key = try SecureBytes.random(count: StoreKeyFile.storeKeyLength)
+            do {
+                let wrapped = try KeyWrap.wrap(key, with: classKey, associatedData: Self.storeKeyAssociatedData(storePath, record))
+                var storeKeys = state.storeKeys
+                storeKeys[storePath] = StoreKeyEntry(record: record, wrapped: wrapped)
+                try Self.writeStoreKeys(storeKeys, to: storeKeysPath)
+                state.storeKeys = storeKeys
+            } catch {
+                key.wipe()
+                throw error
+            }
+            return key
         }
+    }
+
+    /// What the source keeps of the store's key beside it, or `nil` when it holds none; locked too.
+    public func storeKeyRecord(forStoreAt storePath: String) throws -> StoreKeyRecord? {
+        state.withLock { $0.storeKeys[storePath]?.record }
+    }
+
+    /// A wrapped store key is bound to its store's path and identifier.
+    private static func storeKeyAssociatedData(_ storePath: String, _ record: StoreKeyRecord) -> [UInt8] {
+        Array("PassphraseKeySource.store-key.v1".utf8) + Array(storePath.utf8) + record.storeID
+    }
+
+    // MARK: The store keys file
+
+    /// `store-keys`: the magic, then one entry per store — path length (2 bytes, little-endian), path, store
+    /// identifier, protection class, store format, wrapped key. No file: no keys yet.
+    private static func readStoreKeys(at path: String) throws -> [String: StoreKeyEntry] {
+        guard FileManager.default.fileExists(atPath: path) else { return [:] }
+        let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+        guard bytes.starts(with: storeKeysMagic) else { throw Failure.damaged(path: path) }
+        var entries: [String: StoreKeyEntry] = [:]
+        var offset = storeKeysMagic.count
+        func take(_ count: Int) throws -> ArraySlice<UInt8> {
+            guard offset + count <= bytes.count else { throw Failure.damaged(path: path) }
+            defer { offset += count }
+            return bytes[offset..<offset + count]
+        }
+        while offset < bytes.count {
+            let length = try take(2).reversed().reduce(0) { $0 << 8 | Int($1) }
+            guard let storePath = String(bytes: try take(length), encoding: .utf8),
+                case let storeID = Array(try take(StoreKeyFile.storeIDLength)),
+                let protectionClass = ProtectionClass(rawValue: try take(1).first!),
+                let format = StoreFormat(recordedIdentifier: try take(1).first!)
+            else { throw Failure.damaged(path: path) }
+            let record = StoreKeyRecord(storeID: storeID, protectionClass: protectionClass, storeFormat: format)
+            entries[storePath] = StoreKeyEntry(record: record, wrapped: Array(try take(wrappedStoreKeyLength)))
+        }
+        return entries
+    }
+
+    /// Replaces `store-keys` atomically: a new file, synced, renamed over the old one, the folder synced.
+    private static func writeStoreKeys(_ entries: [String: StoreKeyEntry], to path: String) throws {
+        var bytes = storeKeysMagic
+        for (storePath, entry) in entries.sorted(by: { $0.key < $1.key }) {
+            let pathBytes = Array(storePath.utf8)
+            bytes += [UInt8(pathBytes.count & 0xff), UInt8(pathBytes.count >> 8)]
+            bytes += pathBytes + entry.record.storeID
+            bytes += [entry.record.protectionClass.rawValue, entry.record.storeFormat.identifier]
+            bytes += entry.wrapped
+        }
+        let temporary = path + ".new"
+        unlink(temporary)  // a write a crash cut short
+        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { throw Failure.cannotWrite(path: temporary, errno: errno) }
+        let written = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress!, $0.count) }
+        let synced = written == bytes.count && fsync(descriptor) == 0
+        close(descriptor)
+        guard synced, rename(temporary, path) == 0 else { throw Failure.cannotWrite(path: path, errno: errno) }
+        let folder = open((path as NSString).deletingLastPathComponent, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard folder >= 0 else { throw Failure.cannotWrite(path: path, errno: errno) }
+        defer { close(folder) }
+        guard fsync(folder) == 0 else { throw Failure.cannotWrite(path: path, errno: errno) }
     }
 }

@@ -1,10 +1,13 @@
 import Foundation
 import PassphraseKeySource
 import ProtectedStore
+import ProtectedStoreTesting
 
-/// A locked launch on a key source written outside the package: the app launches while its source is locked,
-/// queues work, unlocks with the passphrase, locks again, and relaunches from disk. Exits 0 when every step
-/// behaved as expected, 1 with what happened otherwise.
+/// A locked launch on a key source written outside the package, which keeps its keys in a folder of its own,
+/// apart from the stores' state directory: the app launches while its source is locked, queues work, unlocks
+/// with the passphrase, locks again, and relaunches from disk; no key file is ever beside the store. Then the
+/// key-source conformance suite runs on the source. Exits 0 when every step behaved as expected, 1 with what
+/// happened otherwise.
 @main
 @MainActor
 enum PassphraseKeysStory {
@@ -26,12 +29,18 @@ enum PassphraseKeysStory {
         migrator.registerMigration("create notes") { db in
             try db.execute("CREATE TABLE notes(body TEXT NOT NULL)")
         }
-        let store = StoreConfiguration(path: root + "/notes.sqlite", protectionClass: .complete, migrator: migrator)
+        // The stores' state directory, and the key source's own folder apart from it (a keychain's place).
+        let stateDirectory = root + "/state"
+        let keyring = root + "/keyring"
+        for folder in [stateDirectory, keyring] {
+            try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+        }
+        let store = StoreConfiguration(path: stateDirectory + "/notes.sqlite", protectionClass: .complete, migrator: migrator)
         let passphrase = try SecureBytes(utf8: "correct horse battery staple")
         defer { passphrase.wipe() }
 
         step("1. a new key source, locked; the app launches in the background and queues a write")
-        let keys = try PassphraseKeySource.create(in: root, passphrase: passphrase, kdf: .minimal)
+        let keys = try PassphraseKeySource.create(in: keyring, passphrase: passphrase, kdf: .minimal)
         let controller = DataController(configuration: .init(store: store), keys: keys)
         controller.launch(LaunchOptions(reason: .location))
         let phases = controller.phases()
@@ -62,7 +71,7 @@ enum PassphraseKeysStory {
         await controller.terminate()
 
         step("5. a relaunch from disk: the source opens locked, the passphrase brings the note back")
-        let reopened = try PassphraseKeySource(directory: root)
+        let reopened = try PassphraseKeySource(directory: keyring)
         let second = DataController(configuration: .init(store: store), keys: reopened)
         second.launch()
         let secondPhases = second.phases()
@@ -73,6 +82,20 @@ enum PassphraseKeysStory {
         try check(notes == ["written while locked"], "the note, found \(notes)")
         reopened.lock()
         await second.terminate()
+
+        step("6. the keys live where the source keeps them: nothing of them in the state directory")
+        let beside = try FileManager.default.contentsOfDirectory(atPath: stateDirectory).sorted()
+        try check(!beside.contains { $0.hasSuffix(".key") || $0.contains("passphrase") }, "key files in the state directory: \(beside)")
+        try check(!beside.contains { $0.hasSuffix(".creating") }, "a creation marker left behind: \(beside)")
+
+        step("7. the key-source conformance suite (ProtectedStoreTesting) on the source")
+        let conformanceStores = root + "/conformance"
+        try FileManager.default.createDirectory(atPath: conformanceStores, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+        let failures = await StoreKeySourceConformance.check(
+            reopened, storesIn: conformanceStores,
+            lock: { source in await MainActor.run { source.lock() } },
+            unlock: { source in try await MainActor.run { try source.unlock(passphrase: passphrase) } })
+        try check(failures.isEmpty, "the source breaks the key-source contract: \(failures.map(\.description).joined(separator: "; "))")
     }
 
     static func step(_ title: String) { print(title) }
