@@ -109,11 +109,11 @@ struct KeyStoreCommandLineTests {
         #expect(newWithout.output.contains("key source: file for a new device (TPM absent at device:/nonexistent/tpmrm0"), "\(newWithout.output)")
     }
 
-    @Test("a device set up through a default `device serve` (the user unit's agent) with a TPM present gets uid.tpm, not uid.key")
+    @Test("a device set up through the shipped user unit's `device serve` with a TPM present gets uid.tpm, not uid.key")
     func agentSetsUpOnTheTPM() throws {
         let tpm = try SoftwareTPM()
         let state = TemporaryDirectory()
-        let agent = try LiveProcess(["device", "serve", "--fast-kdf", "--state-dir", state.path, "--tpm-tcti", tpm.tcti])
+        let agent = try LiveProcess(try Self.unitAgentArguments(stateDirectory: state.path) + ["--fast-kdf", "--tpm-tcti", tpm.tcti])
         try agent.waitFor("serves")
         let client = try ProtectedStoreBinary.run(
             ["shell", "--state-dir", state.path],
@@ -123,6 +123,20 @@ struct KeyStoreCommandLineTests {
         #expect(FileManager.default.fileExists(atPath: state.file("hardware/uid.tpm")))
         #expect(!FileManager.default.fileExists(atPath: state.file("hardware/uid.key")))
         #expect(!agent.errors.contains("no TPM"), "\(agent.errors)")
+    }
+
+    /// The arguments the shipped user unit (Support/systemd/protected-store-device.service) starts the tool
+    /// with, on `stateDirectory`, without `--session` (no logind here: the key store does not depend on it).
+    static func unitAgentArguments(stateDirectory: String) throws -> [String] {
+        let unit = try String(
+            contentsOfFile: SQLCipher4Oracle.packageRoot + "/Support/systemd/protected-store-device.service", encoding: .utf8)
+        let line = try #require(unit.split(separator: "\n").first { $0.hasPrefix("ExecStart=") })
+        var arguments = line.split(separator: " ").dropFirst().map(String.init)
+        arguments.removeAll { $0 == "--session" }
+        let stateOption = try #require(arguments.firstIndex(of: "--state-dir"))
+        arguments[stateOption + 1] = stateDirectory
+        #expect(Array(arguments.prefix(2)) == ["device", "serve"], "\(line)")
+        return arguments
     }
 
     @Test("after `device migrate-key --to tpm`, a default `device serve` boots the device from the TPM: no key-store-mismatch, the store opens")
