@@ -39,4 +39,12 @@ bash -n /usr/share/bash-completion/completions/$NAME || fail "the bash completio
 # The scripted set-up, lock and unlock against the mock logind: the test that runs scripts/try-on-desktop.sh,
 # given the installed tool. The test build is the one `make test` made (built here if missing).
 swift build --build-tests >/dev/null
-PROTECTED_STORE_TOOL=$TOOL swift test --skip-build --filter DesktopScriptTests 2>&1 | tail -n 3
+RESULT=$(PROTECTED_STORE_TOOL=$TOOL swift test --skip-build --filter DesktopScriptTests 2>&1) || {
+    tail -n 30 <<<"$RESULT" >&2
+    fail "DesktopScriptTests failed with $TOOL"
+}
+tail -n 3 <<<"$RESULT"
+# A suite skipped (no dbus-daemon or python3-dbusmock) checked nothing: a failure here.
+if grep -q 'skipped' <<<"$RESULT" || ! grep -q 'Test run with 1 test .*passed' <<<"$RESULT"; then
+    fail "DesktopScriptTests did not run with $TOOL"
+fi
