@@ -7,7 +7,7 @@ TEST_APT_PACKAGES := dbus python3-dbusmock swtpm swtpm-tools tpm2-tools sqlciphe
 ## The example apps and the benchmarks build in one scratch folder, so the library they share is compiled once.
 EXAMPLES_SCRATCH := $(CURDIR)/.build-examples
 
-.PHONY: help deps test-deps docs-serve docs-check doc-transcripts demo test lifecycle-stress doc-snippets docs api-check simulate-long benchmarks benchmarks-build peers fuzz fuzz-smoke example
+.PHONY: help deps test-deps docs-serve docs-check doc-transcripts demo test lifecycle-stress doc-snippets docs api-check simulate-long benchmarks benchmarks-build peers fuzz fuzz-smoke example deb deb-check
 
 ## List the targets and what each does (the default target).
 ## What each does is the first line of the `##` comment above it: keep that line a summary of its own.
@@ -189,3 +189,21 @@ example: deps
 	swift run --package-path Examples/Notes --scratch-path $(EXAMPLES_SCRATCH) --skip-build notes
 	swift build --package-path Examples/PassphraseKeys --scratch-path $(EXAMPLES_SCRATCH)
 	swift run --package-path Examples/PassphraseKeys --scratch-path $(EXAMPLES_SCRATCH) --skip-build passphrase-keys
+
+## Build the .deb a desktop user installs without a Swift toolchain (.build/deb/).
+## scripts/build-deb.sh: a release build with the Swift runtime linked statically (--static-swift-stdlib),
+## packaged with dpkg-deb — the tool in /usr/bin, the user unit in /usr/lib/systemd/user/, a man page generated
+## from the tool's help (swift-argument-parser's generate-manual), bash, zsh and fish completions; Depends from
+## dpkg-shlibdeps (dpkg-dev; strip is binutils').
+DEB_APT_PACKAGES := dpkg-dev binutils
+deb: deps
+	@dpkg -s $(DEB_APT_PACKAGES) >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq $(DEB_APT_PACKAGES); }
+	scripts/build-deb.sh
+
+## Build the .deb, install it with dpkg -i, and run the installed tool against a mock logind (CI).
+## scripts/check-deb.sh: `--version`, no Swift runtime linked dynamically, the unit, man page and completions in
+## place, then DesktopScriptTests (scripts/try-on-desktop.sh: set-up, lock, unlock) with the installed tool.
+## Installs into the real /usr (as root, or with sudo), and removes the package at the end unless it was there.
+deb-check: test-deps
+	@dpkg -s $(DEB_APT_PACKAGES) >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq $(DEB_APT_PACKAGES); }
+	scripts/check-deb.sh

@@ -35,10 +35,33 @@ public struct TPMDeviceKeyStore: DeviceKeyStore {
     ///   - stateDirectory: the device's state directory (it may not exist yet).
     ///   - tcti: how to reach the TPM (``defaultTCTI`` on a real machine).
     public static func automatic(for stateDirectory: String, tcti: String = defaultTCTI) -> any DeviceKeyStore {
+        automaticChoice(for: stateDirectory, tcti: tcti).store
+    }
+
+    /// The store ``automatic(for:tcti:)`` picks, and why a new device falls back to a file.
+    public struct AutomaticChoice: Sendable {
+        /// The store for the device.
+        public let store: any DeviceKeyStore
+        /// The TPM's absence (`TPMPresence/absent(tcti:reason:)`) when the device is new and no TPM answered, so
+        /// its key will be kept in a file; `nil` when the device's files chose, or a TPM answered.
+        public let fallback: TPMPresence?
+    }
+
+    /// The store for the device in `stateDirectory`, as ``automatic(for:tcti:)`` picks it, with the TPM's
+    /// absence when a new device falls back to a file: what a caller tells the user.
+    ///
+    /// - Parameters:
+    ///   - stateDirectory: the device's state directory (it may not exist yet).
+    ///   - tcti: how to reach the TPM (``defaultTCTI`` on a real machine).
+    public static func automaticChoice(for stateDirectory: String, tcti: String = defaultTCTI) -> AutomaticChoice {
         switch DeviceKeyFiles(stateDirectory: stateDirectory).storeKindForBoot {
-        case .tpm?: TPMDeviceKeyStore(tcti: tcti)
-        case .file?: FileDeviceKeyStore()
-        case nil: TPMPresence.detect(tcti: tcti).isPresent ? TPMDeviceKeyStore(tcti: tcti) : FileDeviceKeyStore()
+        case .tpm?: return AutomaticChoice(store: TPMDeviceKeyStore(tcti: tcti), fallback: nil)
+        case .file?: return AutomaticChoice(store: FileDeviceKeyStore(), fallback: nil)
+        case nil:
+            let presence = TPMPresence.detect(tcti: tcti)
+            return presence.isPresent
+                ? AutomaticChoice(store: TPMDeviceKeyStore(tcti: tcti), fallback: nil)
+                : AutomaticChoice(store: FileDeviceKeyStore(), fallback: presence)
         }
     }
 

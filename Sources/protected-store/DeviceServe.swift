@@ -40,7 +40,7 @@ extension ProtectedStoreCommand.Device {
         @Option(name: .customLong("max-clients"), help: "Clients served at once; one more is refused until one leaves.")
         var maximumClients = 32
 
-        @OptionGroup var keyStore: KeyStoreOptions
+        @OptionGroup var keyStore: KeyStoreOptions<AutomaticKeyStoreByDefault>
 
         @Flag(
             name: .customLong("session"),

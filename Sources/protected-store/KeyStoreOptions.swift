@@ -4,24 +4,42 @@ import ProtectedData
 import SecureKeys
 import TPMKeys
 
-/// `--key-store tpm|file|auto` and `--tpm-tcti`: where a device keeps its key (keys/README.md, "Sealed device
-/// key"). The file is the default, as the simulated device is the default of scripts, `shell` and `demo`.
-struct KeyStoreOptions: ParsableArguments {
-    /// Which store.
-    enum Choice: String, ExpressibleByArgument, CaseIterable {
-        /// Sealed by the TPM at `--tpm-tcti`.
-        case tpm
-        /// A 0600 file.
-        case file
-        /// The store a device already uses (from its files); for a new device, the TPM when one answers at
-        /// `--tpm-tcti`, else the file.
-        case auto
-    }
+/// Where a device keeps its key, as `--key-store` names it.
+enum KeyStoreChoice: String, ExpressibleByArgument, CaseIterable {
+    /// Sealed by the TPM at `--tpm-tcti`.
+    case tpm
+    /// A 0600 file.
+    case file
+    /// The store a device already uses (from its files); for a new device, the TPM when one answers at
+    /// `--tpm-tcti`, else the file.
+    case auto
+}
 
+/// The key store a command uses when `--key-store` is not given.
+protocol KeyStoreDefault {
+    /// The store.
+    static var choice: KeyStoreChoice { get }
+}
+
+/// The file: the default of `shell`, `run` and the `store` commands, as the simulated device is the default of
+/// scripts, `shell` and `demo`.
+enum FileKeyStoreByDefault: KeyStoreDefault {
+    static var choice: KeyStoreChoice { .file }
+}
+
+/// `auto`: the default of `device serve`, the agent a desktop runs as a user service — a device boots with the
+/// key store its files say, and a new one is set up on the TPM when there is one.
+enum AutomaticKeyStoreByDefault: KeyStoreDefault {
+    static var choice: KeyStoreChoice { .auto }
+}
+
+/// `--key-store tpm|file|auto` and `--tpm-tcti`: where a device keeps its key (keys/README.md, "Sealed device
+/// key"), `Default` when not given.
+struct KeyStoreOptions<Default: KeyStoreDefault>: ParsableArguments {
     @Option(
         name: .customLong("key-store"),
         help: "Where the device keeps its key: tpm (sealed by the TPM), file (hardware/uid.key), or auto (what the device uses; for a new one, the TPM if present).")
-    var keyStore: Choice = .file
+    var keyStore: KeyStoreChoice = Default.choice
 
     @Option(
         name: .customLong("tpm-tcti"),
@@ -31,13 +49,22 @@ struct KeyStoreOptions: ParsableArguments {
     /// The store for the device in `stateDirectory`.
     ///
     /// tpm2-tss's own log lines (a TCTI that cannot connect) are turned off unless `TSS2_LOG` says otherwise:
-    /// the errors thrown say the same, once.
+    /// the errors thrown say the same, once. With `auto`, a new device that falls back to a file because no
+    /// TPM answers says so on standard error, with the reason, in one line.
     func store(for stateDirectory: String) -> any DeviceKeyStore {
         setenv("TSS2_LOG", "all+NONE", 0)
         switch keyStore {
         case .tpm: return TPMDeviceKeyStore(tcti: tcti)
         case .file: return FileDeviceKeyStore()
-        case .auto: return TPMDeviceKeyStore.automatic(for: stateDirectory, tcti: tcti)
+        case .auto:
+            let choice = TPMDeviceKeyStore.automaticChoice(for: stateDirectory, tcti: tcti)
+            if case .absent(let tcti, let reason)? = choice.fallback {
+                StandardError.write(
+                    "note: no TPM at \(tcti) (\(reason)): a device set up here keeps its key in a file, "
+                        + "\(DeviceKeyFiles(stateDirectory: stateDirectory).plainKeyPath); `device migrate-key --to tpm` "
+                        + "moves it into a TPM later")
+            }
+            return choice.store
         }
     }
 }

@@ -95,7 +95,7 @@ struct SessionOptions: ParsableArguments {
     @Option(help: "Plant a bug in the app (the simulator's self-test): to replay a script `simulate --plant` minimized.")
     var plant: DataController.PlantedFault?
 
-    @OptionGroup var keyStore: KeyStoreOptions
+    @OptionGroup var keyStore: KeyStoreOptions<FileKeyStoreByDefault>
 
     var kdf: PasscodeKDF { fastKDF ? .minimal : .default }
 }

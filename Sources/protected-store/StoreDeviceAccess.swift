@@ -10,7 +10,7 @@ struct StoreDeviceOptions: ParsableArguments {
     @Option(name: .customLong("state-dir"), help: "The state directory holding the device and its store (app.sqlite).")
     var stateDirectory = "protected-store-state"
 
-    @OptionGroup var keyStore: KeyStoreOptions
+    @OptionGroup var keyStore: KeyStoreOptions<FileKeyStoreByDefault>
 
     /// The store the shell, `run` and the apps of a state directory use (`ScenarioSession.storePath`).
     var storePath: String { stateDirectory + "/app.sqlite" }

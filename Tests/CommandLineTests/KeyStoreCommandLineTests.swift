@@ -166,4 +166,118 @@ struct KeyStoreCommandLineTests {
         let newWithout = try ProtectedStoreBinary.run(["session", "status", "--tpm-tcti", "device:/nonexistent/tpmrm0"] + noBus)
         #expect(newWithout.output.contains("key source: file for a new device (TPM absent at device:/nonexistent/tpmrm0"), "\(newWithout.output)")
     }
+
+    @Test("a device set up through the shipped user unit's `device serve` with a TPM present gets uid.tpm, not uid.key")
+    func agentSetsUpOnTheTPM() throws {
+        let tpm = try SoftwareTPM()
+        let state = TemporaryDirectory()
+        let agent = try LiveProcess(try Self.unitAgentArguments(stateDirectory: state.path) + ["--fast-kdf", "--tpm-tcti", tpm.tcti])
+        try agent.waitFor("serves")
+        let client = try ProtectedStoreBinary.run(
+            ["shell", "--state-dir", state.path],
+            input: "device setup --passcode 1\napp launch\nexpect store ready\nput k v\napp terminate\n")
+        #expect(client.status == 0 && !client.output.contains("FAILED"), "\(client.output) \(client.error)")
+        agent.kill()
+        #expect(FileManager.default.fileExists(atPath: state.file("hardware/uid.tpm")))
+        #expect(!FileManager.default.fileExists(atPath: state.file("hardware/uid.key")))
+        #expect(!agent.errors.contains("no TPM"), "\(agent.errors)")
+    }
+
+    /// The arguments the shipped user unit (Support/systemd/protected-store-device.service) starts the tool
+    /// with, on `stateDirectory`, without `--session` (no logind here: the key store does not depend on it).
+    static func unitAgentArguments(stateDirectory: String) throws -> [String] {
+        let unit = try String(
+            contentsOfFile: SQLCipher4Oracle.packageRoot + "/Support/systemd/protected-store-device.service", encoding: .utf8)
+        let line = try #require(unit.split(separator: "\n").first { $0.hasPrefix("ExecStart=") })
+        var arguments = line.split(separator: " ").dropFirst().map(String.init)
+        arguments.removeAll { $0 == "--session" }
+        let stateOption = try #require(arguments.firstIndex(of: "--state-dir"))
+        arguments[stateOption + 1] = stateDirectory
+        #expect(Array(arguments.prefix(2)) == ["device", "serve"], "\(line)")
+        return arguments
+    }
+
+    @Test("after `device migrate-key --to tpm`, a default `device serve` boots the device from the TPM: no key-store-mismatch, the store opens")
+    func agentBootsAMigratedDevice() throws {
+        let tpm = try SoftwareTPM()
+        let state = TemporaryDirectory()
+        let setUp = try ProtectedStoreBinary.shell(["device setup --passcode 1", "app launch", "put k v", "app terminate"], state: state.path)
+        #expect(setUp.status == 0, "\(setUp.output) \(setUp.error)")
+        let migrate = try ProtectedStoreBinary.run(["device", "migrate-key", "--state-dir", state.path, "--to", "tpm", "--tpm-tcti", tpm.tcti])
+        #expect(migrate.status == 0, "\(migrate.output) \(migrate.error)")
+        let agent = try LiveProcess(["device", "serve", "--fast-kdf", "--state-dir", state.path, "--tpm-tcti", tpm.tcti])
+        defer { agent.kill() }
+        try agent.waitFor("serves", timeout: .seconds(30))
+        #expect(!agent.errors.contains("key-store-mismatch"), "\(agent.errors)")
+        let client = try ProtectedStoreBinary.run(
+            ["shell", "--state-dir", state.path],
+            input: "device unlock --passcode 1\napp launch\nexpect store ready\nexpect value k v\napp terminate\n")
+        #expect(client.status == 0 && !client.output.contains("FAILED"), "\(client.output) \(client.error)")
+    }
+
+    @Test("a default `device serve` with no TPM says on standard error, in one line, that a new device's key goes in a file and why; the device gets uid.key")
+    func agentWithoutATPMSaysItFallsBack() throws {
+        let state = TemporaryDirectory()
+        let tcti = "device:/nonexistent/tpmrm0"
+        let agent = try LiveProcess(["device", "serve", "--fast-kdf", "--state-dir", state.path, "--tpm-tcti", tcti])
+        defer { agent.kill() }
+        try agent.waitFor("serves")
+        let notes = agent.errors.split(separator: "\n").filter { $0.contains("no TPM") }
+        #expect(notes.count == 1, "\(agent.errors)")
+        let note = String(notes.first ?? "")
+        #expect(note.hasPrefix("note: no TPM at \(tcti) ("), "\(note)")
+        #expect(note.contains("keeps its key in a file, \(state.path)/hardware/uid.key"), "\(note)")
+        #expect(!agent.errors.contains("ERROR:tcti"), "tpm2-tss's own log reached the user: \(agent.errors)")
+        let client = try ProtectedStoreBinary.run(["shell", "--state-dir", state.path], input: "device setup --passcode 1\n")
+        #expect(client.status == 0, "\(client.output) \(client.error)")
+        #expect(FileManager.default.fileExists(atPath: state.file("hardware/uid.key")))
+        #expect(!FileManager.default.fileExists(atPath: state.file("hardware/uid.tpm")))
+        // An existing device is no fallback: its files decide, and nothing is said.
+        agent.kill()
+        let again = try LiveProcess(["device", "serve", "--fast-kdf", "--state-dir", state.path, "--tpm-tcti", tcti])
+        defer { again.kill() }
+        try again.waitFor("serves")
+        #expect(!again.errors.contains("no TPM"), "\(again.errors)")
+    }
+
+    @Test(
+        "keys/README.md's tpm2_createprimary command makes the primary key whose name uid.tpm records (the code's template, with noDA)",
+        .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/tpm2_createprimary"), "tpm2-tools is not installed"))
+    func documentedPrimaryIsTheCodesPrimary() throws {
+        let tpm = try SoftwareTPM()
+        let state = TemporaryDirectory()
+        let setUp = try ProtectedStoreBinary.run(
+            ["shell", "--fast-kdf", "--state-dir", state.path, "--key-store", "tpm", "--tpm-tcti", tpm.tcti],
+            input: "device setup --passcode 1\n")
+        #expect(setUp.status == 0, "\(setUp.output) \(setUp.error)")
+        // The primary key's name in uid.tpm: its length at offset 6 (little-endian), the name from offset 16.
+        let sealed = [UInt8](try Data(contentsOf: URL(fileURLWithPath: state.file("hardware/uid.tpm"))))
+        let nameLength = Int(sealed[6]) | Int(sealed[7]) << 8
+        let recorded = Array(sealed[16..<16 + nameLength])
+
+        // The first tpm2_createprimary command keys/README.md gives, run as it is written (saving the key's
+        // context in primary.ctx), then the name of that key.
+        let readme = try String(contentsOfFile: SQLCipher4Oracle.packageRoot + "/keys/README.md", encoding: .utf8)
+        let start = try #require(readme.range(of: "tpm2_createprimary"))
+        var command = String(readme[start.lowerBound...].prefix { $0 != "\n" && $0 != "`" })
+        if !command.contains(" -c ") { command += " -c primary.ctx" }
+        let work = TemporaryDirectory()
+        let script = command + " >/dev/null && tpm2_readpublic -c primary.ctx -n name.bin >/dev/null && tpm2_flushcontext -t"
+        let tools = Process()
+        tools.executableURL = URL(fileURLWithPath: "/bin/sh")
+        tools.arguments = ["-c", script]
+        tools.currentDirectoryURL = URL(fileURLWithPath: work.path)
+        tools.environment = ProcessInfo.processInfo.environment.merging(["TPM2TOOLS_TCTI": tpm.tcti]) { $1 }
+        let errors = Pipe()
+        tools.standardError = errors
+        try tools.run()
+        let said = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        tools.waitUntilExit()
+        #expect(tools.terminationStatus == 0, "\(command): \(said)")
+        let documented = [UInt8](try Data(contentsOf: URL(fileURLWithPath: work.file("name.bin"))))
+        #expect(documented == recorded, "\(command) made the primary named \(Self.hex(documented)); uid.tpm records \(Self.hex(recorded))")
+    }
+
+    /// Bytes as hexadecimal digits.
+    static func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x", $0) }.joined() }
 }

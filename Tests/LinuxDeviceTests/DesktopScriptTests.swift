@@ -18,6 +18,9 @@ struct DesktopScriptTests {
         var text: String { lock.withLock { String(decoding: data, as: UTF8.self) } }
     }
 
+    /// The tool under test: `PROTECTED_STORE_TOOL` from the environment, else the binary of this build.
+    static let tool = ProcessInfo.processInfo.environment["PROTECTED_STORE_TOOL"] ?? SessionCommandTests.binary
+
     @Test("through device serve --session with two client processes: the session's lock closes the app's class-A store after the grace period, the session's unlock does not reopen it, the passcode does")
     func desktopScriptEndToEnd() async throws {
         let logind = try MockLogind()
@@ -25,11 +28,14 @@ struct DesktopScriptTests {
         process.executableURL = URL(fileURLWithPath: "/bin/bash")
         process.arguments = [SQLCipher4Oracle.packageRoot + "/scripts/try-on-desktop.sh", "--bus-address", logind.bus.address]
         var environment = ProcessInfo.processInfo.environment
-        environment["PROTECTED_STORE_TOOL"] = SessionCommandTests.binary
+        // The tool the script runs: PROTECTED_STORE_TOOL when the test run is given one (`make deb-check`: the
+        // installed package's /usr/bin/protected-store), else this build's.
+        environment["PROTECTED_STORE_TOOL"] = Self.tool
         // The agent's socket goes in the user's runtime directory: a temporary one stands in for /run/user/UID.
         let runtime = TemporaryDirectory()
         environment["XDG_RUNTIME_DIR"] = runtime.path
         process.environment = environment
+        #expect(FileManager.default.isExecutableFile(atPath: Self.tool), "no tool at \(Self.tool)")
         let input = Pipe()
         let pipe = Pipe()
         process.standardInput = input
