@@ -203,7 +203,9 @@ struct KeyStoreCommandLineTests {
         let state = TemporaryDirectory()
         let setUp = try ProtectedStoreBinary.shell(["device setup --passcode 1", "app launch", "put k v", "app terminate"], state: state.path)
         #expect(setUp.status == 0, "\(setUp.output) \(setUp.error)")
-        let migrate = try ProtectedStoreBinary.run(["device", "migrate-key", "--state-dir", state.path, "--to", "tpm", "--tpm-tcti", tpm.tcti])
+        // The passcode moves the keybag to version 2 with the key.
+        let migrate = try ProtectedStoreBinary.run(
+            ["device", "migrate-key", "--state-dir", state.path, "--to", "tpm", "--tpm-tcti", tpm.tcti], input: "1\n")
         #expect(migrate.status == 0, "\(migrate.output) \(migrate.error)")
         let agent = try LiveProcess(["device", "serve", "--fast-kdf", "--state-dir", state.path, "--tpm-tcti", tpm.tcti])
         defer { agent.kill() }
