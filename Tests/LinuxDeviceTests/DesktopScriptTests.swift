@@ -65,5 +65,41 @@ struct DesktopScriptTests {
         let unlocked = text[afterPasscode...]
         #expect(unlocked.contains("store           ready (complete)"), "\(unlocked)")
         #expect(unlocked.contains("note = \"written before the lock\""), "\(unlocked)")
+        // The README's transcript of the script is what it printed here, its temporary paths, bus address and
+        // process ids written as placeholders.
+        let shown = try Self.readmeTranscript()
+        let printed = Self.normalized(text, bus: logind.bus.address, runtime: runtime.path)
+        #expect(printed == shown, "README.md's transcript of scripts/try-on-desktop.sh differs from what it printed:\n\(printed)")
+    }
+
+    /// The block after `<!-- transcript: scripts/try-on-desktop.sh -->` in README.md.
+    static func readmeTranscript() throws -> String {
+        let readme = try String(contentsOfFile: SQLCipher4Oracle.packageRoot + "/README.md", encoding: .utf8)
+        let named = try #require(readme.range(of: "<!-- transcript: scripts/try-on-desktop.sh -->\n"))
+        let marker = try #require(readme.range(of: "```text\n", range: named.upperBound..<readme.endIndex))
+        let end = try #require(readme.range(of: "\n```", range: marker.upperBound..<readme.endIndex))
+        return String(readme[marker.upperBound..<end.lowerBound])
+    }
+
+    /// `text` with what changes from run to run or machine to machine replaced: the throwaway directory, the bus,
+    /// the runtime directory, process ids, the socket's name, the device clock, the key source (the TPM's
+    /// presence), and the white space at the ends of lines.
+    static func normalized(_ text: String, bus: String, runtime: String) -> String {
+        var text = text.replacingOccurrences(of: bus, with: "unix:path=BUS")
+        text = text.replacingOccurrences(of: runtime, with: "/run/user/UID")
+        let placeholders = [
+            (#"/[^ ]*/protected-store-try\.[A-Za-z0-9]+"#, "/tmp/protected-store-try.XXXXXX"),
+            (#"process \d+"#, "process PID"), (#"GetSessionByPID \d+"#, "GetSessionByPID PID"),
+            (#"device-[0-9a-f]+-[0-9a-f]+\.sock"#, "device-DEV-INODE.sock"),
+            (#"device clock    [0-9.]+s"#, "device clock    T"),
+            // A machine with a TPM says so; the mock's has none.
+            (#"key source: [^\n]*"#, "key source: KEY SOURCE"),
+        ]
+        for (pattern, placeholder) in placeholders {
+            text = text.replacingOccurrences(of: pattern, with: placeholder, options: .regularExpression)
+        }
+        return text.split(separator: "\n", omittingEmptySubsequences: false)
+            .map { $0.replacingOccurrences(of: #"\s+$"#, with: "", options: .regularExpression) }
+            .joined(separator: "\n").trimmingCharacters(in: .newlines)
     }
 }
