@@ -62,7 +62,7 @@ public final class SessionLockSource: Sendable {
     ///     bus that cannot be reached is not an error: ``Status/screenSaver`` says so.
     ///   - onEvent: called with each event, in order, on the source's thread; keep it quick. It is set before
     ///     the thread starts, so no event is missed.
-    /// - Throws: `DeviceError/Code/noBus`, `DeviceError/Code/noLogind`, `DeviceError/Code/noSession`.
+    /// - Throws: `DeviceError.Code.noBus`, `DeviceError.Code.noLogind`, `DeviceError.Code.noSession`.
     public init(
         systemBus: Bus = .system, sessionBus: Bus? = .session,
         onEvent: @escaping @Sendable (SessionLockEvent) -> Void

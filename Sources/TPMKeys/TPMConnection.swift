@@ -17,7 +17,7 @@ final class TPMConnection {
 
     /// Opens the TPM at `tcti`.
     ///
-    /// - Throws: `DeviceError/Code/tpmUnavailable` naming the TCTI and why.
+    /// - Throws: `DeviceError.Code.tpmUnavailable` naming the TCTI and why.
     init(tcti: String) throws {
         self.tcti = tcti
         if tcti.hasPrefix("device:") {
@@ -55,7 +55,7 @@ final class TPMConnection {
         String(cString: Tss2_RC_Decode(rc))
     }
 
-    /// Throws `DeviceError/Code/tpmFailure` naming `command` unless `rc` is success.
+    /// Throws `DeviceError.Code.tpmFailure` naming `command` unless `rc` is success.
     private func check(_ rc: TSS2_RC, _ command: String) throws {
         guard rc == TSS2_RC_SUCCESS else { throw DeviceError.tpmFailure(command, response: Self.decode(rc)) }
     }
@@ -64,7 +64,7 @@ final class TPMConnection {
 
     /// The TPM's manufacturer, up to four ASCII letters (`IBM` for swtpm): proof that a TPM 2.0 answers.
     ///
-    /// - Throws: `DeviceError/Code/tpmUnavailable` when it does not answer.
+    /// - Throws: `DeviceError.Code.tpmUnavailable` when it does not answer.
     func manufacturer() throws -> String {
         var data: UnsafeMutablePointer<TPMS_CAPABILITY_DATA>?
         let rc = Esys_GetCapability(
@@ -178,7 +178,7 @@ final class TPMConnection {
     ///   - kind: ``SealedObjectKind/deviceKey`` (the `noDA` template, empty authValue) or
     ///     ``SealedObjectKind/passcodeSecret`` (dictionary-attack protected, authValue `authValue`).
     ///   - authValue: the object's authValue (at most 32 bytes), for a passcode secret.
-    /// - Throws: `DeviceError/Code/tpmFailure`.
+    /// - Throws: `DeviceError.Code.tpmFailure`.
     func seal(_ secret: SecureBytes, kind: SealedObjectKind = .deviceKey, authValue: SecureBytes? = nil) throws -> Sealed {
         let primary = try createPrimary()
         defer { flush(primary.handle) }
@@ -279,7 +279,7 @@ final class TPMConnection {
     ///   - sealed: the object.
     ///   - kind: what it holds, for messages.
     ///   - authValue: its authValue (`nil`: empty).
-    /// - Throws: ``UnsealFailure`` (the caller names the file); `DeviceError/Code/tpmFailure`.
+    /// - Throws: ``UnsealFailure`` (the caller names the file); `DeviceError.Code.tpmFailure`.
     func unseal(_ sealed: Sealed, kind: SealedObjectKind = .deviceKey, authValue: SecureBytes? = nil) throws -> SecureBytes {
         let primary = try createPrimary()
         defer { flush(primary.handle) }
@@ -397,7 +397,7 @@ final class TPMConnection {
     /// Reads ``DictionaryAttackState`` (`TPM2_GetCapability` of the variable properties from
     /// `TPM2_PT_LOCKOUT_COUNTER`, `PT_VAR + 14`).
     ///
-    /// - Throws: `DeviceError/Code/tpmFailure`.
+    /// - Throws: `DeviceError.Code.tpmFailure`.
     func dictionaryAttackState() throws -> DictionaryAttackState {
         var data: UnsafeMutablePointer<TPMS_CAPABILITY_DATA>?
         let rc = Esys_GetCapability(

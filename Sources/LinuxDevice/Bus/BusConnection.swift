@@ -46,7 +46,7 @@ final class BusConnection: @unchecked Sendable {
 
     /// Connects to `bus` as a client (Hello sent, a unique name received).
     ///
-    /// - Throws: `DeviceError/Code/noBus` naming the address and the system error.
+    /// - Throws: `DeviceError.Code.noBus` naming the address and the system error.
     init(_ bus: Bus) throws(DeviceError) {
         self.bus = bus
         var opened: OpaquePointer?
