@@ -68,15 +68,12 @@ final class TPMConnection {
     ///
     /// - Throws: `DeviceError.Code.tpmUnavailable` when it does not answer.
     func manufacturer() throws(DeviceError) -> String {
-        var data: UnsafeMutablePointer<TPMS_CAPABILITY_DATA>?
-        let rc = Esys_GetCapability(
-            context, Self.noHandle, Self.noHandle, Self.noHandle, TPM2_CAP(TPM2_CAP_TPM_PROPERTIES),
-            0x105 /* TPM2_PT_MANUFACTURER (PT_FIXED + 5), a macro Swift cannot import */, 1, nil, &data)
-        defer { Esys_Free(data) }
-        guard rc == TSS2_RC_SUCCESS, let data, data.pointee.data.tpmProperties.count >= 1 else {
+        let (rc, properties) = tpmProperties(
+            from: 0x105 /* TPM2_PT_MANUFACTURER (PT_FIXED + 5), a macro Swift cannot import */, count: 1)
+        guard rc == TSS2_RC_SUCCESS, let first = properties?.first else {
             throw DeviceError.tpmUnavailable(tcti: tcti, reason: "it does not answer a TPM 2.0 GetCapability: \(Self.decode(rc))")
         }
-        let value = data.pointee.data.tpmProperties.tpmProperty.0.value.bigEndian
+        let value = first.value.bigEndian
         let letters = withUnsafeBytes(of: value) { Array($0) }
         // Padded with spaces or NULs (swtpm: "IBM\0"); anything else unprintable is shown as "?".
         let shown = letters.filter { $0 != 0 }.map { (0x20...0x7e).contains($0) ? $0 : 0x3f }
@@ -399,23 +396,32 @@ final class TPMConnection {
     ///
     /// - Throws: `DeviceError.Code.tpmFailure`.
     func dictionaryAttackState() throws(DeviceError) -> DictionaryAttackState {
-        var data: UnsafeMutablePointer<TPMS_CAPABILITY_DATA>?
-        let rc = Esys_GetCapability(
-            context, Self.noHandle, Self.noHandle, Self.noHandle, TPM2_CAP(TPM2_CAP_TPM_PROPERTIES),
-            0x20E /* TPM2_PT_LOCKOUT_COUNTER (PT_VAR + 14), a macro Swift cannot import */, 4, nil, &data)
-        defer { Esys_Free(data) }
+        let (rc, properties) = tpmProperties(
+            from: 0x20E /* TPM2_PT_LOCKOUT_COUNTER (PT_VAR + 14), a macro Swift cannot import */, count: 4)
         try rc.check("to report its dictionary-attack state")
-        guard let data else { throw DeviceError.tpmFailure("to report its dictionary-attack state", response: "no data returned") }
-        let properties = data.pointee.data.tpmProperties
+        guard let properties else { throw DeviceError.tpmFailure("to report its dictionary-attack state", response: "no data returned") }
         var values: [UInt32: UInt32] = [:]
-        withUnsafeBytes(of: properties.tpmProperty) { raw in
-            let list = raw.bindMemory(to: TPMS_TAGGED_PROPERTY.self)
-            for index in 0..<min(Int(properties.count), list.count) { values[list[index].property] = list[index].value }
-        }
+        for property in properties { values[property.property] = property.value }
         guard let counter = values[0x20E], let maximum = values[0x20F], let interval = values[0x210], let recovery = values[0x211] else {
             throw DeviceError.tpmFailure("to report its dictionary-attack state", response: "a lockout property is missing")
         }
         return DictionaryAttackState(counter: counter, maximum: maximum, interval: interval, recovery: recovery)
+    }
+
+    /// Reads up to `count` TPM properties from the tag `first` on (`TPM2_GetCapability` of
+    /// `TPM2_CAP_TPM_PROPERTIES`): the response code, and the properties in the order the TPM returned them
+    /// (`nil` when it returned no data).
+    private func tpmProperties(from first: UInt32, count: UInt32) -> (rc: TSS2_RC, properties: [TPMS_TAGGED_PROPERTY]?) {
+        var data: UnsafeMutablePointer<TPMS_CAPABILITY_DATA>?
+        let rc = Esys_GetCapability(
+            context, Self.noHandle, Self.noHandle, Self.noHandle, TPM2_CAP(TPM2_CAP_TPM_PROPERTIES), first, count, nil, &data)
+        defer { Esys_Free(data) }
+        guard rc == TSS2_RC_SUCCESS, let data else { return (rc, nil) }
+        let list = data.pointee.data.tpmProperties
+        let properties = withUnsafeBytes(of: list.tpmProperty) { raw in
+            Array(raw.bindMemory(to: TPMS_TAGGED_PROPERTY.self).prefix(Int(list.count)))
+        }
+        return (rc, properties)
     }
 
     /// tpm2-tss decrypts a response parameter in place, in the context's one command/response buffer, and
