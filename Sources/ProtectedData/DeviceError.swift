@@ -4,8 +4,9 @@ public import StoreErrors
 
 /// An error from the simulated device, with the project's kebab-case codes.
 public struct DeviceError: Error, Sendable, CustomStringConvertible, LocalizedError {
-    /// What kind of failure: the one code type of every layer, `StoreError.Code`. The device's codes are
-    /// declared below, in this module.
+    /// What kind of failure, as `StoreError.Code`, the one code type of every layer.
+    ///
+    /// The device's codes are declared in this module, in an extension of `StoreError.Code`.
     public typealias Code = StoreError.Code
 
     /// What kind of failure.

@@ -5,8 +5,9 @@ public import StoreErrors
 ///
 /// Messages never contain key material or passcodes: they name the file and the problem only.
 public struct SecureKeysError: Error, Sendable {
-    /// What kind of failure this is: the one code type of every layer, `StoreError.Code`. The key layer's
-    /// codes are declared below, in this module.
+    /// What kind of failure this is, as `StoreError.Code`, the one code type of every layer.
+    ///
+    /// The key layer's codes are declared in this module, in an extension of `StoreError.Code`.
     public typealias Code = StoreError.Code
 
     /// What kind of failure.

@@ -24,8 +24,10 @@ public import Foundation
 /// Errors an app's own closure throws are never wrapped in this type: `perform` rethrows them unchanged.
 /// Messages never contain key material or passcodes, and ``sql`` never holds a bound value.
 public struct StoreError: Error, Sendable {
-    /// What kind of failure this is, for every layer: the key layer's `SecureKeysError` and the device's
-    /// `DeviceError` use this same type. Extensible: compare with the static members, show ``name``.
+    /// What kind of failure this is, in every layer.
+    ///
+    /// The key layer's `SecureKeysError` and the device's `DeviceError` use this same type. Extensible: compare
+    /// with the static members, show ``name``.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         /// The short kebab-case word users see.
         public let name: String
@@ -114,9 +116,10 @@ public struct StoreError: Error, Sendable {
         /// lets it put the old store aside: nothing was changed.
         public static let restoreTargetExists = Code("restore-target-exists")
 
-        /// The codes this module declares: the store's and the SQL layer's. The key layer (`SecureKeys`) and the
-        /// device (`ProtectedData`) declare theirs beside the errors that raise them; `ProtectedStore` assembles
-        /// the full list, `all`.
+        /// The codes this module declares, the store's and the SQL layer's.
+        ///
+        /// The key layer (`SecureKeys`) and the device (`ProtectedData`) declare theirs beside the errors that
+        /// raise them; `ProtectedStore` joins the three lists in `all`.
         package static let storeCodes: [Code] = [
             .queueFull, .cancelled, .deadlineExceeded, .terminated, .inboxUnavailable, .inboxRecordTooLarge,
             .inboxUnknownKind, .inboxNewerSchema, .inboxRecordMalformed, .inboxFull, .inboxUnusable, .storeError,
