@@ -69,14 +69,14 @@ let package = Package(
         // The one error type an app catches, below every layer that throws it: the SQL layer's failures are
         // `StoreError`s, so an app catches one type inside `write { }` and outside it.
         .target(name: "StoreErrors", swiftSettings: strictSettings),
-        .target(name: "SecureKeys", dependencies: ["CSodium"], swiftSettings: strictSettings),
+        .target(name: "SecureKeys", dependencies: ["StoreErrors", "CSodium"], swiftSettings: strictSettings),
         .target(
             name: "EncryptedSQLite", dependencies: ["StoreErrors", "CSQLCipher", "CDiskVFS", "SecureKeys"],
             swiftSettings: strictSettings),
         .target(
             name: "ProtectedData",
             dependencies: [
-                "SecureKeys",
+                "StoreErrors", "SecureKeys",
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "Logging", package: "swift-log"),
             ],

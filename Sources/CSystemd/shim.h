@@ -3,7 +3,9 @@
 
 // sd-bus, systemd's D-Bus library (libsystemd-dev): the session lock source talks to logind through it.
 #include <systemd/sd-bus.h>
-// eventfd(2), which Glibc's Swift module does not export: the lock source's thread waits on it beside the
+// sd-event, the event loop the session lock source's thread runs, with the buses attached to it.
+#include <systemd/sd-event.h>
+// eventfd(2), which Glibc's Swift module does not export: the lock source's event loop waits on it beside the
 // buses, and stopping the source writes it.
 #include <sys/eventfd.h>
 #include <sys/prctl.h>

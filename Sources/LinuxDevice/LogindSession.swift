@@ -46,8 +46,8 @@ public struct LogindSession: Sendable, Hashable {
     /// Finds the session of this process, or else its user's display session, or else one of its user's
     /// sessions (graphical and active first).
     ///
-    /// - Throws: `DeviceError/Code/noLogind` when nobody owns `org.freedesktop.login1`;
-    ///   `DeviceError/Code/noSession` when logind knows no session of the process nor of its user.
+    /// - Throws: `DeviceError.Code.noLogind` when nobody owns `org.freedesktop.login1`;
+    ///   `DeviceError.Code.noSession` when logind knows no session of the process nor of its user.
     static func find(on connection: BusConnection) throws(DeviceError) -> LogindSession {
         let pid = getpid()
         let uid = getuid()

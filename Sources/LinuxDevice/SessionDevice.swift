@@ -39,9 +39,9 @@ public final class SessionDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     ///   - sessionBus: where the screen-saver fallback listens, or `nil` for none.
     ///   - keyStore: where the device key is kept; `nil`: sealed by the machine's TPM when one answers at
     ///     `TPMDeviceKeyStore.defaultTCTI`, else a 0600 file (`TPMDeviceKeyStore.automatic(for:tcti:)`).
-    /// - Throws: `DeviceError/Code/noBus`, `DeviceError/Code/noLogind`, `DeviceError/Code/noSession`
+    /// - Throws: `DeviceError.Code.noBus`, `DeviceError.Code.noLogind`, `DeviceError.Code.noSession`
     ///   before anything is written; then as `SimulatedDevice/setUp(in:passcode:configuration:clock:random:ownership:allowsEmptyPasscode:)`
-    ///   (`DeviceError/Code/deviceExists`: a device is never replaced).
+    ///   (`DeviceError.Code.deviceExists`: a device is never replaced).
     public static func setUp(
         in directory: String, passcode: SecureBytes, configuration: SimulatedDevice.Configuration = .init(),
         systemBus: Bus = .system, sessionBus: Bus? = .session, keyStore: (any DeviceKeyStore)? = nil
@@ -60,8 +60,8 @@ public final class SessionDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     ///   - sessionBus: where the screen-saver fallback listens, or `nil` for none.
     ///   - keyStore: where the device key is kept; `nil`: the store the device's files say it uses
     ///     (`TPMDeviceKeyStore.automatic(for:tcti:)`).
-    /// - Throws: `DeviceError/Code/noBus`, `DeviceError/Code/noLogind`, `DeviceError/Code/noSession`;
-    ///   as `SimulatedDevice/init(bootingFrom:clock:random:ownership:)` (`DeviceError/Code/noDevice` when
+    /// - Throws: `DeviceError.Code.noBus`, `DeviceError.Code.noLogind`, `DeviceError.Code.noSession`;
+    ///   as `SimulatedDevice/init(bootingFrom:clock:random:ownership:)` (`DeviceError.Code.noDevice` when
     ///   nothing was set up: set up explicitly, it is never done here).
     public convenience init(
         bootingFrom directory: String, systemBus: Bus = .system, sessionBus: Bus? = .session,
@@ -132,7 +132,7 @@ public final class SessionDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     /// (``init(bootingFrom:systemBus:sessionBus:keyStore:)``) when the bus is back, as the device agent's unit
     /// restarts the agent.
     ///
-    /// - Throws: `DeviceError/Code/noBus` when the system bus was lost, before or during the unlock (the device
+    /// - Throws: `DeviceError.Code.noBus` when the system bus was lost, before or during the unlock (the device
     ///   is locked then, and the passcode was not tried when it was lost before); otherwise as
     ///   `SimulatedDevice/unlock(passcode:)`.
     public func unlock(passcode: SecureBytes) throws {

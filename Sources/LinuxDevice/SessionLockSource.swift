@@ -11,8 +11,9 @@ import Glibc
 /// At start it finds the session (``LogindSession/Lookup``), subscribes to its `PropertiesChanged`, `Lock`,
 /// `Unlock` and the manager's `PrepareForSleep`, then reads `LockedHint`; on a session bus it also follows
 /// `org.gnome.ScreenSaver` and `org.freedesktop.ScreenSaver` `ActiveChanged` — the fallback for lockers that
-/// never set `LockedHint` (some wlroots lockers). A dedicated thread runs the buses (`sd_bus_process`, and
-/// `poll` on their fds and an `eventfd` that ``stop()`` writes); ``stop()`` joins it and closes the buses.
+/// never set `LockedHint` (some wlroots lockers). A dedicated thread runs an `sd_event` loop with the buses
+/// attached to it (`sd_bus_attach_event`) and an `eventfd` that ``stop()`` writes; ``stop()`` joins it and
+/// closes the buses.
 ///
 /// What it trusts: signals are matched with `sender='org.freedesktop.login1'`, which the bus daemon resolves
 /// to logind's connection, and `LockedHint` is always re-read from logind rather than taken from a change's
@@ -62,7 +63,7 @@ public final class SessionLockSource: Sendable {
     ///     bus that cannot be reached is not an error: ``Status/screenSaver`` says so.
     ///   - onEvent: called with each event, in order, on the source's thread; keep it quick. It is set before
     ///     the thread starts, so no event is missed.
-    /// - Throws: `DeviceError/Code/noBus`, `DeviceError/Code/noLogind`, `DeviceError/Code/noSession`.
+    /// - Throws: `DeviceError.Code.noBus`, `DeviceError.Code.noLogind`, `DeviceError.Code.noSession`.
     public init(
         systemBus: Bus = .system, sessionBus: Bus? = .session,
         onEvent: @escaping @Sendable (SessionLockEvent) -> Void
@@ -85,7 +86,8 @@ public final class SessionLockSource: Sendable {
     /// The session followed.
     public var session: LogindSession { watch.session }
 
-    /// The fds the source opened — its buses' sockets and its wake eventfd — as they were at start. For tests
+    /// The fds the source opened — its buses' sockets, its wake eventfd and its event loop's epoll fd — as they
+    /// were at start. For tests
     /// that check ``stop()`` closes them.
     package var descriptors: [Int32] { watch.descriptors }
 
@@ -141,6 +143,11 @@ final class SessionWatch: @unchecked Sendable {
     private let emit: @Sendable (SessionLockEvent) -> Void
     /// Written by ``requestStop()`` to wake the loop.
     private let wake: Int32
+    /// The `sd_event` loop the buses are attached to; freed by the loop thread when it ends, or by
+    /// ``closeBeforeStart()``.
+    private var event: OpaquePointer?
+    /// The loop's source for ``wake``.
+    private var wakeSource: OpaquePointer?
     private let logger = Logger(label: "protected-store.session")
     /// The fds opened in `init`, read there (on the setting-up thread, before the loop starts).
     private(set) var descriptors: [Int32] = []
@@ -157,7 +164,8 @@ final class SessionWatch: @unchecked Sendable {
         self.wake = wake
         try subscribeToLogind()
         if let sessionBus { openScreenSaverFallback(sessionBus) }
-        descriptors = [system, sessionConnection].compactMap { $0?.pollState()?.fd } + [wake]
+        try makeEventLoop()
+        descriptors = [system, sessionConnection].compactMap { $0?.fd } + [wake] + [event.map(sd_event_get_fd)].compactMap { $0 }
         logger.debug(
             "following the session", metadata: ["session": "\(session.id)", "found": "\(session.lookup)", "bus": "\(systemBus)"])
     }
@@ -285,10 +293,42 @@ final class SessionWatch: @unchecked Sendable {
         sessionConnection = connection
     }
 
-    /// Closes what `init` opened when the thread could not start.
-    func closeBeforeStart() {
+    /// Makes the `sd_event` loop the thread runs: both buses attached to it (sd-bus then processes them and
+    /// keeps their timeouts), and the wake eventfd as an I/O source that only wakes the loop.
+    private func makeEventLoop() throws(DeviceError) {
+        var made: OpaquePointer?
+        var result = sd_event_new(&made)
+        guard result >= 0, let made else { throw DeviceError.noBus(systemBus, errno: -result) }
+        event = made
+        for connection in [system, sessionConnection].compactMap({ $0 }) {
+            result = connection.attach(to: made)
+            guard result >= 0 else { throw DeviceError.noBus(connection.bus, errno: -result) }
+        }
+        var source: OpaquePointer?
+        result = sd_event_add_io(made, &source, wake, UInt32(EPOLLIN.rawValue), { _, fd, _, _ in
+            var count: UInt64 = 0
+            _ = read(fd, &count, 8)
+            return 0
+        }, nil)
+        guard result >= 0 else { throw DeviceError.noBus(systemBus, errno: -result) }
+        wakeSource = source
+    }
+
+    /// Closes the buses and frees the event loop: the end of the thread, or what `init` opened when the thread
+    /// could not start (or a throw in `init`, through `deinit`). Closing twice is harmless.
+    private func closeBusesAndLoop() {
         system.close()
         sessionConnection?.close()
+        sessionConnection = nil
+        if let wakeSource { sd_event_source_disable_unref(wakeSource) }
+        wakeSource = nil
+        if let event { sd_event_unref(event) }
+        event = nil
+    }
+
+    /// Closes what `init` opened when the thread could not start.
+    func closeBeforeStart() {
+        closeBusesAndLoop()
     }
 
     /// Closes the wake fd, once the thread has been joined (nothing polls it any more). Closing twice is
@@ -301,7 +341,10 @@ final class SessionWatch: @unchecked Sendable {
         }
     }
 
-    deinit { closeWake() }
+    deinit {
+        closeBusesAndLoop()
+        closeWake()
+    }
 
     // MARK: Events
 
@@ -379,31 +422,16 @@ final class SessionWatch: @unchecked Sendable {
         }
     }
 
-    /// The thread: process what is ready, then wait on the buses and the wake fd, until stopped.
+    /// The thread: run the event loop one iteration at a time (each dispatches what is ready on the buses or
+    /// the wake fd, waiting until something is), and report a bus that closed, until stopped.
     func run() {
-        while !state.withLock({ $0.stopped }) {
-            if !system.processAll() { lost(system: true) }
-            if let connection = sessionConnection, !connection.processAll() { lost(system: false) }
-            var fds = [pollfd(fd: wake, events: Int16(POLLIN), revents: 0)]
-            var deadline = UInt64.max
-            for connection in [system, sessionConnection].compactMap({ $0 }) {
-                guard let polled = connection.pollState() else { continue }
-                fds.append(pollfd(fd: polled.fd, events: polled.events, revents: 0))
-                deadline = min(deadline, polled.deadline)
-            }
-            var timeout: Int32 = -1
-            if deadline != .max {
-                var now = timespec()
-                clock_gettime(CLOCK_MONOTONIC, &now)
-                let nowMicros = UInt64(now.tv_sec) * 1_000_000 + UInt64(now.tv_nsec) / 1000
-                timeout = deadline <= nowMicros ? 0 : Int32(min((deadline - nowMicros + 999) / 1000, UInt64(Int32.max)))
-            }
+        while !state.withLock({ $0.stopped }), let event {
             // An error (EINTR) only goes round again: the loop ends when asked to.
-            _ = poll(&fds, nfds_t(fds.count), timeout)
+            _ = sd_event_run(event, .max)
+            if !system.isOpen { lost(system: true) }
+            if let connection = sessionConnection, !connection.isOpen { lost(system: false) }
         }
-        system.close()
-        sessionConnection?.close()
-        sessionConnection = nil
+        closeBusesAndLoop()
         handlers.removeAll()
         state.withLock {
             $0.systemConnected = false

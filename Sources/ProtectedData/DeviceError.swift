@@ -1,71 +1,24 @@
 public import Foundation
 public import SecureKeys
+public import StoreErrors
 
 /// An error from the simulated device, with the project's kebab-case codes.
 public struct DeviceError: Error, Sendable, CustomStringConvertible, LocalizedError {
-    /// What kind of failure. Extensible: compare with the static members.
-    public struct Code: Hashable, Sendable, CustomStringConvertible {
-        /// The short kebab-case word users see.
-        public let name: String
-        /// A code named `name`; internal, so that files of the module can add codes in extensions.
-        init(_ name: String) { self.name = name }
-        /// The ``name``.
-        public var description: String { name }
-
-        /// No device was set up in the state directory.
-        public static let noDevice = Code("no-device")
-        /// A device already exists in the state directory; set-up never replaces one.
-        public static let deviceExists = Code("device-exists")
-        /// The passcode was wrong.
-        public static let wrongPasscode = Code("wrong-passcode")
-        /// A passcode attempt during the delay after wrong passcodes.
-        public static let passcodeDelay = Code("passcode-delay")
-        /// The device erased its keys after too many wrong passcodes.
-        public static let deviceWiped = Code("device-wiped")
-        /// The keys of a protection class are not held now (locked, or before the first unlock).
-        public static let protectedDataUnavailable = Code("protected-data-unavailable")
-        /// The device's state file is damaged; it was left as it is.
-        public static let stateDamaged = Code("device-state-damaged")
-        /// Another device — in another process, or already in this one — owns the state directory.
-        public static let stateInUse = Code("state-in-use")
-        /// A setting or a new passcode outside ``DeviceRules`` (an empty passcode not asked for, `wipe-after 0`).
-        public static let invalidSetting = Code("invalid-device-setting")
-        /// The device began erasing its keys but could not remove a key file yet; the erase is finished at the
-        /// next passcode attempt or boot. Until then the keys are still on disk: the device is not erased.
-        public static let wipeIncomplete = Code("wipe-incomplete")
-        /// A clock advance past the virtual clock's end (1,000 years), or one step over 100 years
-        /// (``DeviceRules/checkClockAdvance(by:from:)``): the clock stays where it was.
-        public static let clockLimit = Code("clock-limit")
-        /// The device keeps its key in one store (a TPM, a file) and was booted with the other.
-        public static let keyStoreMismatch = Code("key-store-mismatch")
-        /// No TPM answers at the TCTI given (no device node, no simulator listening, not a TPM 2.0).
-        public static let tpmUnavailable = Code("tpm-unavailable")
-        /// The device key was sealed by another TPM, or this TPM's owner hierarchy was cleared since: no TPM
-        /// can unseal it any more.
-        public static let sealedByAnotherTPM = Code("sealed-by-another-tpm")
-        /// The TPM refused a command (the message names it and the TPM's response code).
-        public static let tpmFailure = Code("tpm-failure")
-        /// The TPM is in dictionary-attack lockout: it refuses to check a passcode until it recovers (the
-        /// message says how long, on the TPM's own clock); the attempt was not checked and is not counted.
-        public static let tpmLockout = Code("tpm-lockout")
-        /// The D-Bus bus a session lock source needs cannot be reached (no socket, connection refused).
-        public static let noBus = Code("no-bus")
-        /// No systemd-logind answers on the system bus, so the session's lock cannot be followed.
-        public static let noLogind = Code("no-logind")
-        /// systemd-logind knows no session of this process or of its user to follow.
-        public static let noSession = Code("no-session")
-    }
+    /// What kind of failure, as `StoreError.Code`, the one code type of every layer.
+    ///
+    /// The device's codes are declared in this module, in an extension of `StoreError.Code`.
+    public typealias Code = StoreError.Code
 
     /// What kind of failure.
     public var code: Code
     /// A sentence for a person, without any secret.
     public var message: String
-    /// For ``Code/passcodeDelay``, and a ``Code/wrongPasscode`` that starts a delay: how long, on the device's
+    /// For `Code.passcodeDelay`, and a `Code.wrongPasscode` that starts a delay: how long, on the device's
     /// clock, until the next attempt is allowed.
     public var retryAfter: Duration?
-    /// For ``Code/wrongPasscode``: consecutive failures so far.
+    /// For `Code.wrongPasscode`: consecutive failures so far.
     public var failedAttempts: Int?
-    /// For ``Code/stateInUse``: the process id of the state directory's owner, when it could be read.
+    /// For `Code.stateInUse`: the process id of the state directory's owner, when it could be read.
     public var holderProcessID: Int32?
 
     /// An error of the device.
@@ -176,7 +129,7 @@ public struct DeviceError: Error, Sendable, CustomStringConvertible, LocalizedEr
     }
 
     package static func invalidSetting(_ what: String) -> Self {
-        Self(code: .invalidSetting, message: what)
+        Self(code: .invalidDeviceSetting, message: what)
     }
 
     /// The erase of the device in `directory` stopped at `cause`: the key files it names are still on disk.
@@ -249,8 +202,68 @@ public struct DeviceError: Error, Sendable, CustomStringConvertible, LocalizedEr
     }
 
     static func stateDamaged(_ path: String, _ what: String) -> Self {
-        Self(code: .stateDamaged, message: "device state \(path) is damaged: \(what); it was left as it is")
+        Self(code: .deviceStateDamaged, message: "device state \(path) is damaged: \(what); it was left as it is")
     }
+}
+
+extension StoreError.Code {
+    /// No device was set up in the state directory.
+    public static let noDevice = Self("no-device")
+    /// A device already exists in the state directory; set-up never replaces one.
+    public static let deviceExists = Self("device-exists")
+    /// A passcode attempt during the delay after wrong passcodes.
+    public static let passcodeDelay = Self("passcode-delay")
+    /// The device erased its keys after too many wrong passcodes.
+    public static let deviceWiped = Self("device-wiped")
+    /// The keys of a protection class are not held now (locked, or before the first unlock), or a store was
+    /// closed because they stopped being held.
+    public static let protectedDataUnavailable = Self("protected-data-unavailable")
+    /// The device's state file is damaged; it was left as it is.
+    public static let deviceStateDamaged = Self("device-state-damaged")
+    /// Another device — in another process, or already in this one — owns the state directory.
+    public static let stateInUse = Self("state-in-use")
+    /// A setting or a new passcode outside ``DeviceRules`` (an empty passcode not asked for, `wipe-after 0`).
+    public static let invalidDeviceSetting = Self("invalid-device-setting")
+    /// The device began erasing its keys but could not remove a key file yet; the erase is finished at the
+    /// next passcode attempt or boot. Until then the keys are still on disk: the device is not erased.
+    public static let wipeIncomplete = Self("wipe-incomplete")
+    /// A clock advance past the virtual clock's end (1,000 years), or one step over 100 years
+    /// (``DeviceRules/checkClockAdvance(by:from:)``): the clock stays where it was.
+    public static let clockLimit = Self("clock-limit")
+    /// The device keeps its key in one store (a TPM, a file) and was booted with the other.
+    public static let keyStoreMismatch = Self("key-store-mismatch")
+    /// No TPM answers at the TCTI given (no device node, no simulator listening, not a TPM 2.0).
+    public static let tpmUnavailable = Self("tpm-unavailable")
+    /// The device key was sealed by another TPM, or this TPM's owner hierarchy was cleared since: no TPM
+    /// can unseal it any more.
+    public static let sealedByAnotherTPM = Self("sealed-by-another-tpm")
+    /// The TPM refused a command (the message names it and the TPM's response code).
+    public static let tpmFailure = Self("tpm-failure")
+    /// The TPM is in dictionary-attack lockout: it refuses to check a passcode until it recovers (the
+    /// message says how long, on the TPM's own clock); the attempt was not checked and is not counted.
+    public static let tpmLockout = Self("tpm-lockout")
+    /// The D-Bus bus a session lock source needs cannot be reached (no socket, connection refused).
+    public static let noBus = Self("no-bus")
+    /// No systemd-logind answers on the system bus, so the session's lock cannot be followed.
+    public static let noLogind = Self("no-logind")
+    /// systemd-logind knows no session of this process or of its user to follow.
+    public static let noSession = Self("no-session")
+
+    /// The codes this module declares, the ones a `DeviceError` carries (with ``wrongPasscode``, which the key
+    /// layer declares).
+    package static let deviceCodes: [Self] = [
+        .noDevice, .deviceExists, .passcodeDelay, .deviceWiped, .protectedDataUnavailable, .deviceStateDamaged,
+        .stateInUse, .agentRefused, .agentDisconnected, .agentFailed, .invalidDeviceSetting, .wipeIncomplete,
+        .untrustedAgent, .clockLimit, .keyStoreMismatch, .tpmUnavailable, .sealedByAnotherTPM, .tpmFailure,
+        .tpmLockout, .noBus, .noLogind, .noSession,
+    ]
+
+    /// The former name of ``deviceStateDamaged``.
+    @available(*, deprecated, renamed: "deviceStateDamaged")
+    public static var stateDamaged: Self { .deviceStateDamaged }
+    /// The former name of ``invalidDeviceSetting``.
+    @available(*, deprecated, renamed: "invalidDeviceSetting")
+    public static var invalidSetting: Self { .invalidDeviceSetting }
 }
 
 extension Duration {

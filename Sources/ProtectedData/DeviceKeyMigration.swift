@@ -54,9 +54,9 @@ public enum DeviceKeyMigration: Sendable {
     ///     into a file.
     ///   - ownership: the directory's lock, when the caller holds it; `nil`: taken and released here.
     /// - Returns: what was done.
-    /// - Throws: ``DeviceError/Code/invalidSetting`` for a store of kind `file`; ``DeviceError/Code/stateInUse``;
-    ///   ``DeviceError/Code/noDevice``; ``DeviceError/Code/deviceWiped`` for an erased device;
-    ///   ``DeviceError/Code/stateDamaged`` when the plain key is not this device's (its state file's tag does not
+    /// - Throws: `DeviceError.Code.invalidDeviceSetting` for a store of kind `file`; `DeviceError.Code.stateInUse`;
+    ///   `DeviceError.Code.noDevice`; `DeviceError.Code.deviceWiped` for an erased device;
+    ///   `DeviceError.Code.deviceStateDamaged` when the plain key is not this device's (its state file's tag does not
     ///   verify); `SecureKeysError` with `key-file-damaged` when the sealed file gives another key (both files
     ///   left); the store's errors. After any error the plain key is still on disk.
     public static func migrate(

@@ -148,7 +148,7 @@ extension DeviceKeyFiles {
     /// written), the sealed one is preferred, and the migration finished: the plain file is removed, and its
     /// folder synced, only once it holds the very key the TPM unsealed.
     ///
-    /// - Throws: ``DeviceError/Code/keyStoreMismatch`` when the device keeps its key in the other store;
+    /// - Throws: `DeviceError.Code.keyStoreMismatch` when the device keeps its key in the other store;
     ///   the store's errors; `SecureKeysError` with `key-file-damaged` when the two files hold different keys
     ///   (both left as they are).
     func readDeviceKey(with store: any DeviceKeyStore) throws -> SecureBytes {

@@ -24,7 +24,7 @@ public enum DeviceRules: Sendable {
     /// - Parameters:
     ///   - passcode: the passcode a device is set up with or changed to.
     ///   - allowsEmpty: whether an empty passcode was asked for explicitly (`--allow-empty-passcode`).
-    /// - Throws: ``DeviceError/Code/invalidSetting`` for an empty passcode not asked for: a device anyone
+    /// - Throws: `DeviceError.Code.invalidDeviceSetting` for an empty passcode not asked for: a device anyone
     ///   unlocks without a passcode is almost always a mistake (an empty `--passcode ""`, or Return pressed at
     ///   a prompt).
     public static func checkNewPasscode(_ passcode: SecureBytes, allowsEmpty: Bool) throws(DeviceError) {
@@ -36,7 +36,7 @@ public enum DeviceRules: Sendable {
 
     /// Checks a grace period: from zero to ``maximumGracePeriod``.
     ///
-    /// - Throws: ``DeviceError/Code/invalidSetting`` naming the value.
+    /// - Throws: `DeviceError.Code.invalidDeviceSetting` naming the value.
     public static func checkGracePeriod(_ gracePeriod: Duration) throws(DeviceError) {
         guard gracePeriod >= .zero, gracePeriod <= maximumGracePeriod else {
             throw DeviceError.invalidSetting("a grace period of \(gracePeriod.spoken) is outside 0s…100 years")
@@ -45,7 +45,7 @@ public enum DeviceRules: Sendable {
 
     /// Checks a `wipe-after` count: `nil` (never erase) or within ``wipeAfterFailures``.
     ///
-    /// - Throws: ``DeviceError/Code/invalidSetting`` naming the value.
+    /// - Throws: `DeviceError.Code.invalidDeviceSetting` naming the value.
     public static func checkWipeAfterFailures(_ count: Int?) throws(DeviceError) {
         guard let count else { return }
         guard wipeAfterFailures.contains(count) else {
@@ -61,7 +61,7 @@ public enum DeviceRules: Sendable {
     /// - Parameters:
     ///   - step: how far the clock would move.
     ///   - now: where the clock is, from its start.
-    /// - Throws: ``DeviceError/Code/clockLimit`` naming the step and where the clock stays.
+    /// - Throws: `DeviceError.Code.clockLimit` naming the step and where the clock stays.
     public static func checkClockAdvance(by step: Duration, from now: Duration) throws(DeviceError) {
         guard step >= .zero, step <= maximumClockStep else {
             throw DeviceError.clockLimit(
@@ -74,7 +74,7 @@ public enum DeviceRules: Sendable {
 
     /// Checks every setting of a configuration.
     ///
-    /// - Throws: ``DeviceError/Code/invalidSetting`` naming the first that is out of range.
+    /// - Throws: `DeviceError.Code.invalidDeviceSetting` naming the first that is out of range.
     public static func check(_ configuration: SimulatedDevice.Configuration) throws(DeviceError) {
         try checkGracePeriod(configuration.gracePeriod)
         try checkWipeAfterFailures(configuration.attemptPolicy.wipeAfterFailures)

@@ -74,7 +74,7 @@ enum DeviceStateFile {
     /// Reads and range-checks the state file; the tag is checked later, with the device key
     /// (``verify(_:deviceKey:path:)``).
     ///
-    /// - Throws: ``DeviceError/Code/stateDamaged`` naming the field that is missing or out of range;
+    /// - Throws: `DeviceError.Code.deviceStateDamaged` naming the field that is missing or out of range;
     ///   `SecureKeysError` when the file cannot be read.
     static func load(from path: String) throws -> Contents {
         let bytes = try SecureFile.read(path, maximumSize: 64 * 1024)
@@ -157,7 +157,7 @@ enum DeviceStateFile {
     /// Checks a version-2 file's tag with this device's key. A version-1 file has none to check, and a wiped
     /// state needs none (its device key is gone, and what it says can only finish an erase).
     ///
-    /// - Throws: ``DeviceError/Code/stateDamaged`` when the tag does not verify: the file was altered (a
+    /// - Throws: `DeviceError.Code.deviceStateDamaged` when the tag does not verify: the file was altered (a
     ///   counter reset, say) or belongs to another device.
     static func verify(_ contents: Contents, deviceKey: SecureBytes, path: String) throws {
         guard !contents.state.wiped, contents.formatVersion >= 2 else { return }

@@ -10,7 +10,7 @@ public import SecureKeys
 /// One device at a time owns a state directory: set-up and boot take its ``StateDirectoryLock`` before they
 /// look at a file, and keep it until ``powerOff()`` or until the device is freed. A second device on the
 /// directory — in another process, or in this one before the first is powered off — is refused with
-/// ``DeviceError/Code/stateInUse``.
+/// `DeviceError.Code.stateInUse`.
 ///
 /// Time comes from an injected clock: `ContinuousClock` by default, a ``ManualClock`` in tests and scripts.
 /// The end of a grace period is a timer on that clock — on a manual clock it fires inside the `advance` that
@@ -49,7 +49,7 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
         /// Locked after the grace period: classes C and D are available.
         case locked
         /// Erased after too many wrong passcodes: no key is held, and no passcode is tried again. An erase that
-        /// could not remove a key file yet (``DeviceError/Code/wipeIncomplete``) is finished at the next
+        /// could not remove a key file yet (`DeviceError.Code.wipeIncomplete`) is finished at the next
         /// attempt or boot.
         case wiped
 
@@ -146,9 +146,9 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     ///     one, and never releases it. `nil`: the device takes the lock itself and releases it at
     ///     ``powerOff()``. A lock on another directory is a programming error.
     ///   - allowsEmptyPasscode: whether an empty passcode was asked for explicitly.
-    /// - Throws: ``DeviceError/Code/invalidSetting`` for a setting or passcode outside ``DeviceRules``;
-    ///   ``DeviceError/Code/stateInUse`` when another device owns `directory`;
-    ///   ``DeviceError/Code/deviceExists`` when `directory` already holds a device (it is never replaced);
+    /// - Throws: `DeviceError.Code.invalidDeviceSetting` for a setting or passcode outside ``DeviceRules``;
+    ///   `DeviceError.Code.stateInUse` when another device owns `directory`;
+    ///   `DeviceError.Code.deviceExists` when `directory` already holds a device (it is never replaced);
     ///   `SecureKeysError` for file-system failures; the key store's errors (a TPM that cannot be reached).
     public static func setUp(
         in directory: String, passcode: SecureBytes, configuration: Configuration = Configuration(),
@@ -216,10 +216,10 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     ///   - ownership: a lock on `directory` that the caller holds and keeps, as for
     ///     ``setUp(in:passcode:configuration:clock:random:keyStore:ownership:allowsEmptyPasscode:)``: the device uses it and never
     ///     releases it. `nil`: the device takes the lock itself and releases it at ``powerOff()``.
-    /// - Throws: ``DeviceError/Code/stateInUse`` when another device owns `directory` (power the previous
+    /// - Throws: `DeviceError.Code.stateInUse` when another device owns `directory` (power the previous
     ///   one off first: a reboot in the same process is `powerOff()`, then a new boot);
-    ///   ``DeviceError/Code/noDevice`` when nothing was set up there; `SecureKeysError` with
-    ///   `key-file-damaged` for a damaged keybag (left as it is); ``DeviceError/Code/keyStoreMismatch`` when
+    ///   `DeviceError.Code.noDevice` when nothing was set up there; `SecureKeysError` with
+    ///   `key-file-damaged` for a damaged keybag (left as it is); `DeviceError.Code.keyStoreMismatch` when
     ///   the device keeps its key in the other store; the key store's errors.
     public convenience init(
         bootingFrom directory: String, clock: any Clock<Duration> = ContinuousClock(),
@@ -238,8 +238,8 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     /// sealed) behind, and they are removed, and their folders synced, now — with no TPM needed. A state that is not wiped is checked with the device
     /// key (its integrity tag) and, when it is of format version 1, rewritten as version 2.
     ///
-    /// - Throws: as ``init(bootingFrom:clock:random:keyStore:ownership:)``; ``DeviceError/Code/wipeIncomplete`` when an
-    ///   erase cannot be finished; ``DeviceError/Code/stateDamaged`` for a state file out of range or whose tag
+    /// - Throws: as ``init(bootingFrom:clock:random:keyStore:ownership:)``; `DeviceError.Code.wipeIncomplete` when an
+    ///   erase cannot be finished; `DeviceError.Code.deviceStateDamaged` for a state file out of range or whose tag
     ///   does not verify; `SecureKeysError` with `key-file-damaged` naming `hardware/uid.key` for a device key
     ///   that is not 32 bytes.
     package convenience init(
@@ -375,7 +375,7 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
         }
     }
 
-    /// Whether an erase began and is not finished on disk yet (``DeviceError/Code/wipeIncomplete``): the key
+    /// Whether an erase began and is not finished on disk yet (`DeviceError.Code.wipeIncomplete`): the key
     /// files may still be there until the next attempt or boot. Package-only, for the simulator's oracle.
     package var isErasePending: Bool { state.withLock { $0.wipePending } }
 
@@ -429,8 +429,8 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     /// Unlocks with the passcode: unwraps the class keys (Argon2id) and delivers *did become available*.
     /// Unlocking an unlocked device succeeds and changes nothing.
     ///
-    /// - Throws: ``DeviceError/Code/wrongPasscode`` (counted, persisted), ``DeviceError/Code/passcodeDelay``
-    ///   during a delay (not counted), ``DeviceError/Code/deviceWiped``.
+    /// - Throws: `DeviceError.Code.wrongPasscode` (counted, persisted), `DeviceError.Code.passcodeDelay`
+    ///   during a delay (not counted), `DeviceError.Code.deviceWiped`.
     public func unlock(passcode: SecureBytes) throws { try unlock(passcode: passcode, checkingWhenUnlocked: false) }
 
     /// Checks the passcode whether the device is locked or not, as an unlock attempt: a wrong one is counted
@@ -583,7 +583,7 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     ///   - old: the passcode now.
     ///   - new: the new passcode.
     ///   - allowsEmptyPasscode: whether an empty new passcode was asked for explicitly.
-    /// - Throws: ``DeviceError/Code/invalidSetting`` for an empty new passcode not asked for; as
+    /// - Throws: `DeviceError.Code.invalidDeviceSetting` for an empty new passcode not asked for; as
     ///   ``unlock(passcode:)`` for the old passcode; `SecureKeysError` when the write fails (the old keybag is
     ///   then intact).
     public func changePasscode(from old: SecureBytes, to new: SecureBytes, allowsEmptyPasscode: Bool = false) throws {
@@ -613,7 +613,7 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     /// - Parameter passcode: the device's passcode.
     /// - Returns: `true` when the keybag was moved, `false` when it was version 2 already (the passcode is then
     ///   checked all the same).
-    /// - Throws: ``DeviceError/Code/invalidSetting`` when the key store seals no passcode secret (the file
+    /// - Throws: `DeviceError.Code.invalidDeviceSetting` when the key store seals no passcode secret (the file
     ///   store); as ``unlock(passcode:)``; `SecureKeysError` when the write fails (the old keybag is intact).
     @discardableResult
     public func sealPasscodeSecret(passcode: SecureBytes) throws -> Bool {
@@ -681,7 +681,7 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
 
     /// Creates the key of a new store at `storePath`. Only for a store whose look-up said ``StoreKeyLookup/absent``.
     ///
-    /// - Throws: ``DeviceError/Code/protectedDataUnavailable`` when the class key is not held (or is wiped
+    /// - Throws: `DeviceError.Code.protectedDataUnavailable` when the class key is not held (or is wiped
     ///   while the key is made); `SecureKeysError` with `store-exists-without-key` when a store file exists without a key file,
     ///   `already-exists` when the key file exists.
     public func createStoreKey(forStoreAt storePath: String, protectionClass: ProtectionClass) throws -> SecureBytes {
@@ -709,7 +709,7 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     /// The key file of the store at `storePath` wrapped again to record `format` (nothing is written), for a
     /// rewrite of the store (`migrate`).
     ///
-    /// - Throws: ``DeviceError/Code/protectedDataUnavailable`` when the store's class key is not held; the key
+    /// - Throws: `DeviceError.Code.protectedDataUnavailable` when the store's class key is not held; the key
     ///   file's `SecureKeysError`s.
     public func storeKeyFile(forStoreAt storePath: String, recording format: StoreFormat) throws -> StoreKeyFile {
         let keyPath = StoreFiles(database: storePath).key
@@ -821,7 +821,7 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     /// first records itself (`wiped: true`, durable), then removes the key files and syncs their folders;
     /// boot finishes an erase that recorded itself, so a crash in between cannot keep the keys.
     ///
-    /// - Throws: ``DeviceError/Code/wipeIncomplete`` when a step fails: the erase is then finished at the next
+    /// - Throws: `DeviceError.Code.wipeIncomplete` when a step fails: the erase is then finished at the next
     ///   attempt or boot, and nothing says erased before it is.
     private func wipe(_ state: inout State) throws {
         // Every class goes, `none` included: every subscriber hears it, whatever class its store has.
@@ -859,7 +859,7 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     /// TPM is needed to erase — and syncs their folders: removed for good only then, as a power cut must not
     /// bring the keys back. A missing file is not an error, so this finishes any erase.
     ///
-    /// - Throws: ``DeviceError/Code/wipeIncomplete`` naming the file that stays.
+    /// - Throws: `DeviceError.Code.wipeIncomplete` naming the file that stays.
     private static func removeKeyFiles(_ layout: DeviceLayout) throws {
         let files = layout.keyFiles
         do {

@@ -58,7 +58,7 @@ public final class StateDirectoryLock: Sendable {
     ///   - directory: the state directory.
     ///   - owner: who takes it, written into the lock file for the messages of whoever is refused.
     /// - Returns: the lock, held until ``release()`` or until it is freed.
-    /// - Throws: ``DeviceError`` with code ``DeviceError/Code/stateInUse`` naming the holder's process id when
+    /// - Throws: ``DeviceError`` with code `DeviceError.Code.stateInUse` naming the holder's process id when
     ///   another process — or another owner in this one — holds it; `SecureKeysError` with
     ///   `insecure-state-directory` when the directory, a folder in it (`device/`, `hardware/`, `agent/`) or the
     ///   lock file is another user's, writable by others or a link; `io-error` when the directory or the lock
@@ -88,7 +88,7 @@ public final class StateDirectoryLock: Sendable {
             // the missing permission, not the missing file the fallback found.
             if descriptor < 0 && errno == ENOENT {
                 throw SecureKeysError(
-                    code: .io,
+                    code: .ioError,
                     message: "cannot create the lock file \(path): \(String(cString: strerror(cannotWrite))); a state "
                         + "directory is owned through its lock file, so it must be writable (a read-only mount cannot "
                         + "hold a new one)",

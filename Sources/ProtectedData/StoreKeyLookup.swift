@@ -133,7 +133,7 @@ public protocol StoreKeyProvider: Sendable {
     /// store identifier, wrapped again by the class key with `format` recorded. Nothing is written: the
     /// store's rewrite (`migrate`) puts it in place at its commit point. Called only by a rewrite.
     ///
-    /// A default implementation refuses (`SecureKeysError.Code.unsupportedFormat`): a source that cannot
+    /// A default implementation refuses (`SecureKeysError.Code.unsupportedKeyFormat`): a source that cannot
     /// wrap store keys again cannot migrate its stores.
     ///
     /// - Throws: when the class key is not held now, `protected-data-unavailable`; the key file's errors.
@@ -151,7 +151,7 @@ extension StoreKeyProvider {
 
     /// Refuses: this source cannot wrap a store key again, so its stores cannot be rewritten in another format.
     ///
-    /// - Throws: `SecureKeysError.Code.unsupportedFormat` naming the source's type.
+    /// - Throws: `SecureKeysError.Code.unsupportedKeyFormat` naming the source's type.
     public func storeKeyFile(forStoreAt storePath: String, recording format: StoreFormat) throws -> StoreKeyFile {
         throw SecureKeysError.unsupportedFormat(
             "\(type(of: self)) cannot wrap the store key again to record \(format); rewrite the store with a key source that holds its class key",

@@ -1,78 +1,14 @@
 public import Foundation
+public import StoreErrors
 
 /// An error from the key layer: what went wrong, in words a person can act on, and where.
 ///
 /// Messages never contain key material or passcodes: they name the file and the problem only.
 public struct SecureKeysError: Error, Sendable {
-    /// What kind of failure this is. Extensible: compare with the static members, show ``Code/name``.
-    public struct Code: Hashable, Sendable, CustomStringConvertible {
-        private enum Base: String, Hashable, Sendable {
-            case wrongPasscode = "wrong-passcode"
-            case damaged = "key-file-damaged"
-            case unsupportedFormat = "unsupported-key-format"
-            case wrongDevice = "wrong-device"
-            case keyWiped = "key-wiped"
-            case storeExistsWithoutKey = "store-exists-without-key"
-            case alreadyExists = "already-exists"
-            case insecurePermissions = "insecure-permissions"
-            case insecureStateDirectory = "insecure-state-directory"
-            case invalidArgument = "invalid-argument"
-            case io = "io-error"
-            case outOfMemory = "out-of-memory"
-            case recoveryPhraseMistyped = "recovery-phrase-mistyped"
-            case wrongRecoveryPhrase = "wrong-recovery-phrase"
-            case backupDamaged = "backup-damaged"
-            case unsupportedBackupFormat = "unsupported-backup-format"
-        }
-
-        private let base: Base
-        private init(_ base: Base) { self.base = base }
-
-        /// The short kebab-case word users see (`wrong-passcode`, `key-file-damaged`, …).
-        public var name: String { base.rawValue }
-        /// The ``name``.
-        public var description: String { name }
-
-        /// The code whose ``name`` is `name`, if there is one (an error that crossed a process boundary).
-        package static func named(_ name: String) -> Code? { Base(rawValue: name).map(Code.init) }
-
-        /// The passcode did not unwrap the class keys.
-        public static let wrongPasscode = Code(.wrongPasscode)
-        /// A key file is truncated, altered or not a key file at all. Nothing was changed on disk.
-        public static let damaged = Code(.damaged)
-        /// A key file from a newer (or unknown) version of this format.
-        public static let unsupportedFormat = Code(.unsupportedFormat)
-        /// A keybag that belongs to another device (its integrity tag does not verify with this device key).
-        public static let wrongDevice = Code(.wrongDevice)
-        /// A secret was used after it was wiped (for instance a class key after the grace period).
-        public static let keyWiped = Code(.keyWiped)
-        /// A store file exists but its key file does not: creating a new key would orphan the data.
-        public static let storeExistsWithoutKey = Code(.storeExistsWithoutKey)
-        /// A key file is already there; it is never overwritten.
-        public static let alreadyExists = Code(.alreadyExists)
-        /// A key file or directory is readable by others.
-        public static let insecurePermissions = Code(.insecurePermissions)
-        /// A state directory (or a folder or the lock file in it) that another user owns or may write, a
-        /// symbolic link, or one under a folder another user could swap it out of: refused, as OpenSSH's
-        /// StrictModes refuses such a home folder.
-        public static let insecureStateDirectory = Code(.insecureStateDirectory)
-        /// A parameter is outside what the format or libsodium accepts.
-        public static let invalidArgument = Code(.invalidArgument)
-        /// The file system refused a read or write.
-        public static let io = Code(.io)
-        /// libsodium could not allocate memory (Argon2id with too large a memory limit).
-        public static let outOfMemory = Code(.outOfMemory)
-        /// A recovery phrase that is not one the library made: a character outside the alphabet, the wrong
-        /// number of characters, or a checksum that does not match (a typing mistake, told apart from a phrase
-        /// that is well formed but belongs to another recovery key).
-        public static let recoveryPhraseMistyped = Code(.recoveryPhraseMistyped)
-        /// A well-formed recovery phrase that is not the one the backup was sealed to.
-        public static let wrongRecoveryPhrase = Code(.wrongRecoveryPhrase)
-        /// A backup file that is truncated, altered, or not a backup: nothing was restored from it.
-        public static let backupDamaged = Code(.backupDamaged)
-        /// A backup file (or recovery key file) of a format version this build does not read.
-        public static let unsupportedBackupFormat = Code(.unsupportedBackupFormat)
-    }
+    /// What kind of failure this is, as `StoreError.Code`, the one code type of every layer.
+    ///
+    /// The key layer's codes are declared in this module, in an extension of `StoreError.Code`.
+    public typealias Code = StoreError.Code
 
     /// What kind of failure.
     public var code: Code
@@ -106,6 +42,73 @@ public struct SecureKeysError: Error, Sendable {
     }
 }
 
+extension StoreError.Code {
+    // MARK: Keys and key files
+
+    /// The passcode did not unwrap the class keys.
+    public static let wrongPasscode = Self("wrong-passcode")
+    /// A key file is truncated, altered or not a key file at all. Nothing was changed on disk.
+    public static let keyFileDamaged = Self("key-file-damaged")
+    /// A key file from a newer (or unknown) version of this format.
+    public static let unsupportedKeyFormat = Self("unsupported-key-format")
+    /// A keybag that belongs to another device (its integrity tag does not verify with this device key).
+    public static let wrongDevice = Self("wrong-device")
+    /// A secret was used after it was wiped (for instance a class key after the grace period).
+    public static let keyWiped = Self("key-wiped")
+    /// A store file exists but its key file does not: creating a new key would orphan the data.
+    public static let storeExistsWithoutKey = Self("store-exists-without-key")
+    /// A file that is never overwritten already exists.
+    public static let alreadyExists = Self("already-exists")
+    /// A key file or directory is readable by others.
+    public static let insecurePermissions = Self("insecure-permissions")
+    /// A state directory (or a folder or the lock file in it) that another user owns or may write, a
+    /// symbolic link, or one under a folder another user could swap it out of.
+    ///
+    /// It is refused, as OpenSSH's StrictModes refuses such a home folder.
+    public static let insecureStateDirectory = Self("insecure-state-directory")
+    /// A parameter is outside what a format or libsodium accepts.
+    public static let invalidArgument = Self("invalid-argument")
+    /// The file system refused a read or a write.
+    public static let ioError = Self("io-error")
+    /// libsodium could not allocate memory (Argon2id with too large a memory limit).
+    public static let outOfMemory = Self("out-of-memory")
+
+    // MARK: Backups
+
+    /// A recovery phrase that is not one the library made.
+    ///
+    /// A character outside the alphabet, the wrong number of characters, or a checksum that does not match: a
+    /// typing mistake, told apart from a phrase that is well formed but belongs to another recovery key.
+    public static let recoveryPhraseMistyped = Self("recovery-phrase-mistyped")
+    /// A well-formed recovery phrase that is not the one the backup was sealed to.
+    public static let wrongRecoveryPhrase = Self("wrong-recovery-phrase")
+    /// A backup file that is truncated, altered or not a backup, or whose database fails its integrity check.
+    ///
+    /// Nothing was restored from it and nothing was replaced.
+    public static let backupDamaged = Self("backup-damaged")
+    /// A backup file (or recovery key file) of a format version this build does not read.
+    public static let unsupportedBackupFormat = Self("unsupported-backup-format")
+
+    /// The codes this module declares, the ones a `SecureKeysError` carries.
+    package static let secureKeysCodes: [Self] = [
+        .wrongPasscode, .keyFileDamaged, .unsupportedKeyFormat, .wrongDevice, .keyWiped, .storeExistsWithoutKey,
+        .alreadyExists, .insecurePermissions, .insecureStateDirectory, .invalidArgument, .ioError, .outOfMemory,
+        .recoveryPhraseMistyped, .wrongRecoveryPhrase, .backupDamaged, .unsupportedBackupFormat,
+    ]
+
+    // MARK: Former names
+
+    /// The former name of ``keyFileDamaged``.
+    @available(*, deprecated, renamed: "keyFileDamaged")
+    public static var damaged: Self { .keyFileDamaged }
+    /// The former name of ``unsupportedKeyFormat``.
+    @available(*, deprecated, renamed: "unsupportedKeyFormat")
+    public static var unsupportedFormat: Self { .unsupportedKeyFormat }
+    /// The former name of ``ioError``.
+    @available(*, deprecated, renamed: "ioError")
+    public static var io: Self { .ioError }
+}
+
 extension SecureKeysError {
     /// The passcode did not unwrap the class keys.
     public static func wrongPasscode(file: StaticString = #fileID, line: UInt = #line) -> Self {
@@ -116,14 +119,14 @@ extension SecureKeysError {
     public static func damaged(
         _ what: String, path: String? = nil, file: StaticString = #fileID, line: UInt = #line
     ) -> Self {
-        Self(code: .damaged, message: "damaged key file: \(what); it was left as it is", path: path, file: file, line: line)
+        Self(code: .keyFileDamaged, message: "damaged key file: \(what); it was left as it is", path: path, file: file, line: line)
     }
 
     /// A key file of a newer or unknown format version.
     public static func unsupportedFormat(
         _ what: String, path: String? = nil, file: StaticString = #fileID, line: UInt = #line
     ) -> Self {
-        Self(code: .unsupportedFormat, message: "unsupported key file format: \(what)", path: path, file: file, line: line)
+        Self(code: .unsupportedKeyFormat, message: "unsupported key file format: \(what)", path: path, file: file, line: line)
     }
 
     /// A keybag that does not verify with this device's key.
@@ -181,7 +184,7 @@ extension SecureKeysError {
         _ operation: String, path: String, errno: Int32, file: StaticString = #fileID, line: UInt = #line
     ) -> Self {
         Self(
-            code: .io, message: "\(operation) \(path): \(String(cString: strerror(errno)))",
+            code: .ioError, message: "\(operation) \(path): \(String(cString: strerror(errno)))",
             path: path, systemErrno: errno, file: file, line: line)
     }
 

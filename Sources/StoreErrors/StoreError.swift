@@ -24,12 +24,15 @@ public import Foundation
 /// Errors an app's own closure throws are never wrapped in this type: `perform` rethrows them unchanged.
 /// Messages never contain key material or passcodes, and ``sql`` never holds a bound value.
 public struct StoreError: Error, Sendable {
-    /// What kind of failure this is. Extensible: compare with the static members, show ``name``.
+    /// What kind of failure this is, in every layer.
+    ///
+    /// The key layer's `SecureKeysError` and the device's `DeviceError` use this same type. Extensible: compare
+    /// with the static members, show ``name``.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         /// The short kebab-case word users see.
         public let name: String
 
-        /// A code of the harness or the command-line tool (`app-not-running`), or one a lower layer named.
+        /// A code named `name`: the layer that raises it declares it once, as a static member.
         package init(_ name: String) { self.name = name }
 
         /// The word itself.
@@ -45,9 +48,6 @@ public struct StoreError: Error, Sendable {
         public static let deadlineExceeded = Code("deadline-exceeded")
         /// The app terminated before the operation ran.
         public static let terminated = Code("terminated")
-        /// The store's protection class is not available now (the device is locked or has not been unlocked
-        /// since boot), or the store was closed because it became unavailable.
-        public static let protectedDataUnavailable = Code("protected-data-unavailable")
         /// The store has no locked inbox yet: its inbox key is made when the store first attaches.
         public static let inboxUnavailable = Code("inbox-unavailable")
         /// An inbox append whose record would be larger than the limit; nothing was written.
@@ -106,110 +106,26 @@ public struct StoreError: Error, Sendable {
         /// linked version and the format and library needed.
         public static let migrationUnsupported = Code("migration-unsupported")
 
-        // MARK: Keys and key files
+        // MARK: Keys and restores (the key layer's own codes are declared in SecureKeys)
 
-        /// A key file is truncated, altered or not a key file; nothing was changed on disk.
-        public static let keyFileDamaged = Code("key-file-damaged")
-        /// A key file from a newer or unknown format version.
-        public static let unsupportedKeyFormat = Code("unsupported-key-format")
-        /// A key file or keybag belongs to another device.
-        public static let wrongDevice = Code("wrong-device")
-        /// A key was used after it was wiped from memory.
-        public static let keyWiped = Code("key-wiped")
-        /// A store file exists without its key file; no new key is made over existing data.
-        public static let storeExistsWithoutKey = Code("store-exists-without-key")
         /// A key source broke its contract with the attach (`StoreKeyProvider`): it gave or made a store's key
         /// but records nothing of it (`storeKeyRecord(forStoreAt:)` said none), or a malformed record. Nothing
         /// was created; the source must be fixed.
         public static let keySourceInconsistent = Code("key-source-inconsistent")
-        /// A file that is never overwritten already exists.
-        public static let alreadyExists = Code("already-exists")
-        /// A key file or folder is accessible to other users.
-        public static let insecurePermissions = Code("insecure-permissions")
-        /// A state directory, or a folder or the lock file in it, that another user owns or may write, or a link.
-        public static let insecureStateDirectory = Code("insecure-state-directory")
-        /// A parameter is outside what a format or libsodium accepts.
-        public static let invalidArgument = Code("invalid-argument")
-        /// The file system refused a read or a write.
-        public static let ioError = Code("io-error")
-        /// Memory for a key could not be allocated.
-        public static let outOfMemory = Code("out-of-memory")
-
-        // MARK: Backups
-
-        /// A recovery phrase that is not well formed: a character outside its alphabet, the wrong length, or a
-        /// checksum that does not match — a typing mistake, named as one, never taken for a wrong phrase.
-        public static let recoveryPhraseMistyped = Code("recovery-phrase-mistyped")
-        /// A well-formed recovery phrase that is not the one the backup was sealed to.
-        public static let wrongRecoveryPhrase = Code("wrong-recovery-phrase")
-        /// A backup file that is truncated, altered or not a backup, or whose database fails its integrity
-        /// check: nothing was restored from it and nothing was replaced.
-        public static let backupDamaged = Code("backup-damaged")
-        /// A backup (or recovery key) file of a format version this build does not read.
-        public static let unsupportedBackupFormat = Code("unsupported-backup-format")
         /// A restore whose target store (or one of its files) already exists, without the explicit flag that
         /// lets it put the old store aside: nothing was changed.
         public static let restoreTargetExists = Code("restore-target-exists")
 
-        // MARK: The device
-
-        /// No device is set up in the state directory.
-        public static let noDevice = Code("no-device")
-        /// A device is already set up there; it is never replaced.
-        public static let deviceExists = Code("device-exists")
-        /// The passcode was wrong.
-        public static let wrongPasscode = Code("wrong-passcode")
-        /// A passcode was tried during the delay after wrong passcodes.
-        public static let passcodeDelay = Code("passcode-delay")
-        /// The device erased its keys after too many wrong passcodes.
-        public static let deviceWiped = Code("device-wiped")
-        /// The device's state file is damaged; it was left as it is.
-        public static let deviceStateDamaged = Code("device-state-damaged")
-        /// Another device owns the state directory: another process runs one on it (the message names its
-        /// process id), or this process already does.
-        public static let stateInUse = Code("state-in-use")
-        /// The device agent refused this process (another user, too many clients, a malformed request).
-        public static let agentRefused = Code("agent-refused")
-        /// The device agent went away while this process used it; its state is on disk.
-        public static let agentDisconnected = Code("agent-disconnected")
-        /// The device agent could not start (its socket cannot be made).
-        public static let agentFailed = Code("agent-failed")
-        /// A device setting or new passcode outside the device's rules (an empty passcode not asked for).
-        public static let invalidDeviceSetting = Code("invalid-device-setting")
-        /// The device began erasing its keys and could not finish yet; it finishes at the next attempt or boot.
-        public static let wipeIncomplete = Code("wipe-incomplete")
-        /// The process serving the state directory's agent socket runs as another user: nothing was sent to it.
-        public static let untrustedAgent = Code("untrusted-agent")
-        /// A clock advance past the virtual clock's end (1,000 years), or one step over 100 years.
-        public static let clockLimit = Code("clock-limit")
-        /// The device keeps its key in one store (a TPM, a file) and was booted with the other.
-        public static let keyStoreMismatch = Code("key-store-mismatch")
-        /// No TPM answers at the TCTI given.
-        public static let tpmUnavailable = Code("tpm-unavailable")
-        /// The device key was sealed by another TPM, or the TPM was cleared since.
-        public static let sealedByAnotherTPM = Code("sealed-by-another-tpm")
-        /// The TPM refused a command.
-        public static let tpmFailure = Code("tpm-failure")
-        /// The TPM is in dictionary-attack lockout and refuses to check a passcode for now.
-        public static let tpmLockout = Code("tpm-lockout")
-        /// A session lock source cannot reach its D-Bus bus.
-        public static let noBus = Code("no-bus")
-        /// No systemd-logind answers on the system bus.
-        public static let noLogind = Code("no-logind")
-        /// systemd-logind knows no session of this process or of its user.
-        public static let noSession = Code("no-session")
-
-        /// Every code this version defines, in the order above.
-        public static let all: [Code] = [
-            .queueFull, .cancelled, .deadlineExceeded, .terminated, .protectedDataUnavailable, .inboxUnavailable,
-            .inboxRecordTooLarge, .inboxUnknownKind, .inboxNewerSchema, .inboxRecordMalformed, .inboxFull, .inboxUnusable, .storeError, .wrongKey, .storeUnavailable, .storeDamaged, .constraint, .diskFull, .readOnly, .busy,
-            .notSQLCipher, .misuse, .recordNotFound, .closed, .sqliteError, .migrationFailed, .storeFromNewerApp, .migrationUnsupported, .keyFileDamaged, .unsupportedKeyFormat, .wrongDevice,
-            .keyWiped, .storeExistsWithoutKey, .keySourceInconsistent, .alreadyExists, .insecurePermissions, .insecureStateDirectory, .invalidArgument, .ioError,
-            .outOfMemory, .recoveryPhraseMistyped, .wrongRecoveryPhrase, .backupDamaged, .unsupportedBackupFormat,
-            .restoreTargetExists, .noDevice, .deviceExists, .wrongPasscode, .passcodeDelay, .deviceWiped, .deviceStateDamaged,
-            .stateInUse, .agentRefused, .agentDisconnected, .agentFailed, .invalidDeviceSetting, .wipeIncomplete,
-            .untrustedAgent, .clockLimit, .keyStoreMismatch, .tpmUnavailable, .sealedByAnotherTPM, .tpmFailure,
-            .tpmLockout, .noBus, .noLogind, .noSession,
+        /// The codes this module declares, the store's and the SQL layer's.
+        ///
+        /// The key layer (`SecureKeys`) and the device (`ProtectedData`) declare theirs beside the errors that
+        /// raise them; `ProtectedStore` joins the three lists in `all`.
+        package static let storeCodes: [Code] = [
+            .queueFull, .cancelled, .deadlineExceeded, .terminated, .inboxUnavailable, .inboxRecordTooLarge,
+            .inboxUnknownKind, .inboxNewerSchema, .inboxRecordMalformed, .inboxFull, .inboxUnusable, .storeError,
+            .wrongKey, .storeUnavailable, .storeDamaged, .constraint, .diskFull, .readOnly, .busy, .notSQLCipher,
+            .misuse, .recordNotFound, .closed, .sqliteError, .migrationFailed, .storeFromNewerApp,
+            .migrationUnsupported, .keySourceInconsistent, .restoreTargetExists,
         ]
     }
 

@@ -9,16 +9,23 @@ import SecureKeys
 /// Every command that carries the device key runs in a salted HMAC session with AES-128-CFB parameter
 /// encryption (TPM 2.0 Part 1, "Parameter Encryption"), so the key crosses the bus to the TPM encrypted.
 /// Not `Sendable`: one owner at a time, as the ESYS context requires.
+///
+/// A response code is checked in one place, `TSS2_RC.check(_:)`, which throws `DeviceError.Code.tpmFailure`;
+/// the methods that talk to the TPM only throw `DeviceError`. Sealing and unsealing also throw
+/// `SecureKeysError` (an oversized secret or authValue, memory for the key) and ``UnsealFailure``, which the key
+/// store turns into the error that names its file.
 final class TPMConnection {
     /// The TCTI configuration, for messages.
     let tcti: String
     private var tctiContext: OpaquePointer?
     private var context: OpaquePointer?
+    /// `ESYS_TR_NONE`: no handle, no session.
+    private static let noHandle = ESYS_TR(ESYS_TR_NONE)
 
     /// Opens the TPM at `tcti`.
     ///
-    /// - Throws: `DeviceError/Code/tpmUnavailable` naming the TCTI and why.
-    init(tcti: String) throws {
+    /// - Throws: `DeviceError.Code.tpmUnavailable` naming the TCTI and why.
+    init(tcti: String) throws(DeviceError) {
         self.tcti = tcti
         if tcti.hasPrefix("device:") {
             // The device TCTI's own message goes to stderr through tpm2-tss's logging: say it here instead.
@@ -55,26 +62,18 @@ final class TPMConnection {
         String(cString: Tss2_RC_Decode(rc))
     }
 
-    /// Throws `DeviceError/Code/tpmFailure` naming `command` unless `rc` is success.
-    private func check(_ rc: TSS2_RC, _ command: String) throws {
-        guard rc == TSS2_RC_SUCCESS else { throw DeviceError.tpmFailure(command, response: Self.decode(rc)) }
-    }
-
     // MARK: Reading the TPM
 
     /// The TPM's manufacturer, up to four ASCII letters (`IBM` for swtpm): proof that a TPM 2.0 answers.
     ///
-    /// - Throws: `DeviceError/Code/tpmUnavailable` when it does not answer.
-    func manufacturer() throws -> String {
-        var data: UnsafeMutablePointer<TPMS_CAPABILITY_DATA>?
-        let rc = Esys_GetCapability(
-            context, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), TPM2_CAP(TPM2_CAP_TPM_PROPERTIES),
-            0x105 /* TPM2_PT_MANUFACTURER (PT_FIXED + 5), a macro Swift cannot import */, 1, nil, &data)
-        defer { Esys_Free(data) }
-        guard rc == TSS2_RC_SUCCESS, let data, data.pointee.data.tpmProperties.count >= 1 else {
+    /// - Throws: `DeviceError.Code.tpmUnavailable` when it does not answer.
+    func manufacturer() throws(DeviceError) -> String {
+        let (rc, properties) = tpmProperties(
+            from: 0x105 /* TPM2_PT_MANUFACTURER (PT_FIXED + 5), a macro Swift cannot import */, count: 1)
+        guard rc == TSS2_RC_SUCCESS, let first = properties?.first else {
             throw DeviceError.tpmUnavailable(tcti: tcti, reason: "it does not answer a TPM 2.0 GetCapability: \(Self.decode(rc))")
         }
-        let value = data.pointee.data.tpmProperties.tpmProperty.0.value.bigEndian
+        let value = first.value.bigEndian
         let letters = withUnsafeBytes(of: value) { Array($0) }
         // Padded with spaces or NULs (swtpm: "IBM\0"); anything else unprintable is shown as "?".
         let shown = letters.filter { $0 != 0 }.map { (0x20...0x7e).contains($0) ? $0 : 0x3f }
@@ -93,18 +92,17 @@ final class TPMConnection {
         var name: [UInt8]
     }
 
-    func createPrimary() throws -> PrimaryKey {
+    func createPrimary() throws(DeviceError) -> PrimaryKey {
         var template = TPM2B_PUBLIC()
         protectedstore_tpm_primary_template(&template)
         var sensitive = TPM2B_SENSITIVE_CREATE()
         var outsideInfo = TPM2B_DATA()
         var pcrs = TPML_PCR_SELECTION()
-        var handle = ESYS_TR(ESYS_TR_NONE)
-        try check(
-            Esys_CreatePrimary(
-                context, ESYS_TR(ESYS_TR_RH_OWNER), ESYS_TR(ESYS_TR_PASSWORD), ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE),
-                &sensitive, &template, &outsideInfo, &pcrs, &handle, nil, nil, nil, nil),
-            "to create its primary storage key (owner hierarchy)")
+        var handle = Self.noHandle
+        try Esys_CreatePrimary(
+            context, ESYS_TR(ESYS_TR_RH_OWNER), ESYS_TR(ESYS_TR_PASSWORD), Self.noHandle, Self.noHandle,
+            &sensitive, &template, &outsideInfo, &pcrs, &handle, nil, nil, nil, nil
+        ).check("to create its primary storage key (owner hierarchy)")
         var namePointer: UnsafeMutablePointer<TPM2B_NAME>?
         let rc = Esys_TR_GetName(context, handle, &namePointer)
         defer { Esys_Free(namePointer) }
@@ -118,19 +116,19 @@ final class TPMConnection {
 
     /// A salted HMAC session bound to nothing, salted with `primary`, encrypting the first parameter both ways.
     /// The caller flushes it.
-    private func startEncryptedSession(salt primary: ESYS_TR) throws -> ESYS_TR {
+    private func startEncryptedSession(salt primary: ESYS_TR) throws(DeviceError) -> ESYS_TR {
         var cipher = protectedstore_tpm_session_cipher()
-        var session = ESYS_TR(ESYS_TR_NONE)
-        try check(
-            Esys_StartAuthSession(
-                context, primary, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE),
-                nil, TPM2_SE(TPM2_SE_HMAC), &cipher, TPMI_ALG_HASH(TPM2_ALG_SHA256), &session),
-            "to start an encrypted session")
+        var session = Self.noHandle
+        try Esys_StartAuthSession(
+            context, primary, Self.noHandle, Self.noHandle, Self.noHandle, Self.noHandle,
+            nil, TPM2_SE(TPM2_SE_HMAC), &cipher, TPMI_ALG_HASH(TPM2_ALG_SHA256), &session
+        ).check("to start an encrypted session")
         let attributes = TPMA_SESSION(TPMA_SESSION_DECRYPT | TPMA_SESSION_ENCRYPT | TPMA_SESSION_CONTINUESESSION)
-        let rc = Esys_TRSess_SetAttributes(context, session, attributes, 0xff)
-        guard rc == TSS2_RC_SUCCESS else {
+        do {
+            try Esys_TRSess_SetAttributes(context, session, attributes, 0xff).check("to set its session's attributes")
+        } catch {
             flush(session)
-            throw DeviceError.tpmFailure("to set its session's attributes", response: Self.decode(rc))
+            throw error
         }
         return session
     }
@@ -178,7 +176,7 @@ final class TPMConnection {
     ///   - kind: ``SealedObjectKind/deviceKey`` (the `noDA` template, empty authValue) or
     ///     ``SealedObjectKind/passcodeSecret`` (dictionary-attack protected, authValue `authValue`).
     ///   - authValue: the object's authValue (at most 32 bytes), for a passcode secret.
-    /// - Throws: `DeviceError/Code/tpmFailure`.
+    /// - Throws: `DeviceError.Code.tpmFailure`.
     func seal(_ secret: SecureBytes, kind: SealedObjectKind = .deviceKey, authValue: SecureBytes? = nil) throws -> Sealed {
         let primary = try createPrimary()
         defer { flush(primary.handle) }
@@ -223,11 +221,10 @@ final class TPMConnection {
             Esys_Free(outPrivate)
             Esys_Free(outPublic)
         }
-        try check(
-            Esys_Create(
-                context, primary.handle, session, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), sensitive, &template,
-                &outsideInfo, &pcrs, &outPrivate, &outPublic, nil, nil, nil),
-            "to seal \(kind.noun)")
+        try Esys_Create(
+            context, primary.handle, session, Self.noHandle, Self.noHandle, sensitive, &template,
+            &outsideInfo, &pcrs, &outPrivate, &outPublic, nil, nil, nil
+        ).check("to seal \(kind.noun)")
         overwriteStoredSensitive(parent: primary.handle, session: session)
         guard let outPrivate, let outPublic else { throw DeviceError.tpmFailure("to seal \(kind.noun)", response: "no object returned") }
         return Sealed(
@@ -249,7 +246,7 @@ final class TPMConnection {
         var outPrivate: UnsafeMutablePointer<TPM2B_PRIVATE>?
         var outPublic: UnsafeMutablePointer<TPM2B_PUBLIC>?
         _ = Esys_Create(
-            context, parent, session, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), &empty, &template, &outsideInfo, &pcrs,
+            context, parent, session, Self.noHandle, Self.noHandle, &empty, &template, &outsideInfo, &pcrs,
             &outPrivate, &outPublic, nil, nil, nil)
         Esys_Free(outPrivate)
         Esys_Free(outPublic)
@@ -279,7 +276,7 @@ final class TPMConnection {
     ///   - sealed: the object.
     ///   - kind: what it holds, for messages.
     ///   - authValue: its authValue (`nil`: empty).
-    /// - Throws: ``UnsealFailure`` (the caller names the file); `DeviceError/Code/tpmFailure`.
+    /// - Throws: ``UnsealFailure`` (the caller names the file); `DeviceError.Code.tpmFailure`.
     func unseal(_ sealed: Sealed, kind: SealedObjectKind = .deviceKey, authValue: SecureBytes? = nil) throws -> SecureBytes {
         let primary = try createPrimary()
         defer { flush(primary.handle) }
@@ -288,9 +285,9 @@ final class TPMConnection {
         var privateArea = try Self.unmarshal(sealed.privateArea, TPM2B_PRIVATE(), Tss2_MU_TPM2B_PRIVATE_Unmarshal)
         let session = try startEncryptedSession(salt: primary.handle)
         defer { flush(session) }
-        var object = ESYS_TR(ESYS_TR_NONE)
+        var object = Self.noHandle
         let rc = Esys_Load(
-            context, primary.handle, session, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), &privateArea, &publicArea, &object)
+            context, primary.handle, session, Self.noHandle, Self.noHandle, &privateArea, &publicArea, &object)
         guard rc == TSS2_RC_SUCCESS else {
             // A format-1 response code of the TPM itself (TPM 2.0 Part 2, "Response Code Details") is about a
             // handle, a parameter or a session of this command — the object (integrity, a size, a value). A
@@ -313,10 +310,10 @@ final class TPMConnection {
             }
             Esys_Free(data)
         }
-        let unsealed = Esys_Unseal(context, object, session, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), &data)
+        let unsealed = Esys_Unseal(context, object, session, Self.noHandle, Self.noHandle, &data)
         // Only an object with an authValue can fail on it; the device key's refusal stays a TPM failure.
         if authValue != nil, let failure = Self.authorizationFailure(unsealed) { throw failure }
-        try check(unsealed, "to unseal \(kind.noun)")
+        try unsealed.check("to unseal \(kind.noun)")
         scrubResponseBuffer()
         guard let data else { throw DeviceError.tpmFailure("to unseal \(kind.noun)", response: "no data returned") }
         let count = min(Int(data.pointee.size), MemoryLayout.size(ofValue: data.pointee.buffer))
@@ -352,7 +349,7 @@ final class TPMConnection {
             withUnsafeMutableBytes(of: &auth.buffer) { $0.copyMemory(from: bytes) }
             auth.size = UInt16(bytes.count)
         }
-        try check(Esys_TR_SetAuth(context, object, &auth), "to set the authorization of a sealed object")
+        try Esys_TR_SetAuth(context, object, &auth).check("to set the authorization of a sealed object")
     }
 
     /// Overwrites the copy of the last authValue tpm2-tss keeps in `session` (its session value, the session key
@@ -370,8 +367,8 @@ final class TPMConnection {
             arc4random_buf(buffer.baseAddress!, 32)
         }
         guard Esys_TR_SetAuth(context, primary, &filler) == TSS2_RC_SUCCESS else { return }
-        var object = ESYS_TR(ESYS_TR_NONE)
-        if Esys_Load(context, primary, session, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), &privateArea, &publicArea, &object)
+        var object = Self.noHandle
+        if Esys_Load(context, primary, session, Self.noHandle, Self.noHandle, &privateArea, &publicArea, &object)
             == TSS2_RC_SUCCESS
         {
             flush(object)  // not expected: the authValue is wrong
@@ -397,25 +394,34 @@ final class TPMConnection {
     /// Reads ``DictionaryAttackState`` (`TPM2_GetCapability` of the variable properties from
     /// `TPM2_PT_LOCKOUT_COUNTER`, `PT_VAR + 14`).
     ///
-    /// - Throws: `DeviceError/Code/tpmFailure`.
-    func dictionaryAttackState() throws -> DictionaryAttackState {
-        var data: UnsafeMutablePointer<TPMS_CAPABILITY_DATA>?
-        let rc = Esys_GetCapability(
-            context, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), TPM2_CAP(TPM2_CAP_TPM_PROPERTIES),
-            0x20E /* TPM2_PT_LOCKOUT_COUNTER (PT_VAR + 14), a macro Swift cannot import */, 4, nil, &data)
-        defer { Esys_Free(data) }
-        try check(rc, "to report its dictionary-attack state")
-        guard let data else { throw DeviceError.tpmFailure("to report its dictionary-attack state", response: "no data returned") }
-        let properties = data.pointee.data.tpmProperties
+    /// - Throws: `DeviceError.Code.tpmFailure`.
+    func dictionaryAttackState() throws(DeviceError) -> DictionaryAttackState {
+        let (rc, properties) = tpmProperties(
+            from: 0x20E /* TPM2_PT_LOCKOUT_COUNTER (PT_VAR + 14), a macro Swift cannot import */, count: 4)
+        try rc.check("to report its dictionary-attack state")
+        guard let properties else { throw DeviceError.tpmFailure("to report its dictionary-attack state", response: "no data returned") }
         var values: [UInt32: UInt32] = [:]
-        withUnsafeBytes(of: properties.tpmProperty) { raw in
-            let list = raw.bindMemory(to: TPMS_TAGGED_PROPERTY.self)
-            for index in 0..<min(Int(properties.count), list.count) { values[list[index].property] = list[index].value }
-        }
+        for property in properties { values[property.property] = property.value }
         guard let counter = values[0x20E], let maximum = values[0x20F], let interval = values[0x210], let recovery = values[0x211] else {
             throw DeviceError.tpmFailure("to report its dictionary-attack state", response: "a lockout property is missing")
         }
         return DictionaryAttackState(counter: counter, maximum: maximum, interval: interval, recovery: recovery)
+    }
+
+    /// Reads up to `count` TPM properties from the tag `first` on (`TPM2_GetCapability` of
+    /// `TPM2_CAP_TPM_PROPERTIES`): the response code, and the properties in the order the TPM returned them
+    /// (`nil` when it returned no data).
+    private func tpmProperties(from first: UInt32, count: UInt32) -> (rc: TSS2_RC, properties: [TPMS_TAGGED_PROPERTY]?) {
+        var data: UnsafeMutablePointer<TPMS_CAPABILITY_DATA>?
+        let rc = Esys_GetCapability(
+            context, Self.noHandle, Self.noHandle, Self.noHandle, TPM2_CAP(TPM2_CAP_TPM_PROPERTIES), first, count, nil, &data)
+        defer { Esys_Free(data) }
+        guard rc == TSS2_RC_SUCCESS, let data else { return (rc, nil) }
+        let list = data.pointee.data.tpmProperties
+        let properties = withUnsafeBytes(of: list.tpmProperty) { raw in
+            Array(raw.bindMemory(to: TPMS_TAGGED_PROPERTY.self).prefix(Int(list.count)))
+        }
+        return (rc, properties)
     }
 
     /// tpm2-tss decrypts a response parameter in place, in the context's one command/response buffer, and
@@ -423,7 +429,7 @@ final class TPMConnection {
     /// overwrites it: 64 random bytes cover the header, the parameter size and a 32-byte key behind them.
     private func scrubResponseBuffer() {
         var random: UnsafeMutablePointer<TPM2B_DIGEST>?
-        _ = Esys_GetRandom(context, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), 48, &random)
+        _ = Esys_GetRandom(context, Self.noHandle, Self.noHandle, Self.noHandle, 48, &random)
         Esys_Free(random)
     }
 
@@ -431,19 +437,19 @@ final class TPMConnection {
 
     private static func marshal<T>(
         _ value: T, _ function: (UnsafePointer<T>?, UnsafeMutablePointer<UInt8>?, Int, UnsafeMutablePointer<Int>?) -> TSS2_RC
-    ) throws -> [UInt8] {
+    ) throws(DeviceError) -> [UInt8] {
         var value = value
         var buffer = [UInt8](repeating: 0, count: MemoryLayout<T>.size + 16)
         var offset = 0
         let rc = buffer.withUnsafeMutableBufferPointer { function(&value, $0.baseAddress, $0.count, &offset) }
-        guard rc == TSS2_RC_SUCCESS else { throw DeviceError.tpmFailure("to marshal a sealed object", response: decode(rc)) }
+        try rc.check("to marshal a sealed object")
         return Array(buffer.prefix(offset))
     }
 
     private static func unmarshal<T>(
         _ bytes: [UInt8], _ empty: T,
         _ function: (UnsafePointer<UInt8>?, Int, UnsafeMutablePointer<Int>?, UnsafeMutablePointer<T>?) -> TSS2_RC
-    ) throws -> T {
+    ) throws(UnsealFailure) -> T {
         var value = empty
         var offset = 0
         let rc = bytes.withUnsafeBufferPointer { function($0.baseAddress, $0.count, &offset, &value) }
@@ -451,5 +457,13 @@ final class TPMConnection {
             throw UnsealFailure.rejected("its \(T.self) does not parse: \(rc == TSS2_RC_SUCCESS ? "trailing bytes" : decode(rc))")
         }
         return value
+    }
+}
+
+extension TSS2_RC {
+    /// Throws `DeviceError.Code.tpmFailure` naming `command` (`"to seal the device key"`) unless this response
+    /// code is success: the one check of a tpm2-tss response code.
+    fileprivate func check(_ command: String) throws(DeviceError) {
+        guard self == TSS2_RC_SUCCESS else { throw DeviceError.tpmFailure(command, response: TPMConnection.decode(self)) }
     }
 }

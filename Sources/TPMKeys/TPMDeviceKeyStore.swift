@@ -8,7 +8,7 @@ public import SecureKeys
 /// (`fixedTPM`, `fixedParent`), and its private area is encrypted by a key that never leaves the TPM. A copy
 /// of the state directory is therefore useless on another machine, and gives no offline guessing of the
 /// passcode (whose key is entangled with this one). A file sealed by another TPM — or by this one before its
-/// owner hierarchy was cleared — is refused with `DeviceError/Code/sealedByAnotherTPM`.
+/// owner hierarchy was cleared — is refused with `DeviceError.Code.sealedByAnotherTPM`.
 ///
 /// The key travels to and from the TPM in an encrypted session; unsealed, it goes straight into
 /// `SecureBytes`, and every TPM buffer that held it is zeroed before it is freed.
@@ -67,7 +67,7 @@ public struct TPMDeviceKeyStore: DeviceKeyStore {
 
     /// Seals `key` and writes `hardware/uid.tpm` (a new file, mode 0600, atomically, folder synced).
     ///
-    /// - Throws: `DeviceError/Code/tpmUnavailable`, `DeviceError/Code/tpmFailure`; `SecureKeysError` with
+    /// - Throws: `DeviceError.Code.tpmUnavailable`, `DeviceError.Code.tpmFailure`; `SecureKeysError` with
     ///   `already-exists` or `io-error`.
     public func keep(_ key: SecureBytes, in files: DeviceKeyFiles) throws {
         let tpm = try TPMConnection(tcti: tcti)
@@ -77,10 +77,10 @@ public struct TPMDeviceKeyStore: DeviceKeyStore {
 
     /// Reads `hardware/uid.tpm` and has the TPM unseal it.
     ///
-    /// - Throws: `DeviceError/Code/sealedByAnotherTPM` when this TPM's storage key is not the one the file was
+    /// - Throws: `DeviceError.Code.sealedByAnotherTPM` when this TPM's storage key is not the one the file was
     ///   sealed under; `SecureKeysError` with `key-file-damaged` when the file is altered or the TPM refuses to
-    ///   load it under the right key, or it does not hold a 32-byte key; `DeviceError/Code/tpmUnavailable`,
-    ///   `DeviceError/Code/tpmFailure`.
+    ///   load it under the right key, or it does not hold a 32-byte key; `DeviceError.Code.tpmUnavailable`,
+    ///   `DeviceError.Code.tpmFailure`.
     public func load(from files: DeviceKeyFiles) throws -> SecureBytes {
         let path = files.sealedKeyPath
         let file = try SealedKeyFile(decoding: try SecureFile.read(path, maximumSize: SealedKeyFile.maximumLength), path: path)
@@ -111,7 +111,7 @@ extension TPMDeviceKeyStore: PasscodeSecretSealer {
     /// the same primary storage key as the device key; returns the record (the `hardware/uid.tpm` format) the
     /// keybag keeps.
     ///
-    /// - Throws: `DeviceError/Code/tpmUnavailable`, `DeviceError/Code/tpmFailure`.
+    /// - Throws: `DeviceError.Code.tpmUnavailable`, `DeviceError.Code.tpmFailure`.
     public func sealPasscodeSecret(_ secret: SecureBytes, authValue: SecureBytes) throws -> [UInt8] {
         let tpm = try TPMConnection(tcti: tcti)
         return SealedKeyFile(sealed: try tpm.seal(secret, kind: .passcodeSecret, authValue: authValue)).bytes
@@ -121,9 +121,9 @@ extension TPMDeviceKeyStore: PasscodeSecretSealer {
     /// authorization failure, which raises its lockout counter.
     ///
     /// - Throws: `SecureKeysError` with `wrong-passcode` when the TPM refuses `authValue`;
-    ///   `DeviceError/Code/tpmLockout` when the TPM is in lockout (nothing was checked);
+    ///   `DeviceError.Code.tpmLockout` when the TPM is in lockout (nothing was checked);
     ///   `key-file-damaged` when the record is altered or sealed under another storage key;
-    ///   `DeviceError/Code/tpmUnavailable`, `DeviceError/Code/tpmFailure`.
+    ///   `DeviceError.Code.tpmUnavailable`, `DeviceError.Code.tpmFailure`.
     public func unsealPasscodeSecret(_ sealed: [UInt8], authValue: SecureBytes) throws -> SecureBytes {
         let what = "the keybag's sealed passcode secret"
         let record = try SealedKeyFile(decoding: sealed, path: what, kind: "sealed passcode secret")

@@ -80,7 +80,7 @@ extension ProtectedStoreCommand.Store {
             let recoveryKey: SecureKeys.RecoveryKey
             do {
                 recoveryKey = try SecureKeys.RecoveryKey.load(from: location.recoveryKeyPath)
-            } catch let error as SecureKeysError where error.code == .io && error.systemErrno == ENOENT {
+            } catch let error as SecureKeysError where error.code == .ioError && error.systemErrno == ENOENT {
                 throw StoreError(
                     code: .invalidArgument,
                     message: "the store has no recovery key (\(location.recoveryKeyPath)): run `protected-store store recovery-key create` first and write the phrase down")

@@ -145,9 +145,9 @@ struct SessionLockSourceTests {
         var sources: [SessionLockSource] = []
         for _ in 0..<3 {
             let source = try SessionLockSource(systemBus: logind.bus.bus, sessionBus: sessionBus.bus) { _ in }
-            // Two bus sockets and the eventfd.
+            // Two bus sockets, the eventfd and the event loop's epoll fd.
             let opened = source.descriptors.map { ($0, identity($0)) }
-            #expect(opened.count == 3)
+            #expect(opened.count == 4)
             #expect(opened.allSatisfy { $0.1 != nil })
             source.stop()
             sources.append(source)

@@ -206,7 +206,7 @@ struct AgentRuntimeSocketTests {
             try SecureFile.writeAtomically(Array(damaged.utf8), to: location, replacing: true)
             #expect {
                 try connect()
-            } throws: { ($0 as? DeviceError)?.code == .stateDamaged }
+            } throws: { ($0 as? DeviceError)?.code == .deviceStateDamaged }
         }
     }
 

@@ -99,11 +99,11 @@ struct DeviceRulesThroughClientTests {
         let client = try fixture.connect("rules")
         defer { client.disconnect() }
         #expect { try client.setUp(passcode: try SecureBytes(utf8: "")) } throws: {
-            ($0 as? DeviceError)?.code == .invalidSetting
+            ($0 as? DeviceError)?.code == .invalidDeviceSetting
         }
         try client.setUp(passcode: try SecureBytes(utf8: ""), allowsEmptyPasscode: true)
         #expect { try client.changePasscode(from: try SecureBytes(utf8: ""), to: try SecureBytes(utf8: "")) } throws: {
-            ($0 as? DeviceError)?.code == .invalidSetting
+            ($0 as? DeviceError)?.code == .invalidDeviceSetting
         }
         try client.changePasscode(from: try SecureBytes(utf8: ""), to: try SecureBytes(utf8: "5678"))
         try client.lock()

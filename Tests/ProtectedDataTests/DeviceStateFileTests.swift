@@ -55,7 +55,7 @@ struct DeviceStateFileTests {
         try editJSON(fixture) { $0["failedPasscodeAttempts"] = 0 }
         let before = try Data(contentsOf: URL(fileURLWithPath: statePath(fixture)))
         let error = try #require(bootError(fixture) as? DeviceError)
-        #expect(error.code == .stateDamaged)
+        #expect(error.code == .deviceStateDamaged)
         #expect(error.message.contains("integrity tag"), "\(error.message)")
         #expect(try Data(contentsOf: URL(fileURLWithPath: statePath(fixture))) == before, "the damaged state was rewritten")
     }
@@ -66,7 +66,7 @@ struct DeviceStateFileTests {
         let other = try deviceWithFailures(0)
         try FileManager.default.removeItem(atPath: statePath(mine))
         try FileManager.default.copyItem(atPath: statePath(other), toPath: statePath(mine))
-        #expect((bootError(mine) as? DeviceError)?.code == .stateDamaged)
+        #expect((bootError(mine) as? DeviceError)?.code == .deviceStateDamaged)
     }
 
     @Test(
@@ -87,7 +87,7 @@ struct DeviceStateFileTests {
         defer { key.wipe() }
         try DeviceStateFile.write(state, deviceKey: key, to: statePath(fixture))
         let error = try #require(bootError(fixture) as? DeviceError, "a state with \(field) \(value) was accepted")
-        #expect(error.code == .stateDamaged)
+        #expect(error.code == .deviceStateDamaged)
         #expect(error.message.contains(field), "\(error.message)")
     }
 
@@ -109,7 +109,7 @@ struct DeviceStateFileTests {
         }
         try Data("{\(text)}".utf8).write(to: URL(fileURLWithPath: statePath(fixture)))
         let error = try #require(bootError(fixture) as? DeviceError)
-        #expect(error.code == .stateDamaged)
+        #expect(error.code == .deviceStateDamaged)
         #expect(error.message.contains(field), "\(error.message)")
     }
 
@@ -121,7 +121,7 @@ struct DeviceStateFileTests {
         let state = PersistedDeviceState(gracePeriodMilliseconds: 10_000, wipeAfterFailures: 10, failedPasscodeAttempts: 11)
         try DeviceStateFile.write(state, deviceKey: key, to: statePath(fixture))
         let error = try #require(bootError(fixture) as? DeviceError)
-        #expect(error.code == .stateDamaged)
+        #expect(error.code == .deviceStateDamaged)
         #expect(error.message.contains("wipeAfterFailures"), "\(error.message)")
     }
 
@@ -134,7 +134,7 @@ struct DeviceStateFileTests {
             object["failedPasscodeAttempts"] = Int64.max
         }
         let error = try #require(bootError(fixture) as? DeviceError)
-        #expect(error.code == .stateDamaged)
+        #expect(error.code == .deviceStateDamaged)
         #expect(error.message.contains("failedPasscodeAttempts"), "\(error.message)")
     }
 
@@ -147,7 +147,7 @@ struct DeviceStateFileTests {
             object["wipeAfterFailures"] = -1
         }
         let error = try #require(bootError(fixture) as? DeviceError)
-        #expect(error.code == .stateDamaged)
+        #expect(error.code == .deviceStateDamaged)
         #expect(error.message.contains("wipeAfterFailures"), "\(error.message)")
         #expect(FileManager.default.fileExists(atPath: fixture.directory.file("device/device.keybag")))
     }
@@ -171,7 +171,7 @@ struct DeviceStateFileTests {
             object["failedPasscodeAttempts"] = 0
         }
         let error = try #require(bootError(fixture) as? DeviceError)
-        #expect(error.code == .stateDamaged)
+        #expect(error.code == .deviceStateDamaged)
         #expect(error.message.contains("version-1"), "\(error.message)")
     }
 
@@ -197,7 +197,7 @@ struct DeviceStateFileTests {
         #expect((upgraded["tag"] as? String)?.count == 64)
         // Now tagged: a reset is refused.
         try editJSON(fixture) { $0["failedPasscodeAttempts"] = 0 }
-        #expect((bootError(fixture) as? DeviceError)?.code == .stateDamaged)
+        #expect((bootError(fixture) as? DeviceError)?.code == .deviceStateDamaged)
         // Until the first unlock records the option, a version-1 file is still an old device's.
         try Data(legacy.utf8).write(to: URL(fileURLWithPath: statePath(fixture)))
         fixture.device = try SimulatedDevice(bootingFrom: fixture.directory.path, clock: fixture.clock)
@@ -205,7 +205,7 @@ struct DeviceStateFileTests {
         try fixture.unlock("1234")
         fixture.device.powerOff()
         try Data(legacy.utf8).write(to: URL(fileURLWithPath: statePath(fixture)))
-        #expect((bootError(fixture) as? DeviceError)?.code == .stateDamaged, "a version-1 file after the option was recorded")
+        #expect((bootError(fixture) as? DeviceError)?.code == .deviceStateDamaged, "a version-1 file after the option was recorded")
     }
 
     @Test("a 16-byte uid.key is reported as a damaged device key, naming hardware/uid.key, not blamed on the keybag")
@@ -214,7 +214,7 @@ struct DeviceStateFileTests {
         let keyPath = fixture.directory.file("hardware/uid.key")
         try Data(repeating: 7, count: 16).write(to: URL(fileURLWithPath: keyPath))
         let error = try #require(bootError(fixture) as? SecureKeysError)
-        #expect(error.code == .damaged)
+        #expect(error.code == .keyFileDamaged)
         #expect(error.path == keyPath)
         #expect(error.message.contains("uid.key") && error.message.contains("16 bytes"), "\(error.message)")
         #expect(!error.message.contains("keybag"), "\(error.message)")

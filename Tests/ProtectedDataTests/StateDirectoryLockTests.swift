@@ -108,7 +108,7 @@ struct StateDirectoryLockTests {
         let folder = try #require(Self.readOnlyFolder(in: directory))
         defer { folder.unmount() }
         let error = try #require(keysError { _ = try StateDirectoryLock.acquire(folder.path) })
-        #expect(error.code == .io)
+        #expect(error.code == .ioError)
         #expect(error.systemErrno == folder.errno, "\(error)")
         #expect(error.path == folder.path + "/owner.lock")
         #expect(error.message.hasPrefix("cannot create the lock file \(folder.path)/owner.lock: \(String(cString: strerror(folder.errno)))"), "\(error.message)")

@@ -27,32 +27,54 @@ struct StoreErrorTests {
         #expect(Set(StoreError.Code.all.map(\.name)).count == StoreError.Code.all.count, "a code is defined twice")
     }
 
-    @Test("every code any layer defines (SecureKeysError, DeviceError, StoreError) is in StoreError.Code.all and in the README's error table")
+    @Test("every code any layer defines (StoreErrors, SecureKeys, ProtectedData) is in StoreError.Code.all and in the README's error table")
     func everyLayersCodeIsListed() throws {
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent()
-        let sources = [
-            "Sources/StoreErrors/StoreError.swift",
-            "Sources/SecureKeys/SecureKeysError.swift", "Sources/ProtectedData/DeviceError.swift",
-            "Sources/ProtectedData/Agent/DeviceError+Agent.swift",
-            "Sources/ProtectedStore/Errors/StoreError+ProtectedStore.swift",
-        ]
-        // A code is spelled `Code("name")` or, behind a private enum, `case member = "name"`.
-        let patterns = [#/Code\("([a-z0-9-]+)"\)/#, #/case \w+ = "([a-z0-9-]+)"/#]
-        var defined = Set<String>()
-        for source in sources {
-            let text = try String(contentsOf: root.appendingPathComponent(source), encoding: .utf8)
-            for pattern in patterns {
-                for match in text.matches(of: pattern) { defined.insert(String(match.output.1)) }
-            }
-        }
+        let defined = Set(try Self.codeDeclarations().map(\.word))
         #expect(defined.count >= 40, "the scan found too few codes to be reading the sources: \(defined.sorted())")
         let known = Set(StoreError.Code.all.map(\.name))
         #expect(defined.subtracting(known).isEmpty, "codes StoreError.Code.all lacks: \(defined.subtracting(known).sorted())")
-        let readme = try String(contentsOf: root.appendingPathComponent("README.md"), encoding: .utf8)
+        #expect(known.subtracting(defined).isEmpty, "codes in StoreError.Code.all the scan did not find: \(known.subtracting(defined).sorted())")
+        let readme = try String(contentsOf: Self.root.appendingPathComponent("README.md"), encoding: .utf8)
         let table = try #require(readme.components(separatedBy: "## Errors").dropFirst().first?.components(separatedBy: "\n## ").first)
         let missing = defined.filter { !table.contains("`\($0)`") }
         #expect(missing.isEmpty, "codes missing from README.md's error table: \(missing.sorted())")
+    }
+
+    @Test("each code word is declared once in Sources, in one code type that every layer's error uses")
+    func eachCodeIsDeclaredOnce() throws {
+        let declarations = try Self.codeDeclarations()
+        let places = Dictionary(grouping: declarations, by: \.word).filter { $0.value.count > 1 }
+        #expect(places.isEmpty, "code words declared more than once: \(places.mapValues { $0.map(\.file) }.sorted { $0.key < $1.key })")
+        // The lower layers' errors carry the one code type, so wrapping copies the code rather than its name.
+        let keys: SecureKeysError.Code = .wrongPasscode
+        let device: DeviceError.Code = .wrongPasscode
+        let store: StoreError.Code = keys
+        #expect(store == device && StoreError(wrapping: SecureKeysError.wrongPasscode()).code == .wrongPasscode)
+        #expect(StoreError(wrapping: DeviceError(code: .noBus, message: "gone")).code == .noBus)
+    }
+
+    private static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
+
+    /// Every code word declared in Sources: a static member built from a kebab-case string (`Code("…")`,
+    /// `Self("…")`, `DeviceError.Code("…")`), or a case of a private raw-value enum of codes (`case x = "…"`
+    /// inside a `Code`), with the file that declares it.
+    private static func codeDeclarations() throws -> [(word: String, file: String)] {
+        let sources = root.appendingPathComponent("Sources")
+        let files = try #require(FileManager.default.enumerator(atPath: sources.path)).compactMap { $0 as? String }
+            .filter { $0.hasSuffix(".swift") }
+        let member = #/static let \w+ = (?:[\w.]*Code|Self)\("([a-z0-9-]+)"\)/#
+        let enumCase = #/case \w+ = "([a-z0-9-]+)"/#
+        var found: [(word: String, file: String)] = []
+        for file in files {
+            let text = try String(contentsOf: sources.appendingPathComponent(file), encoding: .utf8)
+            for match in text.matches(of: member) { found.append((String(match.output.1), file)) }
+            if let base = text.range(of: "private enum Base: String") {
+                let block = text[base.lowerBound...].prefix { $0 != "}" }
+                for match in block.matches(of: enumCase) { found.append((String(match.output.1), file)) }
+            }
+        }
+        return found
     }
 
     @Test("a foreign-key failure and a unique one are both constraint, told apart by the extended result code on the error")

@@ -16,7 +16,7 @@ struct DiskFaultPlanTests {
         do {
             try body()
             return nil
-        } catch let error as SecureKeysError where error.code == .io {
+        } catch let error as SecureKeysError where error.code == .ioError {
             return error.systemErrno
         } catch {
             return nil

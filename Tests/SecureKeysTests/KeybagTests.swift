@@ -54,7 +54,7 @@ struct KeybagTests {
         let (keybag, _) = try makeKeybag()
         for length in 0..<keybag.bytes.count {
             let result = code { _ = try Keybag(bytes: Array(keybag.bytes[..<length]), deviceKey: deviceKey) }
-            #expect(result == .damaged, "length \(length)")
+            #expect(result == .keyFileDamaged, "length \(length)")
         }
     }
 
@@ -66,7 +66,7 @@ struct KeybagTests {
                 var flipped = keybag.bytes
                 flipped[index] ^= UInt8(1 << bit)
                 let result = code { _ = try Keybag(bytes: flipped, deviceKey: deviceKey) }
-                #expect(result == (index == 4 ? .unsupportedFormat : .damaged), "byte \(index) bit \(bit)")
+                #expect(result == (index == 4 ? .unsupportedKeyFormat : .keyFileDamaged), "byte \(index) bit \(bit)")
             }
         }
     }
@@ -74,7 +74,7 @@ struct KeybagTests {
     @Test("a keybag from another device does not verify with this device's key")
     func keybagFromAnotherDevice() throws {
         let (keybag, _) = try makeKeybag()
-        #expect(code { _ = try Keybag(bytes: keybag.bytes, deviceKey: try SecureBytes.random(count: 32)) } == .damaged)
+        #expect(code { _ = try Keybag(bytes: keybag.bytes, deviceKey: try SecureBytes.random(count: 32)) } == .keyFileDamaged)
     }
 
     @Test("changing the passcode keeps the class keys, and only the new passcode unlocks")

@@ -92,7 +92,7 @@ struct KeybagV2Tests {
                 try SecureBytes.random(count: 32)
             }
         }
-        #expect(code { _ = try keybag.unlock(passcode: passcode, deviceKey: deviceKey, sealer: OtherSecret()) } == .damaged)
+        #expect(code { _ = try keybag.unlock(passcode: passcode, deviceKey: deviceKey, sealer: OtherSecret()) } == .keyFileDamaged)
     }
 
     @Test("a passcode change keeps version 2 with a new sealed secret; options and the move from version 1 need the passcode")
@@ -126,13 +126,13 @@ struct KeybagV2Tests {
             _ = try Keybag(bytes: bytes, deviceKey: deviceKey, path: "device.keybag")
             Issue.record("a version-3 keybag was read")
         } catch let error as SecureKeysError {
-            #expect(error.code == .unsupportedFormat)
+            #expect(error.code == .unsupportedKeyFormat)
             #expect("\(error)".contains("keybag version 3"), "\(error)")
         }
-        #expect(code { _ = try Keybag(bytes: keybag.bytes + [0], deviceKey: deviceKey) } == .damaged)
-        #expect(code { _ = try Keybag(bytes: Array(keybag.bytes.dropLast()), deviceKey: deviceKey) } == .damaged)
+        #expect(code { _ = try Keybag(bytes: keybag.bytes + [0], deviceKey: deviceKey) } == .keyFileDamaged)
+        #expect(code { _ = try Keybag(bytes: Array(keybag.bytes.dropLast()), deviceKey: deviceKey) } == .keyFileDamaged)
         var flipped = keybag.bytes
         flipped[Keybag.entriesEnd + 6] ^= 1  // a byte of the sealed record: the tag covers it
-        #expect(code { _ = try Keybag(bytes: flipped, deviceKey: deviceKey) } == .damaged)
+        #expect(code { _ = try Keybag(bytes: flipped, deviceKey: deviceKey) } == .keyFileDamaged)
     }
 }

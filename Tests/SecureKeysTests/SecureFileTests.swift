@@ -30,9 +30,9 @@ struct SecureFileTests {
         let target = directory.file("target")
         try SecureFile.writeAtomically([9], to: target, replacing: false)
         try FileManager.default.createSymbolicLink(atPath: directory.file("link"), withDestinationPath: target)
-        #expect { try SecureFile.read(directory.file("link")) } throws: { ($0 as? SecureKeysError)?.code == .io }
+        #expect { try SecureFile.read(directory.file("link")) } throws: { ($0 as? SecureKeysError)?.code == .ioError }
         try FileManager.default.createDirectory(atPath: directory.file("dir"), withIntermediateDirectories: false)
-        #expect { try SecureFile.read(directory.file("dir")) } throws: { ($0 as? SecureKeysError)?.code == .io }
+        #expect { try SecureFile.read(directory.file("dir")) } throws: { ($0 as? SecureKeysError)?.code == .ioError }
         chmod(target, 0o644)
         #expect { try SecureFile.read(target) } throws: { ($0 as? SecureKeysError)?.code == .insecurePermissions }
     }

@@ -78,12 +78,12 @@ struct StoreKeyFileTests {
     func damagedAndForeignKeyFiles() throws {
         let (file, _) = try StoreKeyFile.make(protectionClass: .completeUntilFirstUserAuthentication, classKey: classKey)
         for length in 0..<file.bytes.count {
-            #expect(code { _ = try StoreKeyFile(bytes: Array(file.bytes[..<length])) } == .damaged, "length \(length)")
+            #expect(code { _ = try StoreKeyFile(bytes: Array(file.bytes[..<length])) } == .keyFileDamaged, "length \(length)")
         }
         for index in file.bytes.indices where index != 4 {
             var flipped = file.bytes
             flipped[index] ^= 0x10
-            #expect(code { _ = try StoreKeyFile(bytes: flipped) } == .damaged, "byte \(index)")
+            #expect(code { _ = try StoreKeyFile(bytes: flipped) } == .keyFileDamaged, "byte \(index)")
         }
         #expect(code { _ = try file.unwrap(with: try SecureBytes.random(count: 32)) } == .wrongDevice)
     }
@@ -104,7 +104,7 @@ struct StoreKeyFileTests {
         writer.write(bytes)
         ChecksummedFile.seal(&writer)
         let error = #expect(throws: SecureKeysError.self) { _ = try StoreKeyFile(bytes: writer.bytes, path: "/tmp/x.key") }
-        #expect(error?.code == .unsupportedFormat)
+        #expect(error?.code == .unsupportedKeyFormat)
         #expect(error?.message.contains("format 9") == true, "\(String(describing: error))")
         #expect(error?.message.contains("1 (sqlcipher3-raw-4096)") == true, "names the formats it knows")
     }
@@ -120,6 +120,6 @@ struct StoreKeyFileTests {
         #expect(try recorded.unwrap(with: classKey).constantTimeEquals(storeKey))
         #expect(try StoreKeyFile(bytes: recorded.bytes).storeFormat == .sqlcipher4Raw4096, "it parses back")
         #expect(code { _ = try file.recording(.sqlcipher4Raw4096, classKey: try SecureBytes.random(count: 32)) } == .wrongDevice)
-        #expect(code { _ = try file.recording(StoreFormat(sqlcipher3PageSize: 1024), classKey: self.classKey) } == .unsupportedFormat)
+        #expect(code { _ = try file.recording(StoreFormat(sqlcipher3PageSize: 1024), classKey: self.classKey) } == .unsupportedKeyFormat)
     }
 }

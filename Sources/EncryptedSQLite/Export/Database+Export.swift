@@ -94,9 +94,9 @@ extension Database {
         case let error as StoreError:
             return error
         case let error as SecureKeysError:
-            let full = error.code == .io && [ENOSPC, EDQUOT, EFBIG].contains(error.systemErrno ?? 0)
+            let full = error.code == .ioError && [ENOSPC, EDQUOT, EFBIG].contains(error.systemErrno ?? 0)
             return StoreError(
-                code: full ? .diskFull : StoreError.Code(error.code.name), message: error.message, path: error.path,
+                code: full ? .diskFull : error.code, message: error.message, path: error.path,
                 cause: error)
         default:
             return StoreError(code: .storeError, message: String(describing: error), cause: error)

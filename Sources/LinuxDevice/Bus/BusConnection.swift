@@ -46,7 +46,7 @@ final class BusConnection: @unchecked Sendable {
 
     /// Connects to `bus` as a client (Hello sent, a unique name received).
     ///
-    /// - Throws: `DeviceError/Code/noBus` naming the address and the system error.
+    /// - Throws: `DeviceError.Code.noBus` naming the address and the system error.
     init(_ bus: Bus) throws(DeviceError) {
         self.bus = bus
         var opened: OpaquePointer?
@@ -64,37 +64,34 @@ final class BusConnection: @unchecked Sendable {
         handle = opened
     }
 
-    /// Closes the connection and frees it, with every match on it. Closing twice is harmless.
+    /// Closes the connection and frees it, with every match on it, detached from its event loop. Closing twice
+    /// is harmless.
     func close() {
         guard let handle else { return }
         self.handle = nil
+        sd_bus_detach_event(handle)
         sd_bus_close_unref(handle)
     }
 
     deinit { close() }
 
-    /// The connection's fd, the events to poll for, and the absolute `CLOCK_MONOTONIC` deadline in µs
-    /// (`UInt64.max`: none) — what `sd_bus_wait` would wait on, for a loop that also waits on other fds.
-    func pollState() -> (fd: Int32, events: Int16, deadline: UInt64)? {
+    /// The connection's socket, or `nil` once it is closed.
+    var fd: Int32? {
         guard let handle else { return nil }
         let fd = sd_bus_get_fd(handle)
-        let events = sd_bus_get_events(handle)
-        guard fd >= 0, events >= 0 else { return nil }
-        var deadline: UInt64 = .max
-        if sd_bus_get_timeout(handle, &deadline) < 0 { deadline = .max }
-        return (fd, Int16(events), deadline)
+        return fd >= 0 ? fd : nil
     }
 
-    /// Runs everything the connection has ready (dispatching signals to matches) until nothing is left.
+    /// Whether the connection is still open: `false` once it is closed or the peer hung up.
+    var isOpen: Bool { handle.map { sd_bus_is_open($0) > 0 } ?? false }
+
+    /// Attaches the connection to `event`: from then on the loop reads, writes and dispatches it (signals to
+    /// their matches) and keeps its timeouts.
     ///
-    /// - Returns: `false` once the connection is gone (closed, or the peer hung up).
-    func processAll() -> Bool {
-        guard let handle else { return false }
-        while true {
-            let result = sd_bus_process(handle, nil)
-            if result < 0 { return false }
-            if result == 0 { return true }
-        }
+    /// - Returns: sd-bus's result: negative, an errno, on failure.
+    func attach(to event: OpaquePointer) -> Int32 {
+        guard let handle else { return -ENOTCONN }
+        return sd_bus_attach_event(handle, event, Int32(SD_EVENT_PRIORITY_NORMAL))
     }
 
     /// Calls `member` and waits for its reply (sd-bus's default 25 s timeout).

@@ -141,7 +141,7 @@ extension AgentFailure {
         case .device:
             DeviceError(code: DeviceError.Code(code), message: message, retryAfter: retryAfter, failedAttempts: failedAttempts)
         case .secureKeys:
-            if let known = SecureKeysError.Code.named(code) {
+            if let known = SecureKeysError.Code.secureKeysCodes.first(where: { $0.name == code }) {
                 SecureKeysError(code: known, message: message)
             } else {
                 DeviceError(code: DeviceError.Code(code), message: message)

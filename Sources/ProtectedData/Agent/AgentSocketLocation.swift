@@ -44,7 +44,7 @@ enum AgentSocketLocation {
     /// - Returns: the path, or `nil` when neither is there (no agent, or a named socket that is gone).
     /// - Throws: `SecureKeysError` with `insecure-state-directory` when the state directory, its `agent/` folder,
     ///   the named socket's folder or a folder above it is another user's or writable by others;
-    ///   ``DeviceError/Code/stateDamaged`` when `agent/socket-location` names no absolute path that fits a socket
+    ///   `DeviceError.Code.deviceStateDamaged` when `agent/socket-location` names no absolute path that fits a socket
     ///   address; `SecureKeysError` when that file is not this user's 0600 regular file.
     static func find(in stateDirectory: String) throws -> String? {
         let layout = DeviceLayout(root: stateDirectory)

@@ -119,8 +119,8 @@ public final class DeviceAgent: Sendable {
     /// Takes the state directory, boots the device kept there (if any) and listens. Clients that connect
     /// before ``serve()`` runs wait in the socket's backlog.
     ///
-    /// - Throws: ``DeviceError/Code/stateInUse`` when another process holds the directory (another agent, a
-    ///   shell on its own), ``DeviceError/Code/agentFailed`` when the socket cannot be made (a path too long for
+    /// - Throws: `DeviceError.Code.stateInUse` when another process holds the directory (another agent, a
+    ///   shell on its own), `DeviceError.Code.agentFailed` when the socket cannot be made (a path too long for
     ///   a socket address), `SecureKeysError` with `insecure-state-directory` when the runtime directory (or a
     ///   folder above it) is another user's or writable by others, and what booting the device throws.
     public init(stateDirectory: String, configuration: Configuration = Configuration()) throws {

@@ -14,7 +14,7 @@ public import SecureKeys
 /// so it hops elsewhere first, as `DataController`'s does.
 /// Availability is what the agent last said; a store key is asked for each time, and is given only while
 /// its class is available. When the agent goes away, every class becomes unavailable (a
-/// *did become unavailable* event) and requests fail with ``DeviceError/Code/agentDisconnected``.
+/// *did become unavailable* event) and requests fail with `DeviceError.Code.agentDisconnected`.
 public final class DeviceAgentClient: KeyAvailabilityMonitor, StoreKeyProvider {
     /// The state directory whose agent this client talks to.
     public let stateDirectory: String
@@ -28,13 +28,13 @@ public final class DeviceAgentClient: KeyAvailabilityMonitor, StoreKeyProvider {
     ///   - stateDirectory: the state directory the agent serves.
     ///   - clientName: a name for the agent's log (`app`, `extension`, …).
     /// - Returns: the client, or `nil` when no agent is running there (no socket, or a stale one).
-    /// - Throws: ``DeviceError/Code/untrustedAgent`` when the process serving the socket runs as another user
+    /// - Throws: `DeviceError.Code.untrustedAgent` when the process serving the socket runs as another user
     ///   (nothing is sent to it); `SecureKeysError` with `insecure-state-directory` when the state directory,
     ///   its `agent/` folder, or the folder of a socket in the runtime directory (or one above it) is another
-    ///   user's or writable by others (checked before connecting); ``DeviceError/Code/stateDamaged`` when
+    ///   user's or writable by others (checked before connecting); `DeviceError.Code.deviceStateDamaged` when
     ///   `agent/socket-location` names no socket path (`AgentSocketLocation`);
-    ///   ``DeviceError/Code/agentRefused`` when the agent refuses this process (another user, too many
-    ///   clients), ``DeviceError/Code/agentDisconnected`` when it goes away before it answers.
+    ///   `DeviceError.Code.agentRefused` when the agent refuses this process (another user, too many
+    ///   clients), `DeviceError.Code.agentDisconnected` when it goes away before it answers.
     public static func connect(toAgentOf stateDirectory: String, clientName: String) throws -> DeviceAgentClient? {
         // Only a socket in folders of this user's alone is one of its own agents (invariant 10)...
         guard let path = try AgentSocketLocation.find(in: stateDirectory) else { return nil }
@@ -111,7 +111,7 @@ public final class DeviceAgentClient: KeyAvailabilityMonitor, StoreKeyProvider {
 
     /// Sets up a device in the agent's directory (it holds none yet); it is left unlocked.
     ///
-    /// - Throws: ``DeviceError/Code/deviceExists`` when there is one; `SecureKeysError` with
+    /// - Throws: `DeviceError.Code.deviceExists` when there is one; `SecureKeysError` with
 
     ///   `invalid-argument` for a grace period outside 0 to 100 years; `invalid-device-setting` for an empty
     ///   passcode unless `allowsEmptyPasscode`, or a setting outside the device's rules.
@@ -149,7 +149,7 @@ public final class DeviceAgentClient: KeyAvailabilityMonitor, StoreKeyProvider {
 
     /// Moves the device's virtual clock (grace periods and passcode delays count on it).
     ///
-    /// - Throws: ``DeviceError/Code/clockLimit`` for a step outside 0 to 100 years (checked here, before it is
+    /// - Throws: `DeviceError.Code.clockLimit` for a step outside 0 to 100 years (checked here, before it is
     ///   sent) or past the device clock's end, 1,000 years (checked by the agent).
     public func advanceClock(by duration: Duration) throws {
         try DeviceRules.checkClockAdvance(by: duration, from: .zero)

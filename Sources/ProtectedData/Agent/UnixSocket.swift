@@ -10,7 +10,7 @@ import SecureKeys
 package enum UnixSocket {
     /// `sockaddr_un` for `path`.
     ///
-    /// - Throws: ``DeviceError/Code/agentFailed`` when the path does not fit (108 bytes on Linux).
+    /// - Throws: `DeviceError.Code.agentFailed` when the path does not fit (108 bytes on Linux).
     static func address(_ path: String) throws -> sockaddr_un {
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)

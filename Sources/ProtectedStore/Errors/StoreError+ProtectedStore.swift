@@ -25,19 +25,26 @@ extension StoreError {
         case let error as SecureKeysError:
             // A key file, the keybag, the device state or the inbox refused for want of space is the same
             // condition as the store refused for it: one word, `disk-full`.
-            let full = error.code == .io && error.systemErrno.map(Self.meansDiskFull) == true
-            let readOnly = error.code == .io && error.systemErrno == EROFS
+            let full = error.code == .ioError && error.systemErrno.map(Self.meansDiskFull) == true
+            let readOnly = error.code == .ioError && error.systemErrno == EROFS
             self.init(
-                code: full ? .diskFull : readOnly ? .readOnly : Code(error.code.name), message: error.message, cause: error,
+                code: full ? .diskFull : readOnly ? .readOnly : error.code, message: error.message, cause: error,
                 function: function, file: file, line: line)
         case let error as DeviceError:
-            self.init(code: Code(error.code.name), message: error.message, cause: error, function: function, file: file, line: line)
+            self.init(code: error.code, message: error.message, cause: error, function: function, file: file, line: line)
         case is CancellationError:
             self.init(code: .cancelled, message: "the operation was cancelled", cause: error, function: function, file: file, line: line)
         default:
             self.init(code: .storeError, message: String(describing: error), cause: error, function: function, file: file, line: line)
         }
     }
+}
+
+extension StoreError.Code {
+    /// Every code this version defines: the store's and the SQL layer's, then the key layer's, then the device's.
+    ///
+    /// Each layer declares its codes beside the error that raises them and lists them once; this joins the lists.
+    public static let all: [Self] = storeCodes + secureKeysCodes + deviceCodes
 }
 
 extension StoreError {

@@ -564,7 +564,7 @@ public struct LockedInbox: Sendable {
 
         /// The bytes.
         ///
-        /// - Throws: ``SecureKeysError/Code/io`` when they cannot be read from the file.
+        /// - Throws: `SecureKeysError.Code.ioError` when they cannot be read from the file.
         func bytes() throws -> [UInt8] {
             switch self {
             case .inMemory(let bytes): bytes

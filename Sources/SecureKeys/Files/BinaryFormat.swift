@@ -74,7 +74,7 @@ enum ChecksummedFile {
 
     /// Checks the frame of a `kind` file (for messages) and returns its bytes unchanged.
     ///
-    /// - Throws: ``SecureKeysError/Code/damaged`` or ``SecureKeysError/Code/unsupportedFormat``.
+    /// - Throws: `SecureKeysError.Code.keyFileDamaged` or `SecureKeysError.Code.unsupportedKeyFormat`.
     static func verify(
         _ bytes: [UInt8], kind: String, magic: [UInt8], version: UInt8, length: Int, path: String?
     ) throws {

@@ -133,7 +133,7 @@ package final class DiskFaultPlan: @unchecked Sendable {
     ///   - persistence: whether the calls after it fail too (a power cut always makes them fail).
     ///   - calls: the kinds of call counted (all of them by default; a short-write sweep counts writes only).
     /// - Returns: the plan, armed until ``disarm()``.
-    /// - Throws: ``SecureKeysError/Code/invalidArgument`` for an ordinal below 1, an empty set of calls, or a
+    /// - Throws: `SecureKeysError.Code.invalidArgument` for an ordinal below 1, an empty set of calls, or a
     ///   power cut planned where no ``SimulatedDisk`` covers `root`.
     @discardableResult
     package static func arm(

@@ -33,7 +33,7 @@ package enum DiskIO {
         /// Writes every byte at the current offset (at the end, for a file opened with `O_APPEND`), retrying
         /// short and interrupted writes.
         ///
-        /// - Throws: ``SecureKeysError/Code/io`` naming the path.
+        /// - Throws: `SecureKeysError.Code.ioError` naming the path.
         package func write(_ bytes: some Collection<UInt8>) throws {
             let bytes = Array(bytes)
             switch DiskFaultPlan.action(for: .write, path: path, byteCount: bytes.count) {
@@ -67,7 +67,7 @@ package enum DiskIO {
 
         /// Cuts the file to `size` bytes.
         ///
-        /// - Throws: ``SecureKeysError/Code/io`` naming the path.
+        /// - Throws: `SecureKeysError.Code.ioError` naming the path.
         package func truncate(to size: Int) throws {
             try DiskIO.failIfPlanned(.truncate, "cannot truncate", path: path)
             var removed: [UInt8] = []
@@ -90,7 +90,7 @@ package enum DiskIO {
         /// Makes the file's data durable (`fsync`).
         ///
         /// - Parameter purpose: why; a planted fault of a ``SimulatedDisk`` skips one purpose.
-        /// - Throws: ``SecureKeysError/Code/io`` naming the path.
+        /// - Throws: `SecureKeysError.Code.ioError` naming the path.
         package func sync(purpose: SimulatedDisk.SyncPurpose = .data) throws {
             try DiskIO.failIfPlanned(.sync, "cannot fsync", path: path)
             if let disk {
@@ -116,7 +116,7 @@ package enum DiskIO {
     /// Opens `path` for writing with `flags` (`O_CREAT`, `O_EXCL`, `O_APPEND`, `O_TRUNC` as `open(2)` takes
     /// them; `O_CLOEXEC` and `O_NOFOLLOW` are always added).
     ///
-    /// - Throws: ``SecureKeysError/Code/io`` naming the path (`EEXIST` with `O_EXCL` for an existing file).
+    /// - Throws: `SecureKeysError.Code.ioError` naming the path (`EEXIST` with `O_EXCL` for an existing file).
     package static func open(_ path: String, flags: Int32, mode: UInt32 = 0o600) throws -> File {
         try failIfPlanned(.open, "cannot open", path: path)
         let disk = SimulatedDisk.covering(path)
@@ -136,7 +136,7 @@ package enum DiskIO {
 
     /// `fsync`s the folder at `path`: the entries created, renamed and removed in it become durable.
     ///
-    /// - Throws: ``SecureKeysError/Code/io`` naming the folder.
+    /// - Throws: `SecureKeysError.Code.ioError` naming the folder.
     package static func syncDirectory(_ path: String, purpose: SimulatedDisk.SyncPurpose = .data) throws {
         try failIfPlanned(.syncDirectory, "cannot fsync directory", path: path)
         if let disk = SimulatedDisk.covering(path) {
@@ -151,7 +151,7 @@ package enum DiskIO {
 
     /// `rename(from, to)`, replacing `to`.
     ///
-    /// - Throws: ``SecureKeysError/Code/io`` naming `to`.
+    /// - Throws: `SecureKeysError.Code.ioError` naming `to`.
     package static func rename(_ from: String, to: String) throws {
         try failIfPlanned(.rename, "cannot rename onto", path: to)
         try SimulatedDisk.covering(to)?.willRename(from, to: to)
@@ -160,7 +160,7 @@ package enum DiskIO {
 
     /// `link(from, to)`: a second name for a file; fails with `EEXIST` rather than replace `to`.
     ///
-    /// - Throws: ``SecureKeysError/Code/alreadyExists`` when `to` exists, ``SecureKeysError/Code/io`` otherwise.
+    /// - Throws: `SecureKeysError.Code.alreadyExists` when `to` exists, `SecureKeysError.Code.ioError` otherwise.
     package static func link(_ from: String, to: String) throws {
         try failIfPlanned(.link, "cannot create", path: to)
         guard Glibc.link(from, to) == 0 else {
@@ -173,7 +173,7 @@ package enum DiskIO {
 
     /// Removes the file at `path`; a missing file is not an error.
     ///
-    /// - Throws: ``SecureKeysError/Code/io`` when it exists and cannot be removed.
+    /// - Throws: `SecureKeysError.Code.ioError` when it exists and cannot be removed.
     package static func unlink(_ path: String) throws {
         try failIfPlanned(.unlink, "cannot remove", path: path)
         try SimulatedDisk.covering(path)?.willRemove(path)
@@ -184,7 +184,7 @@ package enum DiskIO {
 
     /// Removes the empty folder at `path`; a missing one is not an error. Counted as an unlink.
     ///
-    /// - Throws: ``SecureKeysError/Code/io`` when it exists and cannot be removed (not empty, among others).
+    /// - Throws: `SecureKeysError.Code.ioError` when it exists and cannot be removed (not empty, among others).
     package static func removeDirectory(_ path: String) throws {
         try failIfPlanned(.unlink, "cannot remove", path: path)
         try SimulatedDisk.covering(path)?.willRemove(path)
@@ -196,7 +196,7 @@ package enum DiskIO {
     /// Creates the folder at `path`; an existing one is not an error.
     ///
     /// - Returns: whether it was created.
-    /// - Throws: ``SecureKeysError/Code/io`` naming the folder.
+    /// - Throws: `SecureKeysError.Code.ioError` naming the folder.
     @discardableResult
     package static func makeDirectory(_ path: String, mode: UInt32 = 0o700) throws -> Bool {
         try failIfPlanned(.makeDirectory, "cannot create directory", path: path)

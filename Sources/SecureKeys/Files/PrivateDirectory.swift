@@ -23,8 +23,8 @@ package enum PrivateDirectory {
     ///   - path: the folder (a state directory, a folder in it, the per-user folder of temporary state).
     ///   - ancestors: whether the folders above it are checked too (not needed for a folder inside one that
     ///     passed).
-    /// - Throws: ``SecureKeysError/Code/insecureStateDirectory`` naming the folder, what was found (owner, mode,
-    ///   a link) and the fix; ``SecureKeysError/Code/io`` when it cannot be opened or is not a directory.
+    /// - Throws: `SecureKeysError.Code.insecureStateDirectory` naming the folder, what was found (owner, mode,
+    ///   a link) and the fix; `SecureKeysError.Code.ioError` when it cannot be opened or is not a directory.
     package static func check(_ path: String, ancestors: Bool = true) throws {
         let path = withoutTrailingSlashes(path)
         let descriptor = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)

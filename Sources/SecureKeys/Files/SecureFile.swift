@@ -47,8 +47,8 @@ package enum SecureFile {
     /// must be: this user's, writable by nobody else, not a link, under folders nobody else can swap it out of
     /// (``PrivateDirectory``). An existing directory is checked the same way, and otherwise left as it is.
     ///
-    /// - Throws: ``SecureKeysError/Code/insecureStateDirectory`` naming the folder, what was found and the fix;
-    ///   ``SecureKeysError/Code/io`` when it cannot be created or is not a directory.
+    /// - Throws: `SecureKeysError.Code.insecureStateDirectory` naming the folder, what was found and the fix;
+    ///   `SecureKeysError.Code.ioError` when it cannot be created or is not a directory.
     package static func createDirectory(at path: String) throws {
         try PrivateDirectory.checkFoldersAbove(path)
         try makeDirectories(path)
@@ -89,7 +89,7 @@ package enum SecureFile {
     /// Looks with `lstat` and opens nothing: a link is never followed, and a FIFO is never opened (opening
     /// one for reading blocks until a writer comes, reading it blocks for ever).
     ///
-    /// - Throws: ``SecureKeysError/Code/io`` naming `path` and what is there instead — a symbolic link (as
+    /// - Throws: `SecureKeysError.Code.ioError` naming `path` and what is there instead — a symbolic link (as
     ///   ``read(_:maximumSize:)`` refuses one), a FIFO, a directory, a socket or a device — or when `lstat`
     ///   fails for another reason than a missing file. Nothing is changed.
     package static func regularFileSize(at path: String) throws -> Int? {
@@ -104,7 +104,7 @@ package enum SecureFile {
         if type == S_IFLNK { throw SecureKeysError.io("refusing a symbolic link at", path: path, errno: ELOOP) }
         let what = kindOfFile(type)
         throw SecureKeysError(
-            code: .io, message: "refusing \(path): it is \(what), not a regular file; it was left as it is", path: path,
+            code: .ioError, message: "refusing \(path): it is \(what), not a regular file; it was left as it is", path: path,
             systemErrno: type == S_IFDIR ? EISDIR : ENXIO)
     }
 
@@ -125,8 +125,8 @@ package enum SecureFile {
     /// Refuses a symbolic link, a directory or anything else that is not a regular file, a file that other
     /// users can read or write (a key file should be 0600), and a file another user owns.
     ///
-    /// - Throws: ``SecureKeysError/Code/io`` (missing, unreadable, not a regular file) or
-    ///   ``SecureKeysError/Code/insecurePermissions``.
+    /// - Throws: `SecureKeysError.Code.ioError` (missing, unreadable, not a regular file) or
+    ///   `SecureKeysError.Code.insecurePermissions`.
     package static func read(_ path: String, maximumSize: Int = 1 << 20) throws -> [UInt8] {
         // O_NONBLOCK: a FIFO put in a key file's place is refused below instead of blocking the open.
         let descriptor = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
@@ -158,7 +158,7 @@ package enum SecureFile {
 
     /// Reads exactly `count` bytes at `offset` of an open file (`pread`), retrying short and interrupted reads.
     ///
-    /// - Throws: ``SecureKeysError/Code/io`` naming `path`, also when the file ends before `count` bytes.
+    /// - Throws: `SecureKeysError.Code.ioError` naming `path`, also when the file ends before `count` bytes.
     package static func readAll(from descriptor: Int32, offset: Int, count: Int, path: String) throws -> [UInt8] {
         var bytes = [UInt8](repeating: 0, count: count)
         var done = 0
@@ -192,8 +192,8 @@ package enum SecureFile {
     ///
     /// - Parameter replacing: whether an existing file may be replaced. Key files are created with `false`
     ///   and are never overwritten; a keybag whose passcode changes is replaced with `true`.
-    /// - Throws: ``SecureKeysError/Code/alreadyExists`` when `path` exists and `replacing` is false;
-    ///   ``SecureKeysError/Code/io`` for any failure, after which the previous file (if any) is intact.
+    /// - Throws: `SecureKeysError.Code.alreadyExists` when `path` exists and `replacing` is false;
+    ///   `SecureKeysError.Code.ioError` for any failure, after which the previous file (if any) is intact.
     package static func writeAtomically(_ bytes: [UInt8], to path: String, replacing: Bool) throws {
         let directory = folder(containing: path)
         let temporary = path + ".tmp-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
@@ -226,7 +226,7 @@ package enum SecureFile {
 
     /// Writes every byte of `bytes` to an open file, retrying short and interrupted writes.
     ///
-    /// - Throws: ``SecureKeysError/Code/io`` naming `path`.
+    /// - Throws: `SecureKeysError.Code.ioError` naming `path`.
     package static func writeAll(_ bytes: [UInt8], to descriptor: Int32, path: String) throws {
         var done = 0
         while done < bytes.count {

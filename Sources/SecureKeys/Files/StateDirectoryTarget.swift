@@ -23,7 +23,7 @@ package enum StateDirectoryTarget {
     ///   - stateDirectory: the folder that holds the store and its keys (and, for a device set up there, the
     ///     device's files). When it does not exist there is nothing in it to protect.
     ///   - what: what is written, for the message (`the backup`, `the export`).
-    /// - Throws: ``SecureKeysError/Code/invalidArgument`` naming the target, the state directory and why.
+    /// - Throws: `SecureKeysError.Code.invalidArgument` naming the target, the state directory and why.
     package static func checkOutside(_ stateDirectory: String, target: String, what: String) throws {
         var directory = stat()
         guard stat(stateDirectory, &directory) == 0 else { return }

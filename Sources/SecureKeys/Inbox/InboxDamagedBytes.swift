@@ -42,7 +42,7 @@ package enum InboxDamagedBytes {
     /// before truncating the inbox leaves it — is not copied twice. A failed write is cut back off.
     ///
     /// - Returns: how many bytes were copied.
-    /// - Throws: ``InboxFile/Unusable`` or ``SecureKeysError/Code/io``; the inbox must then not be truncated.
+    /// - Throws: ``InboxFile/Unusable`` or `SecureKeysError.Code.ioError`; the inbox must then not be truncated.
     @discardableResult
     package static func append(_ spans: [Span], from source: some InboxByteSource, to path: String) throws -> Int {
         guard !spans.isEmpty else { return 0 }
@@ -84,7 +84,7 @@ package enum InboxDamagedBytes {
 
     /// How many spans and bytes the file at `path` holds (zero when there is none).
     ///
-    /// - Throws: ``InboxFile/Unusable`` or ``SecureKeysError/Code/io``.
+    /// - Throws: ``InboxFile/Unusable`` or `SecureKeysError.Code.ioError`.
     package static func summary(at path: String) throws -> Summary {
         guard let (descriptor, size) = try InboxFile.openForReading(path) else { return Summary() }
         defer { close(descriptor) }

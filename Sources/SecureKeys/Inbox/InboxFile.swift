@@ -27,7 +27,7 @@ package enum InboxFile {
     ///
     /// - Returns: the open file and its size, or `nil` when it does not exist and `create` is false.
     /// - Throws: ``Unusable`` for a link, a directory, a FIFO or anything else that is not a regular file, or
-    ///   a file that cannot be opened; ``SecureKeysError/Code/io`` when `fstat` fails.
+    ///   a file that cannot be opened; `SecureKeysError.Code.ioError` when `fstat` fails.
     package static func openForUpdate(_ path: String, create: Bool, appending: Bool = false) throws -> (file: DiskIO.File, size: Int)? {
         if !create, !SecureFile.exists(path) { return nil }
         let flags = O_RDWR | O_NONBLOCK | (create ? O_CREAT : 0) | (appending ? O_APPEND : 0)

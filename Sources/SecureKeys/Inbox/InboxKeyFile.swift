@@ -20,7 +20,7 @@ public struct InboxKeyFile: Sendable {
 
     /// Parses an inbox key file and checks its checksum (no key needed: works while locked).
     ///
-    /// - Throws: ``SecureKeysError/Code/damaged`` or ``SecureKeysError/Code/unsupportedFormat``.
+    /// - Throws: `SecureKeysError.Code.keyFileDamaged` or `SecureKeysError.Code.unsupportedKeyFormat`.
     public init(bytes: [UInt8], path: String? = nil) throws {
         try ChecksummedFile.verify(
             bytes, kind: "inbox key file", magic: Self.magic, version: Self.formatVersion, length: Self.fileLength, path: path)
@@ -52,7 +52,7 @@ public struct InboxKeyFile: Sendable {
 
     /// Unwraps the private key with the store key.
     ///
-    /// - Throws: ``SecureKeysError/Code/wrongDevice`` when the store key does not open it (the file belongs
+    /// - Throws: `SecureKeysError.Code.wrongDevice` when the store key does not open it (the file belongs
     ///   to another store).
     public func unwrapPrivateKey(storeKey: SecureBytes, path: String? = nil) throws -> SecureBytes {
         let wrappingKey = try KeyDerivation.derive(label: Self.wrappingLabel, from: storeKey)

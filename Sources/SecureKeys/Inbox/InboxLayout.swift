@@ -11,7 +11,7 @@ package protocol InboxByteSource {
     var count: Int { get }
     /// The bytes in `range` (within `0..<count`).
     ///
-    /// - Throws: ``SecureKeysError/Code/io`` when they cannot be read.
+    /// - Throws: `SecureKeysError.Code.ioError` when they cannot be read.
     func read(_ range: Range<Int>) throws -> [UInt8]
 }
 
@@ -82,7 +82,7 @@ extension InboxRecord {
     ///
     /// - Parameter source: the inbox's bytes.
     /// - Returns: the pieces, in file order, covering every byte.
-    /// - Throws: ``SecureKeysError/Code/io`` when the source cannot be read.
+    /// - Throws: `SecureKeysError.Code.ioError` when the source cannot be read.
     package static func layout(of source: some InboxByteSource) throws -> [Piece] {
         let size = source.count
         var pieces: [Piece] = []

@@ -69,7 +69,7 @@ public enum InboxRecord: Sendable {
     ///   - payload: the plaintext, in guarded memory; at most ``maximumPayloadLength`` bytes.
     ///   - publicKey: the store's inbox public key.
     /// - Returns: the framed record.
-    /// - Throws: ``SecureKeysError/Code/invalidArgument`` for a payload over the limit or a bad public key.
+    /// - Throws: `SecureKeysError.Code.invalidArgument` for a payload over the limit or a bad public key.
     public static func seal(_ payload: SecureBytes, to publicKey: [UInt8]) throws -> [UInt8] {
         guard payload.count <= maximumPayloadLength else {
             throw SecureKeysError.invalidArgument(
@@ -114,7 +114,7 @@ public enum InboxRecord: Sendable {
     ///   - publicKey: the inbox public key.
     ///   - privateKey: the inbox private key.
     /// - Returns: the payload, in guarded memory.
-    /// - Throws: ``SecureKeysError/Code/damaged`` when it does not open with this key pair.
+    /// - Throws: `SecureKeysError.Code.keyFileDamaged` when it does not open with this key pair.
     public static func open(_ frame: Frame, publicKey: [UInt8], privateKey: SecureBytes) throws -> SecureBytes {
         guard let payload = try SealedBox.open(frame.sealed[...], publicKey: publicKey, privateKey: privateKey) else {
             throw SecureKeysError.damaged("inbox record at byte \(frame.offset) does not open with this store's inbox key")

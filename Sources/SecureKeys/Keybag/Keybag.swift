@@ -95,8 +95,8 @@ public struct Keybag: Sendable {
     ///   - bytes: the file's contents.
     ///   - deviceKey: this device's key; the file's integrity tag is checked with it.
     ///   - path: the file's path, for error messages.
-    /// - Throws: ``SecureKeysError/Code/damaged`` (wrong length, bad magic, bad fields, a tag that does not
-    ///   verify) or ``SecureKeysError/Code/unsupportedFormat``. Nothing is ever written.
+    /// - Throws: `SecureKeysError.Code.keyFileDamaged` (wrong length, bad magic, bad fields, a tag that does not
+    ///   verify) or `SecureKeysError.Code.unsupportedKeyFormat`. Nothing is ever written.
     public init(bytes: [UInt8], deviceKey: SecureBytes, path: String? = nil) throws {
         var reader = ByteReader(bytes)
         guard bytes.count >= Self.magic.count + 1 else {
@@ -197,8 +197,8 @@ public struct Keybag: Sendable {
     ///   - sealer: for a version-2 keybag, what releases its passcode secret (the TPM that sealed it); not used
     ///     for version 1.
     /// - Returns: the keys of all four classes.
-    /// - Throws: ``SecureKeysError/Code/wrongPasscode`` when the passcode is wrong (in version 2, when the sealer
-    ///   refuses it); ``SecureKeysError/Code/invalidArgument`` for a version-2 keybag without a sealer; the
+    /// - Throws: `SecureKeysError.Code.wrongPasscode` when the passcode is wrong (in version 2, when the sealer
+    ///   refuses it); `SecureKeysError.Code.invalidArgument` for a version-2 keybag without a sealer; the
     ///   sealer's errors.
     public func unlock(
         passcode: SecureBytes, deviceKey: SecureBytes, sealer: (any PasscodeSecretSealer)? = nil
@@ -272,7 +272,7 @@ public struct Keybag: Sendable {
 
     /// Unwraps the class-``ProtectionClass/none`` key, which needs only the device key: available from boot.
     ///
-    /// - Throws: ``SecureKeysError/Code/damaged`` when it does not unwrap.
+    /// - Throws: `SecureKeysError.Code.keyFileDamaged` when it does not unwrap.
     public func unwrapNoneClassKey(deviceKey: SecureBytes) throws -> SecureBytes {
         let wrappingKey = try KeyDerivation.derive(label: Self.noneClassLabel, from: deviceKey)
         defer { wrappingKey.wipe() }
@@ -332,7 +332,7 @@ public struct Keybag: Sendable {
     /// new passcode's authorization value, and the record is part of the file, so the one rename switches both.
     ///
     /// - Parameter sealer: for a version-2 keybag, its TPM's sealer (it unseals the old secret and seals the new).
-    /// - Throws: ``SecureKeysError/Code/wrongPasscode`` when `old` is wrong.
+    /// - Throws: `SecureKeysError.Code.wrongPasscode` when `old` is wrong.
     public func changingPasscode(
         from old: SecureBytes, to new: SecureBytes, deviceKey: SecureBytes, kdf newKDF: PasscodeKDF? = nil,
         sealer: (any PasscodeSecretSealer)? = nil, random: any RandomSource = SystemRandom()
@@ -354,7 +354,7 @@ public struct Keybag: Sendable {
     ///   - deviceKey: this device's key.
     ///   - sealer: the TPM's sealer; for a keybag already at version 2, it also unseals the old secret.
     ///   - random: where the salt, the passcode secret and nonces come from.
-    /// - Throws: ``SecureKeysError/Code/wrongPasscode`` when `passcode` is wrong; the sealer's errors.
+    /// - Throws: `SecureKeysError.Code.wrongPasscode` when `passcode` is wrong; the sealer's errors.
     public func sealingPasscodeSecret(
         passcode: SecureBytes, deviceKey: SecureBytes, sealer: any PasscodeSecretSealer,
         random: any RandomSource = SystemRandom()
@@ -372,7 +372,7 @@ public struct Keybag: Sendable {
     /// The options are bound to every wrapped key, so recording one needs the passcode: a device records
     /// them at an unlock. Write the result with ``write(to:)``.
     ///
-    /// - Throws: ``SecureKeysError/Code/wrongPasscode`` when `passcode` is wrong.
+    /// - Throws: `SecureKeysError.Code.wrongPasscode` when `passcode` is wrong.
     public func adding(
         _ added: Options, passcode: SecureBytes, deviceKey: SecureBytes, sealer: (any PasscodeSecretSealer)? = nil,
         random: any RandomSource = SystemRandom()
@@ -476,7 +476,7 @@ public struct Keybag: Sendable {
 
     /// Writes the keybag to `path` atomically (mode 0600), replacing an older keybag there.
     ///
-    /// - Throws: ``SecureKeysError/Code/io``; the previous file is then intact.
+    /// - Throws: `SecureKeysError.Code.ioError`; the previous file is then intact.
     public func write(to path: String) throws {
         try SecureFile.writeAtomically(bytes, to: path, replacing: true)
     }

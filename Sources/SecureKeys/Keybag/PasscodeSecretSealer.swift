@@ -22,7 +22,7 @@ public protocol PasscodeSecretSealer: Sendable {
     ///   - sealed: the record ``sealPasscodeSecret(_:authValue:)`` returned.
     ///   - authValue: the authorization value derived from the passcode being tried.
     /// - Returns: `S`, which the caller wipes.
-    /// - Throws: ``SecureKeysError/Code/wrongPasscode`` when the sealer refuses `authValue` (counted by it); the
+    /// - Throws: `SecureKeysError.Code.wrongPasscode` when the sealer refuses `authValue` (counted by it); the
     ///   sealer's own errors (a lockout, a TPM that cannot be reached, a record it refuses).
     func unsealPasscodeSecret(_ sealed: [UInt8], authValue: SecureBytes) throws -> SecureBytes
 }

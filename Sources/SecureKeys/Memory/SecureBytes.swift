@@ -11,7 +11,7 @@ import Synchronization
 /// redacted, so a secret printed by mistake shows only its length.
 ///
 /// ``wipe()`` zeroes and releases the bytes at once, for keys whose lifetime ends at a known moment (a class
-/// key at the end of a grace period). Any later access throws ``SecureKeysError/Code/keyWiped``.
+/// key at the end of a grace period). Any later access throws `SecureKeysError.Code.keyWiped`.
 public final class SecureBytes: @unchecked Sendable {
     // @unchecked Sendable: `pointer` is only read or written while `lock` is held, and the bytes it points to
     // are only reached through the accessors below, which hold the lock for the duration of the access.
@@ -27,7 +27,7 @@ public final class SecureBytes: @unchecked Sendable {
 
     /// Allocates `count` zeroed secret bytes.
     ///
-    /// - Throws: ``SecureKeysError/Code/outOfMemory`` when libsodium cannot allocate the guarded memory: the
+    /// - Throws: `SecureKeysError.Code.outOfMemory` when libsodium cannot allocate the guarded memory: the
     ///   process is out of memory or of memory mappings (each allocation is three: the bytes between two guard
     ///   pages), or `count` is larger than any allocation can be.
     public init(count: Int) throws {
@@ -47,7 +47,7 @@ public final class SecureBytes: @unchecked Sendable {
 
     /// Copies `bytes` into guarded memory. The caller remains responsible for zeroing its own copy.
     ///
-    /// - Throws: ``SecureKeysError/Code/outOfMemory`` when the guarded memory cannot be allocated.
+    /// - Throws: `SecureKeysError.Code.outOfMemory` when the guarded memory cannot be allocated.
     public convenience init(copying bytes: UnsafeRawBufferPointer) throws {
         try self.init(count: bytes.count)
         if let base = bytes.baseAddress, bytes.count > 0 {
@@ -59,7 +59,7 @@ public final class SecureBytes: @unchecked Sendable {
     ///
     /// The `String` itself is the caller's and cannot be zeroed by Swift; keep it as short-lived as possible.
     ///
-    /// - Throws: ``SecureKeysError/Code/outOfMemory`` when the guarded memory cannot be allocated.
+    /// - Throws: `SecureKeysError.Code.outOfMemory` when the guarded memory cannot be allocated.
     public convenience init(utf8 text: String) throws {
         var text = text
         let count = text.utf8.count
@@ -71,7 +71,7 @@ public final class SecureBytes: @unchecked Sendable {
 
     /// Fresh random secret bytes from `random` (the operating system's generator unless told otherwise).
     ///
-    /// - Throws: ``SecureKeysError/Code/outOfMemory`` when the guarded memory cannot be allocated.
+    /// - Throws: `SecureKeysError.Code.outOfMemory` when the guarded memory cannot be allocated.
     public static func random(count: Int, using random: any RandomSource = SystemRandom()) throws -> SecureBytes {
         let bytes = try SecureBytes(count: count)
         bytes.unsafeWithMutableBytes { random.fill($0) }
@@ -105,7 +105,7 @@ public final class SecureBytes: @unchecked Sendable {
 
     /// Calls `body` with the secret bytes. Do not let the pointer escape `body`.
     ///
-    /// - Throws: ``SecureKeysError/Code/keyWiped`` after ``wipe()``, or what `body` throws.
+    /// - Throws: `SecureKeysError.Code.keyWiped` after ``wipe()``, or what `body` throws.
     public func withUnsafeBytes<Result>(_ body: (UnsafeRawBufferPointer) throws -> Result) throws -> Result {
         lock.lock()
         defer { lock.unlock() }
@@ -115,7 +115,7 @@ public final class SecureBytes: @unchecked Sendable {
 
     /// Calls `body` with the secret bytes, writable. Do not let the pointer escape `body`.
     ///
-    /// - Throws: ``SecureKeysError/Code/keyWiped`` after ``wipe()``, or what `body` throws.
+    /// - Throws: `SecureKeysError.Code.keyWiped` after ``wipe()``, or what `body` throws.
     public func withUnsafeMutableBytes<Result>(
         _ body: (UnsafeMutableRawBufferPointer) throws -> Result
     ) throws -> Result {

@@ -12,7 +12,7 @@ public enum KeyDerivation: Sendable {
     ///   - label: a fixed, versioned purpose string, e.g. `"ProtectedStore.keybag.kek.v1"`.
     ///   - key: the key to derive from (16 to 64 bytes, BLAKE2b's key range).
     ///   - input: more secret input to mix in, or `nil`.
-    /// - Throws: ``SecureKeysError/Code/keyWiped`` when `key` or `input` was wiped.
+    /// - Throws: `SecureKeysError.Code.keyWiped` when `key` or `input` was wiped.
     public static func derive(label: String, from key: SecureBytes, mixing input: SecureBytes? = nil) throws -> SecureBytes {
         Sodium.ensureInitialised()
         precondition((16...64).contains(key.count), "BLAKE2b keys are 16 to 64 bytes")

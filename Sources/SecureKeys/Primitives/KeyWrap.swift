@@ -19,7 +19,7 @@ public enum KeyWrap: Sendable {
     /// Encrypts `secret` under `key`.
     ///
     /// - Returns: nonce ‖ ciphertext ‖ tag. It is not secret.
-    /// - Throws: ``SecureKeysError/Code/keyWiped`` when either key was wiped.
+    /// - Throws: `SecureKeysError.Code.keyWiped` when either key was wiped.
     public static func wrap(
         _ secret: SecureBytes, with key: SecureBytes, associatedData: [UInt8],
         random: any RandomSource = SystemRandom()
@@ -47,7 +47,7 @@ public enum KeyWrap: Sendable {
     ///
     /// - Returns: the secret, or `nil` when authentication fails: the wrong key, other associated data, or
     ///   altered bytes. Callers decide what that means (wrong passcode, damaged file).
-    /// - Throws: ``SecureKeysError/Code/keyWiped`` when `key` was wiped.
+    /// - Throws: `SecureKeysError.Code.keyWiped` when `key` was wiped.
     public static func unwrap(
         _ wrapped: ArraySlice<UInt8>, with key: SecureBytes, associatedData: [UInt8]
     ) throws -> SecureBytes? {

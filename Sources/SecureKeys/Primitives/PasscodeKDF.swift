@@ -50,8 +50,8 @@ public struct PasscodeKDF: Sendable, Hashable {
     ///   - passcode: the passcode's bytes, in guarded memory.
     ///   - salt: ``saltLength`` random bytes stored with the keybag.
     /// - Returns: the 32-byte passcode key, in guarded memory.
-    /// - Throws: ``SecureKeysError/Code/invalidArgument`` for a bad salt or parameters,
-    ///   ``SecureKeysError/Code/outOfMemory`` when Argon2id cannot allocate its memory.
+    /// - Throws: `SecureKeysError.Code.invalidArgument` for a bad salt or parameters,
+    ///   `SecureKeysError.Code.outOfMemory` when Argon2id cannot allocate its memory.
     public func deriveKey(from passcode: SecureBytes, salt: [UInt8]) throws -> SecureBytes {
         Sodium.ensureInitialised()
         guard salt.count == Self.saltLength else {

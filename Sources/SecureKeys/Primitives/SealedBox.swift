@@ -15,7 +15,7 @@ public enum SealedBox: Sendable {
 
     /// A new X25519 key pair; the private key goes straight into guarded memory.
     ///
-    /// - Throws: ``SecureKeysError/Code/outOfMemory`` when the guarded memory cannot be allocated.
+    /// - Throws: `SecureKeysError.Code.outOfMemory` when the guarded memory cannot be allocated.
     public static func makeKeyPair(random: any RandomSource = SystemRandom()) throws -> (publicKey: [UInt8], privateKey: SecureBytes) {
         Sodium.ensureInitialised()
         let seed = try SecureBytes.random(count: Int(crypto_box_SEEDBYTES), using: random)
@@ -44,7 +44,7 @@ public enum SealedBox: Sendable {
 
     /// Seals `message` to `publicKey`.
     ///
-    /// - Throws: ``SecureKeysError/Code/invalidArgument`` for a public key of the wrong length or one
+    /// - Throws: `SecureKeysError.Code.invalidArgument` for a public key of the wrong length or one
     ///   libsodium rejects.
     public static func seal(_ message: UnsafeRawBufferPointer, to publicKey: [UInt8]) throws -> [UInt8] {
         Sodium.ensureInitialised()

@@ -47,7 +47,7 @@ public struct BackupHeader: Sendable {
     /// A header for a new backup: `dataKey` (``dataKeyLength`` random bytes, made by the caller, who keys the
     /// database with ``databaseKey(from:)`` before its length is known) sealed to `recoveryKey`.
     ///
-    /// - Throws: ``SecureKeysError/Code/invalidArgument`` for a data key of another length, or a store format no
+    /// - Throws: `SecureKeysError.Code.invalidArgument` for a data key of another length, or a store format no
     ///   file can record.
     public static func make(
         recoveryKey: RecoveryKey, storeFormat: StoreFormat, databaseLength: UInt64, dataKey: SecureBytes
@@ -74,8 +74,8 @@ public struct BackupHeader: Sendable {
     ///   - bytes: the file's first ``length`` bytes (or fewer, for a file that short).
     ///   - fileLength: the whole file's length, checked against the database length the header records.
     ///   - path: the file, named in errors.
-    /// - Throws: ``SecureKeysError/Code/backupDamaged`` (not a backup, truncated, checksum, values),
-    ///   ``SecureKeysError/Code/unsupportedBackupFormat`` for a version or store format this build does not read.
+    /// - Throws: `SecureKeysError.Code.backupDamaged` (not a backup, truncated, checksum, values),
+    ///   `SecureKeysError.Code.unsupportedBackupFormat` for a version or store format this build does not read.
     public init(bytes: [UInt8], fileLength: UInt64?, path: String? = nil) throws {
         func damaged(_ what: String) -> SecureKeysError {
             SecureKeysError(code: .backupDamaged, message: "the backup is damaged: \(what); nothing was restored", path: path)
@@ -122,7 +122,7 @@ public struct BackupHeader: Sendable {
 
     /// Opens the data key with the recovery private key.
     ///
-    /// - Throws: ``SecureKeysError/Code/backupDamaged`` when the sealed key does not open: the private key was
+    /// - Throws: `SecureKeysError.Code.backupDamaged` when the sealed key does not open: the private key was
     ///   checked against the header's public key, so the seal was altered.
     public func openDataKey(privateKey: SecureBytes, path: String? = nil) throws -> SecureBytes {
         guard let key = try SealedBox.open(sealedDataKey[...], publicKey: recoveryKey.publicKey, privateKey: privateKey),

@@ -42,7 +42,7 @@ public struct RecoveryKey: Sendable, Hashable {
 
     /// A recovery key from its parts.
     ///
-    /// - Throws: ``SecureKeysError/Code/invalidArgument`` for a salt or key of the wrong length, or a cost
+    /// - Throws: `SecureKeysError.Code.invalidArgument` for a salt or key of the wrong length, or a cost
     ///   outside what a recovery key is made with (``isWrittenCost(_:)``).
     public init(kdf: PasscodeKDF, salt: [UInt8], publicKey: [UInt8]) throws {
         guard salt.count == PasscodeKDF.saltLength, publicKey.count == SealedBox.publicKeyLength, Self.isWrittenCost(kdf) else {
@@ -59,7 +59,7 @@ public struct RecoveryKey: Sendable, Hashable {
     /// - Parameters:
     ///   - kdf: the Argon2id cost (``defaultKDF``; `PasscodeKDF.minimal` only in tests).
     ///   - random: where the phrase and the salt come from.
-    /// - Throws: ``SecureKeysError/Code/invalidArgument``, ``SecureKeysError/Code/outOfMemory``.
+    /// - Throws: `SecureKeysError.Code.invalidArgument`, `SecureKeysError.Code.outOfMemory`.
     public static func create(
         kdf: PasscodeKDF = defaultKDF, random: any RandomSource = SystemRandom()
     ) throws -> (phrase: RecoveryPhrase, key: RecoveryKey) {
@@ -73,7 +73,7 @@ public struct RecoveryKey: Sendable, Hashable {
     /// The private key `phrase` derives, checked against ``publicKey``.
     ///
     /// - Returns: the X25519 private key, in guarded memory.
-    /// - Throws: ``SecureKeysError/Code/wrongRecoveryPhrase`` when the phrase derives another key pair.
+    /// - Throws: `SecureKeysError.Code.wrongRecoveryPhrase` when the phrase derives another key pair.
     public func privateKey(for phrase: RecoveryPhrase) throws -> SecureBytes {
         let (derived, privateKey) = try phrase.deriveKeyPair(kdf: kdf, salt: salt)
         guard KeyDerivation.constantTimeEquals(derived, publicKey) else {
@@ -141,8 +141,8 @@ public struct RecoveryKey: Sendable, Hashable {
 
     /// Parses a recovery key file.
     ///
-    /// - Throws: ``SecureKeysError/Code/damaged`` (length, magic, checksum, values),
-    ///   ``SecureKeysError/Code/unsupportedBackupFormat`` for another version.
+    /// - Throws: `SecureKeysError.Code.keyFileDamaged` (length, magic, checksum, values),
+    ///   `SecureKeysError.Code.unsupportedBackupFormat` for another version.
     public init(fileBytes bytes: [UInt8], path: String? = nil) throws {
         if bytes.count > Self.magic.count, Array(bytes[0..<Self.magic.count]) == Self.magic,
             bytes[Self.magic.count] != Self.formatVersion
@@ -161,7 +161,7 @@ public struct RecoveryKey: Sendable, Hashable {
 
     /// Reads the recovery key file at `path` (refusing links and files other users can read or write).
     ///
-    /// - Throws: as ``init(fileBytes:path:)``, and ``SecureKeysError/Code/io`` when it cannot be read.
+    /// - Throws: as ``init(fileBytes:path:)``, and `SecureKeysError.Code.ioError` when it cannot be read.
     public static func load(from path: String) throws -> RecoveryKey {
         try RecoveryKey(fileBytes: try SecureFile.read(path, maximumSize: 4096), path: path)
     }
@@ -169,7 +169,7 @@ public struct RecoveryKey: Sendable, Hashable {
     /// Writes the recovery key file at `path` (mode 0600, atomically, its folder synced); an existing one is
     /// never overwritten.
     ///
-    /// - Throws: ``SecureKeysError/Code/alreadyExists``, ``SecureKeysError/Code/io``.
+    /// - Throws: `SecureKeysError.Code.alreadyExists`, `SecureKeysError.Code.ioError`.
     public func write(to path: String) throws {
         try SecureFile.writeAtomically(fileBytes, to: path, replacing: false)
     }

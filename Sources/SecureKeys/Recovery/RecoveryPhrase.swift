@@ -6,8 +6,8 @@ internal import CSodium
 /// Crockford's alphabet leaves out `I`, `L`, `O` and `U`; reading, `I` and `L` are taken for `1` and `O` for
 /// `0`, case does not matter, and hyphens and spaces are ignored. The checksum (the first four bytes of
 /// `BLAKE2b(key: entropy, "ProtectedStore.recovery-phrase.checksum.v1")`) tells a typing mistake
-/// (``SecureKeysError/Code/recoveryPhraseMistyped``, naming the group) from a well-formed phrase of another
-/// recovery key (``SecureKeysError/Code/wrongRecoveryPhrase``): a mistyped phrase passes it once in 2³².
+/// (`SecureKeysError.Code.recoveryPhraseMistyped`, naming the group) from a well-formed phrase of another
+/// recovery key (`SecureKeysError.Code.wrongRecoveryPhrase`): a mistyped phrase passes it once in 2³².
 ///
 /// The phrase lives only in guarded memory: its text (``text``) and its bytes. [keys/README.md](<doc:KeyFileFormats>) ("Recovery
 /// phrase") specifies it.
@@ -61,7 +61,7 @@ public final class RecoveryPhrase: Sendable {
 
     /// A new phrase of ``entropyLength`` random bytes.
     ///
-    /// - Throws: ``SecureKeysError/Code/outOfMemory``.
+    /// - Throws: `SecureKeysError.Code.outOfMemory`.
     public static func generate(random: any RandomSource = SystemRandom()) throws -> RecoveryPhrase {
         try RecoveryPhrase(entropy: try SecureBytes.random(count: entropyLength, using: random))
     }
@@ -69,7 +69,7 @@ public final class RecoveryPhrase: Sendable {
     /// Reads a phrase as the user typed it (any case, with or without hyphens and spaces).
     ///
     /// - Parameter typed: the typed text, in guarded memory; it is not kept.
-    /// - Throws: ``SecureKeysError/Code/recoveryPhraseMistyped`` naming what is wrong (a character that is not
+    /// - Throws: `SecureKeysError.Code.recoveryPhraseMistyped` naming what is wrong (a character that is not
     ///   in the alphabet and its position, the number of characters, or which group breaks the checksum) —
     ///   never the phrase itself.
     public convenience init(typed: SecureBytes) throws {
@@ -149,8 +149,8 @@ public final class RecoveryPhrase: Sendable {
     /// seed, and `crypto_box_seed_keypair` turns it into an X25519 key pair.
     ///
     /// - Returns: the public key (not secret) and the private key, in guarded memory.
-    /// - Throws: ``SecureKeysError/Code/invalidArgument`` for parameters libsodium refuses,
-    ///   ``SecureKeysError/Code/outOfMemory``.
+    /// - Throws: `SecureKeysError.Code.invalidArgument` for parameters libsodium refuses,
+    ///   `SecureKeysError.Code.outOfMemory`.
     public func deriveKeyPair(kdf: PasscodeKDF, salt: [UInt8]) throws -> (publicKey: [UInt8], privateKey: SecureBytes) {
         let seed = try kdf.deriveKey(from: entropy, salt: salt)
         defer { seed.wipe() }
@@ -188,7 +188,7 @@ public final class RecoveryPhrase: Sendable {
 extension SealedBox {
     /// The X25519 key pair `crypto_box_seed_keypair` makes from a 32-byte seed: the same seed, the same pair.
     ///
-    /// - Throws: ``SecureKeysError/Code/invalidArgument`` for a seed that is not 32 bytes.
+    /// - Throws: `SecureKeysError.Code.invalidArgument` for a seed that is not 32 bytes.
     public static func keyPair(fromSeed seed: SecureBytes) throws -> (publicKey: [UInt8], privateKey: SecureBytes) {
         Sodium.ensureInitialised()
         guard seed.count == Int(crypto_box_SEEDBYTES) else {

@@ -37,7 +37,7 @@ public struct StoreKeyFile: Sendable {
 
     /// Parses a store key file and checks its checksum.
     ///
-    /// - Throws: ``SecureKeysError/Code/damaged``, or ``SecureKeysError/Code/unsupportedFormat`` for a key file
+    /// - Throws: `SecureKeysError.Code.keyFileDamaged`, or `SecureKeysError.Code.unsupportedKeyFormat` for a key file
     ///   version or a store format this build does not know.
     public init(bytes: [UInt8], path: String? = nil) throws {
         try ChecksummedFile.verify(
@@ -77,8 +77,8 @@ public struct StoreKeyFile: Sendable {
     /// - Parameters:
     ///   - classKey: the key of ``protectionClass``.
     ///   - path: the key file's path, named in an error.
-    /// - Throws: ``SecureKeysError/Code/wrongDevice`` when the file is intact but the class key does not
-    ///   open it (the file belongs to another device or keybag); ``SecureKeysError/Code/keyWiped``.
+    /// - Throws: `SecureKeysError.Code.wrongDevice` when the file is intact but the class key does not
+    ///   open it (the file belongs to another device or keybag); `SecureKeysError.Code.keyWiped`.
     public func unwrap(with classKey: SecureBytes, path: String? = nil) throws -> SecureBytes {
         let wrappingKey = try KeyDerivation.derive(label: Self.wrappingLabel, from: classKey)
         defer { wrappingKey.wipe() }
@@ -102,8 +102,8 @@ public struct StoreKeyFile: Sendable {
     ///   - classKey: the key of ``protectionClass``.
     ///   - path: this key file's path, named in an error.
     ///   - random: where the new nonce comes from.
-    /// - Throws: ``SecureKeysError/Code/wrongDevice`` when `classKey` does not open it,
-    ///   ``SecureKeysError/Code/unsupportedFormat`` for a format no key file records.
+    /// - Throws: `SecureKeysError.Code.wrongDevice` when `classKey` does not open it,
+    ///   `SecureKeysError.Code.unsupportedKeyFormat` for a format no key file records.
     public func recording(
         _ storeFormat: StoreFormat, classKey: SecureBytes, path: String? = nil, random: any RandomSource = SystemRandom()
     ) throws -> StoreKeyFile {
@@ -177,8 +177,8 @@ public struct StoreKeyFile: Sendable {
     ///   - classKey: the key of that class, which wraps the new store key.
     ///   - random: where the new key's bytes come from.
     /// - Returns: the new store key.
-    /// - Throws: ``SecureKeysError/Code/storeExistsWithoutKey``, ``SecureKeysError/Code/alreadyExists``,
-    ///   ``SecureKeysError/Code/io``.
+    /// - Throws: `SecureKeysError.Code.storeExistsWithoutKey`, `SecureKeysError.Code.alreadyExists`,
+    ///   `SecureKeysError.Code.ioError`.
     public static func create(
         at keyPath: String, forStoreAt storePath: String, protectionClass: ProtectionClass, classKey: SecureBytes,
         random: any RandomSource = SystemRandom()
