@@ -341,7 +341,7 @@ final class TPMConnection {
     /// Sets the authValue tpm2-tss uses for `object` in HMAC sessions; the `TPM2B_AUTH` passed is zeroed after.
     private func setAuthorization(of object: ESYS_TR, to authValue: SecureBytes) throws {
         var auth = TPM2B_AUTH()
-        defer { secureZero(UnsafeMutableRawBufferPointer(start: &auth, count: MemoryLayout<TPM2B_AUTH>.size)) }
+        defer { withUnsafeMutableBytes(of: &auth) { secureZero($0) } }
         try authValue.withUnsafeBytes { bytes in
             guard bytes.count <= MemoryLayout.size(ofValue: auth.buffer) else {
                 throw SecureKeysError.invalidArgument("an authValue is at most \(MemoryLayout.size(ofValue: auth.buffer)) bytes")

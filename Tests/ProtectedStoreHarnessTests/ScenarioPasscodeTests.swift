@@ -53,8 +53,8 @@ struct ScenarioPasscodeTests {
             return
         }
         let (oldExpected, newExpected, other) = (
-            try ScenarioPasscode("a b\tc"), try ScenarioPasscode("Zq7x-unique-passcode-9183"),
-            try ScenarioPasscode("Zq7x-unique-passcode-9184"))
+            ScenarioPasscode("a b\tc"), ScenarioPasscode("Zq7x-unique-passcode-9183"),
+            ScenarioPasscode("Zq7x-unique-passcode-9184"))
         #expect(old == oldExpected)
         #expect(new == newExpected)
         #expect(new != other)

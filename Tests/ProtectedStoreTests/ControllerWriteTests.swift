@@ -61,7 +61,7 @@ struct ControllerWriteTests {
         let coordinator = try #require(controller.coordinator)
         try controller.appendToInbox(.put(key: "from-the-inbox", value: "merged"))
         await controller.waitUntilIdle()
-        try await coordinator.mergeInbox()
+        _ = try await coordinator.mergeInbox()
         #expect(try await coordinator.quarantinedInboxRecords().isEmpty)
         #expect(try await coordinator.value(forKey: "from-the-inbox") == "merged")
         try await coordinator.put("k", "v")
