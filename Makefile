@@ -183,9 +183,11 @@ fuzz-smoke: deps
 ## Build and run the example apps (Examples/Notes, Examples/PassphraseKeys).
 ## Each is a separate package (CI builds and runs both): Examples/Notes, an app on the data
 ## layer, and Examples/PassphraseKeys, a key source of an app's own written against the public API. Each runs a
-## story that exits non-zero with what went wrong when a step does not behave as expected.
+## story that exits non-zero with what went wrong when a step does not behave as expected; `notes simulate` runs
+## the Notes app on AppSimulation's seeds, then finds and shrinks its two planted bugs.
 example: deps
 	swift build --package-path Examples/Notes --scratch-path $(EXAMPLES_SCRATCH)
 	swift run --package-path Examples/Notes --scratch-path $(EXAMPLES_SCRATCH) --skip-build notes
+	swift run --package-path Examples/Notes --scratch-path $(EXAMPLES_SCRATCH) --skip-build notes simulate
 	swift build --package-path Examples/PassphraseKeys --scratch-path $(EXAMPLES_SCRATCH)
 	swift run --package-path Examples/PassphraseKeys --scratch-path $(EXAMPLES_SCRATCH) --skip-build passphrase-keys
