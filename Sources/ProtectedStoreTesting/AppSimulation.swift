@@ -136,20 +136,20 @@ public struct AppSimulation {
     ///   - seed: the seed.
     ///   - count: how many steps.
     public func steps(seed: UInt64, count: Int) -> [AppSimulationStep] {
-        var choices: [(AppSimulationStep?, Int)] = [
+        var choices: [(step: AppSimulationStep, weight: Int)] = [
             (.launch, 1), (.lock, 3), (.unlock, 3), (.wait(seconds: 1), 1), (.passGracePeriod, 2), (.crash, 1),
             (.crashInsideMerge, 2), (.reboot, 1),
         ]
         for action in actions { choices.append((.action(action.name), action.weight)) }
-        let total = choices.reduce(0) { $0 + $1.1 }
+        let total = choices.reduce(0) { $0 + $1.weight }
         var random = SplitMix64(seed: seed)
         return (0..<count).map { _ in
             var pick = Int(random.next() % UInt64(total))
             for (step, weight) in choices {
-                if pick < weight, let step { return step }
+                if pick < weight { return step }
                 pick -= weight
             }
-            return .lock
+            preconditionFailure("a pick below the total weight falls on a step")
         }
     }
 
@@ -208,6 +208,13 @@ public struct AppSimulation {
         return nil
     }
 }
+
+// The app's closures run on the main actor, where the simulation runs them: an action or an invariant is not
+// sent elsewhere, and need not capture only what is `Sendable`.
+@available(*, unavailable)
+extension AppSimulation.Action: Sendable {}
+@available(*, unavailable)
+extension AppSimulation.Invariant: Sendable {}
 
 /// One step of an ``AppSimulation``: what happens to the device or the app. Its description is the Swift
 /// that writes it, so a failure's steps paste into ``AppSimulation/replay(_:)``.
@@ -311,10 +318,15 @@ public final class AppSimulationContext {
         return running
     }
 
-    /// The attached store's coordinator (an invariant runs only while the store is ready).
+    /// The attached store's coordinator: an invariant runs only while the store is ready; an action that
+    /// asks for it while the store is not fails its step, saying so.
     public var coordinator: StoreCoordinator {
-        guard let coordinator = running?.coordinator else { preconditionFailure("the store is not ready") }
-        return coordinator
+        get throws {
+            guard let coordinator = running?.coordinator else {
+                throw CheckFailed(check: "step completes", message: "the coordinator was asked for while the store is not ready")
+            }
+            return coordinator
+        }
     }
 
     /// Submits a UI operation the simulation tracks: it must run once, in submission order, by the time the
@@ -323,7 +335,7 @@ public final class AppSimulationContext {
     /// - Parameters:
     ///   - name: the operation's name.
     ///   - body: the operation.
-    /// - Throws: what ``DataController/submit(_:deadline:_:)`` throws.
+    /// - Throws: what ``/ProtectedStore/DataController/submit(_:deadline:_:)`` throws.
     public func submit(_ name: String, _ body: @escaping StoreOperation) throws {
         let label = "\(name) #\(submitted.count + 1)"
         try controller.submit(name) { [weak self] coordinator in
@@ -339,7 +351,7 @@ public final class AppSimulationContext {
     /// - Parameters:
     ///   - key: the key.
     ///   - value: the value.
-    /// - Throws: what ``DataController/submit(_:deadline:_:)`` throws.
+    /// - Throws: what ``/ProtectedStore/DataController/submit(_:deadline:_:)`` throws.
     public func put(_ key: String, _ value: String) throws {
         try submit("put \(key)") { [weak self] coordinator in
             try await coordinator.put(key, value)
@@ -351,7 +363,7 @@ public final class AppSimulationContext {
     /// acknowledged.
     ///
     /// - Parameter change: the change.
-    /// - Throws: what ``DataController/appendToInbox(_:)-(InboxEntry.Change)`` throws.
+    /// - Throws: what ``/ProtectedStore/DataController/appendToInbox(_:)-(InboxEntry.Change)`` throws.
     public func appendToInbox(_ change: InboxEntry.Change) throws {
         _ = try controller.appendToInbox(change)
         if case .put(let key, let value) = change { acknowledged[key, default: []].insert(value) }

@@ -120,6 +120,21 @@ struct AppSimulationTests {
         #expect(failure?.message.contains(#".action("read now") threw"#) == true)
     }
 
+    @Test("a write acknowledged through put and then lost behind the simulation's back fails its check")
+    func lostAcknowledgedWrite() async throws {
+        var simulation = visitsApp(tallyOutsideStore: false)
+        simulation.action("clear the notes") { app in
+            try app.submit("clear") { coordinator in try await coordinator.write { db in try db.execute("DELETE FROM entries") } }
+        }
+        try await simulation.replay([.action("save a note"), .lock, .unlock])
+        let failure = await #expect(throws: AppSimulationFailure.self) {
+            try await simulation.replay([.action("save a note"), .lock, .action("clear the notes"), .unlock])
+        }
+        #expect(failure?.check == "acknowledged writes present")
+        #expect(failure?.failedStep == 3)
+        #expect(failure?.message.contains("missing") == true)
+    }
+
     @Test("the same seed draws the same steps")
     func sameSeedSameSteps() {
         let simulation = visitsApp(tallyOutsideStore: false)
