@@ -4,13 +4,13 @@ internal import SecureKeys
 
 /// A seeded simulation of an app on a simulated device, for the app's own tests: it draws steps — locked
 /// background launches, locks and unlocks with their grace period, reboots, crashes (one inside the inbox
-/// merge), and the app's own actions — runs them on a ``ProtectedStoreTestEnvironment``, and after every
+/// merge), power cuts that drop or tear what was not synced, and the app's own actions — runs them on a ``ProtectedStoreTestEnvironment``, and after every
 /// step checks the library's invariants and the app's. Each run starts with the app launched once on the
 /// unlocked device, as after its installation: its store exists.
 ///
 /// ```swift
-/// var simulation = AppSimulation { environment in
-///     environment.storeConfiguration()
+/// var simulation = AppSimulation { app in
+///     app.environment.storeConfiguration()
 /// }
 /// simulation.action("save") { app in
 ///     try app.put("note-\(app.number)", "text")
@@ -48,7 +48,7 @@ public struct AppSimulation {
     }
 
     /// The app's store, configured as the app does, in the environment's state directory.
-    public let store: @MainActor (ProtectedStoreTestEnvironment) -> StoreConfiguration
+    public let store: @MainActor (AppSimulationContext) -> StoreConfiguration
     /// How long class A and B keys stay after a lock.
     public var gracePeriod: Duration
     /// The app's actions.
@@ -61,10 +61,11 @@ public struct AppSimulation {
     ///
     /// - Parameters:
     ///   - gracePeriod: how long class A and B keys stay after a lock.
-    ///   - store: the app's store configuration, in the environment given (its
-    ///     ``ProtectedStoreTestEnvironment/storePath(_:)`` for the path).
+    ///   - store: the app's store configuration, in the run's environment (its
+    ///     ``ProtectedStoreTestEnvironment/storePath(_:)`` for the path; ``AppSimulationContext/appDirectory``
+    ///     for the app's own files).
     public init(
-        gracePeriod: Duration = .seconds(10), store: @escaping @MainActor (ProtectedStoreTestEnvironment) -> StoreConfiguration
+        gracePeriod: Duration = .seconds(10), store: @escaping @MainActor (AppSimulationContext) -> StoreConfiguration
     ) {
         self.gracePeriod = gracePeriod
         self.store = store
@@ -138,7 +139,7 @@ public struct AppSimulation {
     public func steps(seed: UInt64, count: Int) -> [AppSimulationStep] {
         var choices: [(step: AppSimulationStep, weight: Int)] = [
             (.launch, 1), (.lock, 3), (.unlock, 3), (.wait(seconds: 1), 1), (.passGracePeriod, 2), (.crash, 1),
-            (.crashInsideMerge, 2), (.reboot, 1),
+            (.crashInsideMerge, 2), (.reboot, 1), (.powerCut(.drop, seed: 0), 1),
         ]
         for action in actions { choices.append((.action(action.name), action.weight)) }
         let total = choices.reduce(0) { $0 + $1.weight }
@@ -146,7 +147,11 @@ public struct AppSimulation {
         return (0..<count).map { _ in
             var pick = Int(random.next() % UInt64(total))
             for (step, weight) in choices {
-                if pick < weight { return step }
+                if pick < weight {
+                    guard case .powerCut = step else { return step }
+                    let modes = AppSimulationStep.PowerCut.allCases
+                    return .powerCut(modes[Int(random.next() % UInt64(modes.count))], seed: random.next() % 1_000_000)
+                }
                 pick -= weight
             }
             preconditionFailure("a pick below the total weight falls on a step")
@@ -236,8 +241,30 @@ public enum AppSimulationStep: Sendable, Hashable, CustomStringConvertible {
     case crashInsideMerge
     /// The device reboots: the app dies, and the device is before its first unlock.
     case reboot
+    /// The power goes: the app dies, the disk keeps what was synced and, by the mode, none, a prefix or a
+    /// random part of what was not (`seed` picks which), and the device boots again, before its first unlock.
+    case powerCut(PowerCut, seed: UInt64)
     /// One of the app's actions, by name.
     case action(String)
+
+    /// What a power cut keeps of the writes that were not synced.
+    public enum PowerCut: String, Sendable, Hashable, CaseIterable {
+        /// Every unsynced write is lost.
+        case drop
+        /// Each file keeps a random prefix of its unsynced writes, in 512-byte sectors.
+        case tornSequence
+        /// Each unsynced 512-byte sector is kept or lost at random.
+        case tornOp
+
+        /// The simulated disk's mode.
+        var diskMode: SimulatedDisk.PowerCutMode {
+            switch self {
+            case .drop: .drop
+            case .tornSequence: .tornSequence
+            case .tornOp: .tornOp
+            }
+        }
+    }
 
     /// The step as Swift: `.lock`, `.action("share a note")`.
     public var description: String {
@@ -250,6 +277,7 @@ public enum AppSimulationStep: Sendable, Hashable, CustomStringConvertible {
         case .crash: ".crash"
         case .crashInsideMerge: ".crashInsideMerge"
         case .reboot: ".reboot"
+        case .powerCut(let mode, let seed): ".powerCut(.\(mode.rawValue), seed: \(seed))"
         case .action(let name): ".action(\(String(reflecting: name)))"
         }
     }
@@ -290,6 +318,13 @@ public struct AppSimulationFailure: Error, Sendable, CustomStringConvertible {
 public final class AppSimulationContext {
     /// The device, clock and state directory.
     public let environment: ProtectedStoreTestEnvironment
+    /// A folder for the app's own files, beside the state directory: the disk model does not cover it, so a
+    /// power cut leaves its files as they were — as if every write to them were synced.
+    public let appDirectory: String
+    /// The disk model over the state directory: it records what was synced, for power cuts (and a sync is
+    /// recorded, not performed, so a simulation does not wait for the disk). Files the library does not
+    /// write are not modelled: a power cut removes them, so the app's own go in ``appDirectory``.
+    private let disk: SimulatedDisk
     /// A number that grows by one with every action, for names and keys that must differ.
     public private(set) var number = 0
     private let simulation: AppSimulation
@@ -310,6 +345,9 @@ public final class AppSimulationContext {
     init(simulation: AppSimulation) throws {
         self.simulation = simulation
         environment = try ProtectedStoreTestEnvironment(gracePeriod: simulation.gracePeriod)
+        appDirectory = environment.stateDirectory + "-app"
+        try FileManager.default.createDirectory(atPath: appDirectory, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+        disk = SimulatedDisk(root: environment.stateDirectory)
     }
 
     /// The running app's controller (an action runs only while the app runs).
@@ -382,13 +420,19 @@ public final class AppSimulationContext {
         case .crash: await crash()
         case .crashInsideMerge:
             await crash()
-            var store = simulation.store(environment)
+            var store = simulation.store(self)
             store.plantedCrashInsideMerge = true
             running = await environment.launch(launchOptions, store: store)
             await crash()
         case .reboot:
             await crash()
             try await environment.reboot()
+        case .powerCut(let mode, let seed):
+            await crash()
+            try await environment.powerOff { [disk] in
+                var random = SplitMix64(seed: seed)
+                try disk.powerCut(mode.diskMode, random: &random)
+            }
         case .action(let name):
             guard let action = actions.first(where: { $0.name == name }) else {
                 throw CheckFailed(check: "step completes", message: "no action named \"\(name)\"")
@@ -408,13 +452,16 @@ public final class AppSimulationContext {
         guard running == nil else { return }
         submitted = []
         ran = []
-        running = await environment.launch(launchOptions, store: simulation.store(environment))
+        running = await environment.launch(launchOptions, store: simulation.store(self))
     }
 
+    /// The app's process dies: its files are dead from now on (closing its store writes nothing), and what
+    /// it held is freed.
     private func crash() async {
         guard let controller = running else { return }
         running = nil
         environment.crash(controller)
+        disk.killOpenHandles()
         await controller.releaseAbandonedStore()
     }
 
@@ -459,10 +506,14 @@ public final class AppSimulationContext {
     func finish() async {
         if let running { await running.terminate() }
         running = nil
+        disk.stopModelling()
+        try? FileManager.default.removeItem(atPath: appDirectory)
     }
 
     /// Ends a run that failed: a running app is killed and its store released.
     func end() async {
         await crash()
+        disk.stopModelling()
+        try? FileManager.default.removeItem(atPath: appDirectory)
     }
 }

@@ -14,7 +14,7 @@ struct PlaceVisited: InboxChange {
 
 /// The app as the simulation runs it: its store, its actions, its invariants.
 @MainActor func visitsApp() -> AppSimulation {
-    var simulation = AppSimulation { environment in
+    var simulation = AppSimulation { app in
         var migrator = DatabaseMigrator()
         migrator.registerMigration("create visits") { db in
             try db.execute("CREATE TABLE visits(place TEXT NOT NULL)")
@@ -23,7 +23,7 @@ struct PlaceVisited: InboxChange {
             try db.execute("INSERT INTO visits(place) VALUES (?)", [.text(visit.place)])
         }
         return StoreConfiguration(
-            path: environment.storePath("visits.sqlite"), migrator: migrator, inboxHandlers: handlers)
+            path: app.environment.storePath("visits.sqlite"), migrator: migrator, inboxHandlers: handlers)
     }
     // The extension seals a visit into the locked inbox: it needs no key.
     simulation.action("log a visit", weight: 4) { app in

@@ -15,8 +15,8 @@ private struct VisitLogged: InboxChange {
 /// inside the merge counts the same visits again.
 @MainActor
 private func visitsApp(tallyOutsideStore: Bool) -> AppSimulation {
-    var simulation = AppSimulation { environment in
-        let tallyFile = environment.stateDirectory + "/tally"
+    var simulation = AppSimulation { app in
+        let tallyFile = app.appDirectory + "/tally"
         var migrator = DatabaseMigrator()
         migrator.registerMigration("create visits") { db in
             try db.execute("CREATE TABLE visits(place TEXT NOT NULL)")
@@ -32,7 +32,7 @@ private func visitsApp(tallyOutsideStore: Bool) -> AppSimulation {
                 try db.execute("UPDATE tally SET visits = visits + 1")
             }
         }
-        return StoreConfiguration(path: environment.storePath("visits.sqlite"), migrator: migrator, inboxHandlers: handlers)
+        return StoreConfiguration(path: app.environment.storePath("visits.sqlite"), migrator: migrator, inboxHandlers: handlers)
     }
     simulation.action("log a visit", weight: 4) { app in
         _ = try app.controller.appendToInbox(VisitLogged(place: "place \(app.number)"))
@@ -50,7 +50,7 @@ private func visitsApp(tallyOutsideStore: Bool) -> AppSimulation {
             (try db.scalar("SELECT count(*) FROM visits")?.int64 ?? -1, try db.scalar("SELECT visits FROM tally")?.int64 ?? -1)
         }
         let tally = tallyOutsideStore
-            ? (try? String(contentsOfFile: app.environment.stateDirectory + "/tally", encoding: .utf8)).flatMap { Int64($0) } ?? 0
+            ? (try? String(contentsOfFile: app.appDirectory + "/tally", encoding: .utf8)).flatMap { Int64($0) } ?? 0
             : storedTally
         return tally == visits ? nil : "the tally says \(tally) visits, the store holds \(visits)"
     }
@@ -105,6 +105,17 @@ struct AppSimulationTests {
         try await visitsApp(tallyOutsideStore: false).replay(steps)
         let failure = await #expect(throws: AppSimulationFailure.self) { try await visitsApp(tallyOutsideStore: true).replay(steps) }
         #expect(failure?.check == "the tally counts the visits")
+    }
+
+    @Test("power cuts of each mode are drawn, and a correct app keeps its acknowledged visits through one")
+    func powerCuts() async throws {
+        let drawn = visitsApp(tallyOutsideStore: false).steps(seed: 0, count: 600)
+        for mode in AppSimulationStep.PowerCut.allCases {
+            #expect(drawn.contains { if case .powerCut(mode, _) = $0 { true } else { false } }, "no \(mode) power cut drawn")
+        }
+        try await visitsApp(tallyOutsideStore: false).replay([
+            .action("save a note"), .lock, .action("log a visit"), .powerCut(.tornOp, seed: 3), .unlock, .launch,
+        ])
     }
 
     @Test("an action that reads before the store is ready fails the step, named")

@@ -28,10 +28,10 @@ enum NotesSimulation {
     ///
     /// - Parameter planted: the bug to plant, or `nil` for the app as it ships.
     static func simulation(planting planted: PlantedBug?) -> AppSimulation {
-        var simulation = AppSimulation { environment in
-            var store = NotesStore.configuration(inContainer: environment.stateDirectory)
+        var simulation = AppSimulation { app in
+            var store = NotesStore.configuration(inContainer: app.environment.stateDirectory)
             if planted == .badgeOutsideStore {
-                store.inboxHandlers = NotesStore.inboxHandlersCountingOutsideTheStore(badgeFile: badgeFile(environment))
+                store.inboxHandlers = NotesStore.inboxHandlersCountingOutsideTheStore(badgeFile: badgeFile(app))
             }
             return store
         }
@@ -62,15 +62,16 @@ enum NotesSimulation {
             }
             let badge =
                 planted == .badgeOutsideStore
-                ? (try? String(contentsOfFile: badgeFile(app.environment), encoding: .utf8)).flatMap { Int($0) } ?? 0
+                ? (try? String(contentsOfFile: badgeFile(app), encoding: .utf8)).flatMap { Int($0) } ?? 0
                 : storedBadge.flatMap { Int($0) } ?? 0
             return badge == shared ? nil : "the badge says \(badge), the store holds \(shared) shared notes"
         }
         return simulation
     }
 
-    private static func badgeFile(_ environment: ProtectedStoreTestEnvironment) -> String {
-        environment.stateDirectory + "/badge"
+    /// The planted badge's file, among the app's own files (which the simulated disk leaves as they are).
+    private static func badgeFile(_ app: AppSimulationContext) -> String {
+        app.appDirectory + "/badge"
     }
 
     /// Runs the app as it ships over every seed, then each planted bug, which must be found and shrunk to at
