@@ -4,9 +4,10 @@ internal import SecureKeys
 
 /// A seeded simulation of an app on a simulated device, for the app's own tests: it draws steps — locked
 /// background launches, locks and unlocks with their grace period, reboots, crashes (one inside the inbox
-/// merge), power cuts that drop or tear what was not synced, and the app's own actions — runs them on a ``ProtectedStoreTestEnvironment``, and after every
-/// step checks the library's invariants and the app's. Each run starts with the app launched once on the
-/// unlocked device, as after its installation: its store exists.
+/// merge), power cuts that drop or tear what was not synced, and the app's own actions — runs them on a
+/// ``ProtectedStoreTestEnvironment``, and after every step checks the library's invariants and the app's.
+/// Each run starts with the app launched once on the unlocked device, as after its installation: its store
+/// exists.
 ///
 /// ```swift
 /// var simulation = AppSimulation { app in
