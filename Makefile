@@ -60,7 +60,7 @@ export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH := $(TEST_WIDTH)
 ## (a sanitizer reserves terabytes of address space for its shadow memory, so RLIMIT_AS cannot be lowered to what is
 ## in use): several times slower under a
 ## sanitizer, they would add minutes to each run. Every one of them runs in full in the plain `swift test` above.
-SANITIZER_SKIP := --skip 'IOFaultSweepTests|SimulatorTests|SimulatorCoverageTests|DiskFaultVFSTests|InboxDamageTests|InboxFileTypeTests|InboxAtAttachTests|InboxReplayTests|StoreDamageTests|WriteAheadLogCheckTests|HostileUserTests|ClientPasscodeMemoryTests|FaultNextIOTests|CrashTests|InboxMergeMemoryTests|cursorMemoryIsBounded|SQLCipher4OracleTests|ShellTerminalTests|KeyStoreCommandLineTests|DesktopScriptTests|unwrapUnderAddressSpaceLimitThrows|unsealedKeyLeavesNoCopy|BackupFaultSweepTests|ExportPowerCutTests|ExportOracleTests|ExportReadersTests|RestoredStoreOracleTests|StoreFileKindCommandLineTests|LastReferenceTests|UnwritableOutputTests|StoreEndsCommandLineTests|LogindRestartTests|AgentDeviceKeyMemoryTests|SimulatorMemoryTests|AgentPasscodeSecretMemoryTests'
+SANITIZER_SKIP := --skip 'IOFaultSweepTests|SimulatorTests|SimulatorCoverageTests|DiskFaultVFSTests|InboxDamageTests|InboxFileTypeTests|InboxAtAttachTests|InboxReplayTests|StoreDamageTests|WriteAheadLogCheckTests|HostileUserTests|ClientPasscodeMemoryTests|FaultNextIOTests|CrashTests|InboxMergeMemoryTests|cursorMemoryIsBounded|SQLCipher4OracleTests|ShellTerminalTests|KeyStoreCommandLineTests|DesktopScriptTests|unwrapUnderAddressSpaceLimitThrows|unsealedKeyLeavesNoCopy|BackupFaultSweepTests|ExportPowerCutTests|ExportOracleTests|ExportReadersTests|RestoredStoreOracleTests|StoreFileKindCommandLineTests|LastReferenceTests|UnwritableOutputTests|StoreEndsCommandLineTests|LogindRestartTests|AgentDeviceKeyMemoryTests|SimulatorMemoryTests|AgentPasscodeSecretMemoryTests|AppSimulationTests'
 
 ## The 400-iteration loops of LastReferenceTests (launch, terminate, a call from the coordinator's last holder)
 ## run in the plain suite only: the same race is run under both sanitizers by StoreThreadLifetimeTests (20,000
@@ -183,10 +183,12 @@ fuzz-smoke: deps
 ## Build and run the example apps (Examples/Notes, Examples/PassphraseKeys).
 ## Each is a separate package (CI builds and runs both): Examples/Notes, an app on the data
 ## layer, and Examples/PassphraseKeys, a key source of an app's own written against the public API. Each runs a
-## story that exits non-zero with what went wrong when a step does not behave as expected.
+## story that exits non-zero with what went wrong when a step does not behave as expected; `notes simulate` runs
+## the Notes app on AppSimulation's seeds, then finds and shrinks its two planted bugs.
 example: deps
 	swift build --package-path Examples/Notes --scratch-path $(EXAMPLES_SCRATCH)
 	swift run --package-path Examples/Notes --scratch-path $(EXAMPLES_SCRATCH) --skip-build notes
+	swift run --package-path Examples/Notes --scratch-path $(EXAMPLES_SCRATCH) --skip-build notes simulate
 	swift build --package-path Examples/PassphraseKeys --scratch-path $(EXAMPLES_SCRATCH)
 	swift run --package-path Examples/PassphraseKeys --scratch-path $(EXAMPLES_SCRATCH) --skip-build passphrase-keys
 

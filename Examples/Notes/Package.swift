@@ -38,6 +38,8 @@ let package = Package(
                 // The simulated device stands in for the operating system's Data Protection; an app on a phone
                 // would not import it.
                 .product(name: "ProtectedData", package: "ProtectedStore"),
+                // `notes simulate`: the app on the library's seeded simulation (an app's tests would import it).
+                .product(name: "ProtectedStoreTesting", package: "ProtectedStore"),
             ],
             swiftSettings: strictSettings
         ),

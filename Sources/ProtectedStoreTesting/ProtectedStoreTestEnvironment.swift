@@ -133,9 +133,19 @@ public final class ProtectedStoreTestEnvironment {
     ///
     /// - Throws: what booting the device throws.
     public func reboot() async throws {
+        try await powerOff(then: {})
+    }
+
+    /// Simulation only: the power goes — every app dies, every key in memory is zeroed — `whileOff` runs (a
+    /// simulated disk's power cut rewrites the files as the disk kept them), and the device boots again.
+    ///
+    /// - Parameter whileOff: what happens while the device is off.
+    /// - Throws: what `whileOff` throws; what booting the device throws.
+    package func powerOff(then whileOff: () throws -> Void) async throws {
         for controller in controllers { controller.abandon() }
         controllers.removeAll()
         device.powerOff()
+        try whileOff()
         device = try SimulatedDevice(bootingFrom: stateDirectory, clock: clock)
     }
 }

@@ -29,6 +29,8 @@ public struct LockedInbox: Sendable {
         case duringAppend
         /// The merge transaction committed, and the process dies before the inbox is truncated.
         case afterCommit
+        /// The records were applied inside the merge's transaction, and the process dies before it commits.
+        case insideMerge
     }
 
     /// A crash simulated at a ``CrashPoint``; nothing is cleaned up, as in a real crash.
@@ -59,6 +61,9 @@ public struct LockedInbox: Sendable {
     /// Simulation only: the merge stops at the first span it cannot read and truncates the whole inbox, as
     /// it did before damaged bytes were moved aside (`--plant merge-truncates-unread`).
     package var truncatesUnread = false
+    /// Simulation only: the process dies inside the merge, once its records were applied and before its
+    /// transaction commits (`AppSimulationStep.crashInsideMerge`).
+    package var crashesInsideMerge = false
     /// The append-only file of sealed records.
     var inboxPath: String { files.inbox }
     /// The inbox key file: public key in the clear, private key wrapped by the store key.
@@ -85,6 +90,7 @@ public struct LockedInbox: Sendable {
     public init(configuration: StoreConfiguration) {
         self.init(files: configuration.files, maximumSize: configuration.inboxMaximumSize)
         truncatesUnread = configuration.plantedMergeTruncatesUnread
+        crashesInsideMerge = configuration.plantedCrashInsideMerge
     }
 
     // MARK: Appending (works while locked)
@@ -429,6 +435,7 @@ public struct LockedInbox: Sendable {
                 try ledger.setHighestSequence(highest)
                 try ledger.forgetEarlierThan(generation)
                 highestMerged = highest
+                if crashesInsideMerge { throw SimulatedCrash(point: .insideMerge) }
             }
         }
         // Records almost always apply: try them all in one transaction first, without a savepoint, and only

@@ -24,6 +24,8 @@ public struct StoreConfiguration: Sendable {
     public var inboxMaximumSize: Int = LockedInbox.defaultMaximumSize
     /// Simulation only: the inbox merge truncates what it could not read (`--plant merge-truncates-unread`).
     package var plantedMergeTruncatesUnread = false
+    /// Simulation only: the process dies inside an inbox merge, before its transaction commits.
+    package var plantedCrashInsideMerge = false
 
     /// A store at `path`.
     ///

@@ -1,3 +1,4 @@
+import Foundation
 public import ProtectedStore
 
 /// The app's store: where it is, its schema's history, and how locked-inbox records are applied — the one
@@ -43,11 +44,30 @@ public enum NotesStore: Sendable {
         return migrator
     }
 
+    /// The key of the badge — how many shared notes arrived — in the store's key-value table.
+    public static let badgeKey = "badge.shared"
+
     /// How the merge applies locked-inbox records: the library's key-value changes, and ``NoteShared``,
-    /// inserted as a note. The handler runs inside the merge's transaction, in a savepoint of its own: if it
-    /// throws (a duplicate id, say), that record alone is quarantined and the merge goes on.
+    /// inserted as a note and counted in the badge. The handler runs inside the merge's transaction, in a
+    /// savepoint of its own: if it throws (a duplicate id, say), that record alone is quarantined and the merge
+    /// goes on. Everything it writes is in the store, so a crash before the merge commits undoes all of it.
     public static let inboxHandlers = InboxHandlers.keyValue.handling(NoteShared.self) { db, shared in
         try db.insert(shared.note, into: Note.table)
+        try db.execute("INSERT OR IGNORE INTO entries(key, value) VALUES (?, '0')", [.text(badgeKey)])
+        try db.execute("UPDATE entries SET value = CAST(value AS INTEGER) + 1 WHERE key = ?", [.text(badgeKey)])
+    }
+
+    /// The handlers with a planted bug, for `notes simulate`: the badge is counted in a file of its own
+    /// (`badgeFile`, as an app's preferences would keep it), outside the merge's transaction — so a crash
+    /// inside the merge, which undoes the insert and leaves the record to be merged again, counts it twice.
+    ///
+    /// - Parameter badgeFile: the file the badge is counted in.
+    public static func inboxHandlersCountingOutsideTheStore(badgeFile: String) -> InboxHandlers {
+        InboxHandlers.keyValue.handling(NoteShared.self) { db, shared in
+            try db.insert(shared.note, into: Note.table)
+            let badge = (try? String(contentsOfFile: badgeFile, encoding: .utf8)).flatMap { Int($0) } ?? 0
+            try String(badge + 1).write(toFile: badgeFile, atomically: true, encoding: .utf8)
+        }
     }
 
     /// The store as the app (of `version`) configures it: class A (`complete`), readable only while the

@@ -1,0 +1,520 @@
+import Foundation
+public import ProtectedStore
+internal import SecureKeys
+
+/// A seeded simulation of an app on a simulated device, for the app's own tests: it draws steps — locked
+/// background launches, locks and unlocks with their grace period, reboots, crashes (one inside the inbox
+/// merge), power cuts that drop or tear what was not synced, and the app's own actions — runs them on a
+/// ``ProtectedStoreTestEnvironment``, and after every step checks the library's invariants and the app's.
+/// Each run starts with the app launched once on the unlocked device, as after its installation: its store
+/// exists.
+///
+/// ```swift
+/// var simulation = AppSimulation { app in
+///     app.environment.storeConfiguration()
+/// }
+/// simulation.action("save") { app in
+///     try app.put("note-\(app.number)", "text")
+/// }
+/// simulation.invariant("no empty value") { app in
+///     let empty = try await app.coordinator.read { db in
+///         try db.scalar("SELECT count(*) FROM entries WHERE value = ''")?.int64 ?? 0
+///     }
+///     return empty == 0 ? nil : "\(empty) empty values"
+/// }
+/// try await simulation.run(seeds: 0..<20, steps: 100)
+/// ```
+///
+/// The same seed gives the same steps and the same run. A failure is shrunk to the fewest steps that still
+/// fail the same check, and thrown as an ``AppSimulationFailure`` that prints those steps — to pin with
+/// ``replay(_:)`` as a regression test — and the seed that replays the whole run.
+@MainActor
+public struct AppSimulation {
+    /// One of the app's own actions: a named closure, drawn with its weight.
+    public struct Action {
+        /// The action's name, as a step prints it.
+        public let name: String
+        /// How often it is drawn, relative to the other actions and the device's steps.
+        public let weight: Int
+        /// What the app does; an error it throws fails the run.
+        public let body: @MainActor (AppSimulationContext) async throws -> Void
+    }
+
+    /// One of the app's invariants: a named check of its data, run after every step while the store is ready.
+    public struct Invariant {
+        /// The invariant's name, as a failure prints it.
+        public let name: String
+        /// Returns what is wrong, or `nil` when the invariant holds; an error it throws fails the run too.
+        public let check: @MainActor (AppSimulationContext) async throws -> String?
+    }
+
+    /// The app's store, configured as the app does, in the environment's state directory.
+    public let store: @MainActor (AppSimulationContext) -> StoreConfiguration
+    /// How long class A and B keys stay after a lock.
+    public var gracePeriod: Duration
+    /// The app's actions.
+    public private(set) var actions: [Action] = []
+    /// The app's invariants.
+    public private(set) var invariants: [Invariant] = []
+
+    /// A simulation of the app whose store `store` configures (path, protection class, migrator, inbox
+    /// handlers).
+    ///
+    /// - Parameters:
+    ///   - gracePeriod: how long class A and B keys stay after a lock.
+    ///   - store: the app's store configuration, in the run's environment (its
+    ///     ``ProtectedStoreTestEnvironment/storePath(_:)`` for the path; ``AppSimulationContext/appDirectory``
+    ///     for the app's own files).
+    public init(
+        gracePeriod: Duration = .seconds(10), store: @escaping @MainActor (AppSimulationContext) -> StoreConfiguration
+    ) {
+        self.gracePeriod = gracePeriod
+        self.store = store
+    }
+
+    /// Adds one of the app's actions.
+    ///
+    /// - Parameters:
+    ///   - name: its name, unique among the actions (a step names it).
+    ///   - weight: how often it is drawn (the device's steps weigh 1 to 3 each).
+    ///   - body: what the app does; it runs while the app runs (the simulation launches it first, in the
+    ///     background when the device is locked), and must not wait for the store: submit what needs it.
+    public mutating func action(
+        _ name: String, weight: Int = 2, _ body: @escaping @MainActor (AppSimulationContext) async throws -> Void
+    ) {
+        actions.append(Action(name: name, weight: max(1, weight), body: body))
+    }
+
+    /// Adds one of the app's invariants, checked after every step while the store is ready.
+    ///
+    /// - Parameters:
+    ///   - name: its name, as a failure prints it.
+    ///   - check: returns what is wrong, or `nil` when the invariant holds.
+    public mutating func invariant(_ name: String, _ check: @escaping @MainActor (AppSimulationContext) async throws -> String?) {
+        invariants.append(Invariant(name: name, check: check))
+    }
+
+    // MARK: Running
+
+    /// Runs `steps` steps for each seed, and throws the first failure, shrunk.
+    ///
+    /// - Parameters:
+    ///   - seeds: the seeds to run.
+    ///   - steps: how many steps each run draws.
+    /// - Throws: an ``AppSimulationFailure`` for the first seed that fails; an environment that cannot be set up.
+    public func run(seeds: Range<UInt64>, steps: Int) async throws {
+        for seed in seeds { try await run(seed: seed, steps: steps) }
+    }
+
+    /// Runs the `steps` steps `seed` draws, and throws its failure, shrunk.
+    ///
+    /// - Parameters:
+    ///   - seed: the seed (the same seed draws the same steps).
+    ///   - steps: how many steps to draw.
+    /// - Throws: an ``AppSimulationFailure``; an environment that cannot be set up.
+    public func run(seed: UInt64, steps: Int) async throws {
+        let drawn = self.steps(seed: seed, count: steps)
+        guard let found = try await execute(drawn) else { return }
+        let shrunk = try await shrink(Array(drawn.prefix(found.step + 1)), failure: found)
+        throw AppSimulationFailure(
+            seed: seed, stepCount: steps, failedStep: found.step, check: shrunk.check, message: shrunk.message,
+            steps: shrunk.steps)
+    }
+
+    /// Runs a pinned list of steps — the ones a failure printed — and throws if a check fails.
+    ///
+    /// - Parameter steps: the steps.
+    /// - Throws: an ``AppSimulationFailure`` (not shrunk again) naming the check that failed.
+    public func replay(_ steps: [AppSimulationStep]) async throws {
+        guard let found = try await execute(steps) else { return }
+        throw AppSimulationFailure(
+            seed: nil, stepCount: steps.count, failedStep: found.step, check: found.check, message: found.message,
+            steps: Array(steps.prefix(found.step + 1)))
+    }
+
+    /// The steps `seed` draws: device steps and the app's actions, by weight.
+    ///
+    /// - Parameters:
+    ///   - seed: the seed.
+    ///   - count: how many steps.
+    public func steps(seed: UInt64, count: Int) -> [AppSimulationStep] {
+        var choices: [(step: AppSimulationStep, weight: Int)] = [
+            (.launch, 1), (.lock, 3), (.unlock, 3), (.wait(seconds: 1), 1), (.passGracePeriod, 2), (.crash, 1),
+            (.crashInsideMerge, 2), (.reboot, 1), (.powerCut(.drop, seed: 0), 1),
+        ]
+        for action in actions { choices.append((.action(action.name), action.weight)) }
+        let total = choices.reduce(0) { $0 + $1.weight }
+        var random = SplitMix64(seed: seed)
+        return (0..<count).map { _ in
+            var pick = Int(random.next() % UInt64(total))
+            for (step, weight) in choices {
+                if pick < weight {
+                    guard case .powerCut = step else { return step }
+                    let modes = AppSimulationStep.PowerCut.allCases
+                    return .powerCut(modes[Int(random.next() % UInt64(modes.count))], seed: random.next() % 1_000_000)
+                }
+                pick -= weight
+            }
+            preconditionFailure("a pick below the total weight falls on a step")
+        }
+    }
+
+    /// A check that failed: after which step, which check, what it said.
+    struct Found {
+        var step: Int
+        var check: String
+        var message: String
+    }
+
+    /// Removes chunks of steps, then single steps, while the same check still fails (the harness's
+    /// `Shrinker` approach, on the app's steps).
+    private func shrink(_ failing: [AppSimulationStep], failure: Found) async throws -> (steps: [AppSimulationStep], check: String, message: String) {
+        var steps = failing
+        var found = failure
+        var chunk = max(1, steps.count / 2)
+        while true {
+            var index = 0
+            while index < steps.count {
+                var candidate = steps
+                candidate.removeSubrange(index..<min(index + chunk, candidate.count))
+                if let again = try await execute(candidate), again.check == found.check {
+                    steps = Array(candidate.prefix(again.step + 1))
+                    found = again
+                } else {
+                    index += chunk
+                }
+            }
+            if chunk == 1 { break }
+            chunk = max(1, chunk / 2)
+        }
+        return (steps, found.check, found.message)
+    }
+
+    /// Runs `steps` on a new environment, checking after each; the first check that fails, or `nil`.
+    func execute(_ steps: [AppSimulationStep]) async throws -> Found? {
+        let context = try AppSimulationContext(simulation: self)
+        // The app as installed and opened once: its store exists, with its inbox key.
+        try await context.perform(.launch, actions: actions)
+        for (index, step) in steps.enumerated() {
+            var failure: AppSimulationContext.CheckFailed?
+            do {
+                try await context.perform(step, actions: actions)
+                failure = await context.check(invariants: invariants)
+            } catch let failed as AppSimulationContext.CheckFailed {
+                failure = failed
+            } catch {
+                failure = .init(check: "step completes", message: "\(step) threw: \(error)")
+            }
+            if let failure {
+                await context.end()
+                return Found(step: index, check: failure.check, message: failure.message)
+            }
+        }
+        await context.finish()
+        return nil
+    }
+}
+
+// The app's closures run on the main actor, where the simulation runs them: an action or an invariant is not
+// sent elsewhere, and need not capture only what is `Sendable`.
+@available(*, unavailable)
+extension AppSimulation.Action: Sendable {}
+@available(*, unavailable)
+extension AppSimulation.Invariant: Sendable {}
+
+/// One step of an ``AppSimulation``: what happens to the device or the app. Its description is the Swift
+/// that writes it, so a failure's steps paste into ``AppSimulation/replay(_:)``.
+public enum AppSimulationStep: Sendable, Hashable, CustomStringConvertible {
+    /// The app launches, if it is not running (in the background when the device is locked).
+    case launch
+    /// The user locks the device: the grace period starts.
+    case lock
+    /// The user unlocks the device.
+    case unlock
+    /// The clock moves on by a few seconds (the inbox poll runs, the grace period goes on).
+    case wait(seconds: Int)
+    /// The clock moves past the grace period: class A keys are gone if the device is locked.
+    case passGracePeriod
+    /// The app's process is killed.
+    case crash
+    /// The app is launched again and killed inside its inbox merge, after the records were applied and
+    /// before the merge's transaction commits (nothing happens when the inbox is empty or the store locked).
+    case crashInsideMerge
+    /// The device reboots: the app dies, and the device is before its first unlock.
+    case reboot
+    /// The power goes: the app dies, the disk keeps what was synced and, by the mode, none, a prefix or a
+    /// random part of what was not (`seed` picks which), and the device boots again, before its first unlock.
+    case powerCut(PowerCut, seed: UInt64)
+    /// One of the app's actions, by name.
+    case action(String)
+
+    /// What a power cut keeps of the writes that were not synced.
+    public enum PowerCut: String, Sendable, Hashable, CaseIterable {
+        /// Every unsynced write is lost.
+        case drop
+        /// Each file keeps a random prefix of its unsynced writes, in 512-byte sectors.
+        case tornSequence
+        /// Each unsynced 512-byte sector is kept or lost at random.
+        case tornOp
+
+        /// The simulated disk's mode.
+        var diskMode: SimulatedDisk.PowerCutMode {
+            switch self {
+            case .drop: .drop
+            case .tornSequence: .tornSequence
+            case .tornOp: .tornOp
+            }
+        }
+    }
+
+    /// The step as Swift: `.lock`, `.action("share a note")`.
+    public var description: String {
+        switch self {
+        case .launch: ".launch"
+        case .lock: ".lock"
+        case .unlock: ".unlock"
+        case .wait(let seconds): ".wait(seconds: \(seconds))"
+        case .passGracePeriod: ".passGracePeriod"
+        case .crash: ".crash"
+        case .crashInsideMerge: ".crashInsideMerge"
+        case .reboot: ".reboot"
+        case .powerCut(let mode, let seed): ".powerCut(.\(mode.rawValue), seed: \(seed))"
+        case .action(let name): ".action(\(String(reflecting: name)))"
+        }
+    }
+}
+
+/// A failed app simulation: the check that failed, what it said, the fewest steps that still fail it, and
+/// the seed that replays the whole run.
+public struct AppSimulationFailure: Error, Sendable, CustomStringConvertible {
+    /// The seed of the run (`nil` for a ``AppSimulation/replay(_:)``).
+    public let seed: UInt64?
+    /// How many steps the run drew.
+    public let stepCount: Int
+    /// The index of the step after which the check failed, in the run.
+    public let failedStep: Int
+    /// The check's name: an app invariant's, or the library's (`acknowledged writes present`, `queued
+    /// operations ran once, in order`, `store attaches`, `step completes`).
+    public let check: String
+    /// What the check found.
+    public let message: String
+    /// The shrunk steps, the last one the one the check failed after.
+    public let steps: [AppSimulationStep]
+
+    /// The story: the check, the steps one a line, and how to replay the run.
+    public var description: String {
+        var lines = ["app simulation failed: \(check): \(message)"]
+        lines.append("after these \(steps.count) steps (pin them with `simulation.replay([...])`):")
+        lines += steps.enumerated().map { "  \($0.element),  // \($0.offset + 1)" }
+        if let seed {
+            lines.append("replay the whole run: `simulation.run(seed: \(seed), steps: \(stepCount))` (it failed at step \(failedStep + 1))")
+        }
+        return lines.joined(separator: "\n")
+    }
+}
+
+/// What an app's actions and invariants see: the environment, the running app's controller, and the
+/// writes and operations the simulation tracks.
+@MainActor
+public final class AppSimulationContext {
+    /// The device, clock and state directory.
+    public let environment: ProtectedStoreTestEnvironment
+    /// A folder for the app's own files, beside the state directory: the disk model does not cover it, so a
+    /// power cut leaves its files as they were — as if every write to them were synced.
+    public let appDirectory: String
+    /// The disk model over the state directory: it records what was synced, for power cuts (and a sync is
+    /// recorded, not performed, so a simulation does not wait for the disk). Files the library does not
+    /// write are not modelled: a power cut removes them, so the app's own go in ``appDirectory``.
+    private let disk: SimulatedDisk
+    /// A number that grows by one with every action, for names and keys that must differ.
+    public private(set) var number = 0
+    private let simulation: AppSimulation
+    /// The running app's controller; `nil` while the app is not running.
+    private var running: DataController?
+    /// The names of the tracked operations submitted to the running app, in order, and the ones that ran.
+    private var submitted: [String] = []
+    private var ran: [String] = []
+    /// The values acknowledged for each key by ``put(_:_:)`` and ``appendToInbox(_:)``.
+    private var acknowledged: [String: Set<String>] = [:]
+
+    /// A failed library check.
+    struct CheckFailed: Error {
+        var check: String
+        var message: String
+    }
+
+    init(simulation: AppSimulation) throws {
+        self.simulation = simulation
+        environment = try ProtectedStoreTestEnvironment(gracePeriod: simulation.gracePeriod)
+        appDirectory = environment.stateDirectory + "-app"
+        try FileManager.default.createDirectory(atPath: appDirectory, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+        disk = SimulatedDisk(root: environment.stateDirectory)
+    }
+
+    /// The running app's controller (an action runs only while the app runs).
+    public var controller: DataController {
+        guard let running else { preconditionFailure("the app is not running") }
+        return running
+    }
+
+    /// The attached store's coordinator: an invariant runs only while the store is ready; an action that
+    /// asks for it while the store is not fails its step, saying so.
+    public var coordinator: StoreCoordinator {
+        get throws {
+            guard let coordinator = running?.coordinator else {
+                throw CheckFailed(check: "step completes", message: "the coordinator was asked for while the store is not ready")
+            }
+            return coordinator
+        }
+    }
+
+    /// Submits a UI operation the simulation tracks: it must run once, in submission order, by the time the
+    /// store is ready.
+    ///
+    /// - Parameters:
+    ///   - name: the operation's name.
+    ///   - body: the operation.
+    /// - Throws: what ``/ProtectedStore/DataController/submit(_:deadline:_:)`` throws.
+    public func submit(_ name: String, _ body: @escaping StoreOperation) throws {
+        let label = "\(name) #\(submitted.count + 1)"
+        try controller.submit(name) { [weak self] coordinator in
+            self?.ran.append(label)
+            try await body(coordinator)
+        }
+        submitted.append(label)
+    }
+
+    /// Writes `value` for `key` through a tracked UI operation: once it ran, the value is acknowledged, and
+    /// the simulation checks it is in the store whenever the store is ready (or a later acknowledged value).
+    ///
+    /// - Parameters:
+    ///   - key: the key.
+    ///   - value: the value.
+    /// - Throws: what ``/ProtectedStore/DataController/submit(_:deadline:_:)`` throws.
+    public func put(_ key: String, _ value: String) throws {
+        try submit("put \(key)") { [weak self] coordinator in
+            try await coordinator.put(key, value)
+            self?.acknowledged[key, default: []].insert(value)
+        }
+    }
+
+    /// Appends a key-value change to the store's locked inbox, as an extension does; once appended, a put is
+    /// acknowledged.
+    ///
+    /// - Parameter change: the change.
+    /// - Throws: what ``/ProtectedStore/DataController/appendToInbox(_:)-(InboxEntry.Change)`` throws.
+    public func appendToInbox(_ change: InboxEntry.Change) throws {
+        _ = try controller.appendToInbox(change)
+        if case .put(let key, let value) = change { acknowledged[key, default: []].insert(value) }
+    }
+
+    // MARK: Steps
+
+    func perform(_ step: AppSimulationStep, actions: [AppSimulation.Action]) async throws {
+        let device = environment.device
+        switch step {
+        case .launch: await launchIfNeeded()
+        case .lock: if device.lockState == .unlocked { await environment.lock() }
+        case .unlock: if device.lockState != .unlocked { try await environment.unlock() }
+        case .wait(let seconds): await environment.advance(by: .seconds(seconds))
+        case .passGracePeriod: await environment.advance(by: simulation.gracePeriod + .seconds(1))
+        case .crash: await crash()
+        case .crashInsideMerge:
+            await crash()
+            var store = simulation.store(self)
+            store.plantedCrashInsideMerge = true
+            running = await environment.launch(launchOptions, store: store)
+            await crash()
+        case .reboot:
+            await crash()
+            try await environment.reboot()
+        case .powerCut(let mode, let seed):
+            await crash()
+            try await environment.powerOff { [disk] in
+                var random = SplitMix64(seed: seed)
+                try disk.powerCut(mode.diskMode, random: &random)
+            }
+        case .action(let name):
+            guard let action = actions.first(where: { $0.name == name }) else {
+                throw CheckFailed(check: "step completes", message: "no action named \"\(name)\"")
+            }
+            await launchIfNeeded()
+            number += 1
+            try await action.body(self)
+            await environment.settle()
+        }
+    }
+
+    private var launchOptions: LaunchOptions {
+        environment.device.lockState == .unlocked ? LaunchOptions() : LaunchOptions(reason: .location)
+    }
+
+    private func launchIfNeeded() async {
+        guard running == nil else { return }
+        submitted = []
+        ran = []
+        running = await environment.launch(launchOptions, store: simulation.store(self))
+    }
+
+    /// The app's process dies: its files are dead from now on (closing its store writes nothing), and what
+    /// it held is freed.
+    private func crash() async {
+        guard let controller = running else { return }
+        running = nil
+        environment.crash(controller)
+        disk.killOpenHandles()
+        await controller.releaseAbandonedStore()
+    }
+
+    // MARK: Checks
+
+    /// The library's checks, then the app's invariants while the store is ready.
+    func check(invariants: [AppSimulation.Invariant]) async -> CheckFailed? {
+        guard let controller = running else { return nil }
+        if case .failed(let error) = controller.phase {
+            return CheckFailed(check: "store attaches", message: "the store failed: \(error)")
+        }
+        var index = 0
+        for name in ran {
+            guard let found = submitted[index...].firstIndex(of: name) else {
+                return CheckFailed(check: "queued operations ran once, in order", message: "\(name) ran out of order or twice: ran \(ran), submitted \(submitted)")
+            }
+            index = found + 1
+        }
+        guard controller.phase == .ready, let coordinator = controller.coordinator else { return nil }
+        if ran != submitted && controller.queuedOperationCount == 0 {
+            return CheckFailed(check: "queued operations ran once, in order", message: "ran \(ran), submitted \(submitted)")
+        }
+        do {
+            for (key, values) in acknowledged.sorted(by: { $0.key < $1.key }) {
+                let stored = try await coordinator.value(forKey: key)
+                if stored.map({ !values.contains($0) }) ?? true {
+                    return CheckFailed(
+                        check: "acknowledged writes present",
+                        message: "\"\(key)\" is \(stored.map { "\"\($0)\"" } ?? "missing"); acknowledged: \(values.sorted())")
+                }
+            }
+            for invariant in invariants {
+                if let message = try await invariant.check(self) { return CheckFailed(check: invariant.name, message: message) }
+            }
+        } catch {
+            return CheckFailed(check: "invariants read the store", message: "\(error)")
+        }
+        return nil
+    }
+
+    /// Ends a run that passed: the app terminates and its store closes.
+    func finish() async {
+        if let running { await running.terminate() }
+        running = nil
+        disk.stopModelling()
+        try? FileManager.default.removeItem(atPath: appDirectory)
+    }
+
+    /// Ends a run that failed: a running app is killed and its store released.
+    func end() async {
+        await crash()
+        disk.stopModelling()
+        try? FileManager.default.removeItem(atPath: appDirectory)
+    }
+}

@@ -1,0 +1,155 @@
+import Foundation
+import ProtectedStoreTesting
+import Testing
+
+/// A visit an app's location extension logs while the device may be locked.
+private struct VisitLogged: InboxChange {
+    static let kind = "visit-logged"
+    static let schemaVersion = 1
+    var place: String
+}
+
+/// An app written against the public API alone: visits arrive through the locked inbox, the user reads the
+/// visit count on a screen and saves notes, and a tally counts the visits. `tallyOutsideStore` plants the
+/// bug: the inbox handler keeps the tally in a file of its own, outside the merge's transaction, so a crash
+/// inside the merge counts the same visits again.
+@MainActor
+private func visitsApp(tallyOutsideStore: Bool) -> AppSimulation {
+    var simulation = AppSimulation { app in
+        let tallyFile = app.appDirectory + "/tally"
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("create visits") { db in
+            try db.execute("CREATE TABLE visits(place TEXT NOT NULL)")
+            try db.execute("CREATE TABLE tally(id INTEGER PRIMARY KEY CHECK (id = 0), visits INTEGER NOT NULL)")
+            try db.execute("INSERT INTO tally(id, visits) VALUES (0, 0)")
+        }
+        let handlers = InboxHandlers.keyValue.handling(VisitLogged.self) { db, visit in
+            try db.execute("INSERT INTO visits(place) VALUES (?)", [.text(visit.place)])
+            if tallyOutsideStore {
+                let tally = (try? String(contentsOfFile: tallyFile, encoding: .utf8)).flatMap { Int($0) } ?? 0
+                try String(tally + 1).write(toFile: tallyFile, atomically: true, encoding: .utf8)
+            } else {
+                try db.execute("UPDATE tally SET visits = visits + 1")
+            }
+        }
+        return StoreConfiguration(path: app.environment.storePath("visits.sqlite"), migrator: migrator, inboxHandlers: handlers)
+    }
+    simulation.action("log a visit", weight: 4) { app in
+        _ = try app.controller.appendToInbox(VisitLogged(place: "place \(app.number)"))
+    }
+    simulation.action("save a note") { app in
+        try app.put("note \(app.number)", "text \(app.number)")
+    }
+    simulation.action("show the visit count") { app in
+        try app.submit("count visits") { coordinator in
+            _ = try await coordinator.read { db in try db.scalar("SELECT count(*) FROM visits") }
+        }
+    }
+    simulation.invariant("the tally counts the visits") { app in
+        let (visits, storedTally) = try await app.coordinator.read { db in
+            (try db.scalar("SELECT count(*) FROM visits")?.int64 ?? -1, try db.scalar("SELECT visits FROM tally")?.int64 ?? -1)
+        }
+        let tally = tallyOutsideStore
+            ? (try? String(contentsOfFile: app.appDirectory + "/tally", encoding: .utf8)).flatMap { Int64($0) } ?? 0
+            : storedTally
+        return tally == visits ? nil : "the tally says \(tally) visits, the store holds \(visits)"
+    }
+    return simulation
+}
+
+/// What an app's own simulation test looks like, and that a failure comes back as a short story.
+@MainActor
+@Suite("AppSimulation", .timeLimit(.minutes(5)))
+struct AppSimulationTests {
+    @Test("a correct app passes 10 seeds of 60 steps")
+    func correctAppPasses() async throws {
+        try await visitsApp(tallyOutsideStore: false).run(seeds: 0..<10, steps: 60)
+    }
+
+    @Test("a tally kept outside the merge's transaction is found, shrunk to at most ten steps, and replays by seed")
+    func plantedBugIsFoundShrunkAndReplayed() async throws {
+        let simulation = visitsApp(tallyOutsideStore: true)
+        var found: AppSimulationFailure?
+        for seed: UInt64 in 0..<10 {
+            do { try await simulation.run(seed: seed, steps: 60) } catch let failure as AppSimulationFailure {
+                found = failure
+                break
+            }
+        }
+        let failure = try #require(found, "no seed found the planted bug")
+        #expect(failure.check == "the tally counts the visits")
+        #expect(failure.steps.count <= 10)
+        #expect(failure.steps.contains(.crashInsideMerge))
+        #expect(failure.description.contains("simulation.run(seed: \(try #require(failure.seed)), steps: 60)"))
+        #expect(failure.description.contains(".crashInsideMerge"))
+
+        // The printed seed replays the same failure, shrunk to the same steps.
+        let again = await #expect(throws: AppSimulationFailure.self) {
+            try await simulation.run(seed: try #require(failure.seed), steps: 60)
+        }
+        #expect(again?.steps == failure.steps)
+        #expect(again?.message == failure.message)
+        #expect(again?.failedStep == failure.failedStep)
+
+        // The shrunk steps, pinned, fail the same check; the correct app passes them.
+        let pinned = await #expect(throws: AppSimulationFailure.self) { try await simulation.replay(failure.steps) }
+        #expect(pinned?.check == failure.check)
+        try await visitsApp(tallyOutsideStore: false).replay(failure.steps)
+    }
+
+    @Test("a pinned regression: a visit logged while locked, a crash inside its merge, a launch")
+    func pinnedRegression() async throws {
+        let steps: [AppSimulationStep] = [
+            .action("log a visit"), .lock, .action("log a visit"), .crash, .unlock, .crashInsideMerge, .launch,
+        ]
+        try await visitsApp(tallyOutsideStore: false).replay(steps)
+        let failure = await #expect(throws: AppSimulationFailure.self) { try await visitsApp(tallyOutsideStore: true).replay(steps) }
+        #expect(failure?.check == "the tally counts the visits")
+    }
+
+    @Test("power cuts of each mode are drawn, and a correct app keeps its acknowledged visits through one")
+    func powerCuts() async throws {
+        let drawn = visitsApp(tallyOutsideStore: false).steps(seed: 0, count: 600)
+        for mode in AppSimulationStep.PowerCut.allCases {
+            #expect(drawn.contains { if case .powerCut(mode, _) = $0 { true } else { false } }, "no \(mode) power cut drawn")
+        }
+        try await visitsApp(tallyOutsideStore: false).replay([
+            .action("save a note"), .lock, .action("log a visit"), .powerCut(.tornOp, seed: 3), .unlock, .launch,
+        ])
+    }
+
+    @Test("an action that reads before the store is ready fails the step, named")
+    func readBeforeReady() async throws {
+        var simulation = visitsApp(tallyOutsideStore: false)
+        simulation.action("read now") { app in
+            _ = try app.controller.readNow { db in try db.scalar("SELECT count(*) FROM visits") }
+        }
+        let failure = await #expect(throws: AppSimulationFailure.self) {
+            try await simulation.replay([.action("log a visit"), .reboot, .action("read now")])
+        }
+        #expect(failure?.check == "step completes")
+        #expect(failure?.message.contains(#".action("read now") threw"#) == true)
+    }
+
+    @Test("a write acknowledged through put and then lost behind the simulation's back fails its check")
+    func lostAcknowledgedWrite() async throws {
+        var simulation = visitsApp(tallyOutsideStore: false)
+        simulation.action("clear the notes") { app in
+            try app.submit("clear") { coordinator in try await coordinator.write { db in try db.execute("DELETE FROM entries") } }
+        }
+        try await simulation.replay([.action("save a note"), .lock, .unlock])
+        let failure = await #expect(throws: AppSimulationFailure.self) {
+            try await simulation.replay([.action("save a note"), .lock, .action("clear the notes"), .unlock])
+        }
+        #expect(failure?.check == "acknowledged writes present")
+        #expect(failure?.failedStep == 3)
+        #expect(failure?.message.contains("missing") == true)
+    }
+
+    @Test("the same seed draws the same steps")
+    func sameSeedSameSteps() {
+        let simulation = visitsApp(tallyOutsideStore: false)
+        #expect(simulation.steps(seed: 7, count: 50) == simulation.steps(seed: 7, count: 50))
+        #expect(simulation.steps(seed: 7, count: 50) != simulation.steps(seed: 8, count: 50))
+    }
+}
