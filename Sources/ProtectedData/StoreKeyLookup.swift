@@ -30,19 +30,19 @@ extension StoreKeyLookup: CustomStringConvertible {
 /// The attach needs it to open a store with the settings it was written with (``storeFormat``) and to tell an
 /// interrupted creation from a lost store (``storeID``: the creation marker names the key a creation made).
 public struct StoreKeyRecord: Sendable, Hashable {
-    /// A random identifier the source gave this key when it made it (``StoreKeyFile/storeIDLength`` bytes,
+    /// A random identifier the source gave this key when it made it (`StoreKeyFile.storeIDLength` bytes,
     /// not secret): a key made again for the same store path has another one.
     public var storeID: [UInt8]
     /// The class whose key protects the store key.
     public var protectionClass: ProtectionClass
-    /// The format of the store file this key opens: ``StoreFormat/current`` for a key made by
+    /// The format of the store file this key opens: `StoreFormat.current` for a key made by
     /// ``StoreKeyProvider/createStoreKey(forStoreAt:protectionClass:)``.
     public var storeFormat: StoreFormat
 
     /// A record of a store key.
     ///
     /// - Parameters:
-    ///   - storeID: the key's random identifier, ``StoreKeyFile/storeIDLength`` bytes.
+    ///   - storeID: the key's random identifier, `StoreKeyFile.storeIDLength` bytes.
     ///   - protectionClass: the class whose key protects the store key.
     ///   - storeFormat: the format of the store file the key opens.
     public init(storeID: [UInt8], protectionClass: ProtectionClass, storeFormat: StoreFormat) {
@@ -93,7 +93,7 @@ public struct StoreKeyRecord: Sendable, Hashable {
 /// - never mint a key while locked: after a look-up said *locked*, or whenever the class's key is not held,
 ///   `createStoreKey` throws `protected-data-unavailable` and makes nothing;
 /// - never replace a key it holds: `createStoreKey` for a store that has one throws (`already-exists`);
-/// - never return a key it has wiped or will wipe: the ``SecureBytes`` it returns belong to the caller, who
+/// - never return a key it has wiped or will wipe: the `SecureBytes` it returns belong to the caller, who
 ///   wipes them when the store closes;
 /// - answer ``storeKeyRecord(forStoreAt:)`` for every key it holds, locked or not, with the identifier it gave
 ///   the key when it made it, unchanged until the key is gone;
@@ -110,7 +110,7 @@ public protocol StoreKeyProvider: Sendable {
     ///   a reason to make a new key, and the attach fails with the error.
     func lookUpStoreKey(forStoreAt storePath: String) throws -> StoreKeyLookup
     /// Creates the key of a new store; only after a look-up said ``StoreKeyLookup/absent``. The new key records
-    /// `protectionClass` and ``StoreFormat/current``, and a new random identifier.
+    /// `protectionClass` and `StoreFormat.current`, and a new random identifier.
     ///
     /// - Returns: the new store key, which the caller owns (it wipes it).
     /// - Throws: when the class key is not held now (the device locked between the look-up and this call),

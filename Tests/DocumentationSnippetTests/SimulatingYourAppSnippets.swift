@@ -19,15 +19,19 @@ struct PlaceVisited: InboxChange {
         migrator.registerMigration("create visits") { db in
             try db.execute("CREATE TABLE visits(place TEXT NOT NULL)")
         }
-        let handlers = InboxHandlers.keyValue.handling(PlaceVisited.self) { db, visit in
-            try db.execute("INSERT INTO visits(place) VALUES (?)", [.text(visit.place)])
-        }
+        let handlers = InboxHandlers.keyValue
+            .handling(PlaceVisited.self) { db, visit in
+                try db.execute(
+                    "INSERT INTO visits(place) VALUES (?)", [.text(visit.place)])
+            }
         return StoreConfiguration(
-            path: app.environment.storePath("visits.sqlite"), migrator: migrator, inboxHandlers: handlers)
+            path: app.environment.storePath("visits.sqlite"),
+            migrator: migrator, inboxHandlers: handlers)
     }
     // The extension seals a visit into the locked inbox: it needs no key.
     simulation.action("log a visit", weight: 4) { app in
-        _ = try app.controller.appendToInbox(PlaceVisited(place: "place \(app.number)"))
+        let visit = PlaceVisited(place: "place \(app.number)")
+        _ = try app.controller.appendToInbox(visit)
     }
     // A UI write: queued while the store is locked, checked present once it ran.
     simulation.action("save a note") { app in
@@ -36,14 +40,17 @@ struct PlaceVisited: InboxChange {
     // A screen's read: at once when the store is ready, queued when it is not.
     simulation.action("show the visits") { app in
         if app.controller.phase == .ready {
-            _ = try app.controller.readNow { db in try db.fetchValue(Int.self, "SELECT count(*) FROM visits") }
+            _ = try app.controller.readNow { db in
+                try db.fetchValue(Int.self, "SELECT count(*) FROM visits")
+            }
         } else {
             try app.submit("count visits") { _ in }
         }
     }
     simulation.invariant("every visit has a place") { app in
         let empty = try await app.coordinator.read { db in
-            try db.fetchValue(Int.self, "SELECT count(*) FROM visits WHERE place = ''") ?? 0
+            try db.fetchValue(
+                Int.self, "SELECT count(*) FROM visits WHERE place = ''") ?? 0
         }
         return empty == 0 ? nil : "\(empty) visits without a place"
     }
@@ -58,7 +65,8 @@ struct PlaceVisited: InboxChange {
 // snippet.simulating-your-app-replay
 @Test @MainActor func aVisitMergedAfterACrashInsideTheMerge() async throws {
     try await visitsApp().replay([
-        .action("log a visit"), .lock, .action("log a visit"), .crash, .unlock, .crashInsideMerge, .launch,
+        .action("log a visit"), .lock, .action("log a visit"), .crash, .unlock,
+        .crashInsideMerge, .launch,
     ])
 }
 // snippet.end

@@ -331,7 +331,13 @@ public struct Keybag: Sendable {
     /// working, never neither. A version-2 keybag stays version 2: a new passcode secret is sealed under the
     /// new passcode's authorization value, and the record is part of the file, so the one rename switches both.
     ///
-    /// - Parameter sealer: for a version-2 keybag, its TPM's sealer (it unseals the old secret and seals the new).
+    /// - Parameters:
+    ///   - old: the passcode the keybag is sealed under now.
+    ///   - new: the passcode to seal it under.
+    ///   - deviceKey: the device key.
+    ///   - newKDF: the new passcode's Argon2id cost, or `nil` for the current one.
+    ///   - sealer: for a version-2 keybag, its TPM's sealer (it unseals the old secret and seals the new).
+    ///   - random: where the new salt (and a version-2 keybag's new passcode secret) come from.
     /// - Throws: `SecureKeysError.Code.wrongPasscode` when `old` is wrong.
     public func changingPasscode(
         from old: SecureBytes, to new: SecureBytes, deviceKey: SecureBytes, kdf newKDF: PasscodeKDF? = nil,

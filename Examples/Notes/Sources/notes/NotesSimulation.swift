@@ -53,7 +53,7 @@ enum NotesSimulation {
         simulation.action("save a draft") { app in
             try app.put("draft.\(app.number)", "draft \(app.number)")
         }
-        simulation.invariant("the badge counts the shared notes") { app in
+        simulation.invariant("the badge counts shared notes") { app in
             let (shared, storedBadge) = try await app.coordinator.read { db in
                 (
                     try db.fetchValue(Int.self, "SELECT count(*) FROM notes WHERE title LIKE 'Shared %'") ?? 0,
@@ -64,7 +64,7 @@ enum NotesSimulation {
                 planted == .badgeOutsideStore
                 ? (try? String(contentsOfFile: badgeFile(app), encoding: .utf8)).flatMap { Int($0) } ?? 0
                 : storedBadge.flatMap { Int($0) } ?? 0
-            return badge == shared ? nil : "the badge says \(badge), the store holds \(shared) shared notes"
+            return badge == shared ? nil : "badge \(badge), shared notes \(shared)"
         }
         return simulation
     }
