@@ -13,6 +13,15 @@ struct SynchronousReadTests {
     /// The calling thread's kernel name: a reader's is `PStore.reader`.
     nonisolated static func threadName() -> String { StoreThreadTests.threadName() }
 
+    /// A store on a new simulated device, its pool limited to one reader.
+    static func storeWithOneReader(in directory: TemporaryDirectory) async throws -> StoreCoordinator {
+        let device = try SimulatedDevice.setUp(
+            in: directory.path, passcode: try SecureBytes(utf8: "1234"), configuration: .init(kdf: .minimal), clock: ManualClock())
+        var configuration = StoreConfiguration(path: directory.file("app.sqlite"))
+        configuration.maximumReaderCount = 1
+        return try await StoreCoordinator.attach(configuration, keys: device)
+    }
+
     @Test("readNow runs its body on the calling thread, not on a reader's, and returns what it read")
     func runsOnTheCallingThread() async throws {
         let fixture = try ControllerFixture()
@@ -57,11 +66,7 @@ struct SynchronousReadTests {
     @Test("with every reader busy, readNow waits for the first one returned, then runs on it; no reader is opened past the limit")
     func waitsForABusyReader() async throws {
         let directory = TemporaryDirectory()
-        let device = try SimulatedDevice.setUp(
-            in: directory.path, passcode: try SecureBytes(utf8: "1234"), configuration: .init(kdf: .minimal), clock: ManualClock())
-        var configuration = StoreConfiguration(path: directory.file("app.sqlite"))
-        configuration.maximumReaderCount = 1
-        let coordinator = try await StoreCoordinator.attach(configuration, keys: device)
+        let coordinator = try await Self.storeWithOneReader(in: directory)
         try await coordinator.put("k", "v")
         let reading = DispatchSemaphore(value: 0)
         let release = DispatchSemaphore(value: 0)
@@ -86,11 +91,7 @@ struct SynchronousReadTests {
     @Test("a readNow blocked on a busy reader is woken by the close and throws its error")
     func closeWakesABlockedRead() async throws {
         let directory = TemporaryDirectory()
-        let device = try SimulatedDevice.setUp(
-            in: directory.path, passcode: try SecureBytes(utf8: "1234"), configuration: .init(kdf: .minimal), clock: ManualClock())
-        var configuration = StoreConfiguration(path: directory.file("app.sqlite"))
-        configuration.maximumReaderCount = 1
-        let coordinator = try await StoreCoordinator.attach(configuration, keys: device)
+        let coordinator = try await Self.storeWithOneReader(in: directory)
         let reading = DispatchSemaphore(value: 0)
         let release = DispatchSemaphore(value: 0)
         let busy = Task.detached {

@@ -303,19 +303,25 @@ final class ReaderPool: Sendable {
         case waitForFirstReader
     }
 
+    /// What a read gets now, decided under the lock: an idle reader, room to open one (counted as opening), or
+    /// a wait — for the reader the attach is opening, when `waitingForFirstReader` and no read waits for it yet.
+    private func lending(waitingForFirstReader: Bool) throws -> Lending {
+        try state.withLock { state -> Lending in
+            if state.isClosed { throw state.closedError }
+            if let reader = state.idle.popLast() { return .lend(reader) }
+            if waitingForFirstReader, state.firstReaderOpening, state.firstReaderWaiter == nil { return .waitForFirstReader }
+            if state.count < capacity, let key = state.key {
+                state.count += 1
+                state.opening += 1
+                return .open(key)
+            }
+            return .wait
+        }
+    }
+
     private func checkOut() async throws -> Reader {
         while true {
-            let lending = try state.withLock { state -> Lending in
-                if state.isClosed { throw state.closedError }
-                if let reader = state.idle.popLast() { return .lend(reader) }
-                if state.firstReaderOpening, state.firstReaderWaiter == nil { return .waitForFirstReader }
-                if state.count < capacity, let key = state.key {
-                    state.count += 1
-                    state.opening += 1
-                    return .open(key)
-                }
-                return .wait
-            }
+            let lending = try lending(waitingForFirstReader: true)
             switch lending {
             case .lend(let reader):
                 return reader
@@ -347,16 +353,7 @@ final class ReaderPool: Sendable {
     /// A reader for ``readNow(_:)``: an idle one, one opened on the calling thread, or the first one returned.
     private func checkOutNow() throws -> Reader {
         while true {
-            let lending = try state.withLock { state -> Lending in
-                if state.isClosed { throw state.closedError }
-                if let reader = state.idle.popLast() { return .lend(reader) }
-                if state.count < capacity, let key = state.key {
-                    state.count += 1
-                    state.opening += 1
-                    return .open(key)
-                }
-                return .wait
-            }
+            let lending = try lending(waitingForFirstReader: false)
             switch lending {
             case .lend(let reader):
                 return reader
