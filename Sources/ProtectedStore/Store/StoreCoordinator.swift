@@ -233,7 +233,9 @@ public actor StoreCoordinator {
     /// For the short reads a UI makes from the main actor: an awaited read hops to a reader's thread and back,
     /// two thread wake-ups that cost more than a one-row read. This one blocks the caller for the read — and,
     /// while all ``StoreConfiguration/maximumReaderCount`` readers are busy, until one is free — so keep long
-    /// reads (a scan, an export) on ``read(_:)``. It never waits for a write.
+    /// reads (a scan, an export) on ``read(_:)``. It never waits for a write. Like GRDB's, it is not reentrant: a
+    /// `readNow` inside another read's `body` holds one reader and asks for a second, and waits forever when the
+    /// pool has no other.
     ///
     /// - Parameter body: reads from the store; the connection must not escape it. A write fails with
     ///   `read-only`.
