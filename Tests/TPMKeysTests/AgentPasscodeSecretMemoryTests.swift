@@ -12,31 +12,13 @@ import Testing
     "A device agent's memory after the TPM checked a passcode", .timeLimit(.minutes(3)),
     .enabled(if: SoftwareTPM.missing == nil && geteuid() == 0, "needs swtpm, and root to read another process's memory"))
 struct AgentPasscodeSecretMemoryTests {
-    /// The binary, built into the test bundle's folder.
-    static let binary = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
-        .appendingPathComponent("protected-store").path
-
     @Test("after a set-up, a wrong and a right passcode through the agent, no copy of the passcode secret S nor of its authValue is in what a core file of the agent would hold")
     func agentKeepsNoPasscodeSecret() async throws {
         let tpm = try SoftwareTPM()
         let directory = TemporaryDirectory()
-        let agent = Process()
-        agent.executableURL = URL(fileURLWithPath: Self.binary)
-        agent.arguments = ["device", "serve", "--fast-kdf", "--state-dir", directory.path, "--key-store", "tpm", "--tpm-tcti", tpm.tcti]
-        agent.standardOutput = FileHandle.nullDevice
-        agent.standardError = FileHandle.nullDevice
-        try agent.run()
-        defer {
-            kill(agent.processIdentifier, SIGKILL)
-            agent.waitUntilExit()
-        }
-        var client: DeviceAgentClient?
-        for _ in 0..<500 where client == nil {
-            client = try? DeviceAgentClient.connect(toAgentOf: directory.path, clientName: "test")
-            if client == nil { try await Task.sleep(for: .milliseconds(20)) }
-        }
-        let connected = try #require(client)
-        defer { connected.disconnect() }
+        let agent = try await TPMAgentProcess(stateDirectory: directory.path, tcti: tpm.tcti)
+        defer { agent.stop() }
+        let connected = agent.client
         try connected.setUp(passcode: SecureBytes(utf8: "1234"), gracePeriod: .zero)
         try connected.lock()
         #expect(throws: DeviceError.self) { try connected.unlock(passcode: SecureBytes(utf8: "0000")) }
@@ -60,7 +42,7 @@ struct AgentPasscodeSecretMemoryTests {
             try value.withUnsafeBytes { bytes in
                 try [bytes[...], bytes[..<16], bytes[16...]].flatMap { part in
                     try ProcessMemory.occurrences(
-                        of: UnsafeRawBufferPointer(rebasing: part), inProcess: agent.processIdentifier, onlyDumped: true)
+                        of: UnsafeRawBufferPointer(rebasing: part), inProcess: agent.process.processIdentifier, onlyDumped: true)
                 }
             }.map { String($0, radix: 16) }
         }
