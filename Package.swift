@@ -29,6 +29,7 @@ let package = Package(
         .package(url: "https://github.com/pointfreeco/swift-clocks", from: "1.0.0"),
         .package(url: "https://github.com/apple/swift-collections", from: "1.1.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-system", from: "1.8.0"),
         // `make docs` only: a command plugin is built when it is invoked, never by `swift build`/`swift test`.
         // 1.5 for the combined archive of every module (`--enable-experimental-combined-documentation`).
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
@@ -69,14 +70,22 @@ let package = Package(
         // The one error type an app catches, below every layer that throws it: the SQL layer's failures are
         // `StoreError`s, so an app catches one type inside `write { }` and outside it.
         .target(name: "StoreErrors", swiftSettings: strictSettings),
-        .target(name: "SecureKeys", dependencies: ["StoreErrors", "CSodium"], swiftSettings: strictSettings),
+        // The helpers every layer shares to coordinate threads: a value behind a lock.
+        .target(name: "StoreConcurrency", swiftSettings: strictSettings),
         .target(
-            name: "EncryptedSQLite", dependencies: ["StoreErrors", "CSQLCipher", "CDiskVFS", "SecureKeys"],
+            name: "SecureKeys",
+            dependencies: [
+                "StoreErrors", "StoreConcurrency", "CSodium",
+                .product(name: "SystemPackage", package: "swift-system"),
+            ],
+            swiftSettings: strictSettings),
+        .target(
+            name: "EncryptedSQLite", dependencies: ["StoreErrors", "StoreConcurrency", "CSQLCipher", "CDiskVFS", "SecureKeys"],
             swiftSettings: strictSettings),
         .target(
             name: "ProtectedData",
             dependencies: [
-                "StoreErrors", "SecureKeys",
+                "StoreErrors", "StoreConcurrency", "SecureKeys",
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -89,7 +98,7 @@ let package = Package(
         .target(
             name: "LinuxDevice",
             dependencies: [
-                "ProtectedData", "SecureKeys", "TPMKeys", "CSystemd",
+                "ProtectedData", "SecureKeys", "StoreConcurrency", "TPMKeys", "CSystemd",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictSettings
@@ -98,7 +107,7 @@ let package = Package(
         .executableTarget(
             name: "protected-store",
             dependencies: [
-                "SecureKeys", "EncryptedSQLite", "ProtectedData", "ProtectedStore", "ProtectedStoreHarness", "CEditLine", "TPMKeys", "LinuxDevice",
+                "SecureKeys", "StoreConcurrency", "EncryptedSQLite", "ProtectedData", "ProtectedStore", "ProtectedStoreHarness", "CEditLine", "TPMKeys", "LinuxDevice",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -108,7 +117,7 @@ let package = Package(
         .target(
             name: "ProtectedStore",
             dependencies: [
-                "StoreErrors", "SecureKeys", "EncryptedSQLite", "ProtectedData",
+                "StoreErrors", "StoreConcurrency", "SecureKeys", "EncryptedSQLite", "ProtectedData",
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -118,7 +127,7 @@ let package = Package(
         .target(
             name: "ProtectedStoreHarness",
             dependencies: [
-                "ProtectedStore", "ProtectedData", "SecureKeys",
+                "ProtectedStore", "ProtectedData", "SecureKeys", "StoreConcurrency",
             ],
             swiftSettings: strictSettings
         ),
@@ -133,14 +142,14 @@ let package = Package(
 
         // What every test target shares: a temporary directory that cleans up after itself, hex helpers.
         .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: strictSettings),
-        .testTarget(name: "SecureKeysTests", dependencies: ["SecureKeys", "TestSupport"], swiftSettings: strictSettings),
+        .testTarget(name: "SecureKeysTests", dependencies: ["SecureKeys", "StoreConcurrency", "TestSupport"], swiftSettings: strictSettings),
         .testTarget(
             name: "EncryptedSQLiteTests", dependencies: ["EncryptedSQLite", "SecureKeys", "TestSupport"],
             swiftSettings: strictSettings),
         .testTarget(
             name: "ProtectedStoreTests",
             dependencies: [
-                "ProtectedStore", "ProtectedData", "EncryptedSQLite", "SecureKeys", "TestSupport",
+                "ProtectedStore", "ProtectedData", "EncryptedSQLite", "SecureKeys", "StoreConcurrency", "TestSupport",
             ],
             swiftSettings: strictSettings
         ),
@@ -192,7 +201,7 @@ let package = Package(
             swiftSettings: strictSettings),
         .testTarget(
             name: "ProtectedDataTests",
-            dependencies: ["ProtectedData", "SecureKeys", "TestSupport", .product(name: "Clocks", package: "swift-clocks")],
+            dependencies: ["ProtectedData", "SecureKeys", "StoreConcurrency", "TestSupport", .product(name: "Clocks", package: "swift-clocks")],
             swiftSettings: strictSettings
         ),
     ]

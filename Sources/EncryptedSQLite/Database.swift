@@ -5,6 +5,7 @@ import Glibc
 import Darwin
 #endif
 public import SecureKeys
+import StoreConcurrency
 
 /// A connection to an encrypted SQLite database (SQLCipher).
 ///

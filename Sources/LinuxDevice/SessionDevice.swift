@@ -3,6 +3,7 @@ internal import Logging
 public import ProtectedData
 public import SecureKeys
 internal import TPMKeys
+import StoreConcurrency
 
 /// A real device on a Linux desktop: the keybag state machine of a `SimulatedDevice` — passcode, class keys,
 /// grace period, wrong-passcode delays, persisted in a state directory — on the real clock

@@ -2,6 +2,7 @@ internal import CSystemd
 internal import Logging
 public import ProtectedData
 import SecureKeys
+import StoreConcurrency
 #if canImport(Glibc)
 import Glibc
 #endif

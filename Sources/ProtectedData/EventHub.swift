@@ -1,5 +1,6 @@
 internal import DequeModule
 import SecureKeys
+import StoreConcurrency
 
 
 /// Delivers events to subscribers in order, exactly once each, including events raised by a subscriber

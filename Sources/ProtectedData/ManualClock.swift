@@ -1,4 +1,5 @@
 import SecureKeys
+import StoreConcurrency
 
 /// The test clock: it moves only when told to, and ``advance(by:)`` runs the work that became due before it
 /// returns.

@@ -1,6 +1,7 @@
 import Foundation
 internal import Logging
 public import SecureKeys
+import StoreConcurrency
 
 
 /// The device a store lives on: a passcode, a keybag of class keys, lock and unlock, a grace period, and

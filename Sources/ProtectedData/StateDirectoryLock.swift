@@ -5,6 +5,7 @@ import Glibc
 import Darwin
 #endif
 import SecureKeys
+import StoreConcurrency
 
 /// Exclusive ownership of a state directory: one process at a time runs a device on it.
 ///

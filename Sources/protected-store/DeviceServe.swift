@@ -3,6 +3,7 @@ import Foundation
 import LinuxDevice
 import ProtectedData
 import SecureKeys
+import StoreConcurrency
 
 extension ProtectedStoreCommand {
     /// `device …`: the device as a service for several processes.

@@ -4,6 +4,7 @@ import LinuxDevice
 import ProtectedData
 import SecureKeys
 import TPMKeys
+import StoreConcurrency
 
 extension ProtectedStoreCommand {
     /// `session …`: the user's real session lock, as a ``SessionDevice`` follows it.

@@ -4,6 +4,7 @@ import SecureKeys
 import Testing
 
 @testable import ProtectedData
+import StoreConcurrency
 
 /// Passcode attempts on one device take turns: each is checked against the count the previous one left.
 @Suite("Simulated device: concurrent passcode attempts take turns")

@@ -4,6 +4,7 @@ import SecureKeys
 
 
 @testable import ProtectedData
+import StoreConcurrency
 
 /// A device on a temporary directory with a manual clock and the minimal Argon2id cost.
 final class DeviceFixture: @unchecked Sendable {

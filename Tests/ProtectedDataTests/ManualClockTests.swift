@@ -3,6 +3,7 @@ import Testing
 import TestSupport
 
 @testable import ProtectedData
+import StoreConcurrency
 
 @Suite("Manual clock", .timeLimit(.minutes(3)))
 struct ManualClockTests {

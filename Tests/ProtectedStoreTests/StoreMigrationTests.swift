@@ -6,6 +6,7 @@ import SecureKeys
 import Testing
 
 @_spi(Testing) @testable import ProtectedStore
+import StoreConcurrency
 
 /// A fault fixture's store with rows, most of them deleted again: pages on the free list, which a rewrite
 /// (`sqlcipher_export` into a new file) leaves behind — so the store shows whether it is the old file or the

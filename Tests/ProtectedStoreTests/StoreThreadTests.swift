@@ -4,6 +4,7 @@ import SecureKeys
 import Testing
 
 @_spi(Testing) @testable import ProtectedStore
+import StoreConcurrency
 
 /// Database work runs on threads the store owns, never on Swift's cooperative pool (issue 27, item 6).
 @Suite("The store's own threads", .timeLimit(.minutes(3)))

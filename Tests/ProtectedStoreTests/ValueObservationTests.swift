@@ -4,6 +4,7 @@ import TestSupport
 import Testing
 
 @_spi(Testing) @testable import ProtectedStore
+import StoreConcurrency
 
 /// Counts how often an observed read ran (reads run on a reader, off the main actor).
 final class ReadCounter: Sendable {

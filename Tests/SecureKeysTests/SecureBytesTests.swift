@@ -3,6 +3,7 @@ import Foundation
 import Testing
 
 @testable import SecureKeys
+import StoreConcurrency
 
 @Suite("SecureBytes")
 struct SecureBytesTests {

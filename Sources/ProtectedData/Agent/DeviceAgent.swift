@@ -6,6 +6,7 @@ import Darwin
 #endif
 internal import Logging
 public import SecureKeys
+import StoreConcurrency
 
 /// The one process that owns a state directory's device — keybag, passcode attempts and delays, grace timer,
 /// class keys in guarded memory — and answers every other process over a Unix-domain socket, as a phone's

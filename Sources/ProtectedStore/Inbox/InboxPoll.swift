@@ -1,5 +1,6 @@
 internal import ProtectedData
 internal import SecureKeys
+import StoreConcurrency
 
 /// Looks at a store's inbox file every interval while the store is attached, for records another process (an
 /// extension) appended, and calls `onPending` when there are some.

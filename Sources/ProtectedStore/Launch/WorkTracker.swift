@@ -1,4 +1,5 @@
 import SecureKeys
+import StoreConcurrency
 
 
 /// Counts the controller's work in flight (events not yet handled, an attach, a drain, a close), so a caller

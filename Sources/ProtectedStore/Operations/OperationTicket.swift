@@ -1,4 +1,5 @@
 internal import SecureKeys
+import StoreConcurrency
 
 /// How a queued operation ended. Every submitted operation ends in exactly one of these.
 public enum OperationOutcome: Sendable, CustomStringConvertible {

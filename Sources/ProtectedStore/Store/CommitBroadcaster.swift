@@ -1,5 +1,6 @@
 internal import EncryptedSQLite
 internal import SecureKeys
+import StoreConcurrency
 
 /// Tells observations which tables each committed transaction wrote.
 ///

@@ -2,6 +2,7 @@ internal import DequeModule
 internal import Dispatch
 internal import EncryptedSQLite
 internal import SecureKeys
+import StoreConcurrency
 
 /// The store's read-only connections: reads run on them, beside the writer, and never wait for a write.
 ///

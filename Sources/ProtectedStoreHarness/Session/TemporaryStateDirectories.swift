@@ -1,5 +1,6 @@
 import Foundation
 import SecureKeys
+import StoreConcurrency
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -1,3 +1,4 @@
+import StoreConcurrency
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)

@@ -1,4 +1,5 @@
 internal import CSodium
+import StoreConcurrency
 
 
 /// Where fresh keys, salts and nonces come from.
