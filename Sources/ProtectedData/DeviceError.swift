@@ -13,12 +13,15 @@ public struct DeviceError: Error, Sendable, CustomStringConvertible, LocalizedEr
     public var code: Code
     /// A sentence for a person, without any secret.
     public var message: String
-    /// For `Code.passcodeDelay`, and a `Code.wrongPasscode` that starts a delay: how long, on the device's
-    /// clock, until the next attempt is allowed.
+    /// How long until the next attempt is allowed, on the device's clock.
+    ///
+    /// Set for `Code.passcodeDelay`, and for a `Code.wrongPasscode` that starts a delay.
     public var retryAfter: Duration?
-    /// For `Code.wrongPasscode`: consecutive failures so far.
+    /// Consecutive failures so far, for `Code.wrongPasscode`.
     public var failedAttempts: Int?
-    /// For `Code.stateInUse`: the process id of the state directory's owner, when it could be read.
+    /// The process id of the state directory's owner, when it could be read.
+    ///
+    /// Set for `Code.stateInUse`.
     public var holderProcessID: Int32?
 
     /// An error of the device.
@@ -41,7 +44,9 @@ public struct DeviceError: Error, Sendable, CustomStringConvertible, LocalizedEr
 
     /// `code: message`.
     public var description: String { "\(code.name): \(message)" }
-    /// The same text; swift-argument-parser prints this for errors a command throws.
+    /// The same text.
+    ///
+    /// swift-argument-parser prints this for errors a command throws.
     public var errorDescription: String? { description }
 
     static func noDevice(at directory: String) -> Self {
@@ -58,9 +63,10 @@ public struct DeviceError: Error, Sendable, CustomStringConvertible, LocalizedEr
         Self(code: .deviceExists, message: "a device is already set up in \(directory); it is never replaced")
     }
 
-    /// The delay is said to be on the device's clock: the simulated device counts it on the clock it was given,
-    /// which in the tool and in tests is a manual one that only `clock advance` moves — waiting in real time
-    /// would never end it.
+    /// The delay is said to be on the device's clock.
+    ///
+    /// The simulated device counts it on the clock it was given, which in the tool and in tests is a manual one
+    /// that only `clock advance` moves. Waiting in real time would never end it.
     static func wrongPasscode(failedAttempts: Int, delay: Duration) -> Self {
         var message = "wrong passcode (\(failedAttempts) failed attempt\(failedAttempts == 1 ? "" : "s"))"
         if delay > .zero { message += "; \(waitText(delay))" }
@@ -90,8 +96,9 @@ public struct DeviceError: Error, Sendable, CustomStringConvertible, LocalizedEr
             message: "protected data of class \(protectionClass.name) is unavailable (the device is locked or has not been unlocked since boot)")
     }
 
-    /// The state directory `directory` is owned by another device: the process `holder` (`nil`: unknown),
-    /// or this very process.
+    /// The state directory `directory` is owned by another device.
+    ///
+    /// The owner is the process `holder` (`nil` when unknown), or this very process.
     ///
     /// What to do depends on who was refused: a shell or a script can go through a device agent, while an
     /// agent refused by a shell can only wait for that shell to end.
@@ -132,7 +139,9 @@ public struct DeviceError: Error, Sendable, CustomStringConvertible, LocalizedEr
         Self(code: .invalidDeviceSetting, message: what)
     }
 
-    /// The erase of the device in `directory` stopped at `cause`: the key files it names are still on disk.
+    /// The erase of the device in `directory` stopped at `cause`.
+    ///
+    /// The key files it names are still on disk.
     static func wipeIncomplete(_ directory: String, cause: any Error) -> Self {
         Self(
             code: .wipeIncomplete,
@@ -145,8 +154,9 @@ public struct DeviceError: Error, Sendable, CustomStringConvertible, LocalizedEr
         Self(code: .clockLimit, message: what)
     }
 
-    /// The device in `directory` keeps its key in a store of kind `kept`, and was given one of kind `given`;
-    /// `servedByAgent`: a device agent has served it (its `agent/` folder is there), so the user most likely
+    /// The device in `directory` keeps its key in a store of kind `kept`, and was given one of kind `given`.
+    ///
+    /// `servedByAgent` says a device agent has served it (its `agent/` folder is there), so the user most likely
     /// meant to reach that agent, which is not running.
     static func keyStoreMismatch(
         _ directory: String, kept: DeviceKeyStoreKind, given: DeviceKeyStoreKind, servedByAgent: Bool = false
@@ -166,7 +176,9 @@ public struct DeviceError: Error, Sendable, CustomStringConvertible, LocalizedEr
                 + "not in \(given == .tpm ? "a TPM" : "a file"): \(advice)")
     }
 
-    /// No TPM answers at `tcti`: `reason` says why.
+    /// No TPM answers at `tcti`.
+    ///
+    /// `reason` says why.
     package static func tpmUnavailable(tcti: String, reason: String) -> Self {
         Self(code: .tpmUnavailable, message: "no TPM 2.0 at \(tcti): \(reason)")
     }
@@ -184,9 +196,11 @@ public struct DeviceError: Error, Sendable, CustomStringConvertible, LocalizedEr
         Self(code: .tpmFailure, message: "the TPM refused \(command): \(response)")
     }
 
-    /// The TPM refuses passcode checks for now: its lockout counter reached `maximum` failures (`counter` now),
-    /// and it forgets one failure every `interval` (`nil`: the limits could not be read). The wait is until the
-    /// counter is below `maximum` again.
+    /// The TPM refuses passcode checks for now.
+    ///
+    /// Its lockout counter reached `maximum` failures (`counter` now), and it forgets one failure every
+    /// `interval` (`nil` when the limits could not be read). The wait is until the counter is below `maximum`
+    /// again.
     package static func tpmLockout(counter: UInt32?, maximum: UInt32?, interval: Duration?) -> Self {
         var message = "the TPM is in dictionary-attack lockout and refuses to check a passcode; the attempt was not counted"
         if let counter, let maximum { message += " (its lockout counter is \(counter) of \(maximum))" }
@@ -209,7 +223,9 @@ public struct DeviceError: Error, Sendable, CustomStringConvertible, LocalizedEr
 extension StoreError.Code {
     /// No device was set up in the state directory.
     public static let noDevice = Self("no-device")
-    /// A device already exists in the state directory; set-up never replaces one.
+    /// A device already exists in the state directory.
+    ///
+    /// Set-up never replaces one.
     public static let deviceExists = Self("device-exists")
     /// A passcode attempt during the delay after wrong passcodes.
     public static let passcodeDelay = Self("passcode-delay")
@@ -218,29 +234,39 @@ extension StoreError.Code {
     /// The keys of a protection class are not held now (locked, or before the first unlock), or a store was
     /// closed because they stopped being held.
     public static let protectedDataUnavailable = Self("protected-data-unavailable")
-    /// The device's state file is damaged; it was left as it is.
+    /// The device's state file is damaged.
+    ///
+    /// It was left as it is.
     public static let deviceStateDamaged = Self("device-state-damaged")
-    /// Another device — in another process, or already in this one — owns the state directory.
+    /// Another device owns the state directory.
+    ///
+    /// That device is in another process, or already in this one.
     public static let stateInUse = Self("state-in-use")
     /// A setting or a new passcode outside ``DeviceRules`` (an empty passcode not asked for, `wipe-after 0`).
     public static let invalidDeviceSetting = Self("invalid-device-setting")
-    /// The device began erasing its keys but could not remove a key file yet; the erase is finished at the
-    /// next passcode attempt or boot. Until then the keys are still on disk: the device is not erased.
+    /// The device began erasing its keys but could not remove a key file yet.
+    ///
+    /// The erase is finished at the next passcode attempt or boot. Until then the keys are still on disk, and the
+    /// device is not erased.
     public static let wipeIncomplete = Self("wipe-incomplete")
-    /// A clock advance past the virtual clock's end (1,000 years), or one step over 100 years
-    /// (``DeviceRules/checkClockAdvance(by:from:)``): the clock stays where it was.
+    /// A clock advance past the virtual clock's end (1,000 years), or one step over 100 years.
+    ///
+    /// The limits are those of ``DeviceRules/checkClockAdvance(by:from:)``. The clock stays where it was.
     public static let clockLimit = Self("clock-limit")
     /// The device keeps its key in one store (a TPM, a file) and was booted with the other.
     public static let keyStoreMismatch = Self("key-store-mismatch")
     /// No TPM answers at the TCTI given (no device node, no simulator listening, not a TPM 2.0).
     public static let tpmUnavailable = Self("tpm-unavailable")
-    /// The device key was sealed by another TPM, or this TPM's owner hierarchy was cleared since: no TPM
-    /// can unseal it any more.
+    /// The device key was sealed by another TPM, or this TPM's owner hierarchy was cleared since.
+    ///
+    /// No TPM can unseal it any more.
     public static let sealedByAnotherTPM = Self("sealed-by-another-tpm")
     /// The TPM refused a command (the message names it and the TPM's response code).
     public static let tpmFailure = Self("tpm-failure")
-    /// The TPM is in dictionary-attack lockout: it refuses to check a passcode until it recovers (the
-    /// message says how long, on the TPM's own clock); the attempt was not checked and is not counted.
+    /// The TPM is in dictionary-attack lockout.
+    ///
+    /// It refuses to check a passcode until it recovers (the message says how long, on the TPM's own clock). The
+    /// attempt was not checked and is not counted.
     public static let tpmLockout = Self("tpm-lockout")
     /// The D-Bus bus a session lock source needs cannot be reached (no socket, connection refused).
     public static let noBus = Self("no-bus")
@@ -267,8 +293,10 @@ extension StoreError.Code {
 }
 
 extension Duration {
-    /// "1m 30s", "250ms", "1h" — how durations read in messages and timelines. A negative duration reads as
-    /// "-" and its length; none traps, however long.
+    /// How durations read in messages and timelines.
+    ///
+    /// For example "1m 30s", "250ms" and "1h". A negative duration reads as "-" and its length. None traps,
+    /// however long.
     public var spoken: String {
         let (seconds, attoseconds) = components
         if seconds < 0 || attoseconds < 0 { return "-" + (Duration.zero - self).spoken }

@@ -1,8 +1,9 @@
 import Foundation
 public import SecureKeys
 
-/// The files a device's key may be kept in: its state directory's `hardware/` folder, which stands for the
-/// secure element of a phone.
+/// The files a device's key may be kept in.
+///
+/// They are in its state directory's `hardware/` folder, which stands for the secure element of a phone.
 ///
 /// - `hardware/uid.key`: the key itself, 32 bytes, mode 0600 (``FileDeviceKeyStore``);
 /// - `hardware/uid.tpm`: the key sealed by a TPM 2.0 (the TPM store of the `TPMKeys` module; format in
@@ -21,9 +22,9 @@ public struct DeviceKeyFiles: Sendable, Hashable {
 
     /// `hardware/`, the folder that holds the device key.
     public var folder: String { stateDirectory + "/hardware" }
-    /// `hardware/uid.key`: the device key in a file.
+    /// The device key in a file, `hardware/uid.key`.
     public var plainKeyPath: String { folder + "/uid.key" }
-    /// `hardware/uid.tpm`: the device key sealed by a TPM.
+    /// The device key sealed by a TPM, `hardware/uid.tpm`.
     public var sealedKeyPath: String { folder + "/uid.tpm" }
 
     /// The file a store of `kind` keeps the key in.
@@ -36,33 +37,41 @@ public struct DeviceKeyFiles: Sendable, Hashable {
         }
     }
 
-    /// The kind of store a boot of this device needs: `tpm` when `hardware/uid.tpm` exists (boot prefers it,
-    /// and finishes a migration that left both files), `file` when only `hardware/uid.key` does, `nil` when
-    /// neither does. What `--key-store auto` picks.
+    /// The kind of store a boot of this device needs.
+    ///
+    /// It is `tpm` when `hardware/uid.tpm` exists (boot prefers it, and finishes a migration that left both
+    /// files), `file` when only `hardware/uid.key` does, `nil` when neither does. `--key-store auto` picks this.
     public var storeKindForBoot: DeviceKeyStoreKind? {
         if SecureFile.exists(sealedKeyPath) { return .tpm }
         if SecureFile.exists(plainKeyPath) { return .file }
         return nil
     }
 
-    /// Both files, the plain one first: what an erase removes.
+    /// Both files, the plain one first, as an erase removes them.
     var all: [String] { [plainKeyPath, sealedKeyPath] }
 }
 
-/// Where a device keeps its device key: in a file (`file`), or sealed by the machine's TPM (`tpm`).
+/// Where a device keeps its device key.
+///
+/// It is in a file (`file`), or sealed by the machine's TPM (`tpm`).
 public enum DeviceKeyStoreKind: String, Sendable, Hashable, CaseIterable, CustomStringConvertible {
-    /// Sealed by a TPM 2.0: `hardware/uid.tpm`, useless without that TPM.
+    /// Sealed by a TPM 2.0, in `hardware/uid.tpm`.
+    ///
+    /// It is useless without that TPM.
     case tpm
-    /// A 0600 file: `hardware/uid.key`, the fallback without a TPM.
+    /// A 0600 file, `hardware/uid.key`.
+    ///
+    /// It is the fallback without a TPM.
     case file
 
     /// `tpm` or `file`.
     public var description: String { rawValue }
 
-    /// Which store keeps the key of the device in `directory`, from the files there: `file` while
-    /// `hardware/uid.key` exists — also in the instant of an interrupted migration, as the key is then still
-    /// on disk unsealed, and a status must not call it migrated — `tpm` when only `hardware/uid.tpm` does, `nil`
-    /// when neither does (no device, or an erased one).
+    /// Which store keeps the key of the device in `directory`, from the files there.
+    ///
+    /// It is `file` while `hardware/uid.key` exists. That holds also in the instant of an interrupted migration,
+    /// as the key is then still on disk unsealed, and a status must not call it migrated. It is `tpm` when only
+    /// `hardware/uid.tpm` exists, `nil` when neither does (no device, or an erased one).
     ///
     /// - Parameter directory: the device's state directory.
     public static func of(directory: String) -> DeviceKeyStoreKind? {
@@ -73,7 +82,9 @@ public enum DeviceKeyStoreKind: String, Sendable, Hashable, CaseIterable, Custom
     }
 }
 
-/// Keeps a device's key: the secret every class key is entangled with (keys/README.md, "Keybag").
+/// Keeps a device's key.
+///
+/// It is the secret every class key is entangled with (keys/README.md, "Keybag").
 ///
 /// A store never replaces a key it keeps and never writes one unwrapped except as ``FileDeviceKeyStore``
 /// does by definition. ``SimulatedDevice`` takes one at set-up and boot; ``FileDeviceKeyStore`` is the default.
@@ -81,8 +92,9 @@ public protocol DeviceKeyStore: Sendable {
     /// Which kind of store this is, and so which file of ``DeviceKeyFiles`` it keeps.
     var kind: DeviceKeyStoreKind { get }
 
-    /// Keeps `key`, a new device key, in a new file (`files.path(for: kind)`): written atomically with mode
-    /// 0600, its folder synced, never replacing a file.
+    /// Keeps `key`, a new device key, in a new file (`files.path(for: kind)`).
+    ///
+    /// The file is written atomically with mode 0600, its folder synced, never replacing a file.
     ///
     /// - Parameters:
     ///   - key: the 32-byte device key.
@@ -99,19 +111,22 @@ public protocol DeviceKeyStore: Sendable {
     ///   wrote; the store's own errors.
     func load(from files: DeviceKeyFiles) throws -> SecureBytes
 
-    /// What seals the passcode secret of a version-2 keybag on this store (keys/README.md, "Keybag, version 2"):
-    /// a TPM, which then counts every wrong passcode; `nil` for a store that cannot (the file store), whose
-    /// devices keep a version-1 keybag.
+    /// What seals the passcode secret of a version-2 keybag on this store.
+    ///
+    /// See keys/README.md, "Keybag, version 2". A TPM seals it, and then counts every wrong passcode. `nil` for a
+    /// store that cannot (the file store), whose devices keep a version-1 keybag.
     var passcodeSecretSealer: (any PasscodeSecretSealer)? { get }
 }
 
 extension DeviceKeyStore {
-    /// `nil`: a store seals no passcode secret unless it says so.
+    /// `nil`, as a store seals no passcode secret unless it says so.
     public var passcodeSecretSealer: (any PasscodeSecretSealer)? { nil }
 }
 
-/// The device key in a file, `hardware/uid.key`: 32 raw bytes, mode 0600 — the simulated device's stand-in
-/// for a hardware key, and the fallback on a machine without a TPM.
+/// The device key in a file, `hardware/uid.key`.
+///
+/// The file holds 32 raw bytes, mode 0600. It is the simulated device's stand-in for a hardware key, and the
+/// fallback on a machine without a TPM.
 public struct FileDeviceKeyStore: DeviceKeyStore {
     /// The file store.
     public init() {}
@@ -126,8 +141,10 @@ public struct FileDeviceKeyStore: DeviceKeyStore {
         try SecureFile.writeSecret(key, to: files.plainKeyPath)
     }
 
-    /// Reads `hardware/uid.key`: 32 bytes, or the file is damaged — said of that file, not of the keybag it
-    /// would fail to verify.
+    /// Reads `hardware/uid.key`.
+    ///
+    /// The file holds 32 bytes, or it is damaged. The damage is said of that file, not of the keybag it would
+    /// fail to verify.
     ///
     /// - Throws: `SecureKeysError` with `key-file-damaged` naming the file for another length; `io-error`.
     public func load(from files: DeviceKeyFiles) throws -> SecureBytes {
@@ -143,10 +160,11 @@ public struct FileDeviceKeyStore: DeviceKeyStore {
 }
 
 extension DeviceKeyFiles {
-    /// The device key, read by `store`, from the file of the store's kind — after checking that the device
-    /// keeps its key there. When both files exist (a migration to the TPM stopped after the sealed file was
-    /// written), the sealed one is preferred, and the migration finished: the plain file is removed, and its
-    /// folder synced, only once it holds the very key the TPM unsealed.
+    /// The device key, read by `store`, from the file of the store's kind.
+    ///
+    /// It first checks that the device keeps its key there. When both files exist (a migration to the TPM stopped
+    /// after the sealed file was written), the sealed one is preferred, and the migration finished. The plain
+    /// file is removed, and its folder synced, only once it holds the very key the TPM unsealed.
     ///
     /// - Throws: `DeviceError.Code.keyStoreMismatch` when the device keeps its key in the other store;
     ///   the store's errors; `SecureKeysError` with `key-file-damaged` when the two files hold different keys
@@ -174,8 +192,9 @@ extension DeviceKeyFiles {
         return key
     }
 
-    /// Removes `hardware/uid.key` once it is shown to hold `unsealed`, the key `hardware/uid.tpm` gave, and
-    /// syncs the folder: the last step of a migration to the TPM.
+    /// Removes `hardware/uid.key` once it is shown to hold `unsealed`, and syncs the folder.
+    ///
+    /// `unsealed` is the key `hardware/uid.tpm` gave. This is the last step of a migration to the TPM.
     ///
     /// - Throws: `SecureKeysError` with `key-file-damaged` when the keys differ (nothing removed), `io-error`.
     func finishMigration(unsealed: SecureBytes) throws {

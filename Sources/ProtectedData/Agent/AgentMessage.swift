@@ -6,37 +6,57 @@ public import SecureKeys
 /// memory, wiped when it is released.
 @_spi(DeviceAgentWire)
 public enum AgentRequest: Sendable {
-    /// The first frame of every connection: the wire protocol the client speaks, and a name for the agent's log.
+    /// The first frame of every connection.
+    ///
+    /// It carries the wire protocol the client speaks, and a name for the agent's log.
     case hello(protocolVersion: UInt32, clientName: String)
-    /// The device's state now; also what a client sends to catch up with every event pushed before it.
+    /// The device's state now.
+    ///
+    /// It is also what a client sends to catch up with every event pushed before it.
     case status
-    /// Set up a new device (the agent's directory holds none yet). The device checks the settings and the
-    /// passcode against ``DeviceRules``, as the command line does: an empty passcode only when
-    /// `allowsEmptyPasscode` says it was asked for.
+    /// Set up a new device (the agent's directory holds none yet).
+    ///
+    /// The device checks the settings and the passcode against ``DeviceRules``, as the command line does. An
+    /// empty passcode is allowed only when `allowsEmptyPasscode` says it was asked for.
     case setUp(passcode: SecureBytes, gracePeriod: Duration, wipeAfterFailures: Int?, allowsEmptyPasscode: Bool = false)
-    /// Unlock with the passcode; a wrong one counts, whoever sent it.
+    /// Unlock with the passcode.
+    ///
+    /// A wrong one counts, whoever sent it.
     case unlock(passcode: SecureBytes)
-    /// Lock now; the grace period starts.
+    /// Lock now.
+    ///
+    /// The grace period starts.
     case lock
-    /// Change the passcode; an empty new one only when `allowsEmptyPasscode` says it was asked for.
+    /// Change the passcode.
+    ///
+    /// An empty new one is allowed only when `allowsEmptyPasscode` says it was asked for.
     case changePasscode(old: SecureBytes, new: SecureBytes, allowsEmptyPasscode: Bool = false)
-    /// The key of the store at an absolute path: given only while its class is available.
+    /// The key of the store at an absolute path.
+    ///
+    /// It is given only while its class is available.
     case lookUpStoreKey(storePath: String)
     /// Create the key of a new store at an absolute path.
     case createStoreKey(storePath: String, protectionClass: ProtectionClass)
-    /// Move the device's virtual clock; grace periods and passcode delays count on it.
+    /// Move the device's virtual clock.
+    ///
+    /// Grace periods and passcode delays count on it.
     case advanceClock(Duration)
     /// Power the device off and boot it again, before the first unlock.
     case reboot
-    /// Check the passcode as an unlock attempt whether the device is locked or not (a wrong one counts,
-    /// whoever sent it); a right one unlocks a locked device. Version 3.
+    /// Check the passcode as an unlock attempt whether the device is locked or not.
+    ///
+    /// A wrong one counts, whoever sent it. A right one unlocks a locked device. Version 3.
     case authenticate(passcode: SecureBytes)
 }
 
-/// What the device agent sends: the answer to a request, or an event it pushes to every client.
+/// What the device agent sends.
+///
+/// It is the answer to a request, or an event it pushes to every client.
 @_spi(DeviceAgentWire)
 public enum AgentReply: Sendable {
-    /// The device's state: the answer to `hello`, `status` and every request that changes the device.
+    /// The device's state.
+    ///
+    /// It is the answer to `hello`, `status` and every request that changes the device.
     case status(DeviceAgentStatus)
     /// The request failed, or the agent refuses the connection.
     case failure(AgentFailure)
@@ -56,8 +76,10 @@ public struct DeviceAgentStatus: Sendable, Hashable {
     public var availability: ProtectedDataAvailability
     /// Consecutive wrong passcodes, from every client, persisted across reboots and agent restarts.
     public var failedPasscodeAttempts: Int
-    /// The device's virtual clock: 0 when the agent started, moved only by clients' clock advances (never by
-    /// real time), at most 1,000 years.
+    /// The device's virtual clock.
+    ///
+    /// It is 0 when the agent started, moved only by clients' clock advances (never by real time), and at most
+    /// 1,000 years.
     public var clock: Duration
 
     /// A status.
@@ -80,8 +102,10 @@ public struct DeviceAgentStatus: Sendable, Hashable {
     }
 }
 
-/// A failure as it crosses the socket: which layer's error, its code, its message and its details. The
-/// client turns it back into the same `DeviceError` or `SecureKeysError`.
+/// A failure as it crosses the socket.
+///
+/// It carries which layer's error, its code, its message and its details. The client turns it back into the same
+/// `DeviceError` or `SecureKeysError`.
 @_spi(DeviceAgentWire)
 public struct AgentFailure: Sendable, Hashable {
     /// Whose error it was.
@@ -98,9 +122,9 @@ public struct AgentFailure: Sendable, Hashable {
     public var code: String
     /// The sentence for a person (never a secret).
     public var message: String
-    /// For a passcode delay: how long until the next attempt.
+    /// How long until the next attempt, for a passcode delay.
     public var retryAfter: Duration?
-    /// For a wrong passcode: consecutive failures.
+    /// Consecutive failures, for a wrong passcode.
     public var failedAttempts: Int?
 
     /// A failure.
@@ -150,7 +174,9 @@ extension AgentFailure {
     }
 }
 
-/// Field by field; passcodes compared in constant time. For the wire format's round-trip checks.
+/// Compares field by field, for the wire format's round-trip checks.
+///
+/// Passcodes are compared in constant time.
 @_spi(DeviceAgentWire)
 extension AgentRequest: Equatable {
     public static func == (a: AgentRequest, b: AgentRequest) -> Bool {
@@ -168,7 +194,9 @@ extension AgentRequest: Equatable {
     }
 }
 
-/// Field by field; store keys compared in constant time. For the wire format's round-trip checks.
+/// Compares field by field, for the wire format's round-trip checks.
+///
+/// Store keys are compared in constant time.
 @_spi(DeviceAgentWire)
 extension AgentReply: Equatable {
     public static func == (a: AgentReply, b: AgentReply) -> Bool {

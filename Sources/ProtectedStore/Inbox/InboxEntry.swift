@@ -1,13 +1,16 @@
 public import SecureKeys
 internal import Foundation
 
-/// One record of the locked inbox, opened: its identifier, its kind and schema version, and its body.
+/// One record of the locked inbox, opened.
+///
+/// It holds its identifier, its kind and schema version, and its body.
 ///
 /// The body stays in guarded memory until it is decoded: ``change`` for the built-in key-value changes,
 /// ``decode(_:)`` for an app's own ``InboxChange``.
 public struct InboxEntry: Sendable {
-    /// A record's identifier: 16 random bytes, recorded in the store when the record is merged, so it is
-    /// never applied twice.
+    /// A record's identifier.
+    ///
+    /// It is 16 random bytes, recorded in the store when the record is merged, so it is never applied twice.
     public struct ID: Hashable, Sendable, CustomStringConvertible {
         /// The 16 bytes.
         public let bytes: [UInt8]
@@ -22,11 +25,13 @@ public struct InboxEntry: Sendable {
             ID(bytes: random.bytes(count: InboxEntry.idLength))
         }
 
-        /// The bytes in lowercase hex: how the tool names a record.
+        /// The bytes in lowercase hex, as the tool names a record.
         public var description: String { bytes.map { String(format: "%02x", $0) }.joined() }
     }
 
-    /// The built-in key-value changes: what the command-line tool's app and ``StoreCoordinator/put(_:_:)`` use.
+    /// The built-in key-value changes.
+    ///
+    /// The command-line tool's app and ``StoreCoordinator/put(_:_:)`` use them.
     public enum Change: Sendable, Hashable {
         /// Store `value` under `key`, replacing what was there.
         case put(key: String, value: String)
@@ -44,19 +49,25 @@ public struct InboxEntry: Sendable {
 
     /// The record's identifier.
     public let id: ID
-    /// The change's kind: `put`, `delete`, or an app's ``InboxChange/kind``.
+    /// The change's kind.
+    ///
+    /// It is `put`, `delete`, or an app's ``InboxChange/kind``.
     public let kind: String
     /// The schema version the writer encoded the change with.
     public let schemaVersion: Int
-    /// The record's sequence number (payload version 3): above every record the store merged before it, or
-    /// the record is a replay. `nil` for a record of payload version 1 or 2, which carry none.
+    /// The record's sequence number (payload version 3).
+    ///
+    /// It is above every record the store merged before it, or the record is a replay. `nil` for a record of
+    /// payload version 1 or 2, which carry none.
     public let sequence: UInt64?
-    /// The opened payload, in guarded memory, and where the body lies in it: the body is read in place,
-    /// never copied out until a field of it is decoded.
+    /// The opened payload, in guarded memory, and where the body lies in it.
+    ///
+    /// The body is read in place, never copied out until a field of it is decoded.
     let payload: SecureBytes
     let bodyRange: Range<Int>
-    /// Where this entry's payload lies in `payload` when it shares that buffer with other entries (a merge
-    /// opens a window of records into one guarded buffer); `nil` when the buffer is the entry's alone.
+    /// Where this entry's payload lies in `payload` when it shares that buffer with other entries.
+    ///
+    /// A merge opens a window of records into one guarded buffer. `nil` when the buffer is the entry's alone.
     let sharedRange: Range<Int>?
 
     /// Calls `read` with the body's bytes, in place.
@@ -64,14 +75,17 @@ public struct InboxEntry: Sendable {
         try payload.withUnsafeBytes { try read(UnsafeRawBufferPointer(rebasing: $0[bodyRange])) }
     }
 
-    /// Zeroes the payload now, rather than when the last copy of the entry goes away (only its own part of a
-    /// buffer it shares: the buffer's owner wipes and frees the whole).
+    /// Zeroes the payload now, rather than when the last copy of the entry goes away.
+    ///
+    /// It zeroes only its own part of a buffer it shares. The buffer's owner wipes and frees the whole.
     func wipe() {
         guard let sharedRange else { return payload.wipe() }
         _ = try? payload.withUnsafeMutableBytes { secureZero(UnsafeMutableRawBufferPointer(rebasing: $0[sharedRange])) }
     }
 
-    /// The built-in change, for a record of kind `put` or `delete`; `nil` for an app's own change.
+    /// The built-in change, for a record of kind `put` or `delete`.
+    ///
+    /// `nil` for an app's own change.
     ///
     /// - Throws: a `StoreError` with `StoreError.Code.inboxRecordMalformed` when the body does not decode.
     public var change: Change? {
@@ -92,9 +106,10 @@ public struct InboxEntry: Sendable {
         }
     }
 
-    /// Calls `body` with the key of a built-in `put` record and its value's bytes, read in place: valid UTF-8,
-    /// checked without keeping a copy. What the merge binds straight into SQLite, so a 4 MiB value is never
-    /// held twice before SQLite copies it into its row.
+    /// Calls `body` with the key of a built-in `put` record and its value's bytes, read in place.
+    ///
+    /// The value is valid UTF-8, checked without keeping a copy. The merge binds it straight into SQLite, so a 4
+    /// MiB value is never held twice before SQLite copies it into its row.
     ///
     /// - Throws: `StoreError.Code.inboxRecordMalformed` when the body does not decode (as ``change``).
     func withPut<Result>(_ body: (_ key: String, _ value: UnsafeRawBufferPointer) throws -> Result) throws -> Result {
@@ -134,18 +149,23 @@ public struct InboxEntry: Sendable {
 
     // MARK: Payload format (keys/README.md, "Inbox records")
 
-    /// The payload version this code writes (version 2 when no sequence is given: for tests and vectors).
+    /// The payload version this code writes.
+    ///
+    /// It writes version 2 when no sequence is given, for tests and vectors.
     static let payloadVersion: UInt8 = 3
     /// The length of an identifier, in bytes.
     static let idLength = 16
     static let putKind = "put"
     static let deleteKind = "delete"
-    /// The bytes of a put's payload (version 3) besides its value, key and kind: version (1), id, sequence
-    /// number (8), kind length (1), schema version (4), body length (4), and the key's and the value's
-    /// lengths (4 each).
+    /// The bytes of a put's payload (version 3) besides its value, key and kind.
+    ///
+    /// They are the version (1), id, sequence number (8), kind length (1), schema version (4), body length (4),
+    /// and the key's and the value's lengths (4 each).
     static let putFieldsLength = 1 + idLength + 8 + 1 + 4 + 4 + 4 + 4
 
-    /// The payload of a built-in change: version 2 ‖ id ‖ kind ‖ schema version 1 ‖ body (key, value).
+    /// The payload of a built-in change.
+    ///
+    /// It is version 2 ‖ id ‖ kind ‖ schema version 1 ‖ body (key, value).
     ///
     /// For the inbox, and for tests and fuzzers that build records by hand.
     ///
@@ -166,7 +186,7 @@ public struct InboxEntry: Sendable {
         return try payload(id: id, kind: change.kind, schemaVersion: 1, body: body.bytes, sequence: sequence)
     }
 
-    /// The payload of an app's change: its JSON encoding as the body.
+    /// The payload of an app's change, with its JSON encoding as the body.
     static func payload<Change: InboxChange>(for change: Change, id: ID, sequence: UInt64? = nil) throws -> SecureBytes {
         let kind = Change.kind
         guard kind != putKind, kind != deleteKind else {
@@ -175,7 +195,9 @@ public struct InboxEntry: Sendable {
         return try payload(id: id, kind: kind, schemaVersion: Change.schemaVersion, json: change, sequence: sequence)
     }
 
-    /// A payload whose body is `value`'s JSON encoding (keys sorted); every plaintext copy is zeroed.
+    /// A payload whose body is `value`'s JSON encoding (keys sorted).
+    ///
+    /// Every plaintext copy is zeroed.
     static func payload(
         id: ID, kind: String, schemaVersion: Int, json value: some Encodable, sequence: UInt64? = nil
     ) throws -> SecureBytes {
@@ -188,8 +210,10 @@ public struct InboxEntry: Sendable {
         return try payload(id: id, kind: kind, schemaVersion: schemaVersion, body: body, sequence: sequence)
     }
 
-    /// version 3 ‖ id (16) ‖ u64 sequence ‖ u8 kind length ‖ kind ‖ u32 schema version ‖ u32 body length ‖
-    /// body; version 2 (the same without the sequence) when `sequence` is `nil`.
+    /// The payload of a record with these fields.
+    ///
+    /// The layout is version 3 ‖ id (16) ‖ u64 sequence ‖ u8 kind length ‖ kind ‖ u32 schema version ‖ u32 body
+    /// length ‖ body, or version 2 (the same without the sequence) when `sequence` is `nil`.
     ///
     /// The caller owns `body` and wipes it; only the payload's own buffer is zeroed here.
     static func payload(id: ID, kind: String, schemaVersion: Int, body: [UInt8], sequence: UInt64? = nil) throws -> SecureBytes {
@@ -227,8 +251,10 @@ public struct InboxEntry: Sendable {
         try? payload.withUnsafeBytes { bytes in decode(bytes, in: payload, at: 0..<bytes.count, shared: false) } ?? nil
     }
 
-    /// Reads the payload that lies at `range` of `buffer`, whose bytes are `bytes` (read in place, without
-    /// taking `buffer`'s lock: the caller holds it, and several threads may decode parts of one buffer).
+    /// Reads the payload that lies at `range` of `buffer`, whose bytes are `bytes`.
+    ///
+    /// The bytes are read in place, without taking `buffer`'s lock. The caller holds it, and several threads may
+    /// decode parts of one buffer.
     ///
     /// - Parameter shared: whether other entries share `buffer` (the entry then wipes only its part).
     /// - Returns: the entry, or `nil` when the bytes are not a valid payload.
@@ -263,8 +289,9 @@ public struct InboxEntry: Sendable {
     }
 }
 
-/// Reads little-endian fields in place from bytes that may be a secret's plaintext: nothing is copied but
-/// the fields asked for.
+/// Reads little-endian fields in place from bytes that may be a secret's plaintext.
+///
+/// Nothing is copied but the fields asked for.
 private struct RawReader {
     let bytes: UnsafeRawBufferPointer
     private(set) var offset = 0

@@ -2,16 +2,23 @@
 package enum LaunchEvent<Store: Sendable>: Sendable {
     /// The app launched.
     case launch(LaunchOptions)
-    /// The device locked: keys of class A will be wiped when the grace period ends.
+    /// The device locked.
+    ///
+    /// Keys of class A will be wiped when the grace period ends.
     case protectedDataWillBecomeUnavailable
-    /// The grace period ended: class-A keys are wiped now.
+    /// The grace period ended.
+    ///
+    /// Class-A keys are wiped now.
     case protectedDataDidBecomeUnavailable
     /// The device unlocked.
     case protectedDataDidBecomeAvailable
-    /// The keys the store was opened with are gone for good (the device erased itself): a store of any class
-    /// closes, as a class-A store does at the lock.
+    /// The keys the store was opened with are gone for good (the device erased itself).
+    ///
+    /// A store of any class closes, as a class-A store does at the lock.
     case storeKeysDestroyed
-    /// The attach started by ``LaunchEffect/attachStore(attempt:)`` with this `attempt` opened `store`.
+    /// The attach with this `attempt` opened `store`.
+    ///
+    /// The attach is the one ``LaunchEffect/attachStore(attempt:)`` started.
     case attachSucceeded(Store, attempt: Int)
     /// The attach with this `attempt` did not open the store.
     case attachFailed(AttachFailure, attempt: Int)
@@ -19,7 +26,9 @@ package enum LaunchEvent<Store: Sendable>: Sendable {
     case operationSubmitted
     /// The app is terminating.
     case terminate
-    /// The app's process was killed: nothing is cleaned up and nothing happens any more.
+    /// The app's process was killed.
+    ///
+    /// Nothing is cleaned up and nothing happens any more.
     case abandon
 
     /// The event's name for logs, without its payload (a store, an error's message).
@@ -41,9 +50,13 @@ package enum LaunchEvent<Store: Sendable>: Sendable {
 
 /// Why an attach failed, as far as the launch logic cares.
 package enum AttachFailure: Sendable {
-    /// The store's key is not available now (locked, before the first unlock): wait for the event, show nothing.
+    /// The store's key is not available now (locked, before the first unlock).
+    ///
+    /// Wait for the event, and show nothing.
     case protectedDataUnavailable
-    /// Protected data was available and the store still did not attach: show the error, once.
+    /// Protected data was available and the store still did not attach.
+    ///
+    /// Show the error, once.
     case error(StoreError)
 }
 
@@ -67,7 +80,9 @@ package enum LaunchEffect<Store: Sendable>: Sendable {
     case presentError(StoreError)
 }
 
-/// The launch and protected-data logic as a pure state machine: (state, event) → (state, effects).
+/// The launch and protected-data logic as a pure state machine.
+///
+/// It maps (state, event) → (state, effects).
 ///
 /// No I/O, no clock, no concurrency: ``DataController`` interprets the effects with a background executor for
 /// the attach and the main actor for everything else. The store lives *in* the state: ``State/ready(_:)`` is
@@ -83,12 +98,18 @@ package enum LaunchEffect<Store: Sendable>: Sendable {
 package struct LaunchMachine<Store: Sendable>: Sendable {
     /// An attach under way.
     package struct Attach: Sendable, Hashable {
-        /// Its number: results of other attempts are stale.
+        /// The attempt's number.
+        ///
+        /// Results of other attempts are stale.
         package var attempt: Int
-        /// An unlock arrived while it ran: if it reports "unavailable", it read the state before the unlock,
-        /// so attach again instead of waiting for an event that has already passed.
+        /// Whether an unlock arrived while the attempt ran.
+        ///
+        /// If it reports "unavailable", it read the state before the unlock, so attach again instead of waiting
+        /// for an event that has already passed.
         package var becameAvailable = false
-        /// A lock arrived while a class-A store was being attached: close it as soon as it attaches.
+        /// Whether a lock arrived while a class-A store was being attached.
+        ///
+        /// If so, close it as soon as it attaches.
         package var locked = false
     }
 
@@ -100,16 +121,22 @@ package struct LaunchMachine<Store: Sendable>: Sendable {
         case ready(Store)
         case failed(StoreError)
         case terminated
-        /// The process was killed: whatever store was attached stays as it was — open, never checkpointed or
-        /// closed — as a killed process leaves its files to the kernel.
+        /// The process was killed.
+        ///
+        /// Whatever store was attached stays as it was, open, never checkpointed or closed, as a killed process
+        /// leaves its files to the kernel.
         case abandoned(Store?)
     }
 
-    /// The store's protection class: it decides what a lock does to an open store.
+    /// The store's protection class.
+    ///
+    /// It decides what a lock does to an open store.
     package let protectionClass: ProtectionClass
     /// Where the stack is.
     package private(set) var state: State = .notLaunched
-    /// Whether the UI takes interaction: only once setup completed.
+    /// Whether the UI takes interaction.
+    ///
+    /// It does only once setup completed.
     package private(set) var isInteractionEnabled = true
     /// The error shown to the user, if any.
     package private(set) var presentedError: StoreError?
@@ -131,7 +158,9 @@ package struct LaunchMachine<Store: Sendable>: Sendable {
         if case .launching(let attach) = state { attach.attempt } else { nil }
     }
 
-    /// Whether a lock closes this store: class A only (class B stays usable once open, C until reboot).
+    /// Whether a lock closes this store.
+    ///
+    /// Only class A closes (class B stays usable once open, C until reboot).
     private var closesAtLock: Bool { protectionClass == .complete }
 
     private mutating func startAttach() -> LaunchEffect<Store> {
@@ -140,8 +169,9 @@ package struct LaunchMachine<Store: Sendable>: Sendable {
         return .attachStore(attempt: attempts)
     }
 
-    /// The store an abandoned stack left open, handed over once (to free it: see
-    /// `DataController.releaseAbandonedStore()`); `nil` in any other state.
+    /// The store an abandoned stack left open, handed over once.
+    ///
+    /// It is handed over to be freed (see `DataController.releaseAbandonedStore()`). `nil` in any other state.
     package mutating func takeAbandonedStore() -> Store? {
         guard case .abandoned(let store?) = state else { return nil }
         state = .abandoned(nil)
@@ -240,7 +270,9 @@ package struct LaunchMachine<Store: Sendable>: Sendable {
 }
 
 extension LaunchEffect: CustomStringConvertible {
-    /// The effect as a word, the store and the error by what they are: how tests and traces compare effects.
+    /// The effect as a word, and the store and the error by what they are.
+    ///
+    /// Tests and traces compare effects by this text.
     package var description: String {
         switch self {
         case .attachStore(let attempt): "attachStore(\(attempt))"

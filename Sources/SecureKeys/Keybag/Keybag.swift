@@ -1,5 +1,7 @@
-/// The keybag: one key per protection class, wrapped so that only the right passcode on the right device
-/// unwraps it (formats v1 and v2, specified byte by byte in [keys/README.md](<doc:KeyFileFormats>)).
+/// The keybag, with one key per protection class.
+///
+/// Each key is wrapped so that only the right passcode on the right device unwraps it (formats v1 and v2,
+/// specified byte by byte in [keys/README.md](<doc:KeyFileFormats>)).
 ///
 /// - Class keys of ``ProtectionClass/complete``, ``ProtectionClass/completeUnlessOpen`` and
 ///   ``ProtectionClass/completeUntilFirstUserAuthentication`` are wrapped by
@@ -57,9 +59,13 @@ public struct Keybag: Sendable {
 
     /// The file's bytes, exactly as written to disk.
     public let bytes: [UInt8]
-    /// The file's format version: ``formatVersion`` or ``passcodeSecretFormatVersion``.
+    /// The file's format version.
+    ///
+    /// It is ``formatVersion`` or ``passcodeSecretFormatVersion``.
     public let version: UInt8
-    /// For version 2, the sealed passcode secret record its ``PasscodeSecretSealer`` made; `nil` in version 1.
+    /// For version 2, the sealed passcode secret record its ``PasscodeSecretSealer`` made.
+    ///
+    /// `nil` in version 1.
     public let sealedPasscodeSecret: [UInt8]?
     /// The passcode key derivation's cost, as stored.
     public let kdf: PasscodeKDF
@@ -67,13 +73,17 @@ public struct Keybag: Sendable {
     public let generation: UInt32
     /// What the device that owns this keybag promises about its other files (the header's flags field).
     public let options: Options
-    /// The public half of the class-B key pair: always available, for sealing data while locked.
+    /// The public half of the class-B key pair.
+    ///
+    /// It is always available, for sealing data while locked.
     public let completeUnlessOpenPublicKey: [UInt8]
 
     let salt: [UInt8]
     let entries: [ProtectionClass: Entry]
 
-    /// The keybag's flags (offset 44, u32; keybags from before the field was named hold 0).
+    /// The keybag's flags (offset 44, u32).
+    ///
+    /// Keybags from before the field was named hold 0.
     ///
     /// Authenticated by the keybag's tag and bound to every wrapped class key (the header is their
     /// associated data), so they cannot be cleared without the device key *and* the passcode.
@@ -82,8 +92,10 @@ public struct Keybag: Sendable {
         public let rawValue: UInt32
         /// Creates options from the field's bits.
         public init(rawValue: UInt32) { self.rawValue = rawValue }
-        /// The device's state file is authenticated (version 2 or later): a version-1 state file beside this
-        /// keybag is a replaced one — a wrong-passcode counter set back — and is refused.
+        /// The device's state file is authenticated (version 2 or later).
+        ///
+        /// A version-1 state file beside this keybag is a replaced one, a wrong-passcode counter set back, and is
+        /// refused.
         public static let authenticatedDeviceState = Options(rawValue: 1)
     }
 
@@ -189,7 +201,7 @@ public struct Keybag: Sendable {
 
     // MARK: Unwrapping
 
-    /// Unwraps the keys of every class with the passcode: what an unlock does.
+    /// Unwraps the keys of every class with the passcode, as an unlock does.
     ///
     /// - Parameters:
     ///   - passcode: the passcode tried.
@@ -228,8 +240,10 @@ public struct Keybag: Sendable {
         return ClassKeys(keys)
     }
 
-    /// The key that wraps the passcode classes: from the passcode key alone in version 1; in version 2 also from
-    /// the passcode secret, which the sealer releases for the authorization value derived from the passcode key.
+    /// The key that wraps the passcode classes.
+    ///
+    /// In version 1 it comes from the passcode key alone. In version 2 it comes also from the passcode secret,
+    /// which the sealer releases for the authorization value derived from the passcode key.
     private func keyEncryptionKey(
         passcodeKey: SecureBytes, deviceKey: SecureBytes, sealer: (any PasscodeSecretSealer)?
     ) throws -> SecureBytes {
@@ -263,14 +277,17 @@ public struct Keybag: Sendable {
         return try KeyDerivation.derive(label: kekV2Label, from: deviceKey, mixing: input)
     }
 
-    /// The authorization value a version-2 keybag's passcode secret is sealed under:
-    /// `BLAKE2b(key: passcode key, "ProtectedStore.tpm-passcode-auth.v1")` — the sealer never sees the passcode,
-    /// nor the passcode key.
+    /// The authorization value a version-2 keybag's passcode secret is sealed under.
+    ///
+    /// It is `BLAKE2b(key: passcode key, "ProtectedStore.tpm-passcode-auth.v1")`. The sealer never sees the
+    /// passcode, nor the passcode key.
     static func passcodeAuthValue(passcodeKey: SecureBytes) throws -> SecureBytes {
         try KeyDerivation.derive(label: passcodeAuthLabel, from: passcodeKey)
     }
 
-    /// Unwraps the class-``ProtectionClass/none`` key, which needs only the device key: available from boot.
+    /// Unwraps the class-``ProtectionClass/none`` key, which needs only the device key.
+    ///
+    /// That key is available from boot.
     ///
     /// - Throws: `SecureKeysError.Code.keyFileDamaged` when it does not unwrap.
     public func unwrapNoneClassKey(deviceKey: SecureBytes) throws -> SecureBytes {
@@ -324,7 +341,9 @@ public struct Keybag: Sendable {
         }
     }
 
-    /// The same class keys under a new passcode: a new salt, optionally a new cost, generation + 1.
+    /// The same class keys under a new passcode.
+    ///
+    /// It has a new salt, optionally a new cost, and generation + 1.
     ///
     /// No store needs rekeying: the class keys do not change, only what wraps them. Write the result with
     /// ``write(to:)``, which replaces the file atomically, so a crash leaves the old or the new passcode
@@ -351,9 +370,10 @@ public struct Keybag: Sendable {
             options: options, sealer: version == Self.passcodeSecretFormatVersion ? sealer : nil, random: random)
     }
 
-    /// The same class keys, passcode and options in a version-2 keybag whose passcode secret `sealer` seals: what
-    /// moves a TPM device's keybag to version 2. A new salt, the same cost and generation. Write the result with
-    /// ``write(to:)``: the old keybag stays valid until its rename.
+    /// The same class keys, passcode and options in a version-2 keybag whose passcode secret `sealer` seals.
+    ///
+    /// This moves a TPM device's keybag to version 2. It has a new salt, and the same cost and generation. Write
+    /// the result with ``write(to:)``. The old keybag stays valid until its rename.
     ///
     /// - Parameters:
     ///   - passcode: the device's passcode.
@@ -373,7 +393,9 @@ public struct Keybag: Sendable {
             random: random)
     }
 
-    /// The same class keys and passcode with `added` options recorded: a new salt, the same generation.
+    /// The same class keys and passcode with `added` options recorded.
+    ///
+    /// It has a new salt, and the same generation.
     ///
     /// The options are bound to every wrapped key, so recording one needs the passcode: a device records
     /// them at an unlock. Write the result with ``write(to:)``.
@@ -386,8 +408,9 @@ public struct Keybag: Sendable {
         try resealed(options: options.union(added), passcode: passcode, deviceKey: deviceKey, sealer: sealer, random: random)
     }
 
-    /// The same keybag without `removed` options: what a device from before an option existed wrote, for
-    /// tests of the upgrade path.
+    /// The same keybag without `removed` options.
+    ///
+    /// This is what a device from before an option existed wrote, for tests of the upgrade path.
     package func removing(
         _ removed: Options, passcode: SecureBytes, deviceKey: SecureBytes, sealer: (any PasscodeSecretSealer)? = nil,
         random: any RandomSource = SystemRandom()
@@ -396,8 +419,9 @@ public struct Keybag: Sendable {
             options: options.subtracting(removed), passcode: passcode, deviceKey: deviceKey, sealer: sealer, random: random)
     }
 
-    /// The same class keys and passcode under `options`, in the same version: a new salt (and, in version 2, a new
-    /// passcode secret), the same cost and generation.
+    /// The same class keys and passcode under `options`, in the same version.
+    ///
+    /// It has a new salt (and, in version 2, a new passcode secret), and the same cost and generation.
     private func resealed(
         options: Options, passcode: SecureBytes, deviceKey: SecureBytes, sealer: (any PasscodeSecretSealer)?,
         random: any RandomSource
@@ -410,8 +434,10 @@ public struct Keybag: Sendable {
             sealer: version == Self.passcodeSecretFormatVersion ? sealer : nil, random: random)
     }
 
-    /// Wraps `keys` into a new keybag: version 1 without a sealer, version 2 with one (a fresh passcode secret,
-    /// sealed under the authorization value derived from the passcode key).
+    /// Wraps `keys` into a new keybag.
+    ///
+    /// It is version 1 without a sealer, and version 2 with one (a fresh passcode secret, sealed under the
+    /// authorization value derived from the passcode key).
     private static func seal(
         _ keys: ClassKeys, classBPublicKey: [UInt8], passcode: SecureBytes, deviceKey: SecureBytes,
         kdf: PasscodeKDF, salt: [UInt8], generation: UInt32, options: Options, sealer: (any PasscodeSecretSealer)?,
