@@ -1,6 +1,8 @@
 internal import CSQLCipher
 
-/// A prepared statement: bind values, step through rows, reset, repeat.
+/// A prepared statement.
+///
+/// Bind values, step through rows, reset, repeat.
 ///
 /// Owned by its ``Database``, like the database it is not `Sendable`.
 public final class Statement {
@@ -20,8 +22,10 @@ public final class Statement {
     /// Whether the next step is the first of a run.
     private var isStarting = true
     private var cachedColumnNames: [String]?
-    /// Whether an open ``DatabaseCursor`` is stepping through this statement: the connection's statement cache
-    /// then prepares another for the same SQL rather than hand this one out and have it reset under the cursor.
+    /// Whether an open ``DatabaseCursor`` is stepping through this statement.
+    ///
+    /// The connection's statement cache then prepares another for the same SQL rather than hand this one out and
+    /// have it reset under the cursor.
     var isHeldByCursor = false
     private var cachedParameterNames: [String?]?
 
@@ -74,8 +78,9 @@ public final class Statement {
         return names
     }
 
-    /// Resets the statement and binds `arguments` to its parameters: `?` parameters in order, named ones
-    /// (`:name`, `@name`, `$name`) by name.
+    /// Resets the statement and binds `arguments` to its parameters.
+    ///
+    /// `?` parameters are bound in order, named ones (`:name`, `@name`, `$name`) by name.
     ///
     /// - Throws: `StoreError.Code.misuse` when a parameter has no value or a value no parameter, naming it.
     public func bind(_ arguments: StatementArguments) throws {
@@ -157,8 +162,10 @@ public final class Statement {
         }
     }
 
-    /// The text of column `index` of the current row, or `nil` when it is `NULL` — without asking SQLite for
-    /// the column's type first, for loops over many rows. SQLite converts a number to its text.
+    /// The text of column `index` of the current row, or `nil` when it is `NULL`.
+    ///
+    /// It does not ask SQLite for the column's type first, for loops over many rows. SQLite converts a number to
+    /// its text.
     public func string(at index: Int) -> String? {
         let column = Int32(index)
         guard let text = sqlite3_column_text(handle, column) else { return nil }
@@ -166,14 +173,17 @@ public final class Statement {
         return String(decoding: UnsafeBufferPointer(start: text, count: count), as: UTF8.self)
     }
 
-    /// The integer in column `index` of the current row, in one call: SQLite converts text and reals, and
-    /// reads `NULL` as 0 (use ``value(at:)`` or ``decode(_:at:)`` to tell `NULL` apart).
+    /// The integer in column `index` of the current row, in one call.
+    ///
+    /// SQLite converts text and reals, and reads `NULL` as 0 (use ``value(at:)`` or ``decode(_:at:)`` to tell
+    /// `NULL` apart).
     public func int64(at index: Int) -> Int64 {
         sqlite3_column_int64(handle, Int32(index))
     }
 
-    /// The real number in column `index` of the current row, in one call: SQLite converts integers and text,
-    /// and reads `NULL` as 0.
+    /// The real number in column `index` of the current row, in one call.
+    ///
+    /// SQLite converts integers and text, and reads `NULL` as 0.
     public func double(at index: Int) -> Double {
         sqlite3_column_double(handle, Int32(index))
     }
@@ -206,10 +216,11 @@ public final class Statement {
         try run()
     }
 
-    /// Binds `values`, then the text at `position` (1-based) straight from `text` — read in place by SQLite,
-    /// not copied — and runs the statement to completion; the bindings are cleared before this returns, so
-    /// SQLite never keeps the pointer. For a value too large to copy twice (the inbox merge's 4 MiB values):
-    /// the bytes must be valid UTF-8.
+    /// Binds `values` and the text at `position`, then runs the statement to completion.
+    ///
+    /// The text at `position` (1-based) is bound straight from `text`, read in place by SQLite, not copied. The
+    /// bindings are cleared before this returns, so SQLite never keeps the pointer. This is for a value too large
+    /// to copy twice (the inbox merge's 4 MiB values). The bytes must be valid UTF-8.
     ///
     /// - Parameter values: every argument; the one at `position` is replaced by `text`.
     package func execute(_ values: [DatabaseValue], borrowingText text: UnsafeRawBufferPointer, at position: Int) throws {
@@ -244,7 +255,9 @@ public final class Statement {
         return try collectRows()
     }
 
-    /// Resets the statement, ending a run early: its read lock (or its part of a write) is released.
+    /// Resets the statement, ending a run early.
+    ///
+    /// Its read lock (or its part of a write) is released.
     public func reset() {
         sqlite3_reset(handle)
         needsReset = false
@@ -259,9 +272,10 @@ public final class Statement {
         releaseBindings()
     }
 
-    /// Lets SQLite free the copies of the values just bound (`sqlite3_clear_bindings`): a cached statement
-    /// would otherwise keep its last arguments — a 4 MiB value, a secret — until it runs again. Only after a
-    /// run that bound every argument itself (`execute` and `rows`).
+    /// Lets SQLite free the copies of the values just bound (`sqlite3_clear_bindings`).
+    ///
+    /// A cached statement would otherwise keep its last arguments, such as a 4 MiB value or a secret, until it
+    /// runs again. Only after a run that bound every argument itself (`execute` and `rows`).
     func releaseBindings() {
         sqlite3_clear_bindings(handle)
     }

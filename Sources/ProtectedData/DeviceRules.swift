@@ -1,22 +1,32 @@
 public import SecureKeys
 
-/// The one set of rules a device's settings and passcodes obey, whoever asks: the command line and the
-/// scenario parser check them early to name the option, ``SimulatedDevice`` checks them again at set-up and
-/// at a passcode change (so a device agent's client, or a library caller, cannot get past them), and the
-/// device state file is range-checked against the same limits when it is read.
+/// The one set of rules a device's settings and passcodes obey, whoever asks.
+///
+/// The command line and the scenario parser check them early to name the option. ``SimulatedDevice`` checks them
+/// again at set-up and at a passcode change, so a device agent's client, or a library caller, cannot get past
+/// them. The device state file is range-checked against the same limits when it is read.
 public enum DeviceRules: Sendable {
-    /// The longest grace period: 100 years. Longer would bring the device's clock near the end of
-    /// `Duration`'s milliseconds; no phone keeps keys that long after a lock.
+    /// The longest grace period, 100 years.
+    ///
+    /// Longer would bring the device's clock near the end of `Duration`'s milliseconds. No phone keeps keys that
+    /// long after a lock.
     public static let maximumGracePeriod = Duration.seconds(100 * 365 * 24 * 3600)
-    /// The largest wrong-passcode count a device records, and so the largest `wipe-after`: one million.
-    /// The counter stops there (an hour's delay per attempt from the 9th on makes it a century away), so
-    /// no count read from disk or kept in memory can overflow.
+    /// The largest wrong-passcode count a device records, and so the largest `wipe-after`.
+    ///
+    /// It is one million. The counter stops there (an hour's delay per attempt from the 9th on makes it a century
+    /// away), so no count read from disk or kept in memory can overflow.
     public static let maximumFailedAttempts = 1_000_000
-    /// The longest single step of a virtual clock: 100 years, the longest grace period.
+    /// The longest single step of a virtual clock.
+    ///
+    /// It is 100 years, the longest grace period.
     public static let maximumClockStep = maximumGracePeriod
-    /// Where a virtual clock stops: 1,000 years after boot, far from where its milliseconds would overflow.
+    /// Where a virtual clock stops, 1,000 years after boot.
+    ///
+    /// That is far from where its milliseconds would overflow.
     public static let clockLimit = Duration.seconds(1000 * 365 * 24 * 3600)
-    /// The `wipe-after` values a device accepts: erase after 1 to ``maximumFailedAttempts`` wrong passcodes.
+    /// The `wipe-after` values a device accepts.
+    ///
+    /// A device erases after 1 to ``maximumFailedAttempts`` wrong passcodes.
     public static let wipeAfterFailures: ClosedRange<Int> = 1...maximumFailedAttempts
 
     /// Checks a new passcode.
@@ -34,7 +44,7 @@ public enum DeviceRules: Sendable {
         }
     }
 
-    /// Checks a grace period: from zero to ``maximumGracePeriod``.
+    /// Checks a grace period, which runs from zero to ``maximumGracePeriod``.
     ///
     /// - Throws: `DeviceError.Code.invalidDeviceSetting` naming the value.
     public static func checkGracePeriod(_ gracePeriod: Duration) throws(DeviceError) {
@@ -43,7 +53,9 @@ public enum DeviceRules: Sendable {
         }
     }
 
-    /// Checks a `wipe-after` count: `nil` (never erase) or within ``wipeAfterFailures``.
+    /// Checks a `wipe-after` count.
+    ///
+    /// It is `nil` (never erase) or within ``wipeAfterFailures``.
     ///
     /// - Throws: `DeviceError.Code.invalidDeviceSetting` naming the value.
     public static func checkWipeAfterFailures(_ count: Int?) throws(DeviceError) {
@@ -54,9 +66,10 @@ public enum DeviceRules: Sendable {
         }
     }
 
-    /// Checks a step of a virtual clock (`clock advance`) before it is taken: from zero to
-    /// ``maximumClockStep``, and never past ``clockLimit``. The device agent and a session's own device apply
-    /// the same rule, so a script behaves the same with and without an agent.
+    /// Checks a step of a virtual clock (`clock advance`) before it is taken.
+    ///
+    /// The step is from zero to ``maximumClockStep``, and never past ``clockLimit``. The device agent and a
+    /// session's own device apply the same rule, so a script behaves the same with and without an agent.
     ///
     /// - Parameters:
     ///   - step: how far the clock would move.

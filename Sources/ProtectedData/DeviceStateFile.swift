@@ -14,8 +14,10 @@ struct DeviceLayout: Sendable {
     var deviceKeyPath: String { hardwareDirectory + "/uid.key" }
     /// The device key's files, plain and sealed (``DeviceKeyFiles``).
     var keyFiles: DeviceKeyFiles { DeviceKeyFiles(stateDirectory: root) }
-    /// Present from the start of a set-up until its state file is written: key files beside it and no state
-    /// file are what a set-up that stopped part-way left, which protect nothing yet.
+    /// Present from the start of a set-up until its state file is written.
+    ///
+    /// Key files beside it and no state file are what a set-up that stopped part-way left, which protect nothing
+    /// yet.
     var setUpMarkerPath: String { deviceDirectory + "/set-up.incomplete" }
     /// The device agent's directory (0700) and socket (0600), when an agent serves the device.
     var agentDirectory: String { root + "/agent" }
@@ -25,9 +27,10 @@ struct DeviceLayout: Sendable {
     var agentSocketLocationPath: String { agentDirectory + "/socket-location" }
 }
 
-/// What a device remembers across reboots: settings and the wrong-passcode counter. Nothing secret, but
-/// authenticated: the file carries a tag keyed from the device key (see ``DeviceStateFile``), and every field
-/// is range-checked when it is read.
+/// What a device remembers across reboots, its settings and the wrong-passcode counter.
+///
+/// Nothing secret, but authenticated. The file carries a tag keyed from the device key (see ``DeviceStateFile``),
+/// and every field is range-checked when it is read.
 struct PersistedDeviceState: Sendable, Equatable {
     var gracePeriodMilliseconds: Int64
     var wipeAfterFailures: Int?
@@ -38,7 +41,9 @@ struct PersistedDeviceState: Sendable, Equatable {
     var attemptPolicy: PasscodeAttemptPolicy { PasscodeAttemptPolicy(wipeAfterFailures: wipeAfterFailures) }
 }
 
-/// The device state file, `device/state.json`: JSON, mode 0600, replaced atomically.
+/// The device state file, `device/state.json`.
+///
+/// It is JSON, mode 0600, replaced atomically.
 ///
 /// Format version 2 ([keys/README.md](<doc:/SecureKeys/KeyFileFormats>), "Device state file"):
 /// `formatVersion` 2, `gracePeriodMilliseconds` (0…100 years), `wipeAfterFailures` (`null` or 1…1,000,000),
@@ -54,7 +59,9 @@ enum DeviceStateFile {
     static let currentFormatVersion = 2
     static let tagLabel = "ProtectedStore.device-state.tag.v1"
 
-    /// What a read found: the state, its version, and its tag (version 2).
+    /// What a read found.
+    ///
+    /// It holds the state, its version, and its tag (version 2).
     struct Contents: Sendable {
         var state: PersistedDeviceState
         var formatVersion: Int
@@ -71,8 +78,9 @@ enum DeviceStateFile {
         var tag: String?
     }
 
-    /// Reads and range-checks the state file; the tag is checked later, with the device key
-    /// (``verify(_:deviceKey:path:)``).
+    /// Reads and range-checks the state file.
+    ///
+    /// The tag is checked later, with the device key (``verify(_:deviceKey:path:)``).
     ///
     /// - Throws: `DeviceError.Code.deviceStateDamaged` naming the field that is missing or out of range;
     ///   `SecureKeysError` when the file cannot be read.
@@ -136,8 +144,9 @@ enum DeviceStateFile {
         return Contents(state: state, formatVersion: Int(form.formatVersion), tag: tag)
     }
 
-    /// The numeric fields read as any JSON number, to name the one that is not a whole `Int64`: Foundation's
-    /// decoder reports a fraction or a number past `Int64` as invalid JSON, without the field.
+    /// The numeric fields read as any JSON number, to name the one that is not a whole `Int64`.
+    ///
+    /// Foundation's decoder reports a fraction or a number past `Int64` as invalid JSON, without the field.
     private struct NumbersOnly: Decodable {
         var formatVersion: Double?
         var gracePeriodMilliseconds: Double?
@@ -168,8 +177,10 @@ enum DeviceStateFile {
         }
     }
 
-    /// Writes `state` as version 2, atomically: tagged with `deviceKey`, or untagged when it says wiped
-    /// (an erase records itself without the device key, so it can be recorded again after the key is gone).
+    /// Writes `state` as version 2, atomically.
+    ///
+    /// It is tagged with `deviceKey`, or untagged when it says wiped. An erase records itself without the device
+    /// key, so it can be recorded again after the key is gone.
     ///
     /// - Throws: `SecureKeysError` when the write fails; the previous file is then intact.
     static func write(_ state: PersistedDeviceState, deviceKey: SecureBytes?, to path: String, replacing: Bool = true) throws {
@@ -184,9 +195,10 @@ enum DeviceStateFile {
         try SecureFile.writeAtomically(Array(try encoder.encode(form)), to: path, replacing: replacing)
     }
 
-    /// The fields in a fixed binary form, the tag's message: the format version (u32), the grace period in
-    /// milliseconds (i64), `wipeAfterFailures` (i64, −1 for none), `failedPasscodeAttempts` (i64), `wiped`
-    /// (one byte 0 or 1), all big-endian.
+    /// The fields in a fixed binary form, the tag's message.
+    ///
+    /// They are the format version (u32), the grace period in milliseconds (i64), `wipeAfterFailures` (i64, −1
+    /// for none), `failedPasscodeAttempts` (i64), `wiped` (one byte 0 or 1), all big-endian.
     static func canonicalBytes(of state: PersistedDeviceState) -> [UInt8] {
         var bytes: [UInt8] = []
         func append<T: FixedWidthInteger>(_ value: T) { withUnsafeBytes(of: value.bigEndian) { bytes.append(contentsOf: $0) } }

@@ -1,6 +1,8 @@
 public import Foundation
 
-/// A Swift value that is stored in one column: it converts to a ``DatabaseValue`` and back.
+/// A Swift value that is stored in one column.
+///
+/// It converts to a ``DatabaseValue`` and back.
 ///
 /// Conforming types are what ``StatementArguments`` binds and what ``Row`` and the record decoder read:
 /// integers, `Double`, `Float`, `String`, `Bool`, `Data`, `[UInt8]`, `Date`, `UUID`, ``DatabaseValue``
@@ -25,14 +27,18 @@ public protocol DatabaseValueConvertible: Sendable {
 extension DatabaseValue: DatabaseValueConvertible {
     /// Itself.
     public var databaseValue: DatabaseValue { self }
-    /// `databaseValue` itself: every stored value converts, `NULL` included.
+    /// `databaseValue` itself.
+    ///
+    /// Every stored value converts, `NULL` included.
     public static func fromDatabaseValue(_ databaseValue: DatabaseValue) -> DatabaseValue? { databaseValue }
 }
 
 extension Optional: DatabaseValueConvertible where Wrapped: DatabaseValueConvertible {
     /// ``DatabaseValue/null`` for `nil`, the wrapped value's otherwise.
     public var databaseValue: DatabaseValue { self?.databaseValue ?? .null }
-    /// `.some(nil)` for `NULL`; the wrapped value for what converts; `nil` for what does not.
+    /// The wrapped value for what converts, and `nil` for what does not.
+    ///
+    /// `.some(nil)` for `NULL`.
     public static func fromDatabaseValue(_ databaseValue: DatabaseValue) -> Wrapped?? {
         if case .null = databaseValue { return .some(nil) }
         return Wrapped.fromDatabaseValue(databaseValue).map { .some($0) }
@@ -42,14 +48,18 @@ extension Optional: DatabaseValueConvertible where Wrapped: DatabaseValueConvert
 // MARK: Integers and Bool
 
 extension DatabaseValueConvertible where Self: FixedWidthInteger {
-    /// ``DatabaseValue/integer(_:)``. An unsigned value above `Int64.max` (only `UInt64` and `UInt` have
-    /// one) is stored as REAL — and reads back only if it fits — instead of wrapping around.
+    /// The value as ``DatabaseValue/integer(_:)``.
+    ///
+    /// An unsigned value above `Int64.max` (only `UInt64` and `UInt` have one) is stored as REAL instead of
+    /// wrapping around, and reads back only if it fits.
     public var databaseValue: DatabaseValue {
         if let integer = Int64(exactly: self) { return .integer(integer) }
         return .real(Double(self))
     }
 
-    /// The integer when it fits this type; a REAL converts when its value is integral and fits.
+    /// The integer when it fits this type.
+    ///
+    /// A REAL converts when its value is integral and fits.
     public static func fromDatabaseValue(_ databaseValue: DatabaseValue) -> Self? {
         switch databaseValue {
         case .integer(let integer): Self(exactly: integer)
@@ -104,7 +114,9 @@ extension Float: DatabaseValueConvertible {
 extension String: DatabaseValueConvertible {
     /// ``DatabaseValue/text(_:)``.
     public var databaseValue: DatabaseValue { .text(self) }
-    /// TEXT only: a number is not silently turned into a string.
+    /// The text of a TEXT value only.
+    ///
+    /// A number is not silently turned into a string.
     public static func fromDatabaseValue(_ databaseValue: DatabaseValue) -> String? { databaseValue.string }
 }
 
@@ -137,11 +149,15 @@ extension Array: DatabaseValueConvertible where Element == UInt8 {
 // MARK: Date and UUID
 
 extension Date: DatabaseValueConvertible {
-    /// TEXT `yyyy-MM-dd HH:mm:ss.SSS` in UTC: sorts in time order, and SQLite's date functions read it.
-    /// Milliseconds are kept; finer fractions are rounded down, as GRDB does.
+    /// TEXT `yyyy-MM-dd HH:mm:ss.SSS` in UTC.
+    ///
+    /// It sorts in time order, and SQLite's date functions read it. Milliseconds are kept; finer fractions are
+    /// rounded down, as GRDB does.
     public var databaseValue: DatabaseValue { .text(DatabaseDateFormat.string(from: self)) }
-    /// That TEXT (also without the fraction, or with `T` between date and time); REAL or INTEGER seconds
-    /// since 1970 (a Unix timestamp).
+    /// The date from that TEXT, or from REAL or INTEGER seconds since 1970.
+    ///
+    /// The TEXT may also be without the fraction, or with `T` between date and time. The seconds are a Unix
+    /// timestamp.
     public static func fromDatabaseValue(_ databaseValue: DatabaseValue) -> Date? {
         switch databaseValue {
         case .text(let text): DatabaseDateFormat.date(from: text)

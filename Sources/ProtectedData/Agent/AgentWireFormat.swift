@@ -1,7 +1,9 @@
 public import SecureKeys
 
-/// The device agent's wire format: a frame is a 4-byte big-endian length, then that many bytes of body —
-/// a kind byte, a 4-byte request id (0 for a pushed event), and the kind's fields.
+/// The device agent's wire format.
+///
+/// A frame is a 4-byte big-endian length, then that many bytes of body. The body is a kind byte, a 4-byte request
+/// id (0 for a pushed event), and the kind's fields.
 ///
 /// Fields are fixed-width big-endian integers, booleans as one byte 0 or 1, and byte strings as a 4-byte
 /// length then the bytes; text must be UTF-8. A body with an unknown kind, a field out of range, a length
@@ -10,19 +12,23 @@ public import SecureKeys
 /// Frames are built in guarded memory (`SecureBytes`): a passcode or a store key is never in an array.
 @_spi(DeviceAgentWire)
 public enum AgentWireFormat: Sendable {
-    /// The protocol version `hello` carries; an agent refuses any other. Version 2: `setUp` and
-    /// `changePasscode` end with a byte saying whether an empty passcode was asked for. Version 3: `authenticate`
-    /// (kind 11).
+    /// The protocol version `hello` carries.
+    ///
+    /// An agent refuses any other. In version 2, `setUp` and `changePasscode` end with a byte saying whether an
+    /// empty passcode was asked for. Version 3 adds `authenticate` (kind 11).
     public static let protocolVersion: UInt32 = 3
-    /// The largest body a frame may carry: 64 KiB. A store path is at most 4 KiB, so no request comes near it.
+    /// The largest body a frame may carry, 64 KiB.
+    ///
+    /// A store path is at most 4 KiB, so no request comes near it.
     public static let maximumBodyBytes = 64 * 1024
     /// The length prefix.
     public static let headerBytes = 4
-    /// The longest grace period or clock advance a request may carry: 100 years. Longer is malformed, so no
-    /// client can push the device's clock toward the end of `Duration`'s milliseconds.
+    /// The longest grace period or clock advance a request may carry, 100 years.
+    ///
+    /// Longer is malformed, so no client can push the device's clock toward the end of `Duration`'s milliseconds.
     public static let maximumRequestDuration = DeviceRules.maximumGracePeriod
 
-    /// A body that is not a well-formed frame: what is wrong with it.
+    /// A body that is not a well-formed frame, and what is wrong with it.
     public struct Malformed: Error, Sendable, Hashable, CustomStringConvertible {
         /// What is wrong.
         public let reason: String
@@ -30,7 +36,7 @@ public enum AgentWireFormat: Sendable {
         public var description: String { reason }
     }
 
-    /// A request in a frame: its id and what it asks.
+    /// A request in a frame, with its id and what it asks.
     public struct RequestFrame: Sendable {
         /// The id its answer carries.
         public var id: UInt32
@@ -38,9 +44,13 @@ public enum AgentWireFormat: Sendable {
         public var request: AgentRequest
     }
 
-    /// A reply in a frame: the id of the request it answers (0 for an event) and what it says.
+    /// A reply in a frame.
+    ///
+    /// It carries the id of the request it answers (0 for an event) and what it says.
     public struct ReplyFrame: Sendable {
-        /// The id of the request it answers; 0 for a pushed event or a refusal of the connection.
+        /// The id of the request it answers.
+        ///
+        /// 0 for a pushed event or a refusal of the connection.
         public var id: UInt32
         /// What it says.
         public var reply: AgentReply
@@ -139,8 +149,9 @@ public enum AgentWireFormat: Sendable {
         }
     }
 
-    /// Runs `body` twice: once to measure, once to write into guarded memory of that size. The first four
-    /// bytes it writes are then replaced by the body's length.
+    /// Runs `body` twice, once to measure and once to write into guarded memory of that size.
+    ///
+    /// The first four bytes it writes are then replaced by the body's length.
     private static func frame(_ body: (inout FrameWriter) -> Void) throws -> SecureBytes {
         var measure = FrameWriter(buffer: nil)
         body(&measure)

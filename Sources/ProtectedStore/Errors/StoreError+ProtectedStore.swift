@@ -8,10 +8,11 @@ public import StoreErrors
 // SQL layer, so that a statement inside `write { }` throws the same type an app catches outside it.
 
 extension StoreError {
-    /// Wraps an error from a lower layer, keeping it as the `cause`: a `SecureKeysError` or `DeviceError`
-    /// keeps its code word and message; `CancellationError` becomes `StoreError.Code.cancelled`; a
-    /// `StoreError` (every failure of the SQL layer is one) is returned as it is; anything else becomes
-    /// `StoreError.Code.storeError` with the error as its cause.
+    /// Wraps an error from a lower layer, keeping it as the `cause`.
+    ///
+    /// A `SecureKeysError` or `DeviceError` keeps its code word and message. `CancellationError` becomes
+    /// `StoreError.Code.cancelled`. A `StoreError` (every failure of the SQL layer is one) is returned as it is.
+    /// Anything else becomes `StoreError.Code.storeError` with the error as its cause.
     ///
     /// - Parameters:
     ///   - error: the lower layer's error.
@@ -41,21 +42,27 @@ extension StoreError {
 }
 
 extension StoreError.Code {
-    /// Every code this version defines: the store's and the SQL layer's, then the key layer's, then the device's.
+    /// Every code this version defines.
+    ///
+    /// The store's and the SQL layer's come first, then the key layer's, then the device's.
     ///
     /// Each layer declares its codes beside the error that raises them and lists them once; this joins the lists.
     public static let all: [Self] = storeCodes + secureKeysCodes + deviceCodes
 }
 
 extension StoreError {
-    /// No space (`ENOSPC`), a quota (`EDQUOT`) or the file-size limit (`EFBIG`): what SQLite reports as `SQLITE_FULL`.
+    /// Whether `code` is what SQLite reports as `SQLITE_FULL`.
+    ///
+    /// That is no space (`ENOSPC`), a quota (`EDQUOT`) or the file-size limit (`EFBIG`).
     static func meansDiskFull(_ code: Int32) -> Bool { code == ENOSPC || code == EDQUOT || code == EFBIG }
 }
 
 // MARK: Named errors
 
 extension StoreError {
-    /// The operation queue is at its capacity; the operation was not queued.
+    /// The operation queue is at its capacity.
+    ///
+    /// The operation was not queued.
     public static func queueFull(capacity: Int, function: String = #function, file: String = #fileID, line: Int = #line) -> Self {
         Self(
             code: .queueFull, message: "the operation queue is full (\(capacity) operations waiting for protected data)",
@@ -79,8 +86,10 @@ extension StoreError {
         Self(code: .terminated, message: "the app terminated before the operation ran", function: function, file: file, line: line)
     }
 
-    /// The store was closed by its app: the controller terminated, or the app closed it. Its coordinator stays
-    /// closed; a later attach gives a new one.
+    /// The store was closed by its app.
+    ///
+    /// The controller terminated, or the app closed it. Its coordinator stays closed; a later attach gives a new
+    /// one.
     public static func storeClosed(function: String = #function, file: String = #fileID, line: Int = #line) -> Self {
         Self(
             code: .closed, message: "the store was closed by its app (terminated): its coordinator stays closed",
@@ -113,7 +122,9 @@ extension StoreError {
             function: function, file: file, line: line)
     }
 
-    /// The store file does not open with its own (authenticated) key: it is damaged or was replaced.
+    /// The store file does not open with its own (authenticated) key.
+    ///
+    /// It is damaged or was replaced.
     public static func storeDamaged(
         path: String, cause: (any Error)?, function: String = #function, file: String = #fileID, line: Int = #line
     ) -> Self {
@@ -123,8 +134,10 @@ extension StoreError {
             cause: cause, function: function, file: file, line: line)
     }
 
-    /// The store's key exists (its key source holds it) but the store file does not, and no interrupted
-    /// creation of that key's store explains it: the store was lost. No new empty store is made in its place.
+    /// The store's key exists but the store file does not.
+    ///
+    /// Its key source holds the key, and no interrupted creation of that key's store explains it, so the store
+    /// was lost. No new empty store is made in its place.
     package static func storeLost(
         _ files: StoreFiles, reason: String, cause: (any Error)? = nil,
         function: String = #function, file: String = #fileID, line: Int = #line
@@ -135,8 +148,10 @@ extension StoreError {
             cause: cause, function: function, file: file, line: line)
     }
 
-    /// A key source broke its contract with the attach (`StoreKeyProvider`): it gave or made a key it records
-    /// nothing of, or recorded it malformed. Nothing was created in the store's place.
+    /// A key source broke its contract with the attach (`StoreKeyProvider`).
+    ///
+    /// It gave or made a key it records nothing of, or recorded it malformed. Nothing was created in the store's
+    /// place.
     ///
     /// - Parameters:
     ///   - source: the key source, named by its type.

@@ -5,16 +5,20 @@ import StoreConcurrency
 public enum OperationOutcome: Sendable, CustomStringConvertible {
     /// It ran and returned.
     case completed
-    /// It ran and threw — the error is the one its body threw, unchanged — or it could never run: the store
-    /// failed to attach (a `StoreError`).
+    /// It ran and threw, or it could never run.
+    ///
+    /// The error is the one its body threw, unchanged, or a `StoreError` when the store failed to attach.
     case failed(any Error)
-    /// It was cancelled (its task was cancelled, ``DataController/cancel(_:)`` was called, or the app
-    /// terminated) before it ran.
+    /// It was cancelled before it ran.
+    ///
+    /// Its task was cancelled, ``DataController/cancel(_:)`` was called, or the app terminated.
     case cancelled
     /// Its deadline passed before protected data became available.
     case expired
 
-    /// The outcome's name alone, for logs: a failure's error is the app's and may hold its data.
+    /// The outcome's name alone, for logs.
+    ///
+    /// A failure's error is the app's and may hold its data.
     var logName: String {
         switch self {
         case .completed: "completed"
@@ -35,18 +39,24 @@ public enum OperationOutcome: Sendable, CustomStringConvertible {
     }
 }
 
-/// A receipt for a submitted operation: its name, and its outcome once it has one.
+/// A receipt for a submitted operation.
+///
+/// It holds its name, and its outcome once it has one.
 @MainActor
 public final class OperationTicket {
-    /// The submission order: the first operation is 1.
+    /// The submission order.
+    ///
+    /// The first operation is 1.
     public let id: UInt64
     /// The name given at submission.
     public let name: String
     /// How it ended, or `nil` while it waits or runs.
     public private(set) var outcome: OperationOutcome?
     private var waiters: [CheckedContinuation<OperationOutcome, Never>] = []
-    /// Set from any thread when the task waiting for this operation is cancelled; the queue checks it before
-    /// it runs the operation, so a cancelled operation never runs even if its removal has not happened yet.
+    /// Set from any thread when the task waiting for this operation is cancelled.
+    ///
+    /// The queue checks it before it runs the operation, so a cancelled operation never runs even if its removal
+    /// has not happened yet.
     private nonisolated let cancellationRequested = LockedState(false)
 
     init(id: UInt64, name: String) {
@@ -60,7 +70,9 @@ public final class OperationTicket {
         return await withCheckedContinuation { waiters.append($0) }
     }
 
-    /// Marks the operation as not to be run; safe from any thread (a task-cancellation handler).
+    /// Marks the operation as not to be run.
+    ///
+    /// It is safe from any thread (a task-cancellation handler).
     nonisolated func requestCancellation() {
         cancellationRequested.withLock { $0 = true }
     }
@@ -68,7 +80,9 @@ public final class OperationTicket {
     /// Whether ``requestCancellation()`` was called.
     var isCancellationRequested: Bool { cancellationRequested.withLock { $0 } }
 
-    /// Records the outcome; each ticket ends exactly once.
+    /// Records the outcome.
+    ///
+    /// Each ticket ends exactly once.
     func finish(_ outcome: OperationOutcome) {
         precondition(self.outcome == nil, "operation \(id) (\(name)) finished twice")
         self.outcome = outcome

@@ -4,8 +4,10 @@ import Glibc
 import Darwin
 #endif
 
-/// Where an inbox scan reads its bytes: an array in memory, or an open file read with `pread` — so a scan
-/// never needs more than one record in memory, whatever the file's size.
+/// Where an inbox scan reads its bytes.
+///
+/// It is an array in memory, or an open file read with `pread`, so a scan never needs more than one record in
+/// memory, whatever the file's size.
 package protocol InboxByteSource {
     /// How many bytes there are.
     var count: Int { get }
@@ -42,17 +44,24 @@ package struct InboxBytesInFile: InboxByteSource {
 }
 
 extension InboxRecord {
-    /// One span of an inbox file, as a scan finds it: every byte of the file belongs to exactly one piece.
+    /// One span of an inbox file, as a scan finds it.
+    ///
+    /// Every byte of the file belongs to exactly one piece.
     public enum Piece: Sendable, Hashable {
-        /// A record: its sealed payload is `sealedLength` bytes from `offset + 8`. `checksumVerified` is
-        /// `false` for a record whose checksum fails but whose length ends exactly where the next intact
-        /// record starts (or at the end of the file): its bytes are where its length says, and only opening
-        /// its seal (authenticated) tells whether they are intact.
+        /// A record, whose sealed payload is `sealedLength` bytes from `offset + 8`.
+        ///
+        /// `checksumVerified` is `false` for a record whose checksum fails but whose length ends exactly where
+        /// the next intact record starts (or at the end of the file). Its bytes are where its length says, and
+        /// only opening its seal (authenticated) tells whether they are intact.
         case record(offset: Int, sealedLength: Int, checksumVerified: Bool)
-        /// Bytes that are not a record (garbage, a length no record has, a length that runs across the next
-        /// intact record, a failed checksum whose length does not fit): never read as data.
+        /// Bytes that are not a record, never read as data.
+        ///
+        /// They are garbage, a length no record has, a length that runs across the next intact record, or a
+        /// failed checksum whose length does not fit.
         case damaged(offset: Int, length: Int, reason: String)
-        /// The file ends inside a record and no intact record follows: an append that was cut short.
+        /// The file ends inside a record and no intact record follows.
+        ///
+        /// It is an append that was cut short.
         case tornTail(offset: Int, length: Int)
 
         /// Where the piece starts in the file.
@@ -135,11 +144,12 @@ extension InboxRecord {
         return pieces
     }
 
-    /// Whether the file ends on a record boundary: whether an intact record (magic, length and checksum
-    /// agreeing) ends exactly at the end of the file. What an append checks before it writes after the last
-    /// record, so it reads only the file's tail — from the end back, 64 KiB at a time, at most one record's
-    /// length — and never the whole file. `false` sends the caller to ``layout(of:)``, which tells a torn tail
-    /// from damage.
+    /// Whether the file ends on a record boundary.
+    ///
+    /// That is, whether an intact record (magic, length and checksum agreeing) ends exactly at the end of the
+    /// file. An append checks this before it writes after the last record, so it reads only the file's tail, from
+    /// the end back, 64 KiB at a time, at most one record's length, and never the whole file. `false` sends the
+    /// caller to ``layout(of:)``, which tells a torn tail from damage.
     package static func endsOnRecordBoundary(_ source: some InboxByteSource) throws -> Bool {
         let size = source.count
         guard size > 0 else { return true }
@@ -171,10 +181,11 @@ extension InboxRecord {
         return false
     }
 
-    /// The record headers that chain from `offset` — magic, a plausible length, the next header right after
-    /// — ending exactly at `end` (the next intact record, or the end of the file), or, at the end of the
-    /// file, at a torn tail. Empty otherwise: a length that crosses `end`, or a chain that stops at bytes
-    /// that are no header, is not trusted.
+    /// The record headers that chain from `offset`.
+    ///
+    /// Each has magic and a plausible length, with the next header right after. The chain ends exactly at `end`
+    /// (the next intact record, or the end of the file), or, at the end of the file, at a torn tail. It is empty
+    /// otherwise. A length that crosses `end`, or a chain that stops at bytes that are no header, is not trusted.
     private static func headerChain(
         from offset: Int, to end: Int, atEndOfFile: Bool, in source: some InboxByteSource
     ) throws -> [(offset: Int, length: Int)] {
@@ -202,7 +213,9 @@ extension InboxRecord {
         return length <= maximumSealedLength && position + headerLength + length + checksumLength > end ? chain : []
     }
 
-    /// The sealed length of the record at `offset` when its magic, length and checksum agree; `nil` otherwise.
+    /// The sealed length of the record at `offset` when its magic, length and checksum agree.
+    ///
+    /// `nil` otherwise.
     private static func verifiedLength(at offset: Int, in source: some InboxByteSource) throws -> Int? {
         guard source.count - offset >= headerLength + checksumLength else { return nil }
         let head = try source.read(offset..<offset + headerLength)

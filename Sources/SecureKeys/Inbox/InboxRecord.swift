@@ -1,5 +1,7 @@
-/// The inbox file's record format ([keys/README.md](<doc:KeyFileFormats>)): each record is framed as
-/// `"PSIR" ‖ u32 length ‖ crypto_box_seal(payload) ‖ BLAKE2b-128 checksum`, appended in arrival order.
+/// The inbox file's record format.
+///
+/// Each record is framed as `"PSIR" ‖ u32 length ‖ crypto_box_seal(payload) ‖ BLAKE2b-128 checksum`, appended in
+/// arrival order ([keys/README.md](<doc:KeyFileFormats>)).
 ///
 /// This layer seals, frames, finds and opens records; what a payload holds (an entry's id, kind, schema
 /// version and body) is the store layer's business (`InboxEntry` in ProtectedStore).
@@ -8,21 +10,26 @@ public enum InboxRecord: Sendable {
     public static let magic: [UInt8] = Array("PSIR".utf8)
     package static let headerLength = 8
     package static let checksumLength = 16
-    /// The largest payload a record may hold: 4 MiB (4,194,304 bytes). An append of a larger one is refused
-    /// before anything is written; a merge never meets one.
+    /// The largest payload a record may hold, 4 MiB (4,194,304 bytes).
+    ///
+    /// An append of a larger one is refused before anything is written; a merge never meets one.
     public static let maximumPayloadLength = 4 << 20
-    /// The largest sealed payload a record may hold: the payload limit plus the sealed box's overhead.
+    /// The largest sealed payload a record may hold.
+    ///
+    /// It is the payload limit plus the sealed box's overhead.
     public static let maximumSealedLength = maximumPayloadLength + SealedBox.overhead
 
-    /// A record found in an inbox file: where it starts and its sealed bytes.
+    /// A record found in an inbox file, with where it starts and its sealed bytes.
     public struct Frame: Sendable, Hashable {
         /// Where the record starts in the file.
         public let offset: Int
         /// The sealed payload (`crypto_box_seal` output).
         public let sealed: [UInt8]
-        /// Whether the record's checksum verified; `false` for a record whose checksum failed but whose bytes
-        /// are where its length says (``Piece/record(offset:sealedLength:checksumVerified:)``): only its seal,
-        /// which is authenticated, can tell whether it is intact.
+        /// Whether the record's checksum verified.
+        ///
+        /// `false` for a record whose checksum failed but whose bytes are where its length says
+        /// (``Piece/record(offset:sealedLength:checksumVerified:)``). Only its seal, which is authenticated, can
+        /// tell whether it is intact.
         public let checksumVerified: Bool
 
         /// A record at `offset` holding `sealed`.
@@ -35,17 +42,24 @@ public enum InboxRecord: Sendable {
 
     /// Something wrong in an inbox file, reported, never taken for data.
     public enum Problem: Sendable, Hashable, CustomStringConvertible {
-        /// The file ended inside a record and no intact record followed: an append cut short (never
-        /// acknowledged: an acknowledged append was complete and synced). Its bytes were moved to the
-        /// damaged-bytes file (`<store>.inbox-damaged`), never dropped.
+        /// The file ended inside a record and no intact record followed.
+        ///
+        /// It is an append cut short, never acknowledged, as an acknowledged append was complete and synced. Its
+        /// bytes were moved to the damaged-bytes file (`<store>.inbox-damaged`), never dropped.
         case tornTail(offset: Int, length: Int)
-        /// A record whose checksum fails, with its bytes where its length says: applied when its seal still
-        /// authenticates (the damage was in the frame), quarantined otherwise — never dropped.
+        /// A record whose checksum fails, with its bytes where its length says.
+        ///
+        /// It is applied when its seal still authenticates (the damage was in the frame), and quarantined
+        /// otherwise. It is never dropped.
         case checksumMismatch(offset: Int, length: Int)
-        /// Bytes that are not a record; moved to the damaged-bytes file, never read as data.
+        /// Bytes that are not a record.
+        ///
+        /// They are moved to the damaged-bytes file, never read as data.
         case damaged(offset: Int, length: Int, reason: String)
-        /// The inbox itself cannot be used (not a regular file, unreadable, or its damaged bytes cannot be
-        /// moved aside): it was left as it is, for inspection, and nothing in it was dropped.
+        /// The inbox itself cannot be used.
+        ///
+        /// It is not a regular file, is unreadable, or its damaged bytes cannot be moved aside. It was left as it
+        /// is, for inspection, and nothing in it was dropped.
         case unusable(String)
 
         /// The problem in words, with the record's offset.
@@ -84,8 +98,10 @@ public enum InboxRecord: Sendable {
         return record.bytes
     }
 
-    /// Splits an inbox file into records without opening them (no key needed), by the inbox layout's rules
-    /// ([keys/README.md](<doc:KeyFileFormats>)): resynchronising at every `PSIR` whose record verifies.
+    /// Splits an inbox file into records without opening them (no key needed).
+    ///
+    /// It follows the inbox layout's rules ([keys/README.md](<doc:KeyFileFormats>)), resynchronising at every
+    /// `PSIR` whose record verifies.
     ///
     /// - Returns: every record (those whose checksum failed with `checksumVerified == false`), and a problem
     ///   for each piece that is not an intact record.

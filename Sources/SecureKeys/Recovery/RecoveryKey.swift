@@ -4,8 +4,9 @@ internal import Glibc
 internal import Darwin
 #endif
 
-/// The public half of a recovery key, and how to derive it again from the phrase: what a device keeps so that
-/// it can seal backups without ever holding the phrase (or anything that opens them).
+/// The public half of a recovery key, and how to derive it again from the phrase.
+///
+/// A device keeps it so that it can seal backups without ever holding the phrase (or anything that opens them).
 ///
 /// The key pair is `crypto_box_seed_keypair(Argon2id(phrase bytes, salt, kdf))` (``RecoveryPhrase``); the
 /// device keeps the public key with the salt and the Argon2id cost, in the recovery key file (`<store>.recovery-key`,
@@ -18,19 +19,25 @@ public struct RecoveryKey: Sendable, Hashable {
     public static let magic: [UInt8] = Array("PSRK".utf8)
     /// The length of a recovery key file.
     public static let fileLength = 88
-    /// The Argon2id cost of a new recovery key: libsodium's MODERATE level (3 passes, 256 MiB). A restore is rare,
-    /// and the cost is what an attacker holding a backup pays per guess on top of the phrase's 128 bits.
+    /// The Argon2id cost of a new recovery key.
+    ///
+    /// It is libsodium's MODERATE level (3 passes, 256 MiB). A restore is rare, and the cost is what an attacker
+    /// holding a backup pays per guess on top of the phrase's 128 bits.
     public static let defaultKDF = PasscodeKDF(opsLimit: 3, memLimit: 256 << 20)
-    /// Whether `kdf` is a cost a recovery key is made with: from `PasscodeKDF.minimal` (tests) up to
-    /// ``defaultKDF``, in passes and in memory. A recovery key file or a backup header recording a cost outside
-    /// it was not written by this code, and is refused before any derivation: the header's checksum is no
-    /// authentication, and a cost of 2^32-1 passes would have a restore derive for hours.
+    /// Whether `kdf` is a cost a recovery key is made with.
+    ///
+    /// Such a cost is from `PasscodeKDF.minimal` (tests) up to ``defaultKDF``, in passes and in memory. A
+    /// recovery key file or a backup header recording a cost outside it was not written by this code, and is
+    /// refused before any derivation. The header's checksum is no authentication, and a cost of 2^32-1 passes
+    /// would have a restore derive for hours.
     public static func isWrittenCost(_ kdf: PasscodeKDF) -> Bool {
         kdf.isValid && (PasscodeKDF.minimal.opsLimit...defaultKDF.opsLimit).contains(kdf.opsLimit)
             && (PasscodeKDF.minimal.memLimit...defaultKDF.memLimit).contains(kdf.memLimit)
     }
 
-    /// The KDF algorithm identifier recorded in files: `2`, Argon2id v1.3 (as in the keybag).
+    /// The KDF algorithm identifier recorded in files.
+    ///
+    /// It is `2`, Argon2id v1.3 (as in the keybag).
     static let kdfAlgorithm: UInt8 = 2
 
     /// The Argon2id cost the phrase is derived with.
@@ -54,7 +61,9 @@ public struct RecoveryKey: Sendable, Hashable {
         self.publicKey = publicKey
     }
 
-    /// Makes a new recovery phrase and its recovery key: show the phrase to the user once, keep the key.
+    /// Makes a new recovery phrase and its recovery key.
+    ///
+    /// Show the phrase to the user once, and keep the key.
     ///
     /// - Parameters:
     ///   - kdf: the Argon2id cost (``defaultKDF``; `PasscodeKDF.minimal` only in tests).
@@ -85,7 +94,9 @@ public struct RecoveryKey: Sendable, Hashable {
         return privateKey
     }
 
-    /// A short, public name of the key to compare by eye: the first 8 bytes of `H16(public key)` in hex.
+    /// A short, public name of the key to compare by eye.
+    ///
+    /// It is the first 8 bytes of `H16(public key)` in hex.
     public var fingerprint: String {
         KeyDerivation.checksum(of: publicKey[...], length: 16).prefix(8).map { byte in
             let digits = Array("0123456789abcdef".utf8)
@@ -95,8 +106,10 @@ public struct RecoveryKey: Sendable, Hashable {
 
     // MARK: The file
 
-    /// The recovery key file's bytes: magic, version, KDF algorithm, reserved, opslimit, memlimit, salt, public
-    /// key, checksum `H16` ([keys/README.md](<doc:KeyFileFormats>)).
+    /// The recovery key file's bytes.
+    ///
+    /// They are magic, version, KDF algorithm, reserved, opslimit, memlimit, salt, public key, checksum `H16`
+    /// ([keys/README.md](<doc:KeyFileFormats>)).
     public var fileBytes: [UInt8] {
         var writer = ByteWriter()
         writeFields(to: &writer)
@@ -104,8 +117,9 @@ public struct RecoveryKey: Sendable, Hashable {
         return writer.bytes
     }
 
-    /// Writes the KDF algorithm, the cost, the salt and the public key (72 bytes after the magic and version: as
-    /// the file and the backup header both hold them).
+    /// Writes the KDF algorithm, the cost, the salt and the public key.
+    ///
+    /// They are 72 bytes after the magic and version, as the file and the backup header both hold them.
     func writeParameters(to writer: inout ByteWriter) {
         writer.write(Self.kdfAlgorithm)
         writer.write(UInt16(0))
@@ -166,14 +180,15 @@ public struct RecoveryKey: Sendable, Hashable {
         try RecoveryKey(fileBytes: try SecureFile.read(path, maximumSize: 4096), path: path)
     }
 
-    /// Writes the recovery key file at `path` (mode 0600, atomically, its folder synced); an existing one is
-    /// never overwritten.
+    /// Writes the recovery key file at `path` (mode 0600, atomically, its folder synced).
+    ///
+    /// An existing one is never overwritten.
     ///
     /// - Throws: `SecureKeysError.Code.alreadyExists`, `SecureKeysError.Code.ioError`.
     public func write(to path: String) throws {
         try SecureFile.writeAtomically(fileBytes, to: path, replacing: false)
     }
 
-    /// Where a store's recovery key file is: `<store>.recovery-key`.
+    /// Where a store's recovery key file is, `<store>.recovery-key`.
     public static func path(forStoreAt storePath: String) -> String { storePath + ".recovery-key" }
 }
