@@ -1,5 +1,6 @@
-/// A connection's prepared statements, by SQL text, bounded: past ``capacity`` the least recently used is
-/// dropped (least recently *handed out*: a hit counts as a use).
+/// A connection's prepared statements, by SQL text, bounded.
+///
+/// Past ``capacity`` the least recently used is dropped (least recently *handed out*, as a hit counts as a use).
 ///
 /// Dropping is finalizing, but never under a user: a ``Statement`` finalizes its SQLite statement in its
 /// `deinit`, so a statement the cache drops while a caller still holds it — stepping through its rows, say
@@ -8,13 +9,15 @@
 /// O(1) per request: a dictionary from SQL text to a slot, and a doubly linked recency list threaded through
 /// the slots by index (no node objects, so a hit moves two integers and retains nothing).
 struct StatementCache {
-    /// The most statements kept; 0 keeps none.
+    /// The most statements kept.
+    ///
+    /// 0 keeps none.
     let capacity: Int
     private var slotBySQL: [String: Int] = [:]
     private var slots: [Slot] = []
     /// The most recently used slot, or -1 when empty.
     private var newest = -1
-    /// The least recently used slot — the next to go — or -1 when empty.
+    /// The least recently used slot, the next to go, or -1 when empty.
     private var oldest = -1
 
     private struct Slot {
@@ -33,7 +36,9 @@ struct StatementCache {
     /// How many statements are kept.
     var count: Int { slotBySQL.count }
 
-    /// The kept statement for `sql`, now the most recently used; `nil` when none is kept.
+    /// The kept statement for `sql`, now the most recently used.
+    ///
+    /// `nil` when none is kept.
     mutating func statement(for sql: String) -> Statement? {
         guard let slot = slotBySQL[sql] else { return nil }
         if slot != newest {

@@ -1,8 +1,9 @@
 import SecureKeys
 import StoreConcurrency
 
-/// The test clock: it moves only when told to, and ``advance(by:)`` runs the work that became due before it
-/// returns.
+/// The test clock, which moves only when told to.
+///
+/// ``advance(by:)`` runs the work that became due before it returns.
 ///
 /// The device's grace period and the data controller's deadlines (an operation that may wait 30 s, a delayed
 /// attach) are *timers* on the clock they were given. On a `ContinuousClock` a timer is a task that sleeps;
@@ -19,7 +20,7 @@ import StoreConcurrency
 /// through the sleeping path, but each of its advances yields to the scheduler dozens of times so that
 /// sleepers can run — in the simulator that was most of a step's cost.
 public final class ManualClock: Clock, Sendable {
-    /// A point on the manual clock: the time since it started.
+    /// A point on the manual clock, the time since it started.
     public struct Instant: InstantProtocol, Sendable {
         /// Time since the clock started.
         public let offset: Duration
@@ -64,15 +65,17 @@ public final class ManualClock: Clock, Sendable {
 
     /// The current instant.
     public var now: Instant { state.withLock { $0.now } }
-    /// Zero: the clock moves exactly as far as it is told.
+    /// Zero, as the clock moves exactly as far as it is told.
     public var minimumResolution: Duration { .zero }
 
     /// How many sleeps and timers wait for the clock to reach their deadline.
     public var pendingSleepers: Int { state.withLock { $0.sleepers.count + $0.timers.count } }
 
-    /// Moves the clock forward by `duration`: runs every timer whose deadline it passes, in deadline order
-    /// (timers with the same deadline in the order they were scheduled), each with the clock at its deadline,
-    /// then resumes every sleeper whose deadline it reached.
+    /// Moves the clock forward by `duration`.
+    ///
+    /// It runs every timer whose deadline it passes, in deadline order (timers with the same deadline in the
+    /// order they were scheduled), each with the clock at its deadline. Then it resumes every sleeper whose
+    /// deadline it reached.
     ///
     /// A timer's work runs on the caller's thread, before this returns; a timer it schedules within the
     /// advanced span runs too.
@@ -121,7 +124,9 @@ public final class ManualClock: Clock, Sendable {
         }
     }
 
-    /// Registers `work` to run inside the ``advance(by:)`` that reaches `deadline` (at once if it has passed).
+    /// Registers `work` to run inside the ``advance(by:)`` that reaches `deadline`.
+    ///
+    /// It runs at once if the deadline has passed.
     ///
     /// - Returns: what cancels it.
     package func schedule(at deadline: Instant, _ work: @escaping @Sendable () -> Void) -> ScheduledWork {

@@ -8,18 +8,22 @@ import Darwin
 extension Database {
     /// How a copy is keyed.
     package enum CopyKeying {
-        /// No key: plain SQLite.
+        /// No key, for plain SQLite.
         case plaintext
-        /// A raw 32-byte key; with `salt`, the new file's SQLCipher salt is set to it (a passphrase export's,
-        /// whose key was derived with that salt).
+        /// A raw 32-byte key.
+        ///
+        /// With `salt`, the new file's SQLCipher salt is set to it (a passphrase export's, whose key was derived
+        /// with that salt).
         case raw(SecureBytes, salt: [UInt8]?)
     }
 
     /// The schema name a copy is attached under.
     static let copySchema = "protectedstore_copy"
 
-    /// Copies the whole database, as of one read transaction, into a new file at `destination`: in the clear
-    /// or under a key the user holds (``ExportEncryption``), never over an existing file.
+    /// Copies the whole database, as of one read transaction, into a new file at `destination`.
+    ///
+    /// The copy is in the clear or under a key the user holds (``ExportEncryption``), and never over an existing
+    /// file.
     ///
     /// The copy is written by SQLCipher's `sqlcipher_export()` into a database `ATTACH`ed at a temporary name
     /// beside `destination` (created empty with mode 0600 first, so the copy is never readable by others, not
@@ -87,8 +91,10 @@ extension Database {
         }
     }
 
-    /// A failure of the file seam (`SecureKeysError`) as the SQL layer's one error type, keeping it as the cause:
-    /// its code word, or `disk-full` for `ENOSPC`, `EDQUOT` and `EFBIG` (as SQLite says `SQLITE_FULL`).
+    /// A failure of the file seam (`SecureKeysError`) as the SQL layer's one error type.
+    ///
+    /// It keeps the failure as the cause, and its code word, or `disk-full` for `ENOSPC`, `EDQUOT` and `EFBIG`
+    /// (as SQLite says `SQLITE_FULL`).
     static func storeError(from error: any Error) -> StoreError {
         switch error {
         case let error as StoreError:
@@ -110,9 +116,11 @@ extension Database {
             path: path)
     }
 
-    /// Writes a copy of the database, as of one read transaction, into the new file `path` (which must not
-    /// exist), keyed as `keying` says and, when encrypted, in `format`; then syncs it. The machinery of
-    /// ``export(to:encryption:)`` and of a store's rewrite (`migrate`), which give the file its final name.
+    /// Writes a copy of the database, as of one read transaction, into the new file `path`.
+    ///
+    /// `path` must not exist. The copy is keyed as `keying` says and, when encrypted, in `format`, then synced.
+    /// This is the machinery of ``export(to:encryption:)`` and of a store's rewrite (`migrate`), which give the
+    /// file its final name.
     ///
     /// - Throws: `StoreError.Code.misuse` inside a transaction or on a read-only connection;
     ///   `StoreError.Code.alreadyExists` when `path` exists; `StoreError.Code.storeUnavailable` when the linked

@@ -1,23 +1,28 @@
 public import SecureKeys
 
-/// How a copy of a database (``Database/export(to:encryption:)``) is written: in the clear, or encrypted
-/// under a key its user holds — never under the store key, which only the device's class key unwraps.
+/// How a copy of a database (``Database/export(to:encryption:)``) is written.
+///
+/// It is written in the clear, or encrypted under a key its user holds. It is never written under the store key,
+/// which only the device's class key unwraps.
 ///
 /// [keys/README.md](<doc:/SecureKeys/KeyFileFormats>) (*Exports*) documents each form, so that another program can open an export without this
 /// library.
 public enum ExportEncryption: Sendable {
-    /// A plain SQLite file, which `sqlite3` (or any SQLite) opens. **Everything in the database is then
-    /// readable by whoever reads the file**: only for a user who asked for it by name (the command line's
-    /// `--plaintext`, which also warns).
+    /// A plain SQLite file, which `sqlite3` (or any SQLite) opens.
+    ///
+    /// **Everything in the database is then readable by whoever reads the file.** It is only for a user who asked
+    /// for it by name (the command line's `--plaintext`, which also warns).
     case plaintext
-    /// SQLCipher, in `StoreFormat/current` (format 1), keyed with this 32-byte raw key — one the user holds (a
-    /// key file of theirs). Not copied: the caller still owns (and wipes) it.
+    /// SQLCipher, in `StoreFormat/current` (format 1), keyed with this 32-byte raw key.
+    ///
+    /// The key is one the user holds (a key file of theirs). It is not copied: the caller still owns (and wipes)
+    /// it.
     case key(SecureBytes)
     /// SQLCipher, in `StoreFormat/current`, keyed with the raw key Argon2id derives from this passphrase and a
     /// random salt that the file's first 16 bytes hold (``ExportPassphrase``). Not copied.
     case passphrase(SecureBytes)
 
-    /// `plaintext`, `key` or `passphrase`: never the secret.
+    /// `plaintext`, `key` or `passphrase`, never the secret.
     public var name: String {
         switch self {
         case .plaintext: "plaintext"
@@ -27,17 +32,22 @@ public enum ExportEncryption: Sendable {
     }
 }
 
-/// The key of a passphrase export: Argon2id (`crypto_pwhash`, `crypto_pwhash_ALG_ARGON2ID13`, 32-byte output)
-/// of the passphrase, with the salt SQLCipher keeps in the file's first 16 bytes and the fixed cost
-/// ``kdf``. The file records its own salt, the cost is this format's, so the passphrase alone opens it: read
-/// bytes 0..<16, derive, then key SQLCipher with the raw key ([keys/README.md](<doc:/SecureKeys/KeyFileFormats>), *Exports*).
+/// The key of a passphrase export.
+///
+/// It is Argon2id (`crypto_pwhash`, `crypto_pwhash_ALG_ARGON2ID13`, 32-byte output) of the passphrase, with the
+/// salt SQLCipher keeps in the file's first 16 bytes and the fixed cost ``kdf``. The file records its own salt,
+/// and the cost is this format's, so the passphrase alone opens it. Read bytes 0..<16, derive, then key SQLCipher
+/// with the raw key ([keys/README.md](<doc:/SecureKeys/KeyFileFormats>), *Exports*).
 public enum ExportPassphrase: Sendable {
-    /// The Argon2id cost of every passphrase export: 3 passes over 64 MiB (`opslimit = 3`,
-    /// `memlimit = 67108864`). Fixed by the format: changing it makes a new export format.
+    /// The Argon2id cost of every passphrase export.
+    ///
+    /// It is 3 passes over 64 MiB (`opslimit = 3`, `memlimit = 67108864`). It is fixed by the format, so changing
+    /// it makes a new export format.
     public static let kdf = PasscodeKDF(opsLimit: 3, memLimit: 64 << 20)
 
-    /// The raw SQLCipher key of the passphrase export at `path`: Argon2id of `passphrase` with the salt in
-    /// the file's first 16 bytes.
+    /// The raw SQLCipher key of the passphrase export at `path`.
+    ///
+    /// It is Argon2id of `passphrase` with the salt in the file's first 16 bytes.
     ///
     /// - Parameters:
     ///   - path: the export.

@@ -5,10 +5,11 @@ import Glibc
 import Darwin
 #endif
 
-/// What one connection learns from SQLite's authorizer, commit and rollback hooks: which tables each
-/// statement reads and writes (found once, when the statement is compiled), which tables the open
-/// transaction wrote, which ones committed transactions wrote, and — while a read is tracked — which
-/// tables the read looked at.
+/// What one connection learns from SQLite's authorizer, commit and rollback hooks.
+///
+/// It learns which tables each statement reads and writes (found once, when the statement is compiled), which
+/// tables the open transaction wrote, and which ones committed transactions wrote. While a read is tracked, it
+/// learns which tables the read looked at.
 ///
 /// The authorizer runs while SQLite compiles a statement (`sqlite3_prepare_v2`, and again if SQLite
 /// recompiles it after a schema change), so a cached statement is inspected once, not on every run; the
@@ -27,7 +28,9 @@ final class ConnectionHooks {
     /// The tables read since ``startTrackingReads()``, or `nil` when reads are not tracked.
     private(set) var trackedReads: TableRegion?
 
-    /// Installs the hooks on `connection`; they live as long as `self`, which the connection's owner keeps.
+    /// Installs the hooks on `connection`.
+    ///
+    /// They live as long as `self`, which the connection's owner keeps.
     func install(on connection: OpaquePointer) {
         let context = Unmanaged.passUnretained(self).toOpaque()
         sqlite3_set_authorizer(
@@ -71,9 +74,11 @@ final class ConnectionHooks {
         }
     }
 
-    /// Statements run by `sqlite3_exec` are compiled and run at once: what they wrote counts now — as
-    /// committed when no transaction is open any more (they committed inside `sqlite3_exec`, before this
-    /// call), as part of the open transaction otherwise.
+    /// Counts what statements run by `sqlite3_exec` wrote.
+    ///
+    /// Such statements are compiled and run at once, so what they wrote counts now. It counts as committed when
+    /// no transaction is open any more (they committed inside `sqlite3_exec`, before this call), and as part of
+    /// the open transaction otherwise.
     func compiledStatementsRan(inTransaction: Bool) {
         if !compiledWrites.isEmpty {
             if inTransaction { transactionWrites.formUnion(compiledWrites) } else { committedWrites.formUnion(compiledWrites) }

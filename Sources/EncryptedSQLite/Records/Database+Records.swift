@@ -1,4 +1,6 @@
-/// Records: `Codable` types read from rows and written as rows, and single-column values.
+/// Records, and single-column values.
+///
+/// Records are `Codable` types read from rows and written as rows.
 ///
 /// ```swift
 /// struct Note: Codable, Sendable {
@@ -17,7 +19,9 @@ extension Database {
     public enum ConflictResolution: String, Sendable {
         /// Fail with `StoreError.Code.constraint` (SQLite's default).
         case abort = "ABORT"
-        /// Replace the row that is in the way (`INSERT OR REPLACE`): an "insert or update" by key.
+        /// Replace the row that is in the way (`INSERT OR REPLACE`).
+        ///
+        /// This is an "insert or update" by key.
         case replace = "REPLACE"
         /// Keep the existing row and skip this one (`INSERT OR IGNORE`).
         case ignore = "IGNORE"
@@ -79,7 +83,9 @@ extension Database {
         return try statement.step() ? try statement.decode(Value.self, at: 0) : nil
     }
 
-    /// Inserts `record` as a row of `table`: one column per stored property (see `RecordEncoder`).
+    /// Inserts `record` as a row of `table`.
+    ///
+    /// It writes one column per stored property (see `RecordEncoder`).
     ///
     /// The statement is prepared once per table and set of columns, and reused.
     ///

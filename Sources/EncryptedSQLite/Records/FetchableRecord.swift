@@ -1,4 +1,6 @@
-/// A `Decodable` record read from its table: every row, one row by its key, or the rows one at a time.
+/// A `Decodable` record read from its table.
+///
+/// It reads every row, one row by its key, or the rows one at a time.
 ///
 /// The rows decode as ``Database/fetchAll(_:_:_:)`` decodes them: each coding key names a column, a column
 /// that is not a number, text, blob, `Date`, `UUID` or `Bool` property is JSON text. GRDB's
@@ -25,8 +27,9 @@ extension FetchableRecord {
         try database.fetchAll(Self.self, "SELECT * FROM \(quotedTableAndKey.table)")
     }
 
-    /// The row whose primary key (``TableRecord/databasePrimaryKey``) is `key`, decoded; `nil` when there is
-    /// none.
+    /// The row whose primary key (``TableRecord/databasePrimaryKey``) is `key`, decoded.
+    ///
+    /// `nil` when there is none.
     ///
     /// - Parameters:
     ///   - database: the connection, inside a store's `read` or `write`.
@@ -37,8 +40,9 @@ extension FetchableRecord {
         return try database.fetchOne(Self.self, "SELECT * FROM \(table) WHERE \(column) = ?", StatementArguments(values: [key.databaseValue]))
     }
 
-    /// A cursor over every row of the table, decoded one at a time as it is read: memory stays that of one
-    /// row however large the table (see ``DatabaseCursor``).
+    /// A cursor over every row of the table, decoded one at a time as it is read.
+    ///
+    /// Memory stays that of one row however large the table (see ``DatabaseCursor``).
     ///
     /// - Parameter database: the connection; the cursor works only inside the `read` or `write` that opened it.
     /// - Throws: the query's `StoreError`.

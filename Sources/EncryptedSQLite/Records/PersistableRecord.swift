@@ -1,5 +1,7 @@
-/// An `Encodable` record written to its table: insert, update by primary key, save (update or insert), delete,
-/// and whether its row exists.
+/// An `Encodable` record written to its table.
+///
+/// It can be inserted, updated by primary key, saved (update or insert) and deleted, and asked whether its row
+/// exists.
 ///
 /// The columns are the record's stored properties, encoded as ``Database/insert(_:into:onConflict:)`` encodes
 /// them (a `nil` optional is `NULL`, a property that is not a column type is JSON text); the row is found by
@@ -30,22 +32,26 @@
 ///
 /// Each method prepares its statement once per type and reuses it (the connection's statement cache).
 public protocol PersistableRecord: TableRecord, Encodable {
-    /// Called by ``inserted(_:onConflict:)`` once the record's row is inserted, with the row's rowid — its
-    /// `INTEGER PRIMARY KEY` when the table has one — so the record can keep the key SQLite chose. Does
-    /// nothing by default.
+    /// Called by ``inserted(_:onConflict:)`` once the record's row is inserted, with the row's rowid.
+    ///
+    /// The rowid is its `INTEGER PRIMARY KEY` when the table has one, so the record can keep the key SQLite
+    /// chose. Does nothing by default.
     ///
     /// - Parameter rowID: the new row's rowid.
     mutating func didInsert(rowID: Int64)
 }
 
 extension PersistableRecord {
-    /// Does nothing: a record whose key it sets itself needs nothing from the insert.
+    /// Does nothing.
+    ///
+    /// A record whose key it sets itself needs nothing from the insert.
     ///
     /// - Parameter rowID: the new row's rowid.
     public mutating func didInsert(rowID: Int64) {}
 
-    /// Inserts the record as a new row and returns it as ``didInsert(rowID:)`` updated it: with the key SQLite
-    /// chose, for a record that keeps it.
+    /// Inserts the record as a new row and returns it as ``didInsert(rowID:)`` updated it.
+    ///
+    /// The record returned has the key SQLite chose, for a record that keeps it.
     ///
     /// - Parameters:
     ///   - database: the connection, inside a store's `write`.
@@ -75,7 +81,9 @@ extension PersistableRecord {
         try database.insert(self, into: Self.databaseTableName, onConflict: conflict)
     }
 
-    /// Updates the row that has the record's primary key: every other column is set from the record.
+    /// Updates the row that has the record's primary key.
+    ///
+    /// Every other column is set from the record.
     ///
     /// - Parameter database: the connection, inside a store's `write`.
     /// - Throws: `StoreError.Code.recordNotFound` when no row has the record's key (nothing was written; use
@@ -125,7 +133,9 @@ extension PersistableRecord {
         return try database.fetchValue(Bool.self, "SELECT EXISTS (SELECT 1 FROM \(table) WHERE \(key) = ?)", StatementArguments(values: [value])) ?? false
     }
 
-    /// `UPDATE … WHERE key = ?`; whether a row was updated. A `NULL` key matches no row.
+    /// Runs `UPDATE … WHERE key = ?` and says whether a row was updated.
+    ///
+    /// A `NULL` key matches no row.
     private func updateIfPresent(_ database: Database) throws -> Bool {
         let columns = try RecordEncoder.columns(of: self)
         let keyValue = try Self.primaryKeyValue(in: columns)

@@ -1,5 +1,6 @@
-/// The values a statement's parameters are bound to: in order for `?` parameters, by name for `:name`,
-/// `@name` and `$name` ones.
+/// The values a statement's parameters are bound to.
+///
+/// They are bound in order for `?` parameters, by name for `:name`, `@name` and `$name` ones.
 ///
 /// ```swift
 /// try database.execute("INSERT INTO notes(id, title) VALUES (?, ?)",
@@ -37,8 +38,9 @@ public struct StatementArguments: Sendable, Hashable {
             named.map { (Self.bareName($0.key), $0.value.databaseValue) }, uniquingKeysWith: { _, last in last })
     }
 
-    /// Named arguments for every stored property of `record`, as the record encoder stores them (see
-    /// ``Database/insert(_:into:onConflict:)``).
+    /// Named arguments for every stored property of `record`, as the record encoder stores them.
+    ///
+    /// See ``Database/insert(_:into:onConflict:)``.
     ///
     /// - Throws: when `record` does not encode as a flat set of columns.
     public init(encoding record: some Encodable) throws {
@@ -59,7 +61,9 @@ public struct StatementArguments: Sendable, Hashable {
 }
 
 extension StatementArguments: ExpressibleByArrayLiteral {
-    /// Positional arguments: `[id, title]`. `nil` binds `NULL`.
+    /// Positional arguments, as in `[id, title]`.
+    ///
+    /// `nil` binds `NULL`.
     public init(arrayLiteral elements: (any DatabaseValueConvertible)?...) {
         self.values = elements.map { $0?.databaseValue ?? .null }
         self.namedValues = [:]
@@ -67,7 +71,9 @@ extension StatementArguments: ExpressibleByArrayLiteral {
 }
 
 extension StatementArguments: ExpressibleByDictionaryLiteral {
-    /// Named arguments: `["id": id, "title": title]`. `nil` binds `NULL`.
+    /// Named arguments, as in `["id": id, "title": title]`.
+    ///
+    /// `nil` binds `NULL`.
     public init(dictionaryLiteral elements: (String, (any DatabaseValueConvertible)?)...) {
         self.values = []
         self.namedValues = Dictionary(

@@ -32,14 +32,17 @@ enum AgentSocketLocation {
         "\(trimmed(runtimeDirectory))/\(runtimeFolderName)/device-\(hex(device))-\(hex(inode)).sock"
     }
 
-    /// The longest ``runtimeSocketPath(under:device:inode:)`` can be under `runtimeDirectory`: checked to fit
-    /// before anything is made.
+    /// The longest ``runtimeSocketPath(under:device:inode:)`` can be under `runtimeDirectory`.
+    ///
+    /// It is checked to fit before anything is made.
     static func longestRuntimeSocketPath(under runtimeDirectory: String) -> String {
         runtimeSocketPath(under: runtimeDirectory, device: .max, inode: .max)
     }
 
-    /// The socket of the agent serving `stateDirectory`, if one may be there: the plain socket, or the one the
-    /// state directory's `agent/socket-location` names. Nothing is connected to.
+    /// The socket of the agent serving `stateDirectory`, if one may be there.
+    ///
+    /// It is the plain socket, or the one the state directory's `agent/socket-location` names. Nothing is
+    /// connected to.
     ///
     /// - Returns: the path, or `nil` when neither is there (no agent, or a named socket that is gone).
     /// - Throws: `SecureKeysError` with `insecure-state-directory` when the state directory, its `agent/` folder,
@@ -62,12 +65,16 @@ enum AgentSocketLocation {
         return named
     }
 
-    /// Writes `socketPath` into `agent/socket-location`, atomically: a client reads the old path or the new one.
+    /// Writes `socketPath` into `agent/socket-location`, atomically.
+    ///
+    /// A client reads the old path or the new one.
     static func record(_ socketPath: String, in layout: DeviceLayout) throws {
         try SecureFile.writeAtomically(Array((socketPath + "\n").utf8), to: layout.agentSocketLocationPath, replacing: true)
     }
 
-    /// The path `agent/socket-location` names: one absolute path, a newline after it.
+    /// The path `agent/socket-location` names.
+    ///
+    /// The file holds one absolute path, a newline after it.
     private static func read(_ path: String) throws -> String {
         let bytes = try SecureFile.read(path, maximumSize: 4096)
         guard bytes.last == UInt8(ascii: "\n"), let text = String(validating: bytes.dropLast(), as: UTF8.self) else {

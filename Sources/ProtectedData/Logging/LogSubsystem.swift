@@ -11,18 +11,26 @@ package import Logging
 /// Never logged: key bytes, passcodes, stored keys or values, inbox payloads. Metadata carries what is safe
 /// to read in a bug report: paths, protection classes, phases, operation names and ids, error codes, counts.
 package enum LogSubsystem: String, CaseIterable, Sendable {
-    /// The two-phase launch: phases, attach attempts, the queue of operations.
+    /// The two-phase launch.
+    ///
+    /// It logs phases, attach attempts, and the queue of operations.
     case launch
-    /// The device: lock, unlock, grace period, store keys (never their bytes, never the passcode).
+    /// The device.
+    ///
+    /// It logs lock, unlock, grace period, and store keys (never their bytes, never the passcode).
     case device
-    /// The store: open, close, readers.
+    /// The store.
+    ///
+    /// It logs open, close, and readers.
     case store
     /// The schema migrations run at attach.
     case migrations
-    /// The locked inbox: appends, merges, quarantine.
+    /// The locked inbox.
+    ///
+    /// It logs appends, merges, and quarantine.
     case inbox
 
-    /// The swift-log label: `protected-store.` and the subsystem's name.
+    /// The swift-log label, `protected-store.` and the subsystem's name.
     package var label: String { "protected-store.\(rawValue)" }
 
     /// A logger from the logging system the app bootstrapped (swift-log's default if it did not).

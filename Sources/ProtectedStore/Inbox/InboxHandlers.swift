@@ -1,6 +1,8 @@
 public import EncryptedSQLite
 
-/// How an app applies the records of its locked inbox to its store: one handler per kind.
+/// How an app applies the records of its locked inbox to its store.
+///
+/// It has one handler per kind.
 ///
 /// The built-in key-value changes (`put`, `delete`) write the `entries` table that
 /// ``StoreCoordinator/put(_:_:)`` uses; an app adds a handler for each of its own ``InboxChange`` types. A
@@ -19,11 +21,15 @@ public struct InboxHandlers: Sendable {
     typealias Handler = @Sendable (Database, InboxEntry) throws -> Void
 
     private var handlers: [String: Handler] = [:]
-    /// Whether `put` and `delete` are the built-in key-value handlers (``keyValue``): the merge then writes a
-    /// `put` straight from the opened record, its value never copied into a Swift `String`.
+    /// Whether `put` and `delete` are the built-in key-value handlers (``keyValue``).
+    ///
+    /// The merge then writes a `put` straight from the opened record, its value never copied into a Swift
+    /// `String`.
     private var appliesKeyValueInPlace = false
 
-    /// No handlers: every record is quarantined until the app says how to apply it.
+    /// No handlers.
+    ///
+    /// Every record is quarantined until the app says how to apply it.
     public init() {}
 
     /// The built-in key-value changes, applied to the `entries` table.
@@ -33,8 +39,9 @@ public struct InboxHandlers: Sendable {
         return handlers
     }()
 
-    /// Applies a key-value change to the `entries` table: what ``keyValue`` does, for a handler that does
-    /// more around it.
+    /// Applies a key-value change to the `entries` table.
+    ///
+    /// This is what ``keyValue`` does, for a handler that does more around it.
     ///
     /// - Parameters:
     ///   - change: the change.

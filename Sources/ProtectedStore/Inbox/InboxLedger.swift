@@ -1,9 +1,11 @@
 internal import EncryptedSQLite
 internal import SecureKeys
 
-/// The store's side of the locked inbox: which records were handled (so a crash between a merge's commit and
-/// the inbox file's truncation never applies one twice), and the quarantine of records that could not be
-/// applied — kept sealed, with why and how often they failed.
+/// The store's side of the locked inbox.
+///
+/// It records which records were handled, so a crash between a merge's commit and the inbox file's truncation
+/// never applies one twice. It keeps the quarantine of records that could not be applied, sealed, with why and
+/// how often they failed.
 ///
 /// Every call runs on the caller's connection, inside the caller's transaction.
 struct InboxLedger {
@@ -25,7 +27,9 @@ struct InboxLedger {
         }
     }
 
-    /// The generation of the merge that starts: one more than any kept id's.
+    /// The generation of the merge that starts.
+    ///
+    /// It is one more than any kept id's.
     func nextGeneration() throws -> Int64 {
         (try database.scalar("SELECT coalesce(max(generation), 0) + 1 FROM inbox_applied")?.int64) ?? 1
     }
@@ -41,13 +45,17 @@ struct InboxLedger {
         return false
     }
 
-    /// Forgets the ids of earlier merges: every record the inbox file still holds was handled by this merge
-    /// (`generation`), so only its ids can be presented again by a crash before the truncation.
+    /// Forgets the ids of earlier merges.
+    ///
+    /// Every record the inbox file still holds was handled by this merge (`generation`), so only its ids can be
+    /// presented again by a crash before the truncation.
     func forgetEarlierThan(_ generation: Int64) throws {
         try database.execute("DELETE FROM inbox_applied WHERE generation < ?", [.integer(generation)])
     }
 
-    /// The highest sequence number of a record this store merged (applied or quarantined); 0 before any.
+    /// The highest sequence number of a record this store merged (applied or quarantined).
+    ///
+    /// 0 before any.
     func highestSequence() throws -> UInt64 {
         UInt64(bitPattern: try database.scalar("SELECT highest FROM inbox_sequence WHERE id = 0")?.int64 ?? 0)
     }
@@ -58,8 +66,10 @@ struct InboxLedger {
             "INSERT OR REPLACE INTO inbox_sequence(id, highest) VALUES (0, ?)", [.integer(Int64(bitPattern: sequence))])
     }
 
-    /// Why `entry` is a replay when it is one, given the highest sequence merged before it: its sequence is
-    /// not above it, or it carries none (payload version 1 or 2) after sequenced records were merged.
+    /// Why `entry` is a replay when it is one, given the highest sequence merged before it.
+    ///
+    /// Its sequence is not above it, or it carries none (payload version 1 or 2) after sequenced records were
+    /// merged.
     static func replayReason(_ entry: InboxEntry, highest: UInt64) -> String? {
         guard let sequence = entry.sequence else {
             return highest == 0

@@ -4,19 +4,26 @@ public import SecureKeys
 public struct InboxMergeReport: Sendable, Hashable {
     /// Records applied to the store, in the order they were applied.
     public var merged: [InboxEntry.ID] = []
-    /// Records that could not be applied and were moved to the store's quarantine (or, on a retry, stayed
-    /// there): never lost, listed by ``StoreCoordinator/quarantinedInboxRecords()``.
+    /// Records that could not be applied and were moved to the store's quarantine.
+    ///
+    /// On a retry, they stayed there. They are never lost, and ``StoreCoordinator/quarantinedInboxRecords()``
+    /// lists them.
     public var quarantined: [QuarantinedInboxRecord] = []
-    /// Records found again that an earlier merge had handled (a crash between its commit and the inbox's
-    /// truncation): skipped, never applied twice.
+    /// Records found again that an earlier merge had handled.
+    ///
+    /// They are left by a crash between its commit and the inbox's truncation. They are skipped, never applied
+    /// twice.
     public var alreadyApplied = 0
-    /// What was wrong in the inbox file itself: a torn last record (an append interrupted by a crash, never
-    /// acknowledged), bytes that are not a record, a record whose checksum fails, or an inbox that cannot be
-    /// used at all. Reported, never applied unless a record's seal proves it intact.
+    /// What was wrong in the inbox file itself.
+    ///
+    /// That is a torn last record (an append interrupted by a crash, never acknowledged), bytes that are not a
+    /// record, a record whose checksum fails, or an inbox that cannot be used at all. Reported, never applied
+    /// unless a record's seal proves it intact.
     public var problems: [InboxRecord.Problem] = []
-    /// How many bytes this merge moved to the damaged-bytes file (`<store>.inbox-damaged`): every span of the
-    /// inbox that was neither a record nor already there. Nothing is truncated that was not merged,
-    /// quarantined or moved aside.
+    /// How many bytes this merge moved to the damaged-bytes file (`<store>.inbox-damaged`).
+    ///
+    /// It moves every span of the inbox that was neither a record nor already there. Nothing is truncated that
+    /// was not merged, quarantined or moved aside.
     public var movedAside = 0
 
     /// An empty report.
@@ -26,7 +33,9 @@ public struct InboxMergeReport: Sendable, Hashable {
     public var isEmpty: Bool { merged.isEmpty && quarantined.isEmpty && alreadyApplied == 0 && problems.isEmpty }
 }
 
-/// A record of the locked inbox that could not be applied, kept — still sealed — in the store.
+/// A record of the locked inbox that could not be applied, kept in the store.
+///
+/// It is kept still sealed.
 ///
 /// Retry it after an app update or a migration (``StoreCoordinator/retryQuarantinedInboxRecords(_:)``), or
 /// discard it (``StoreCoordinator/discardQuarantinedInboxRecords(_:)``); nothing else removes it.

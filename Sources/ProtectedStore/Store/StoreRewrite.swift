@@ -8,10 +8,11 @@ internal import Glibc
 internal import Darwin
 #endif
 
-/// Rewriting a closed store into a format — SQLCipher 4's for `migrate`, the same one for a compacting
-/// rewrite — with its key file's recorded format changed at one commit point, so that a power cut at any step
-/// leaves the old store with the old key file, or the new store with the new key file (keys/README.md,
-/// *Rewriting a store*).
+/// Rewriting a closed store into a format.
+///
+/// The format is SQLCipher 4's for `migrate`, and the same one for a compacting rewrite. The key file's recorded
+/// format is changed at one commit point, so that a power cut at any step leaves the old store with the old key
+/// file, or the new store with the new key file (keys/README.md, *Rewriting a store*).
 ///
 /// The steps, each synced before the next:
 /// 1. the new key file image (same store key and identifier, the target format recorded) is written to
@@ -102,8 +103,9 @@ enum StoreRewrite {
         return .rewritten(from: source)
     }
 
-    /// Finishes or undoes a rewrite a crash (or a failure) interrupted — run at every attach, before the key
-    /// file's format is read, and before a rewrite starts.
+    /// Finishes or undoes a rewrite a crash (or a failure) interrupted.
+    ///
+    /// It runs at every attach, before the key file's format is read, and before a rewrite starts.
     ///
     /// - Throws: the file system's failures (nothing is then lost: the rule is the same at the next try);
     ///   `StoreError.Code.storeUnavailable` when a committed rewrite finds a write-ahead log beside the old
@@ -121,7 +123,9 @@ enum StoreRewrite {
         }
     }
 
-    /// The undo of an uncommitted rewrite: the copy first, the new key file image last.
+    /// The undo of an uncommitted rewrite.
+    ///
+    /// It removes the copy first, the new key file image last.
     private static func undo(_ files: StoreFiles) throws {
         try removeTemporary(files)
         try DiskIO.unlink(files.rewrite)
@@ -135,7 +139,7 @@ enum StoreRewrite {
         try DiskIO.unlink(files.rewriteTemporary)
     }
 
-    /// After the commit: the rewrite replaces the store.
+    /// After the commit, the rewrite replaces the store.
     private static func finish(_ files: StoreFiles) throws {
         if SecureFile.exists(files.writeAheadLog) {
             throw StoreError(

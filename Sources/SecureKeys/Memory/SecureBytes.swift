@@ -2,8 +2,10 @@ internal import CSodium
 import Foundation
 import Synchronization
 
-/// Secret bytes in memory that libsodium guards: `sodium_malloc` places them between guard pages and
-/// `mlock`s them, and they are zeroed before the memory is given back.
+/// Secret bytes in memory that libsodium guards.
+///
+/// `sodium_malloc` places them between guard pages and `mlock`s them, and they are zeroed before the memory is
+/// given back.
 ///
 /// The bytes are reachable only inside ``withUnsafeBytes(_:)``: there is no way to copy them into a Swift
 /// `Array` or `String` by accident, because copy-on-write values leave copies nobody zeroes (the reason
@@ -22,7 +24,9 @@ public final class SecureBytes: @unchecked Sendable {
     private var pointer: UnsafeMutableRawPointer?
     private let lock = NSRecursiveLock()
 
-    /// A test hook: called with `true` when every byte read back as zero just before the memory was freed.
+    /// A test hook for the wipe.
+    ///
+    /// It is called with `true` when every byte read back as zero just before the memory was freed.
     var onWipe: (@Sendable (_ allBytesWereZero: Bool) -> Void)?
 
     /// Allocates `count` zeroed secret bytes.
@@ -82,14 +86,18 @@ public final class SecureBytes: @unchecked Sendable {
         releaseLocked()
     }
 
-    /// How many guarded allocations this process holds now: each is a `sodium_malloc` region with its guard
-    /// pages, three memory mappings the kernel counts against `vm.max_map_count`. For tests that a long-running
-    /// loop (a simulated seed, an agent) does not keep keys it no longer needs.
+    /// How many guarded allocations this process holds now.
+    ///
+    /// Each is a `sodium_malloc` region with its guard pages, three memory mappings the kernel counts against
+    /// `vm.max_map_count`. For tests that a long-running loop (a simulated seed, an agent) does not keep keys it
+    /// no longer needs.
     package static var liveAllocationCount: Int { liveAllocations.load(ordering: .relaxed) }
 
     private static let liveAllocations = Atomic<Int>(0)
 
-    /// Whether ``wipe()`` has run: the bytes are zeroed and released.
+    /// Whether ``wipe()`` has run.
+    ///
+    /// If so, the bytes are zeroed and released.
     public var isWiped: Bool {
         lock.lock()
         defer { lock.unlock() }
@@ -125,7 +133,9 @@ public final class SecureBytes: @unchecked Sendable {
         return try body(UnsafeMutableRawBufferPointer(start: pointer, count: count))
     }
 
-    /// Constant-time comparison (`sodium_memcmp`); a wiped value equals nothing.
+    /// Constant-time comparison (`sodium_memcmp`).
+    ///
+    /// A wiped value equals nothing.
     public func constantTimeEquals(_ other: SecureBytes) -> Bool {
         guard count == other.count else { return false }
         return (try? withUnsafeBytes { mine in
@@ -155,9 +165,9 @@ public final class SecureBytes: @unchecked Sendable {
 }
 
 extension SecureBytes: CustomStringConvertible, CustomDebugStringConvertible {
-    /// Never the bytes: only how many there are.
+    /// Only how many bytes there are, never the bytes.
     public var description: String { "SecureBytes(\(count) bytes, redacted)" }
-    /// Redacted, like ``description``: only the length.
+    /// Redacted, like ``description``, with only the length.
     public var debugDescription: String { description }
 }
 

@@ -1,7 +1,9 @@
 internal import CSodium
 
-/// Anonymous public-key encryption (`crypto_box_seal`): anyone with the public key can seal, only the holder
-/// of the private key can open, and the sender cannot read back what it sealed (libsodium docs, "Sealed boxes").
+/// Anonymous public-key encryption (`crypto_box_seal`).
+///
+/// Anyone with the public key can seal, only the holder of the private key can open, and the sender cannot read
+/// back what it sealed (libsodium docs, "Sealed boxes").
 ///
 /// This is what lets data be written while the device is locked: the public half of a class-B style key pair
 /// is always available, the private half only while unlocked.
@@ -10,10 +12,12 @@ public enum SealedBox: Sendable {
     public static let publicKeyLength = 32
     /// `crypto_box_SECRETKEYBYTES`.
     public static let privateKeyLength = 32
-    /// `crypto_box_SEALBYTES`: how much longer a sealed message is than its plaintext.
+    /// How much longer a sealed message is than its plaintext, `crypto_box_SEALBYTES`.
     public static let overhead = 48
 
-    /// A new X25519 key pair; the private key goes straight into guarded memory.
+    /// A new X25519 key pair.
+    ///
+    /// The private key goes straight into guarded memory.
     ///
     /// - Throws: `SecureKeysError.Code.outOfMemory` when the guarded memory cannot be allocated.
     public static func makeKeyPair(random: any RandomSource = SystemRandom()) throws -> (publicKey: [UInt8], privateKey: SecureBytes) {
@@ -83,8 +87,10 @@ public enum SealedBox: Sendable {
         return plaintext
     }
 
-    /// Opens a sealed message into memory the caller provides (a part of a guarded buffer it reuses), with a
-    /// private key it reads in place: no allocation, no lock, so several threads can open at once.
+    /// Opens a sealed message into memory the caller provides, with a private key it reads in place.
+    ///
+    /// The memory is a part of a guarded buffer the caller reuses. There is no allocation and no lock, so several
+    /// threads can open at once.
     ///
     /// - Parameters:
     ///   - sealed: the sealed message.

@@ -1,7 +1,9 @@
 internal import CSodium
 
-/// The secret a user writes down so that a backup outlives the device: 128 random bits and a 32-bit checksum,
-/// shown as 32 Crockford base32 characters in eight groups of four (`7K3M-…`).
+/// The secret a user writes down so that a backup outlives the device.
+///
+/// It is 128 random bits and a 32-bit checksum, shown as 32 Crockford base32 characters in eight groups of four
+/// (`7K3M-…`).
 ///
 /// Crockford's alphabet leaves out `I`, `L`, `O` and `U`; reading, `I` and `L` are taken for `1` and `O` for
 /// `0`, case does not matter, and hyphens and spaces are ignored. The checksum (the first four bytes of
@@ -24,9 +26,11 @@ public final class RecoveryPhrase: Sendable {
     static let alphabet = Array("0123456789ABCDEFGHJKMNPQRSTVWXYZ".utf8)
     static let checksumLabel = "ProtectedStore.recovery-phrase.checksum.v1"
 
-    /// The 16 random bytes: what Argon2id turns into the recovery key.
+    /// The 16 random bytes that Argon2id turns into the recovery key.
     let entropy: SecureBytes
-    /// The phrase as it is shown: eight groups of four characters joined by hyphens (39 ASCII bytes).
+    /// The phrase as it is shown.
+    ///
+    /// It is eight groups of four characters joined by hyphens (39 ASCII bytes).
     public let text: SecureBytes
 
     private init(entropy: SecureBytes) throws {
@@ -145,8 +149,10 @@ public final class RecoveryPhrase: Sendable {
         text.wipe()
     }
 
-    /// Derives the recovery key pair: Argon2id of the phrase's 16 bytes with `salt` and `kdf` gives a 32-byte
-    /// seed, and `crypto_box_seed_keypair` turns it into an X25519 key pair.
+    /// Derives the recovery key pair.
+    ///
+    /// Argon2id of the phrase's 16 bytes with `salt` and `kdf` gives a 32-byte seed, and
+    /// `crypto_box_seed_keypair` turns it into an X25519 key pair.
     ///
     /// - Returns: the public key (not secret) and the private key, in guarded memory.
     /// - Throws: `SecureKeysError.Code.invalidArgument` for parameters libsodium refuses,
@@ -173,7 +179,9 @@ public final class RecoveryPhrase: Sendable {
         return value
     }
 
-    /// The value of a typed character: Crockford's reading (case-insensitive; `I`, `L` → 1, `O` → 0).
+    /// The value of a typed character, by Crockford's reading.
+    ///
+    /// The reading is case-insensitive, with `I`, `L` → 1 and `O` → 0.
     private static func value(of byte: UInt8) -> UInt8? {
         var upper = byte
         if upper >= UInt8(ascii: "a") && upper <= UInt8(ascii: "z") { upper -= 32 }
@@ -186,7 +194,9 @@ public final class RecoveryPhrase: Sendable {
 }
 
 extension SealedBox {
-    /// The X25519 key pair `crypto_box_seed_keypair` makes from a 32-byte seed: the same seed, the same pair.
+    /// The X25519 key pair `crypto_box_seed_keypair` makes from a 32-byte seed.
+    ///
+    /// The same seed gives the same pair.
     ///
     /// - Throws: `SecureKeysError.Code.invalidArgument` for a seed that is not 32 bytes.
     public static func keyPair(fromSeed seed: SecureBytes) throws -> (publicKey: [UInt8], privateKey: SecureBytes) {
