@@ -1,7 +1,9 @@
 public import SecureKeys
 
-/// What app code depends on to know whether protected data can be read: the simulated device implements it,
-/// and a real operating-system source can be plugged in behind the same protocol.
+/// What app code depends on to know whether protected data can be read.
+///
+/// The simulated device implements it, and a real operating-system source can be plugged in behind the same
+/// protocol.
 public protocol KeyAvailabilityMonitor: AnyObject, Sendable {
     /// Whether data of `protectionClass` can be read now. A class stays available until its keys are
     /// actually wiped (the end of the grace period), not merely until the lock.
@@ -19,14 +21,16 @@ public protocol KeyAvailabilityMonitor: AnyObject, Sendable {
         _ handler: @escaping @Sendable (ProtectedDataEvent) -> Void
     ) -> (availability: ProtectedDataAvailability, subscription: EventSubscription)
 
-    /// Whether the keys are gone for good — the device erased itself — rather than locked away. Read when
-    /// *did become unavailable* arrives: a store of any class closes then (a class B, C or D store otherwise
-    /// stays open through a lock). `false` unless the source can tell; the default says `false`.
+    /// Whether the keys are gone for good rather than locked away.
+    ///
+    /// They are gone when the device erased itself. It is read when *did become unavailable* arrives. A store of
+    /// any class closes then (a class B, C or D store otherwise stays open through a lock). `false` unless the
+    /// source can tell; the default says `false`.
     var hasErasedKeys: Bool { get }
 }
 
 extension KeyAvailabilityMonitor {
-    /// A source that cannot tell an erase from a lock: `false`.
+    /// `false`, for a source that cannot tell an erase from a lock.
     public var hasErasedKeys: Bool { false }
 }
 

@@ -1,6 +1,7 @@
-/// How long a device makes you wait after wrong passcodes, as iOS does: nothing for the first four
-/// failures, then 1 minute after the 5th, 5 after the 6th, 15 after the 7th and 8th, an hour from the 9th.
-/// Optionally the device erases itself after a number of failures ("Erase Data").
+/// How long a device makes you wait after wrong passcodes, as iOS does.
+///
+/// There is nothing for the first four failures, then 1 minute after the 5th, 5 after the 6th, 15 after the 7th
+/// and 8th, an hour from the 9th. Optionally the device erases itself after a number of failures ("Erase Data").
 public struct PasscodeAttemptPolicy: Sendable, Hashable, Codable {
     /// After this many consecutive failures the device wipes its keys, or never when `nil`.
     public var wipeAfterFailures: Int?
@@ -21,8 +22,10 @@ public struct PasscodeAttemptPolicy: Sendable, Hashable, Codable {
         }
     }
 
-    /// The count after one more wrong passcode: it stops at ``DeviceRules/maximumFailedAttempts`` and never
-    /// traps, whatever count it is given (a negative one counts as none).
+    /// The count after one more wrong passcode.
+    ///
+    /// It stops at ``DeviceRules/maximumFailedAttempts`` and never traps, whatever count it is given (a negative
+    /// one counts as none).
     public static func failures(afterOneMore failures: Int) -> Int {
         guard failures >= 0 else { return 1 }
         return failures >= DeviceRules.maximumFailedAttempts ? DeviceRules.maximumFailedAttempts : failures + 1

@@ -3,12 +3,16 @@ public import SecureKeys
 /// What the device tells apps about their protected data, modelled on UIKit's
 /// `protectedDataWillBecomeUnavailable` / `protectedDataDidBecomeAvailable` notifications.
 public enum ProtectedDataEvent: Sendable, Hashable, CustomStringConvertible {
-    /// The device was locked: class A and B keys will be wiped when the grace period ends. Delivered at the
-    /// lock, so the app can finish its writes and close class-A stores in time.
+    /// The device was locked.
+    ///
+    /// Class A and B keys will be wiped when the grace period ends. The event is delivered at the lock, so the
+    /// app can finish its writes and close class-A stores in time.
     case willBecomeUnavailable
-    /// The grace period ended: class A keys and the class B private key are wiped now.
+    /// The grace period ended.
+    ///
+    /// Class A keys and the class B private key are wiped now.
     case didBecomeUnavailable
-    /// The device was unlocked: every class is available.
+    /// The device was unlocked, and every class is available.
     case didBecomeAvailable
 
     /// The event in words, as UIKit's notification names say it.

@@ -1,6 +1,8 @@
 import SecureKeys
 
-/// Work waiting for a deadline on a clock; cancelled explicitly (releasing it does not cancel it).
+/// Work waiting for a deadline on a clock.
+///
+/// It is cancelled explicitly; releasing it does not cancel it.
 package final class ScheduledWork: Sendable {
     private let cancellation: @Sendable () -> Void
 
@@ -17,7 +19,7 @@ package final class ScheduledWork: Sendable {
 /// `ContinuousClock` in an app, swift-clocks' `TestClock` in someone's tests) a task sleeps until the deadline
 /// and runs the work then. Either way the owner never has to be told that time moved.
 package struct Timekeeper: Sendable {
-    /// A point in time: how long after the timekeeper was made.
+    /// A point in time, as how long after the timekeeper was made.
     package typealias Instant = Duration
 
     private let elapsed: @Sendable () -> Duration

@@ -61,7 +61,8 @@ public struct CipherSettings: Sendable, Hashable, CustomStringConvertible {
         return statements
     }
 
-    /// What an error says about a store it could not open: `format 1 (SQLCipher 3, 4096-byte pages, HMAC-SHA1)
-    /// with SQLCipher 3.4.1`.
+    /// What an error says about a store it could not open.
+    ///
+    /// For example, `format 1 (SQLCipher 3, 4096-byte pages, HMAC-SHA1) with SQLCipher 3.4.1`.
     public var description: String { "\(format) with \(library)" }
 }

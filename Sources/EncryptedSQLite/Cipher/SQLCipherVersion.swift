@@ -7,14 +7,18 @@
 public struct SQLCipherVersion: Sendable, Hashable, CustomStringConvertible {
     /// What the library reported, whole.
     public let reported: String
-    /// The major version: 3 or 4 for the libraries the store runs on.
+    /// The major version.
+    ///
+    /// It is 3 or 4 for the libraries the store runs on.
     public let major: Int
     /// The minor version.
     public let minor: Int
     /// The patch version (0 when not reported).
     public let patch: Int
 
-    /// Parses `PRAGMA cipher_version`'s answer: `MAJOR.MINOR[.PATCH]` and, after a space, an edition.
+    /// Parses `PRAGMA cipher_version`'s answer.
+    ///
+    /// The answer is `MAJOR.MINOR[.PATCH]` and, after a space, an edition.
     ///
     /// - Returns: `nil` when it does not start with a version number.
     public init?(reported: String) {

@@ -1,7 +1,9 @@
 internal import Foundation
 
-/// The schema's history: named migrations, applied in the order they were registered, each once, each in
-/// its own transaction, and recorded in the database (table `store_migrations`).
+/// The schema's history, as named migrations.
+///
+/// They are applied in the order they were registered, each once, each in its own transaction, and recorded in
+/// the database (table `store_migrations`).
 ///
 /// ```swift
 /// var migrator = DatabaseMigrator()
@@ -123,8 +125,10 @@ public struct DatabaseMigrator: Sendable {
 }
 
 extension DatabaseMigrator {
-    /// Why ``migrate(_:)`` stopped: the store's own failure under the migrations keeps its code, named where
-    /// the migrations found it; anything else is `migrationFailed`.
+    /// Why ``migrate(_:)`` stopped.
+    ///
+    /// The store's own failure under the migrations keeps its code, named where the migrations found it. Anything
+    /// else is `migrationFailed`.
     ///
     /// - Parameters:
     ///   - migration: the migration that ran, or `nil` when the applied migrations were being read.
@@ -138,7 +142,9 @@ extension DatabaseMigrator {
         return error
     }
 
-    /// The store's own failure under the migrations, named where they found it; `nil` for anything else.
+    /// The store's own failure under the migrations, named where they found it.
+    ///
+    /// `nil` for anything else.
     private static func storeFailure(migration: String?, cause: any Error) -> StoreError? {
         guard let storage = cause as? StoreError else { return nil }
         let code: StoreError.Code

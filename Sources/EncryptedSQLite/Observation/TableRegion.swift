@@ -1,12 +1,15 @@
-/// The tables a read looked at, or a transaction wrote to: what decides whether a commit makes an observed
-/// value stale.
+/// The tables a read looked at, or a transaction wrote to.
+///
+/// They decide whether a commit makes an observed value stale.
 ///
 /// Table names are kept lowercased, since SQL names are not case-sensitive. A region can be *everything*:
 /// when SQLite's authorizer did not say which tables a query read (SQLite 3.15 says nothing for
 /// `SELECT count(*) FROM t`), the read is treated as depending on every table — an observation then wakes
 /// up more often than it must, never less.
 package struct TableRegion: Sendable, Hashable, CustomStringConvertible {
-    /// The tables, lowercased; meaningless when ``isEverything``.
+    /// The tables, lowercased.
+    ///
+    /// Meaningless when ``isEverything``.
     package private(set) var tables: Set<String>
     /// Whether the region covers every table.
     package private(set) var isEverything: Bool

@@ -1,7 +1,8 @@
 internal import Foundation
 
-/// Turns an `Encodable` record into named column values: one column per stored property, named by its
-/// coding key.
+/// Turns an `Encodable` record into named column values.
+///
+/// It makes one column per stored property, named by its coding key.
 ///
 /// A property whose type is ``DatabaseValueConvertible`` (numbers, `Bool`, `String`, `Data`, `Date`, `UUID`,
 /// optionals of them) is stored as that type says; `nil` is `NULL`, also for optionals the synthesized
@@ -34,7 +35,9 @@ enum RecordEncoder {
         }
     }
 
-    /// The top-level encoder: only a keyed container makes sense for a row.
+    /// The top-level encoder.
+    ///
+    /// Only a keyed container makes sense for a row.
     struct ColumnEncoder: Encoder {
         let storage: Storage
         var codingPath: [any CodingKey] { [] }
@@ -119,7 +122,9 @@ enum RecordEncoder {
     }
 }
 
-/// An encoder that keeps nothing: what a failed record encoding writes after its failure is recorded.
+/// An encoder that keeps nothing.
+///
+/// A failed record encoding writes to it after its failure is recorded.
 private struct DiscardingEncoder: Encoder {
     var codingPath: [any CodingKey] { [] }
     var userInfo: [CodingUserInfoKey: Any] { [:] }

@@ -1,6 +1,8 @@
 internal import Foundation
 
-/// Decodes a `Decodable` record from a ``Row``: each coding key names a column.
+/// Decodes a `Decodable` record from a ``Row``.
+///
+/// Each coding key names a column.
 ///
 /// The counterpart of ``RecordEncoder``: a property whose type is ``DatabaseValueConvertible`` is converted
 /// from its column (see that protocol for what converts); any other `Decodable` property is read as JSON text.

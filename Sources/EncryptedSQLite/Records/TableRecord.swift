@@ -1,5 +1,7 @@
-/// A type whose values are the rows of one table: the table's name and its primary key, and what needs
-/// nothing more — counting and deleting the rows.
+/// A type whose values are the rows of one table.
+///
+/// It gives the table's name and its primary key, and what needs nothing more, which is counting and deleting the
+/// rows.
 ///
 /// Adopted through ``FetchableRecord`` (reading) and ``PersistableRecord`` (writing), as GRDB's
 /// `TableRecord`. The defaults fit a table named after the type, keyed by an `id` column:
@@ -13,8 +15,10 @@
 /// }
 /// ```
 public protocol TableRecord {
-    /// The table's name. By default the type's name with its leading capitals lowercased, as GRDB does:
-    /// `Player` → `player`, `HTTPRequest` → `httpRequest`.
+    /// The table's name.
+    ///
+    /// By default it is the type's name with its leading capitals lowercased, as GRDB does: `Player` → `player`,
+    /// `HTTPRequest` → `httpRequest`.
     static var databaseTableName: String { get }
 
     /// The primary key's column, also the name of the property that holds it. `id` by default.
@@ -76,8 +80,9 @@ extension TableRecord {
     }
 }
 
-/// `typeName` with its leading run of capitals lowercased, keeping the last one of a run that starts a word:
-/// `HTTPRequest` → `httpRequest`.
+/// `typeName` with its leading run of capitals lowercased.
+///
+/// It keeps the last capital of a run that starts a word, so `HTTPRequest` becomes `httpRequest`.
 func defaultTableName(for typeName: String) -> String {
     let characters = Array(typeName)
     let leadingCapitals = characters.prefix { $0.isUppercase }.count

@@ -1,8 +1,9 @@
 internal import Foundation
 
-/// SQLite's date and time text, `yyyy-MM-dd HH:mm:ss.SSS` in UTC, written and read without a
-/// `DateFormatter` (which costs microseconds a value and is not safe to share between threads on every
-/// platform): a list of a thousand dated rows should not spend its time formatting.
+/// SQLite's date and time text, `yyyy-MM-dd HH:mm:ss.SSS` in UTC.
+///
+/// It is written and read without a `DateFormatter`, which costs microseconds a value and is not safe to share
+/// between threads on every platform. A list of a thousand dated rows should not spend its time formatting.
 enum DatabaseDateFormat {
     /// The proleptic Gregorian calendar in UTC, the one SQLite's date functions use.
     private static let calendar: Calendar = {
@@ -36,8 +37,10 @@ enum DatabaseDateFormat {
         return text
     }
 
-    /// Reads `yyyy-MM-dd HH:mm[:ss[.SSS…]]`, with a space or `T` between date and time, or a bare
-    /// `yyyy-MM-dd` (midnight), all UTC; `nil` for anything else.
+    /// Reads a date in UTC, or `nil` for anything else.
+    ///
+    /// It reads `yyyy-MM-dd HH:mm[:ss[.SSS…]]`, with a space or `T` between date and time, or a bare `yyyy-MM-dd`
+    /// (midnight), all UTC.
     static func date(from text: String) -> Date? {
         let bytes = Array(text.utf8)
         var index = 0

@@ -1,6 +1,7 @@
-/// One result row: its values in column order, readable by index or by column name, as a
-/// ``DatabaseValue`` or converted to a Swift type, or decoded whole into a `Decodable` record
-/// (``Database/fetchAll(_:_:_:)``).
+/// One result row, with its values in column order.
+///
+/// The values are readable by index or by column name, as a ``DatabaseValue`` or converted to a Swift type. The
+/// row can also be decoded whole into a `Decodable` record (``Database/fetchAll(_:_:_:)``).
 public struct Row: Sendable, Hashable {
     /// The column names, in order.
     public let columnNames: [String]
@@ -45,7 +46,9 @@ public struct Row: Sendable, Hashable {
         return try convert(values[index], column: name)
     }
 
-    /// The index of the column named `name`: an exact match first, then one without regard to ASCII case.
+    /// The index of the column named `name`.
+    ///
+    /// It looks for an exact match first, then one without regard to ASCII case.
     func index(ofColumn name: String) -> Int? {
         if let exact = columnNames.firstIndex(of: name) { return exact }
         return columnNames.firstIndex { $0.utf8.count == name.utf8.count && $0.lowercased() == name.lowercased() }
@@ -62,7 +65,9 @@ public struct Row: Sendable, Hashable {
 }
 
 extension DatabaseValue {
-    /// The SQL storage class, for error messages: never the value itself, which may be private.
+    /// The SQL storage class, for error messages.
+    ///
+    /// It is never the value itself, which may be private.
     var kindName: String {
         switch self {
         case .null: "NULL"

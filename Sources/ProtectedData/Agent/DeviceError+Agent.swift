@@ -1,15 +1,20 @@
 public import StoreErrors
 
 extension StoreError.Code {
-    /// The device agent refused this client: another user, too many clients at once, a malformed or
-    /// oversized request, another protocol version.
+    /// The device agent refused this client.
+    ///
+    /// The reason is another user, too many clients at once, a malformed or oversized request, or another
+    /// protocol version.
     public static let agentRefused = Self("agent-refused")
     /// The device agent went away (it stopped or was killed) while this client talked to it.
     public static let agentDisconnected = Self("agent-disconnected")
-    /// The device agent could not start: its socket cannot be made where the state directory is.
+    /// The device agent could not start.
+    ///
+    /// Its socket cannot be made where the state directory is.
     public static let agentFailed = Self("agent-failed")
-    /// The process serving the state directory's socket runs as another user: this process sent it nothing
-    /// (no hello, no passcode) and does not use it.
+    /// The process serving the state directory's socket runs as another user.
+    ///
+    /// This process sent it nothing (no hello, no passcode) and does not use it.
     public static let untrustedAgent = Self("untrusted-agent")
 }
 

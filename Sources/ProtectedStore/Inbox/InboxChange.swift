@@ -15,8 +15,10 @@
 /// try dataController.appendToInbox(VisitLogged(place: "café", at: .now))
 /// ```
 public protocol InboxChange: Codable, Sendable {
-    /// The name records of this change carry: 1 to 255 bytes of UTF-8, unique among the app's changes;
-    /// `put` and `delete` are the built-in key-value changes' and cannot be used.
+    /// The name records of this change carry.
+    ///
+    /// It is 1 to 255 bytes of UTF-8, unique among the app's changes. `put` and `delete` are the built-in
+    /// key-value changes' and cannot be used.
     static var kind: String { get }
     /// The version of this change's encoding. A record with a newer version than the app's is quarantined,
     /// never guessed at.

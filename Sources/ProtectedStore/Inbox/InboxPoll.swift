@@ -19,7 +19,7 @@ final class InboxPoll: Sendable {
     private let onPending: @Sendable () -> Void
     private let state = LockedState(State())
 
-    /// Starts looking: first at `interval` from now.
+    /// Starts looking, first at `interval` from now.
     init(inbox: LockedInbox, clock: Timekeeper, interval: Duration, onPending: @escaping @Sendable () -> Void) {
         self.inbox = inbox
         self.clock = clock

@@ -1,7 +1,9 @@
 internal import SecureKeys
 
-/// The base of the locked inbox's sequence numbers, kept in `<store>.inbox-sequence` ([keys/README.md](<doc:/SecureKeys/KeyFileFormats>)): the
-/// replay protection of the inbox.
+/// The base of the locked inbox's sequence numbers.
+///
+/// It is kept in `<store>.inbox-sequence` ([keys/README.md](<doc:/SecureKeys/KeyFileFormats>)), and is the replay
+/// protection of the inbox.
 ///
 /// An append, under the inbox's lock, gives each record the sequence `base + its offset in the inbox + 1`,
 /// sealed inside the payload (version 3): strictly increasing in the file, with no write of its own (the
@@ -19,7 +21,9 @@ enum InboxSequence {
     static let magic: [UInt8] = Array("PSIQ".utf8)
     static let length = 4 + 8 + 16
 
-    /// The base in the file at `path`; 0 when there is none (a store that has not merged a record yet).
+    /// The base in the file at `path`.
+    ///
+    /// 0 when there is none (a store that has not merged a record yet).
     ///
     /// - Throws: `StoreError.Code.inboxUnusable` when the file is damaged (an append must not guess: a
     ///   lower base would make its records look like replays); the next merge writes it again.

@@ -1,4 +1,6 @@
-/// Why the app was launched: what `application(_:didFinishLaunchingWithOptions:)` learns from its options.
+/// Why the app was launched.
+///
+/// It is what `application(_:didFinishLaunchingWithOptions:)` learns from its options.
 public struct LaunchOptions: Sendable, Hashable {
     /// The reason for the launch.
     public enum Reason: String, Sendable, Hashable, CaseIterable {

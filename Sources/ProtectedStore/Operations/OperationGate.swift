@@ -1,7 +1,7 @@
 internal import DequeModule
 internal import ProtectedData
 
-/// A UI-facing operation: runs on the main actor with the attached store.
+/// A UI-facing operation, which runs on the main actor with the attached store.
 public typealias StoreOperation = @MainActor (StoreCoordinator) async throws -> Void
 
 /// The queue of UI-facing operations submitted before the store is ready.

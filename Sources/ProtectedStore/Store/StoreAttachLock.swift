@@ -3,7 +3,9 @@ internal import SecureKeys
 internal import Glibc
 #endif
 
-/// The lock an attach holds while it creates, migrates and merges a store: one attach at a time in a folder.
+/// The lock an attach holds while it creates, migrates and merges a store.
+///
+/// Only one attach at a time runs in a folder.
 ///
 /// Two attaches of one store at once — an app and an extension, or a controller that went away still closing
 /// while its successor launches — would otherwise race through the steps that assume they are alone: both
@@ -12,8 +14,10 @@ internal import Glibc
 /// store's folder itself, so no file is added beside the store; the kernel releases it however the process ends.
 /// It is held only for the attach: connections opened after it share the store as SQLite allows (WAL).
 enum StoreAttachLock {
-    /// Runs `body` with the folder that holds `storePath` locked, waiting for an attach in another process or
-    /// task to finish first. Call it on the store's own thread: the wait blocks.
+    /// Runs `body` with the folder that holds `storePath` locked.
+    ///
+    /// It waits for an attach in another process or task to finish first. Call it on the store's own thread, as
+    /// the wait blocks.
     ///
     /// - Throws: `StoreError.Code.ioError` when the folder cannot be opened or locked; what `body` throws.
     static func withLock<Result>(forStoreAt storePath: String, _ body: () throws -> Result) throws -> Result {

@@ -13,9 +13,13 @@ internal import SecureKeys
 struct StoreCreationMarker: Sendable, Equatable {
     /// How far the creation got.
     enum Stage: Sendable, Equatable {
-        /// The store's key was being made; which key it became is not known.
+        /// The store's key was being made.
+        ///
+        /// Which key it became is not known.
         case makingKey
-        /// The key with this store identifier was made; the store was not created yet.
+        /// The key with this store identifier was made.
+        ///
+        /// The store was not created yet.
         case keyMade(storeID: [UInt8])
     }
 
@@ -81,7 +85,9 @@ struct StoreCreationMarker: Sendable, Equatable {
         return writer.bytes
     }
 
-    /// Whether this marker names the key its source records as `record`: the creation it describes made that key.
+    /// Whether this marker names the key its source records as `record`.
+    ///
+    /// If so, the creation it describes made that key.
     func names(_ record: StoreKeyRecord) -> Bool {
         guard case .keyMade(let storeID) = stage else { return false }
         return storeID == record.storeID

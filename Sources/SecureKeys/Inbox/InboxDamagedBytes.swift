@@ -4,9 +4,11 @@ import Glibc
 import Darwin
 #endif
 
-/// The inbox's damaged-bytes file (`<store>.inbox-damaged`, [keys/README.md](<doc:KeyFileFormats>)): where the bytes of an inbox that
-/// a merge could neither apply nor quarantine go — spans that are not records, torn tails — before the inbox
-/// is truncated, so no byte of an inbox is ever dropped. Append-only, 0600, `fsync`ed before it is relied on.
+/// The inbox's damaged-bytes file, `<store>.inbox-damaged`.
+///
+/// The bytes of an inbox that a merge could neither apply nor quarantine, such as spans that are not records and
+/// torn tails, go there before the inbox is truncated, so no byte of an inbox is ever dropped. It is append-only,
+/// 0600, and `fsync`ed before it is relied on ([keys/README.md](<doc:KeyFileFormats>)).
 ///
 /// Each span: magic `PSID` (4) ‖ u64 offset it had in the inbox ‖ u64 length ‖ `H16` of its first 64 KiB
 /// (16) ‖ the bytes. The bytes are what the inbox held: sealed ciphertext or garbage, never plaintext.
@@ -37,9 +39,11 @@ package enum InboxDamagedBytes {
         package var bytes = 0
     }
 
-    /// Copies `spans` of `source` to the end of the file at `path` (made 0600 when missing, its folder synced)
-    /// and `fsync`s it. A span already there — same offset, length and fingerprint, as a merge that crashed
-    /// before truncating the inbox leaves it — is not copied twice. A failed write is cut back off.
+    /// Copies `spans` of `source` to the end of the file at `path` and `fsync`s it.
+    ///
+    /// The file is made 0600 when missing, its folder synced. A span already there, with the same offset, length
+    /// and fingerprint, as a merge that crashed before truncating the inbox leaves it, is not copied twice. A
+    /// failed write is cut back off.
     ///
     /// - Returns: how many bytes were copied.
     /// - Throws: ``InboxFile/Unusable`` or `SecureKeysError.Code.ioError`; the inbox must then not be truncated.

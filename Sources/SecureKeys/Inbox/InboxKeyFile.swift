@@ -1,8 +1,12 @@
-/// The inbox key pair of a store (format v1, [keys/README.md](<doc:KeyFileFormats>)): the X25519 public key in the clear, so records
-/// can be sealed while the device is locked, and the private key wrapped by a key derived from the store
-/// key, so it opens exactly when the store itself can be opened.
+/// The inbox key pair of a store.
+///
+/// The format is v1 ([keys/README.md](<doc:KeyFileFormats>)). The X25519 public key is in the clear, so records
+/// can be sealed while the device is locked. The private key is wrapped by a key derived from the store key, so
+/// it opens exactly when the store itself can be opened.
 public struct InboxKeyFile: Sendable {
-    /// The format version this code writes ([keys/README.md](<doc:KeyFileFormats>)).
+    /// The format version this code writes.
+    ///
+    /// See [keys/README.md](<doc:KeyFileFormats>).
     public static let formatVersion: UInt8 = 1
     /// The four bytes an inbox key file starts with.
     public static let magic: [UInt8] = Array("PSIK".utf8)
@@ -18,7 +22,9 @@ public struct InboxKeyFile: Sendable {
     /// The public key records are sealed to.
     public let publicKey: [UInt8]
 
-    /// Parses an inbox key file and checks its checksum (no key needed: works while locked).
+    /// Parses an inbox key file and checks its checksum.
+    ///
+    /// No key is needed, so it works while locked.
     ///
     /// - Throws: `SecureKeysError.Code.keyFileDamaged` or `SecureKeysError.Code.unsupportedKeyFormat`.
     public init(bytes: [UInt8], path: String? = nil) throws {

@@ -1,7 +1,8 @@
-/// An inbox file read ahead in chunks, as a source for a merge: the scan and the merge read the file front to
-/// back, a few dozen bytes at a time for small records, so one `pread` of a chunk serves hundreds of them
-/// instead of two or three system calls per record. A read larger than a chunk goes straight to the file and
-/// is not kept, so what this holds is one chunk whatever the file's size.
+/// An inbox file read ahead in chunks, as a source for a merge.
+///
+/// The scan and the merge read the file front to back, a few dozen bytes at a time for small records, so one
+/// `pread` of a chunk serves hundreds of them instead of two or three system calls per record. A read larger than
+/// a chunk goes straight to the file and is not kept, so what this holds is one chunk whatever the file's size.
 ///
 /// Not thread-safe: one merge reads it, on one thread.
 package final class InboxReadAhead: InboxByteSource {

@@ -1,5 +1,7 @@
-/// What keeps the passcode secret `S` of a version-2 keybag: a secret that something outside the disk — a
-/// TPM 2.0 — releases only for an authorization value derived from the passcode, and counts every refusal.
+/// What keeps the passcode secret `S` of a version-2 keybag.
+///
+/// The secret is one that something outside the disk, a TPM 2.0, releases only for an authorization value derived
+/// from the passcode, and it counts every refusal.
 ///
 /// The keybag stores what ``sealPasscodeSecret(_:authValue:)`` returns as an opaque record and gives it back to
 /// ``unsealPasscodeSecret(_:authValue:)`` at every unlock. `S` is mixed into the key that wraps the passcode

@@ -6,7 +6,9 @@ public enum KeyDerivation: Sendable {
     /// The length of every derived key.
     public static let keyLength = 32
 
-    /// BLAKE2b-256(key: `key`, message: UTF-8(`label`) ‖ `input`).
+    /// Derives a key for `label` from `key`, mixing in `input`.
+    ///
+    /// The result is BLAKE2b-256(key: `key`, message: UTF-8(`label`) ‖ `input`).
     ///
     /// - Parameters:
     ///   - label: a fixed, versioned purpose string, e.g. `"ProtectedStore.keybag.kek.v1"`.
@@ -41,7 +43,7 @@ public enum KeyDerivation: Sendable {
         return output
     }
 
-    /// Keyed BLAKE2b-256 of public bytes: an integrity tag.
+    /// Keyed BLAKE2b-256 of public bytes, as an integrity tag.
     public static func authenticationTag(for message: ArraySlice<UInt8>, key: SecureBytes) throws -> [UInt8] {
         Sodium.ensureInitialised()
         var tag = [UInt8](repeating: 0, count: keyLength)
@@ -55,7 +57,9 @@ public enum KeyDerivation: Sendable {
         return tag
     }
 
-    /// Unkeyed BLAKE2b of public bytes, truncated to `length`: a checksum against accidental damage.
+    /// Unkeyed BLAKE2b of public bytes, truncated to `length`.
+    ///
+    /// It is a checksum against accidental damage.
     public static func checksum(of message: ArraySlice<UInt8>, length: Int = 16) -> [UInt8] {
         Sodium.ensureInitialised()
         var digest = [UInt8](repeating: 0, count: length)

@@ -13,7 +13,9 @@ public enum KeyWrap: Sendable {
     /// The wrapping key length (`crypto_aead_xchacha20poly1305_ietf_KEYBYTES`).
     public static let keyLength = 32
 
-    /// The length of a wrapped secret of `secretLength` bytes: nonce ‖ ciphertext ‖ tag.
+    /// The length of a wrapped secret of `secretLength` bytes.
+    ///
+    /// It is nonce ‖ ciphertext ‖ tag.
     public static func wrappedLength(secretLength: Int) -> Int { nonceLength + secretLength + tagLength }
 
     /// Encrypts `secret` under `key`.

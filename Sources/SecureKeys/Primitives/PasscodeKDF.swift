@@ -15,15 +15,20 @@ public struct PasscodeKDF: Sendable, Hashable {
     /// The derived key length.
     public static let keyLength = 32
 
-    /// libsodium's INTERACTIVE level (2 passes, 64 MiB): 83 ms per try on the project's 2-core machine,
-    /// the closest of the levels to the ~80 ms Apple states for a passcode try.
+    /// libsodium's INTERACTIVE level (2 passes, 64 MiB).
+    ///
+    /// It takes 83 ms per try on the project's 2-core machine, the closest of the levels to the ~80 ms Apple
+    /// states for a passcode try.
     public static let `default` = PasscodeKDF(opsLimit: 2, memLimit: 64 << 20)
 
-    /// The smallest cost libsodium accepts (1 pass, 8 KiB). For tests and simulations only: it makes a
-    /// passcode guessable in microseconds.
+    /// The smallest cost libsodium accepts (1 pass, 8 KiB).
+    ///
+    /// For tests and simulations only, as it makes a passcode guessable in microseconds.
     public static let minimal = PasscodeKDF(opsLimit: 1, memLimit: 8 << 10)
 
-    /// The largest memory limit a keybag may ask for; a larger value in a file is treated as damage.
+    /// The largest memory limit a keybag may ask for.
+    ///
+    /// A larger value in a file is treated as damage.
     public static let maximumMemLimit: UInt64 = 1 << 30
 
     /// An Argon2id cost.

@@ -22,7 +22,9 @@ extension RandomSource {
 
 /// The operating system's generator, through `randombytes_buf`.
 public struct SystemRandom: RandomSource {
-    /// The generator; libsodium is initialised first.
+    /// The generator.
+    ///
+    /// libsodium is initialised first.
     public init() { Sodium.ensureInitialised() }
 
     public func fill(_ buffer: UnsafeMutableRawBufferPointer) {
@@ -31,9 +33,11 @@ public struct SystemRandom: RandomSource {
     }
 }
 
-/// A reproducible stream for tests, known-answer vectors and seeded simulation only: the same seed gives the
-/// same bytes. Each call to ``fill(_:)`` draws the next block with `randombytes_buf_deterministic`, keyed by
-/// BLAKE2b(seed, call counter), so interleaved sizes still reproduce exactly.
+/// A reproducible stream for tests, known-answer vectors and seeded simulation only.
+///
+/// The same seed gives the same bytes. Each call to ``fill(_:)`` draws the next block with
+/// `randombytes_buf_deterministic`, keyed by BLAKE2b(seed, call counter), so interleaved sizes still reproduce
+/// exactly.
 public final class SeededRandom: RandomSource {
     private let seed: [UInt8]
     private let counter = LockedState<UInt64>(0)

@@ -1,6 +1,8 @@
-/// A small, fast generator whose whole state is one integer: the same seed gives the same sequence on every
-/// machine and every run (SplitMix64, Steele, Lea and Flood, 2014).
-/// The simulator draws its commands and power cuts from it; the disk and power-cut tests their seeded cuts.
+/// A small, fast generator whose whole state is one integer.
+///
+/// The same seed gives the same sequence on every machine and every run (SplitMix64, Steele, Lea and Flood,
+/// 2014). The simulator draws its commands and power cuts from it, and the disk and power-cut tests their seeded
+/// cuts.
 package struct SplitMix64: RandomNumberGenerator, Sendable {
     private var state: UInt64
 

@@ -1,7 +1,9 @@
 internal import CSodium
 
-/// The frame of a backup file ([keys/README.md](<doc:KeyFileFormats>), "Backup file"): a header that says how to open it, the
-/// encrypted database, and an authentication tag over both.
+/// The frame of a backup file.
+///
+/// It is a header that says how to open it, the encrypted database, and an authentication tag over both
+/// ([keys/README.md](<doc:KeyFileFormats>), "Backup file").
 ///
 /// ```
 /// header (184 bytes)
@@ -44,8 +46,10 @@ public struct BackupHeader: Sendable {
     /// The length of the whole file.
     public var fileLength: UInt64 { UInt64(Self.length) + databaseLength + UInt64(Self.tagLength) }
 
-    /// A header for a new backup: `dataKey` (``dataKeyLength`` random bytes, made by the caller, who keys the
-    /// database with ``databaseKey(from:)`` before its length is known) sealed to `recoveryKey`.
+    /// A header for a new backup, with `dataKey` sealed to `recoveryKey`.
+    ///
+    /// `dataKey` is ``dataKeyLength`` random bytes, made by the caller, who keys the database with
+    /// ``databaseKey(from:)`` before its length is known.
     ///
     /// - Throws: `SecureKeysError.Code.invalidArgument` for a data key of another length, or a store format no
     ///   file can record.
@@ -146,9 +150,10 @@ public struct BackupHeader: Sendable {
     }
 }
 
-/// Keyed BLAKE2b-256 over a stream of bytes (`crypto_generichash_init`/`update`/`final`): the backup's tag,
-/// computed while the file is written or read, without holding it in memory. Its state (which holds the key)
-/// lives in guarded memory.
+/// Keyed BLAKE2b-256 over a stream of bytes (`crypto_generichash_init`/`update`/`final`).
+///
+/// It computes the backup's tag while the file is written or read, without holding it in memory. Its state (which
+/// holds the key) lives in guarded memory.
 public final class BackupAuthenticator {
     private let state: SecureBytes
 
