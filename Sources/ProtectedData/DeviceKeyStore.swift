@@ -84,7 +84,7 @@ public enum DeviceKeyStoreKind: String, Sendable, Hashable, CaseIterable, Custom
 
 /// Keeps a device's key.
 ///
-/// It is the secret every class key is entangled with (keys/README.md, "Keybag").
+/// The key is the secret every class key is entangled with (keys/README.md, "Keybag").
 ///
 /// A store never replaces a key it keeps and never writes one unwrapped except as ``FileDeviceKeyStore``
 /// does by definition. ``SimulatedDevice`` takes one at set-up and boot; ``FileDeviceKeyStore`` is the default.

@@ -108,8 +108,8 @@ public struct InboxEntry: Sendable {
 
     /// Calls `body` with the key of a built-in `put` record and its value's bytes, read in place.
     ///
-    /// The value is valid UTF-8, checked without keeping a copy. The merge binds it straight into SQLite, so a 4
-    /// MiB value is never held twice before SQLite copies it into its row.
+    /// The value is valid UTF-8, checked without keeping a copy. The merge binds it straight into SQLite, so a
+    /// 4 MiB value is never held twice before SQLite copies it into its row.
     ///
     /// - Throws: `StoreError.Code.inboxRecordMalformed` when the body does not decode (as ``change``).
     func withPut<Result>(_ body: (_ key: String, _ value: UnsafeRawBufferPointer) throws -> Result) throws -> Result {

@@ -4,15 +4,13 @@ public import SecureKeys
 public struct InboxMergeReport: Sendable, Hashable {
     /// Records applied to the store, in the order they were applied.
     public var merged: [InboxEntry.ID] = []
-    /// Records that could not be applied and were moved to the store's quarantine.
+    /// Records that could not be applied and were moved to the store's quarantine (or, on a retry, stayed there).
     ///
-    /// On a retry, they stayed there. They are never lost, and ``StoreCoordinator/quarantinedInboxRecords()``
-    /// lists them.
+    /// They are never lost, and ``StoreCoordinator/quarantinedInboxRecords()`` lists them.
     public var quarantined: [QuarantinedInboxRecord] = []
     /// Records found again that an earlier merge had handled.
     ///
-    /// They are left by a crash between its commit and the inbox's truncation. They are skipped, never applied
-    /// twice.
+    /// A crash between its commit and the inbox's truncation leaves them. They are skipped, never applied twice.
     public var alreadyApplied = 0
     /// What was wrong in the inbox file itself.
     ///
