@@ -184,7 +184,7 @@ public final class SessionDevice: KeyAvailabilityMonitor, StoreKeyProvider {
 
     // MARK: KeyAvailabilityMonitor and StoreKeyProvider, by the device
 
-    /// Whether data of `protectionClass` can be read now, by the device's answer.
+    /// Whether data of `protectionClass` can be read now, as the device answers.
     public func isProtectedDataAvailable(for protectionClass: ProtectionClass) -> Bool {
         device.isProtectedDataAvailable(for: protectionClass)
     }

@@ -53,7 +53,9 @@ public enum SessionLockEvent: Sendable, Hashable, CustomStringConvertible {
     /// Its locks can no longer be seen, so a lost system bus counts as a lock. The argument names the bus.
     case busLost(String)
 
-    /// Whether the event locks the device, as a lock, sleep, or the system bus lost does.
+    /// Whether the event locks the device.
+    ///
+    /// A lock, sleep, or the system bus lost does.
     public var takesKeysAway: Bool {
         switch self {
         case .locked, .sleeping, .busLost: true

@@ -24,7 +24,7 @@ protocol KeyStoreDefault {
 
 /// The file, the default of `shell`, `run` and the `store` commands.
 ///
-/// It is their default as the simulated device is the default of scripts, `shell` and `demo`.
+/// It is their default, as the simulated device is the default of scripts, `shell` and `demo`.
 enum FileKeyStoreByDefault: KeyStoreDefault {
     static var choice: KeyStoreChoice { .file }
 }

@@ -105,7 +105,7 @@ struct CommandGenerator {
     /// a sealed or tagged byte fails its check.
     ///
     /// Never a key file's version byte (offset 4, after its magic): a flipped version is a format this code does
-    /// not know, `unsupported-key-format`, not damage (simulate-long on main, seeds 391, 1318 and 1547).
+    /// not know, `unsupported-key-format`, not damage.
     private mutating func fileDamage(_ file: DamagedFile, shortest: Int) -> Damage {
         guard damageRandom.next() % 2 == 0 else { return .truncateTail(2 + Int(damageRandom.next() % 16)) }
         let offset = Int(damageRandom.next() % UInt64(shortest))
