@@ -7,13 +7,18 @@ import Glibc
 public struct LogindSession: Sendable, Hashable {
     /// How a session was found.
     public enum Lookup: Sendable, Hashable, CustomStringConvertible {
-        /// `GetSessionByPID` of this process: it runs inside the session (a terminal, a desktop app).
+        /// `GetSessionByPID` of this process, which runs inside the session.
+        ///
+        /// That is the case for a terminal or a desktop app.
         case callerProcess(pid: Int32)
-        /// The process is in no session (a systemd user service is not), so the user's display session —
-        /// logind's `User.Display` — is followed. `reason` says why the process's own session was not found.
+        /// The process is in no session, so the user's display session is followed.
+        ///
+        /// A systemd user service is in none. The display session is logind's `User.Display`. `reason` says why the
+        /// process's own session was not found.
         case userDisplay(uid: UInt32, reason: String)
-        /// As ``userDisplay(uid:reason:)``, but the user has no display session: the user's sessions from
-        /// `ListSessions`, a graphical active one first.
+        /// As ``userDisplay(uid:reason:)``, but the user has no display session.
+        ///
+        /// The user's sessions from `ListSessions` are followed, a graphical active one first.
         case userSessions(uid: UInt32, reason: String)
 
         /// How, in words.
@@ -32,7 +37,7 @@ public struct LogindSession: Sendable, Hashable {
     public let id: String
     /// Its object path (`/org/freedesktop/login1/session/_32`).
     public let path: String
-    /// Its type: `x11`, `wayland`, `tty`, …
+    /// Its type, such as `x11`, `wayland` or `tty`.
     public let type: String
     /// How it was found.
     public let lookup: Lookup
@@ -109,7 +114,7 @@ public struct LogindSession: Sendable, Hashable {
         return best.element.session
     }
 
-    /// The session at `path`: its id and type, read from logind.
+    /// The session at `path`, with its id and type read from logind.
     private static func describe(_ path: String, lookup: Lookup, on connection: BusConnection) throws(BusFailure) -> LogindSession {
         let id = try connection.stringProperty(service, path, sessionInterface, "Id")
         let type = (try? connection.stringProperty(service, path, sessionInterface, "Type")) ?? "unknown"

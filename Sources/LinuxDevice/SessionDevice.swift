@@ -5,9 +5,11 @@ public import SecureKeys
 internal import TPMKeys
 import StoreConcurrency
 
-/// A real device on a Linux desktop: the keybag state machine of a `SimulatedDevice` — passcode, class keys,
-/// grace period, wrong-passcode delays, persisted in a state directory — on the real clock
-/// (`ContinuousClock`), locked by the user's session through a ``SessionLockSource``.
+/// A real device on a Linux desktop, locked by the user's session.
+///
+/// It runs the keybag state machine of a `SimulatedDevice` (passcode, class keys, grace period, wrong-passcode
+/// delays, persisted in a state directory) on the real clock (`ContinuousClock`), locked by the user's session
+/// through a ``SessionLockSource``.
 ///
 /// Lock events only ever take keys away: the session's lock (`LockedHint`, logind's `Lock`, a screen saver's
 /// `ActiveChanged(true)`), `PrepareForSleep(true)` and a lost system bus call ``lock()`` — the grace period
@@ -28,9 +30,10 @@ public final class SessionDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     public let lockSource: SessionLockSource
     private let sessionEvents: EventHub<SessionLockEvent>
 
-    /// Sets up a new device in `directory` and follows the session. The device is left unlocked, as after a
-    /// phone's set-up — and locked at once, class A and B keys wiped with no grace period, if the session
-    /// already is.
+    /// Sets up a new device in `directory` and follows the session.
+    ///
+    /// The device is left unlocked, as after a phone's set-up. If the session already is locked, the device is locked
+    /// at once, class A and B keys wiped with no grace period.
     ///
     /// - Parameters:
     ///   - directory: the state directory; created when missing.
@@ -52,8 +55,9 @@ public final class SessionDevice: KeyAvailabilityMonitor, StoreKeyProvider {
         }
     }
 
-    /// Boots the device kept in `directory` and follows the session: only class `none` is available until
-    /// the first ``unlock(passcode:)``.
+    /// Boots the device kept in `directory` and follows the session.
+    ///
+    /// Only class `none` is available until the first ``unlock(passcode:)``.
     ///
     /// - Parameters:
     ///   - directory: the state directory of a device set up before.
@@ -79,8 +83,9 @@ public final class SessionDevice: KeyAvailabilityMonitor, StoreKeyProvider {
         case boot
     }
 
-    /// The one place a session device's keybag state machine is made, on the real clock: where its key store
-    /// is chosen.
+    /// The one place a session device's keybag state machine is made, on the real clock.
+    ///
+    /// It is where its key store is chosen.
     private static func makeDevice(
         _ making: Making, in directory: String, keyStore: (any DeviceKeyStore)?
     ) throws -> SimulatedDevice {
@@ -94,8 +99,10 @@ public final class SessionDevice: KeyAvailabilityMonitor, StoreKeyProvider {
         }
     }
 
-    /// Starts the lock source first (nothing is written if the session cannot be followed), then makes the
-    /// device; a lock seen in between is applied as soon as the device exists.
+    /// Starts the lock source first, then makes the device.
+    ///
+    /// Nothing is written if the session cannot be followed. A lock seen in between is applied as soon as the device
+    /// exists.
     private init(systemBus: Bus, sessionBus: Bus?, makeDevice: () throws -> SimulatedDevice) throws {
         let target = LockTarget()
         let hub = EventHub<SessionLockEvent>()
@@ -126,7 +133,9 @@ public final class SessionDevice: KeyAvailabilityMonitor, StoreKeyProvider {
 
     // MARK: Lock and unlock
 
-    /// Unlocks with the passcode: the only way keys come back — and only while the session's lock is followed.
+    /// Unlocks with the passcode.
+    ///
+    /// This is the only way keys come back, and only while the session's lock is followed.
     ///
     /// Once the system bus is lost the device is locked and stays so: with nothing to tell it of a later lock,
     /// keys brought back would stay until the process ends. The app closes this device and boots it again
@@ -153,16 +162,19 @@ public final class SessionDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     /// Whether the device is locked, and what its keys are doing.
     public var lockState: SimulatedDevice.LockState { device.lockState }
 
-    /// Registers `handler` for every later session event — locks, and the *unlocked* reports a UI answers with
-    /// its passcode prompt — on the lock source's thread.
+    /// Registers `handler` for every later session event, on the lock source's thread.
+    ///
+    /// The events are locks, and the *unlocked* reports a UI answers with its passcode prompt.
     ///
     /// - Returns: the subscription; delivery ends when it is cancelled or released.
     public func subscribeToSessionEvents(_ handler: @escaping @Sendable (SessionLockEvent) -> Void) -> EventSubscription {
         sessionEvents.subscribe(handler)
     }
 
-    /// Stops the lock source (its thread is joined) and powers the device off: every key in memory is zeroed
-    /// and the state directory is free for the next boot.
+    /// Stops the lock source and powers the device off.
+    ///
+    /// The lock source's thread is joined. Every key in memory is zeroed and the state directory is free for the next
+    /// boot.
     public func close() {
         lockSource.stop()
         device.powerOff()
@@ -172,7 +184,7 @@ public final class SessionDevice: KeyAvailabilityMonitor, StoreKeyProvider {
 
     // MARK: KeyAvailabilityMonitor and StoreKeyProvider, by the device
 
-    /// Whether data of `protectionClass` can be read now: the device's answer.
+    /// Whether data of `protectionClass` can be read now, as the device answers.
     public func isProtectedDataAvailable(for protectionClass: ProtectionClass) -> Bool {
         device.isProtectedDataAvailable(for: protectionClass)
     }
@@ -212,8 +224,10 @@ public final class SessionDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     }
 }
 
-/// The device a lock source's events lock: not there yet while the device is being made, when a lock is
-/// remembered and applied at ``attach(_:sessionLocked:)`` — with no grace period, as is the session's lock then.
+/// The device a lock source's events lock.
+///
+/// It is not there yet while the device is being made; then a lock is remembered and applied at
+/// ``attach(_:sessionLocked:)``, with no grace period, as is the session's lock then.
 private final class LockTarget: Sendable {
     private struct State {
         var device: SimulatedDevice?

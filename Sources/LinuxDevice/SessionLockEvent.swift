@@ -2,14 +2,19 @@
 public enum SessionLockSignal: String, Sendable, Hashable, CaseIterable, CustomStringConvertible {
     /// systemd-logind's `LockedHint` property of the session, re-read from logind at each `PropertiesChanged`.
     case lockedHint = "logind LockedHint"
-    /// `LockedHint` could not be read back from logind after a change was announced (logind went away): taken
-    /// as a lock, since locks can no longer be seen.
+    /// `LockedHint` could not be read back from logind after a change was announced.
+    ///
+    /// Logind went away. This is taken as a lock, since locks can no longer be seen.
     case lockedHintUnreadable = "logind LockedHint unreadable"
-    /// systemd-logind left the bus (its name `org.freedesktop.login1` lost its owner): taken as a lock, since
-    /// locks can no longer be seen until it is back and the session's state is read afresh.
+    /// systemd-logind left the bus.
+    ///
+    /// Its name `org.freedesktop.login1` lost its owner. This is taken as a lock, since locks can no longer be seen
+    /// until it is back and the session's state is read afresh.
     case logindGone = "logind left the bus"
-    /// systemd-logind came back on the bus (its name has a new owner): the session's `LockedHint`, read afresh
-    /// from it — a lock when it is locked, an unlock report when it is not.
+    /// systemd-logind came back on the bus.
+    ///
+    /// Its name has a new owner. The session's `LockedHint` is read afresh from it: a lock when it is locked, an
+    /// unlock report when it is not.
     case logindReturned = "logind returned, LockedHint read afresh"
     /// systemd-logind's `Lock` / `Unlock` signal on the session (`loginctl lock-session`).
     case sessionSignal = "logind Lock/Unlock signal"
@@ -31,17 +36,26 @@ public enum SessionLockSignal: String, Sendable, Hashable, CaseIterable, CustomS
 public enum SessionLockEvent: Sendable, Hashable, CustomStringConvertible {
     /// The session's screen was locked.
     case locked(SessionLockSignal)
-    /// The session says it was unlocked. Reported only: the device stays locked until its passcode is given.
+    /// The session says it was unlocked.
+    ///
+    /// It is reported only; the device stays locked until its passcode is given.
     case unlocked(SessionLockSignal)
-    /// logind's `PrepareForSleep(true)`: the machine is about to suspend or hibernate. Counts as a lock.
+    /// The machine is about to suspend or hibernate.
+    ///
+    /// This is logind's `PrepareForSleep(true)`. It counts as a lock.
     case sleeping
-    /// logind's `PrepareForSleep(false)`: the machine woke. Reported only.
+    /// The machine woke.
+    ///
+    /// This is logind's `PrepareForSleep(false)`. It is reported only.
     case resumed
-    /// The connection to a bus was lost (its daemon went away): its locks can no longer be seen, so a lost
-    /// system bus counts as a lock. The argument names the bus.
+    /// The connection to a bus was lost (its daemon went away).
+    ///
+    /// Its locks can no longer be seen, so a lost system bus counts as a lock. The argument names the bus.
     case busLost(String)
 
-    /// Whether the event locks the device: a lock, sleep, or the system bus lost.
+    /// Whether the event locks the device.
+    ///
+    /// A lock, sleep, or the system bus lost does.
     public var takesKeysAway: Bool {
         switch self {
         case .locked, .sleeping, .busLost: true

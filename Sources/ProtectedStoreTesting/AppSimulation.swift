@@ -2,12 +2,13 @@ import Foundation
 public import ProtectedStore
 internal import SecureKeys
 
-/// A seeded simulation of an app on a simulated device, for the app's own tests: it draws steps — locked
-/// background launches, locks and unlocks with their grace period, reboots, crashes (one inside the inbox
-/// merge), power cuts that drop or tear what was not synced, and the app's own actions — runs them on a
-/// ``ProtectedStoreTestEnvironment``, and after every step checks the library's invariants and the app's.
-/// Each run starts with the app launched once on the unlocked device, as after its installation: its store
-/// exists.
+/// A seeded simulation of an app on a simulated device, for the app's own tests.
+///
+/// It draws steps, runs them on a ``ProtectedStoreTestEnvironment``, and after every step checks the library's
+/// invariants and the app's. The steps are locked background launches, locks and unlocks with their grace period,
+/// reboots, crashes (one inside the inbox merge), power cuts that drop or tear what was not synced, and the app's own
+/// actions. Each run starts with the app launched once on the unlocked device, as after its installation, so its
+/// store exists.
 ///
 /// ```swift
 /// var simulation = AppSimulation { app in
@@ -30,21 +31,27 @@ internal import SecureKeys
 /// ``replay(_:)`` as a regression test — and the seed that replays the whole run.
 @MainActor
 public struct AppSimulation {
-    /// One of the app's own actions: a named closure, drawn with its weight.
+    /// One of the app's own actions, a named closure drawn with its weight.
     public struct Action {
         /// The action's name, as a step prints it.
         public let name: String
         /// How often it is drawn, relative to the other actions and the device's steps.
         public let weight: Int
-        /// What the app does; an error it throws fails the run.
+        /// What the app does.
+        ///
+        /// An error it throws fails the run.
         public let body: @MainActor (AppSimulationContext) async throws -> Void
     }
 
-    /// One of the app's invariants: a named check of its data, run after every step while the store is ready.
+    /// One of the app's invariants, a named check of its data.
+    ///
+    /// It runs after every step while the store is ready.
     public struct Invariant {
         /// The invariant's name, as a failure prints it.
         public let name: String
-        /// Returns what is wrong, or `nil` when the invariant holds; an error it throws fails the run too.
+        /// Returns what is wrong, or `nil` when the invariant holds.
+        ///
+        /// An error it throws fails the run too.
         public let check: @MainActor (AppSimulationContext) async throws -> String?
     }
 
@@ -121,7 +128,9 @@ public struct AppSimulation {
             steps: shrunk.steps)
     }
 
-    /// Runs a pinned list of steps — the ones a failure printed — and throws if a check fails.
+    /// Runs a pinned list of steps and throws if a check fails.
+    ///
+    /// The steps are the ones a failure printed.
     ///
     /// - Parameter steps: the steps.
     /// - Throws: an ``AppSimulationFailure`` (not shrunk again) naming the check that failed.
@@ -132,7 +141,9 @@ public struct AppSimulation {
             steps: Array(steps.prefix(found.step + 1)))
     }
 
-    /// The steps `seed` draws: device steps and the app's actions, by weight.
+    /// The steps `seed` draws.
+    ///
+    /// They are device steps and the app's actions, drawn by weight.
     ///
     /// - Parameters:
     ///   - seed: the seed.
@@ -159,7 +170,9 @@ public struct AppSimulation {
         }
     }
 
-    /// A check that failed: after which step, which check, what it said.
+    /// A check that failed.
+    ///
+    /// It records after which step it failed, which check it was, and what it said.
     struct Found {
         var step: Int
         var check: String
@@ -190,7 +203,9 @@ public struct AppSimulation {
         return (steps, found.check, found.message)
     }
 
-    /// Runs `steps` on a new environment, checking after each; the first check that fails, or `nil`.
+    /// Runs `steps` on a new environment, checking after each.
+    ///
+    /// Returns the first check that fails, or `nil`.
     func execute(_ steps: [AppSimulationStep]) async throws -> Found? {
         let context = try AppSimulationContext(simulation: self)
         // The app as installed and opened once: its store exists, with its inbox key.
@@ -222,28 +237,37 @@ extension AppSimulation.Action: Sendable {}
 @available(*, unavailable)
 extension AppSimulation.Invariant: Sendable {}
 
-/// One step of an ``AppSimulation``: what happens to the device or the app. Its description is the Swift
-/// that writes it, so a failure's steps paste into ``AppSimulation/replay(_:)``.
+/// What happens to the device or the app in one step of an ``AppSimulation``.
+///
+/// Its description is the Swift that writes it, so a failure's steps paste into ``AppSimulation/replay(_:)``.
 public enum AppSimulationStep: Sendable, Hashable, CustomStringConvertible {
     /// The app launches, if it is not running (in the background when the device is locked).
     case launch
-    /// The user locks the device: the grace period starts.
+    /// The user locks the device.
+    ///
+    /// The grace period starts.
     case lock
     /// The user unlocks the device.
     case unlock
     /// The clock moves on by a few seconds (the inbox poll runs, the grace period goes on).
     case wait(seconds: Int)
-    /// The clock moves past the grace period: class A keys are gone if the device is locked.
+    /// The clock moves past the grace period.
+    ///
+    /// Class A keys are gone if the device is locked.
     case passGracePeriod
     /// The app's process is killed.
     case crash
     /// The app is launched again and killed inside its inbox merge, after the records were applied and
     /// before the merge's transaction commits (nothing happens when the inbox is empty or the store locked).
     case crashInsideMerge
-    /// The device reboots: the app dies, and the device is before its first unlock.
+    /// The device reboots.
+    ///
+    /// The app dies, and the device is before its first unlock.
     case reboot
-    /// The power goes: the app dies, the disk keeps what was synced and, by the mode, none, a prefix or a
-    /// random part of what was not (`seed` picks which), and the device boots again, before its first unlock.
+    /// The power goes.
+    ///
+    /// The app dies, the disk keeps what was synced and, by the mode, none, a prefix or a random part of what was not
+    /// (`seed` picks which), and the device boots again, before its first unlock.
     case powerCut(PowerCut, seed: UInt64)
     /// One of the app's actions, by name.
     case action(String)
@@ -267,7 +291,7 @@ public enum AppSimulationStep: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
-    /// The step as Swift: `.lock`, `.action("share a note")`.
+    /// The step as Swift, such as `.lock` or `.action("share a note")`.
     public var description: String {
         switch self {
         case .launch: ".launch"
@@ -284,8 +308,10 @@ public enum AppSimulationStep: Sendable, Hashable, CustomStringConvertible {
     }
 }
 
-/// A failed app simulation: the check that failed, what it said, the fewest steps that still fail it, and
-/// the seed that replays the whole run.
+/// A failed app simulation.
+///
+/// It holds the check that failed, what it said, the fewest steps that still fail it, and the seed that replays the
+/// whole run.
 public struct AppSimulationFailure: Error, Sendable, CustomStringConvertible {
     /// The seed of the run (`nil` for a ``AppSimulation/replay(_:)``).
     public let seed: UInt64?
@@ -293,15 +319,19 @@ public struct AppSimulationFailure: Error, Sendable, CustomStringConvertible {
     public let stepCount: Int
     /// The index of the step after which the check failed, in the run.
     public let failedStep: Int
-    /// The check's name: an app invariant's, or the library's (`acknowledged writes present`, `queued
-    /// operations ran once, in order`, `store attaches`, `step completes`).
+    /// The check's name, an app invariant's or the library's.
+    ///
+    /// The library's checks are `acknowledged writes present`, `queued operations ran once, in order`,
+    /// `store attaches` and `step completes`.
     public let check: String
     /// What the check found.
     public let message: String
     /// The shrunk steps, the last one the one the check failed after.
     public let steps: [AppSimulationStep]
 
-    /// The story: the check, the steps one a line, and how to replay the run.
+    /// The failure told as a story.
+    ///
+    /// It gives the check, the steps one a line, and how to replay the run.
     public var description: String {
         var lines = ["app simulation failed: \(check): \(message)"]
         lines.append("after these \(steps.count) steps (pin them with `simulation.replay([...])`):")
@@ -313,23 +343,28 @@ public struct AppSimulationFailure: Error, Sendable, CustomStringConvertible {
     }
 }
 
-/// What an app's actions and invariants see: the environment, the running app's controller, and the
-/// writes and operations the simulation tracks.
+/// What an app's actions and invariants see.
+///
+/// They see the environment, the running app's controller, and the writes and operations the simulation tracks.
 @MainActor
 public final class AppSimulationContext {
     /// The device, clock and state directory.
     public let environment: ProtectedStoreTestEnvironment
-    /// A folder for the app's own files, beside the state directory: the disk model does not cover it, so a
-    /// power cut leaves its files as they were — as if every write to them were synced.
+    /// A folder for the app's own files, beside the state directory.
+    ///
+    /// The disk model does not cover it, so a power cut leaves its files as they were, as if every write to them were
+    /// synced.
     public let appDirectory: String
-    /// The disk model over the state directory: it records what was synced, for power cuts (and a sync is
-    /// recorded, not performed, so a simulation does not wait for the disk). Files the library does not
-    /// write are not modelled: a power cut removes them, so the app's own go in ``appDirectory``.
+    /// The disk model over the state directory.
+    ///
+    /// It records what was synced, for power cuts (and a sync is recorded, not performed, so a simulation does not
+    /// wait for the disk). Files the library does not write are not modelled: a power cut removes them, so the app's
+    /// own go in ``appDirectory``.
     private let disk: SimulatedDisk
     /// A number that grows by one with every action, for names and keys that must differ.
     public private(set) var number = 0
     private let simulation: AppSimulation
-    /// The running app's controller; `nil` while the app is not running.
+    /// The running app's controller, or `nil` while the app is not running.
     private var running: DataController?
     /// The names of the tracked operations submitted to the running app, in order, and the ones that ran.
     private var submitted: [String] = []
@@ -357,8 +392,10 @@ public final class AppSimulationContext {
         return running
     }
 
-    /// The attached store's coordinator: an invariant runs only while the store is ready; an action that
-    /// asks for it while the store is not fails its step, saying so.
+    /// The attached store's coordinator.
+    ///
+    /// An invariant runs only while the store is ready; an action that asks for it while the store is not fails its
+    /// step, saying so.
     public var coordinator: StoreCoordinator {
         get throws {
             guard let coordinator = running?.coordinator else {
@@ -368,8 +405,9 @@ public final class AppSimulationContext {
         }
     }
 
-    /// Submits a UI operation the simulation tracks: it must run once, in submission order, by the time the
-    /// store is ready.
+    /// Submits a UI operation the simulation tracks.
+    ///
+    /// The operation must run once, in submission order, by the time the store is ready.
     ///
     /// - Parameters:
     ///   - name: the operation's name.
@@ -384,8 +422,10 @@ public final class AppSimulationContext {
         submitted.append(label)
     }
 
-    /// Writes `value` for `key` through a tracked UI operation: once it ran, the value is acknowledged, and
-    /// the simulation checks it is in the store whenever the store is ready (or a later acknowledged value).
+    /// Writes `value` for `key` through a tracked UI operation.
+    ///
+    /// Once it ran, the value is acknowledged, and the simulation checks it is in the store whenever the store is
+    /// ready (or a later acknowledged value).
     ///
     /// - Parameters:
     ///   - key: the key.
@@ -398,8 +438,9 @@ public final class AppSimulationContext {
         }
     }
 
-    /// Appends a key-value change to the store's locked inbox, as an extension does; once appended, a put is
-    /// acknowledged.
+    /// Appends a key-value change to the store's locked inbox, as an extension does.
+    ///
+    /// Once appended, a put is acknowledged.
     ///
     /// - Parameter change: the change.
     /// - Throws: what ``/ProtectedStore/DataController/appendToInbox(_:)-(InboxEntry.Change)`` throws.
@@ -456,8 +497,9 @@ public final class AppSimulationContext {
         running = await environment.launch(launchOptions, store: simulation.store(self))
     }
 
-    /// The app's process dies: its files are dead from now on (closing its store writes nothing), and what
-    /// it held is freed.
+    /// The app's process dies.
+    ///
+    /// Its files are dead from now on (closing its store writes nothing), and what it held is freed.
     private func crash() async {
         guard let controller = running else { return }
         running = nil
@@ -503,7 +545,9 @@ public final class AppSimulationContext {
         return nil
     }
 
-    /// Ends a run that passed: the app terminates and its store closes.
+    /// Ends a run that passed.
+    ///
+    /// The app terminates and its store closes.
     func finish() async {
         if let running { await running.terminate() }
         running = nil
@@ -511,7 +555,9 @@ public final class AppSimulationContext {
         try? FileManager.default.removeItem(atPath: appDirectory)
     }
 
-    /// Ends a run that failed: a running app is killed and its store released.
+    /// Ends a run that failed.
+    ///
+    /// A running app is killed and its store released.
     func end() async {
         await crash()
         disk.stopModelling()

@@ -3,9 +3,10 @@ import Foundation
 @_exported @_spi(Testing) public import ProtectedStore
 public import SecureKeys
 
-/// A device, a manual clock and data controllers on a temporary directory, for an app's own tests — the role
-/// `NIOEmbedded` plays for swift-nio: nothing sleeps, nothing races, every helper returns once the app is
-/// idle.
+/// A device, a manual clock and data controllers on a temporary directory, for an app's own tests.
+///
+/// It plays the role `NIOEmbedded` plays for swift-nio: nothing sleeps, nothing races, every helper returns once the
+/// app is idle.
 ///
 /// ```swift
 /// import ProtectedStoreTesting
@@ -24,13 +25,15 @@ public import SecureKeys
 /// `import ProtectedStoreTesting` brings `ProtectedStore` and the simulated device (`ProtectedData`) with it.
 @MainActor
 public final class ProtectedStoreTestEnvironment {
-    /// The virtual clock every part shares: ``advance(by:)`` moves it and runs what became due.
+    /// The virtual clock every part shares.
+    ///
+    /// ``advance(by:)`` moves it and runs what became due.
     public let clock = ManualClock()
     /// The state directory (removed when the environment goes away).
     public let stateDirectory: String
     /// The passcode the device was set up with.
     public let passcode: String
-    /// The device; a new instance after ``reboot()``.
+    /// The device, a new instance after ``reboot()``.
     public private(set) var device: SimulatedDevice
     /// Controllers made by ``makeController(_:queueCapacity:)`` that are still alive.
     private var controllers: [DataController] = []
@@ -58,8 +61,9 @@ public final class ProtectedStoreTestEnvironment {
     /// - Parameter name: the database file's name.
     public func storePath(_ name: String = "app.sqlite") -> String { stateDirectory + "/" + name }
 
-    /// A store configuration for a store in the state directory — change its schema or inbox handling before
-    /// passing it to ``makeController(_:queueCapacity:)``.
+    /// A store configuration for a store in the state directory.
+    ///
+    /// Change its schema or inbox handling before passing it to ``makeController(_:queueCapacity:)``.
     ///
     /// - Parameters:
     ///   - name: the database file's name.
@@ -103,7 +107,9 @@ public final class ProtectedStoreTestEnvironment {
         await settle()
     }
 
-    /// Unlocks with the passcode and settles: deferred setups run, queues drain.
+    /// Unlocks with the passcode and settles.
+    ///
+    /// Deferred setups run and queues drain.
     ///
     /// - Throws: what the device's unlock throws (a passcode delay, for instance).
     public func unlock() async throws {
@@ -111,8 +117,9 @@ public final class ProtectedStoreTestEnvironment {
         await settle()
     }
 
-    /// Moves the clock — which runs what became due: the end of the grace period, operation deadlines,
-    /// delayed attaches — and settles.
+    /// Moves the clock and settles.
+    ///
+    /// Moving the clock runs what became due: the end of the grace period, operation deadlines, delayed attaches.
     ///
     /// - Parameter duration: how far.
     public func advance(by duration: Duration) async {
@@ -120,7 +127,9 @@ public final class ProtectedStoreTestEnvironment {
         await settle()
     }
 
-    /// Kills the app's process: the controller stops where it stands, with no clean-up.
+    /// Kills the app's process.
+    ///
+    /// The controller stops where it stands, with no clean-up.
     ///
     /// - Parameter controller: the app's controller.
     public func crash(_ controller: DataController) {
@@ -128,16 +137,19 @@ public final class ProtectedStoreTestEnvironment {
         controllers.removeAll { $0 === controller }
     }
 
-    /// Reboots the device: every app dies, every key in memory is zeroed, and the new device is before its
-    /// first unlock.
+    /// Reboots the device.
+    ///
+    /// Every app dies, every key in memory is zeroed, and the new device is before its first unlock.
     ///
     /// - Throws: what booting the device throws.
     public func reboot() async throws {
         try await powerOff(then: {})
     }
 
-    /// Simulation only: the power goes — every app dies, every key in memory is zeroed — `whileOff` runs (a
-    /// simulated disk's power cut rewrites the files as the disk kept them), and the device boots again.
+    /// Cuts the power, runs `whileOff`, and boots the device again.
+    ///
+    /// This is for simulation only. When the power goes every app dies and every key in memory is zeroed. In
+    /// `whileOff` a simulated disk's power cut rewrites the files as the disk kept them.
     ///
     /// - Parameter whileOff: what happens while the device is off.
     /// - Throws: what `whileOff` throws; what booting the device throws.

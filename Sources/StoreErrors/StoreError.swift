@@ -1,10 +1,11 @@
 public import Foundation
 
-/// The one error type of ProtectedStore and of the SQL layer under it: what kind of failure (``code``), a
-/// sentence for a person (``message``), what caused it (``cause``: the key-file or device error underneath,
-/// with its own details), where it was raised (``location``) — the shape of swift-nio's `FileSystemError` —
-/// and, for a failure of SQLite, SQLite's own codes (``resultCode``, ``extendedResultCode``), the statement
-/// (``sql``) and the file (``path``).
+/// The one error type of ProtectedStore and of the SQL layer under it.
+///
+/// It holds what kind of failure it is (``code``), a sentence for a person (``message``), what caused it (``cause``,
+/// the key-file or device error underneath, with its own details) and where it was raised (``location``); those four
+/// are the shape of swift-nio's `FileSystemError`. For a failure of SQLite it also holds SQLite's own codes
+/// (``resultCode``, ``extendedResultCode``), the statement (``sql``) and the file (``path``).
 ///
 /// An app catches this one type wherever it is: a statement that fails inside `coordinator.write { db in … }`
 /// throws it, and the same error comes out of `write`, `read` and `DataController.perform` unchanged.
@@ -32,7 +33,9 @@ public struct StoreError: Error, Sendable {
         /// The short kebab-case word users see.
         public let name: String
 
-        /// A code named `name`: the layer that raises it declares it once, as a static member.
+        /// A code named `name`.
+        ///
+        /// The layer that raises it declares it once, as a static member.
         package init(_ name: String) { self.name = name }
 
         /// The word itself.
@@ -40,7 +43,9 @@ public struct StoreError: Error, Sendable {
 
         // MARK: Launch and operations
 
-        /// The operation queue is at its capacity; the operation was not queued.
+        /// The operation queue is at its capacity.
+        ///
+        /// The operation was not queued.
         public static let queueFull = Code("queue-full")
         /// The operation was cancelled before it ran.
         public static let cancelled = Code("cancelled")
@@ -48,22 +53,37 @@ public struct StoreError: Error, Sendable {
         public static let deadlineExceeded = Code("deadline-exceeded")
         /// The app terminated before the operation ran.
         public static let terminated = Code("terminated")
-        /// The store has no locked inbox yet: its inbox key is made when the store first attaches.
+        /// The store has no locked inbox yet.
+        ///
+        /// Its inbox key is made when the store first attaches.
         public static let inboxUnavailable = Code("inbox-unavailable")
-        /// An inbox append whose record would be larger than the limit; nothing was written.
+        /// An inbox append whose record would be larger than the limit.
+        ///
+        /// Nothing was written.
         public static let inboxRecordTooLarge = Code("inbox-record-too-large")
-        /// An inbox record of a kind no handler of this app applies; it is kept in quarantine.
+        /// An inbox record of a kind no handler of this app applies.
+        ///
+        /// It is kept in quarantine.
         public static let inboxUnknownKind = Code("inbox-unknown-kind")
-        /// An inbox record written with a newer schema version than this app reads; kept in quarantine.
+        /// An inbox record written with a newer schema version than this app reads.
+        ///
+        /// It is kept in quarantine.
         public static let inboxNewerSchema = Code("inbox-newer-schema")
-        /// An inbox record that opened but does not decode; kept in quarantine.
+        /// An inbox record that opened but does not decode.
+        ///
+        /// It is kept in quarantine.
         public static let inboxRecordMalformed = Code("inbox-record-malformed")
-        /// The locked inbox is at its size cap (`StoreConfiguration.inboxMaximumSize`); nothing was written.
+        /// The locked inbox is at its size cap (`StoreConfiguration.inboxMaximumSize`).
+        ///
+        /// Nothing was written.
         public static let inboxFull = Code("inbox-full")
-        /// The inbox path holds something that is not a regular file (a link, a directory, a FIFO), or a file
-        /// that cannot be opened; it was left as it is.
+        /// The inbox path holds a file that cannot be opened, or something that is not a regular file.
+        ///
+        /// Something that is not a regular file is a link, a directory or a FIFO. It was left as it is.
         public static let inboxUnusable = Code("inbox-unusable")
-        /// A failure with no more specific code; see ``StoreError/cause``.
+        /// A failure with no more specific code.
+        ///
+        /// See ``StoreError/cause``.
         public static let storeError = Code("store-error")
 
         // MARK: The store file (SQLCipher)
@@ -72,7 +92,9 @@ public struct StoreError: Error, Sendable {
         public static let wrongKey = Code("wrong-key")
         /// The store file cannot be opened, read or written.
         public static let storeUnavailable = Code("store-unavailable")
-        /// A page failed its authentication or the database is inconsistent; the file was left as it is.
+        /// A page failed its authentication or the database is inconsistent.
+        ///
+        /// The file was left as it is.
         public static let storeDamaged = Code("store-damaged")
         /// A constraint was violated (a unique key, a foreign key, `NOT NULL`, a check).
         public static let constraint = Code("constraint")
@@ -86,34 +108,44 @@ public struct StoreError: Error, Sendable {
         public static let notSQLCipher = Code("not-sqlcipher")
         /// SQLite was used wrongly (a bug in the caller).
         public static let misuse = Code("misuse")
-        /// A record's update found no row with its primary key: nothing was written.
+        /// A record's update found no row with its primary key.
+        ///
+        /// Nothing was written.
         public static let recordNotFound = Code("record-not-found")
         /// The connection was closed.
         public static let closed = Code("closed")
-        /// Any other SQLite failure; ``StoreError/extendedResultCode`` holds SQLite's extended result code.
+        /// Any other SQLite failure.
+        ///
+        /// ``StoreError/extendedResultCode`` holds SQLite's extended result code.
         public static let sqliteError = Code("sqlite-error")
 
         // MARK: Migrations
 
-        /// A migration threw (or its transaction failed) and was rolled back: the store stays at the last
-        /// migration that succeeded. The message names the migration; ``StoreError/cause`` is its error.
+        /// A migration threw (or its transaction failed) and was rolled back.
+        ///
+        /// The store stays at the last migration that succeeded. The message names the migration;
+        /// ``StoreError/cause`` is its error.
         public static let migrationFailed = Code("migration-failed")
-        /// The store records migrations this app does not know: a newer version of the app wrote it. It was
-        /// not changed; the app must be updated.
+        /// The store records migrations this app does not know.
+        ///
+        /// A newer version of the app wrote it. It was not changed; the app must be updated.
         public static let storeFromNewerApp = Code("store-from-newer-app")
-        /// `migrate` was asked for a store format the linked SQLCipher cannot write (format 2 needs SQLCipher 4
-        /// or later; this machine links 3.4.1). Refused before anything was touched; the message names the
-        /// linked version and the format and library needed.
+        /// `migrate` was asked for a store format the linked SQLCipher cannot write.
+        ///
+        /// Format 2 needs SQLCipher 4 or later; this machine links 3.4.1. The migration is refused before anything
+        /// was touched. The message names the linked version and the format and library needed.
         public static let migrationUnsupported = Code("migration-unsupported")
 
         // MARK: Keys and restores (the key layer's own codes are declared in SecureKeys)
 
-        /// A key source broke its contract with the attach (`StoreKeyProvider`): it gave or made a store's key
-        /// but records nothing of it (`storeKeyRecord(forStoreAt:)` said none), or a malformed record. Nothing
-        /// was created; the source must be fixed.
+        /// A key source broke its contract with the attach (`StoreKeyProvider`).
+        ///
+        /// It gave or made a store's key but records nothing of it (`storeKeyRecord(forStoreAt:)` said none), or a
+        /// malformed record. Nothing was created; the source must be fixed.
         public static let keySourceInconsistent = Code("key-source-inconsistent")
-        /// A restore whose target store (or one of its files) already exists, without the explicit flag that
-        /// lets it put the old store aside: nothing was changed.
+        /// A restore whose target store (or one of its files) already exists.
+        ///
+        /// The restore was asked without the explicit flag that lets it put the old store aside. Nothing was changed.
         public static let restoreTargetExists = Code("restore-target-exists")
 
         /// The codes this module declares, the store's and the SQL layer's.
@@ -129,7 +161,7 @@ public struct StoreError: Error, Sendable {
         ]
     }
 
-    /// Where an error was raised: for a bug report, never for control flow.
+    /// Where an error was raised, for a bug report and never for control flow.
     public struct Location: Sendable, Hashable, CustomStringConvertible {
         /// The function that raised it.
         public var function: String
@@ -153,26 +185,34 @@ public struct StoreError: Error, Sendable {
     public var code: Code
     /// A sentence for a person, without any secret.
     public var message: String
-    /// The error underneath: a `SecureKeysError`, a `DeviceError`, the error a migration threw, or an error
-    /// the app's own code threw during the attach; `nil` when this is the origin.
+    /// The error underneath, or `nil` when this is the origin.
+    ///
+    /// It is a `SecureKeysError`, a `DeviceError`, the error a migration threw, or an error the app's own code threw
+    /// during the attach.
     public var cause: (any Error)?
     /// Where it was raised.
     public var location: Location
-    /// The statement that failed, when a statement did: its text only, never the values bound to it.
+    /// The statement that failed, when a statement did.
+    ///
+    /// It holds the statement's text only, never the values bound to it.
     public var sql: String?
     /// The database file, for a failure of SQLite.
     public var path: String?
-    /// The identifier of the migration that failed, for an error a migration raised (``Code/migrationFailed``,
-    /// or the store's own failure found while the migration ran); `nil` otherwise.
+    /// The identifier of the migration that failed, for an error a migration raised.
+    ///
+    /// Such an error is ``Code/migrationFailed``, or the store's own failure found while the migration ran. It is
+    /// `nil` otherwise.
     public var migration: String?
-    /// SQLite's extended result code, for an error SQLite reported (extended codes are on for every
-    /// connection): `SQLITE_CONSTRAINT_FOREIGNKEY` (787) and `SQLITE_CONSTRAINT_UNIQUE` (2067) are both
-    /// ``Code/constraint``, `SQLITE_IOERR_FSYNC` (1034) and `SQLITE_IOERR_WRITE` (778) both
-    /// ``Code/storeUnavailable``. `nil` for an error SQLite did not report.
+    /// SQLite's extended result code, for an error SQLite reported.
+    ///
+    /// Extended codes are on for every connection. `SQLITE_CONSTRAINT_FOREIGNKEY` (787) and
+    /// `SQLITE_CONSTRAINT_UNIQUE` (2067) are both ``Code/constraint``, `SQLITE_IOERR_FSYNC` (1034) and
+    /// `SQLITE_IOERR_WRITE` (778) both ``Code/storeUnavailable``. It is `nil` for an error SQLite did not report.
     public package(set) var extendedResultCode: Int32?
 
-    /// SQLite's primary result code (`SQLITE_CONSTRAINT` is 19): the low byte of ``extendedResultCode``;
-    /// `nil` for an error SQLite did not report.
+    /// SQLite's primary result code, the low byte of ``extendedResultCode``.
+    ///
+    /// For example, `SQLITE_CONSTRAINT` is 19. It is `nil` for an error SQLite did not report.
     public var resultCode: Int32? { extendedResultCode.map { $0 & 0xff } }
 
     /// An error with a code, a message, and optionally its cause.
@@ -194,8 +234,9 @@ public struct StoreError: Error, Sendable {
         self.location = Location(function: function, file: file, line: line)
     }
 
-    /// An error of the SQL layer: with the statement, the file and SQLite's extended result code. `path` has no
-    /// default so that a call without it is the public initializer's, never an ambiguous one.
+    /// An error of the SQL layer, with the statement, the file and SQLite's extended result code.
+    ///
+    /// `path` has no default so that a call without it is the public initializer's, never an ambiguous one.
     package init(
         code: Code, message: String, sql: String? = nil, path: String?, extendedResultCode: Int32? = nil,
         cause: (any Error)? = nil, function: String = #function, file: String = #fileID, line: Int = #line
@@ -208,8 +249,9 @@ public struct StoreError: Error, Sendable {
 }
 
 extension StoreError: CustomStringConvertible, LocalizedError {
-    /// The message with the file and the statement when there are any, without the code word:
-    /// `message (path) in `sql``.
+    /// The message with the file and the statement when there are any, without the code word.
+    ///
+    /// It reads `message (path) in `sql``.
     public var detail: String {
         var text = message
         if let path { text += " (\(path))" }
@@ -219,6 +261,6 @@ extension StoreError: CustomStringConvertible, LocalizedError {
 
     /// `code: detail`, as the command-line tool prints it.
     public var description: String { "\(code.name): \(detail)" }
-    /// The same text; swift-argument-parser prints this for errors a command throws.
+    /// The same text, which swift-argument-parser prints for errors a command throws.
     public var errorDescription: String? { description }
 }

@@ -1,9 +1,11 @@
 import ProtectedData
 import SecureKeys
 
-/// The sealed device key file, `hardware/uid.tpm`, version 1 (keys/README.md, "Sealed device key"):
-/// the TPM's sealed object — its public area and its private area, which the TPM encrypted under its primary
-/// storage key — and the name of that primary key, so a file from another TPM is told apart from a damaged one.
+/// The sealed device key file, `hardware/uid.tpm`, version 1.
+///
+/// Its format is in keys/README.md, "Sealed device key". It holds the TPM's sealed object (its public area and its
+/// private area, which the TPM encrypted under its primary storage key) and the name of that primary key, so a file
+/// from another TPM is told apart from a damaged one.
 ///
 /// | offset | size | field |
 /// | ---: | ---: | --- |
@@ -28,7 +30,9 @@ struct SealedKeyFile: Equatable {
     static let checksumLength = 16
     /// A name is a 2-byte hash algorithm and a digest of at most 64 bytes (SHA-512).
     static let maximumNameLength = 66
-    /// A whole file is far below this: a TPM buffer is at most a few kilobytes.
+    /// A whole file is far below this length.
+    ///
+    /// A TPM buffer is at most a few kilobytes.
     static let maximumLength = 4096
 
     var sealed: TPMConnection.Sealed

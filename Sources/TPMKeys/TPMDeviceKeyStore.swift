@@ -13,11 +13,12 @@ public import SecureKeys
 /// The key travels to and from the TPM in an encrypted session; unsealed, it goes straight into
 /// `SecureBytes`, and every TPM buffer that held it is zeroed before it is freed.
 public struct TPMDeviceKeyStore: DeviceKeyStore {
-    /// The kernel's TPM resource manager: what a real machine uses.
+    /// The kernel's TPM resource manager, which a real machine uses.
     public static let defaultTCTI = "device:/dev/tpmrm0"
 
-    /// How commands reach the TPM: a tpm2-tss TCTI configuration (`device:/dev/tpmrm0`,
-    /// `swtpm:host=127.0.0.1,port=2321`).
+    /// How commands reach the TPM, as a tpm2-tss TCTI configuration.
+    ///
+    /// For example `device:/dev/tpmrm0` or `swtpm:host=127.0.0.1,port=2321`.
     public let tcti: String
 
     /// A store on the TPM at `tcti`. Nothing is opened until the key is kept or loaded.
@@ -28,8 +29,10 @@ public struct TPMDeviceKeyStore: DeviceKeyStore {
     /// `DeviceKeyStoreKind/tpm`.
     public var kind: DeviceKeyStoreKind { .tpm }
 
-    /// The store for the device in `stateDirectory`: the one its files say it uses; for a new device, the TPM
-    /// when one answers at `tcti`, else a 0600 file — the TPM when there is one, the file as the fallback.
+    /// The store for the device in `stateDirectory`.
+    ///
+    /// It is the one its files say it uses. For a new device it is the TPM when one answers at `tcti`, else a 0600
+    /// file: the TPM when there is one, the file as the fallback.
     ///
     /// - Parameters:
     ///   - stateDirectory: the device's state directory (it may not exist yet).
@@ -42,13 +45,15 @@ public struct TPMDeviceKeyStore: DeviceKeyStore {
     public struct AutomaticChoice: Sendable {
         /// The store for the device.
         public let store: any DeviceKeyStore
-        /// The TPM's absence (`TPMPresence/absent(tcti:reason:)`) when the device is new and no TPM answered, so
-        /// its key will be kept in a file; `nil` when the device's files chose, or a TPM answered.
+        /// The TPM's absence when the device is new and no TPM answered, so its key will be kept in a file.
+        ///
+        /// It is `TPMPresence/absent(tcti:reason:)`, and `nil` when the device's files chose, or a TPM answered.
         public let fallback: TPMPresence?
     }
 
-    /// The store for the device in `stateDirectory`, as ``automatic(for:tcti:)`` picks it, with the TPM's
-    /// absence when a new device falls back to a file: what a caller tells the user.
+    /// The store for the device in `stateDirectory`, as ``automatic(for:tcti:)`` picks it.
+    ///
+    /// It comes with the TPM's absence when a new device falls back to a file, which is what a caller tells the user.
     ///
     /// - Parameters:
     ///   - stateDirectory: the device's state directory (it may not exist yet).
@@ -104,12 +109,15 @@ public struct TPMDeviceKeyStore: DeviceKeyStore {
 }
 
 extension TPMDeviceKeyStore: PasscodeSecretSealer {
-    /// This store: the TPM seals a version-2 keybag's passcode secret, and checks and counts every passcode.
+    /// This store.
+    ///
+    /// The TPM seals a version-2 keybag's passcode secret, and checks and counts every passcode.
     public var passcodeSecretSealer: (any PasscodeSecretSealer)? { self }
 
-    /// Seals `secret` in a dictionary-attack-protected keyed-hash object whose authValue is `authValue`, under
-    /// the same primary storage key as the device key; returns the record (the `hardware/uid.tpm` format) the
-    /// keybag keeps.
+    /// Seals `secret` in a dictionary-attack-protected keyed-hash object whose authValue is `authValue`.
+    ///
+    /// The object is under the same primary storage key as the device key. Returns the record (the `hardware/uid.tpm`
+    /// format) the keybag keeps.
     ///
     /// - Throws: `DeviceError.Code.tpmUnavailable`, `DeviceError.Code.tpmFailure`.
     public func sealPasscodeSecret(_ secret: SecureBytes, authValue: SecureBytes) throws -> [UInt8] {
@@ -117,8 +125,9 @@ extension TPMDeviceKeyStore: PasscodeSecretSealer {
         return SealedKeyFile(sealed: try tpm.seal(secret, kind: .passcodeSecret, authValue: authValue)).bytes
     }
 
-    /// Has the TPM unseal the passcode secret in `sealed` for `authValue`: every wrong one is a TPM
-    /// authorization failure, which raises its lockout counter.
+    /// Has the TPM unseal the passcode secret in `sealed` for `authValue`.
+    ///
+    /// Every wrong one is a TPM authorization failure, which raises its lockout counter.
     ///
     /// - Throws: `SecureKeysError` with `wrong-passcode` when the TPM refuses `authValue`;
     ///   `DeviceError.Code.tpmLockout` when the TPM is in lockout (nothing was checked);

@@ -1,10 +1,14 @@
 import Foundation
 
-/// Whether a TPM 2.0 answers at a TCTI: where the device key can be sealed, or why the file store remains.
+/// Whether a TPM 2.0 answers at a TCTI.
+///
+/// It says where the device key can be sealed, or why the file store remains.
 public enum TPMPresence: Sendable, Hashable, CustomStringConvertible {
-    /// A TPM 2.0 answered, made by `manufacturer` (up to four letters from the TPM: `IBM` for swtpm).
+    /// A TPM 2.0 answered, made by `manufacturer`.
+    ///
+    /// The manufacturer is up to four letters from the TPM (`IBM` for swtpm).
     case present(tcti: String, manufacturer: String)
-    /// None answered; `reason` says why (no device node, no permission, nothing listening).
+    /// None answered, and `reason` says why (no device node, no permission, nothing listening).
     case absent(tcti: String, reason: String)
 
     /// Asks the TPM at `tcti` for its manufacturer.

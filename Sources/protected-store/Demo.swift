@@ -36,10 +36,12 @@ extension ProtectedStoreCommand {
     }
 }
 
-/// The walkthrough itself: the same scenario session the shell, scripts and the simulator drive — a real device
-/// and store with a manual clock (virtual time, no sleeping) — one command-language line per step, each with what
-/// a phone would be doing and why the store waits, in words for someone who has never built an iOS app, then
-/// what the session printed and the state after it. Every line fits ``Timeline/width`` columns (a test checks).
+/// The walkthrough itself, one command-language line per step.
+///
+/// It drives the same scenario session the shell, scripts and the simulator drive, a real device and store with a
+/// manual clock (virtual time, no sleeping). Each step comes with what a phone would be doing and why the store
+/// waits, in words for someone who has never built an iOS app, then what the session printed and the state after it.
+/// Every line fits ``Timeline/width`` columns (a test checks).
 @MainActor
 final class DemoScript {
     let directory: String
@@ -67,7 +69,9 @@ final class DemoScript {
         timeline.state(device: session.device, controller: session.controller)
     }
 
-    /// The command as typed, its passcodes hidden: a demo's passcode is no secret, but output never shows one.
+    /// The command as typed, its passcodes hidden.
+    ///
+    /// A demo's passcode is no secret, but output never shows one.
     static func shown(_ command: ScenarioCommand) -> String {
         let hidden: ScenarioPasscode = "••••••"
         switch command {

@@ -10,8 +10,9 @@ enum KeyStoreChoice: String, ExpressibleByArgument, CaseIterable {
     case tpm
     /// A 0600 file.
     case file
-    /// The store a device already uses (from its files); for a new device, the TPM when one answers at
-    /// `--tpm-tcti`, else the file.
+    /// The store a device already uses (from its files).
+    ///
+    /// For a new device it is the TPM when one answers at `--tpm-tcti`, else the file.
     case auto
 }
 
@@ -21,20 +22,23 @@ protocol KeyStoreDefault {
     static var choice: KeyStoreChoice { get }
 }
 
-/// The file: the default of `shell`, `run` and the `store` commands, as the simulated device is the default of
-/// scripts, `shell` and `demo`.
+/// The file, the default of `shell`, `run` and the `store` commands.
+///
+/// It is their default, as the simulated device is the default of scripts, `shell` and `demo`.
 enum FileKeyStoreByDefault: KeyStoreDefault {
     static var choice: KeyStoreChoice { .file }
 }
 
-/// `auto`: the default of `device serve`, the agent a desktop runs as a user service — a device boots with the
-/// key store its files say, and a new one is set up on the TPM when there is one.
+/// `auto`, the default of `device serve`, the agent a desktop runs as a user service.
+///
+/// A device boots with the key store its files say, and a new one is set up on the TPM when there is one.
 enum AutomaticKeyStoreByDefault: KeyStoreDefault {
     static var choice: KeyStoreChoice { .auto }
 }
 
-/// `--key-store tpm|file|auto` and `--tpm-tcti`: where a device keeps its key (keys/README.md, "Sealed device
-/// key"), `Default` when not given.
+/// `--key-store tpm|file|auto` and `--tpm-tcti`, where a device keeps its key.
+///
+/// See keys/README.md, "Sealed device key". `Default` applies when they are not given.
 struct KeyStoreOptions<Default: KeyStoreDefault>: ParsableArguments {
     @Option(
         name: .customLong("key-store"),
@@ -70,8 +74,9 @@ struct KeyStoreOptions<Default: KeyStoreDefault>: ParsableArguments {
 }
 
 extension ProtectedStoreCommand.Device {
-    /// `device migrate-key --to tpm`: the device key moves from its file into the TPM, and the keybag to
-    /// version 2, whose passcode the TPM checks.
+    /// `device migrate-key --to tpm` moves the device key from its file into the TPM.
+    ///
+    /// The keybag moves to version 2, whose passcode the TPM checks.
     struct MigrateKey: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "migrate-key",

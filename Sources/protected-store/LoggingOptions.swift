@@ -1,8 +1,10 @@
 import ArgumentParser
 import Logging
 
-/// `--log-level`: what the library's loggers (`protected-store.launch`, `.device`, `.store`, `.migrations`,
-/// `.inbox`) write to standard error. Every command takes it.
+/// `--log-level`, what the library's loggers write to standard error.
+///
+/// The loggers are `protected-store.launch`, `.device`, `.store`, `.migrations` and `.inbox`. Every command takes the
+/// option.
 struct LoggingOptions: ParsableArguments {
     @Option(
         name: .customLong("log-level"),

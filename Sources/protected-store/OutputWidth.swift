@@ -12,7 +12,9 @@ import Darwin
 /// else nothing is known: the demo then takes its default, and `run` and `simulate` print each line whole,
 /// as the scripts that read them expect (`scripts/simulate-long.sh` sums fields of one line).
 enum OutputWidth {
-    /// The narrowest width honoured: below it, a line could not hold an indentation and a word.
+    /// The narrowest width honoured.
+    ///
+    /// Below it, a line could not hold an indentation and a word.
     static let minimum = 40
 
     /// The width the output should fit, or `nil` when neither `COLUMNS` nor a terminal says.
@@ -28,10 +30,11 @@ enum OutputWidth {
         return max(Int(size.ws_col), minimum)
     }
 
-    /// `text` in lines of at most `width` columns (one a character), the first starting with `first`, the
-    /// others with `rest`. Words are never split: one longer than a whole line (a path) has a line of its own,
-    /// past the width. Spaces at the start
-    /// of `text` are kept (after `first`). A `nil` width gives one line.
+    /// `text` in lines of at most `width` columns (one a character).
+    ///
+    /// The first starts with `first`, the others with `rest`. Words are never split: one longer than a whole line (a
+    /// path) has a line of its own, past the width. Spaces at the start of `text` are kept (after `first`). A `nil`
+    /// width gives one line.
     static func wrap(_ text: String, width: Int?, first: String = "", rest: String = "") -> [String] {
         let leading = String(text.prefix { $0 == " " })
         guard let width else { return [first + text] }
@@ -53,8 +56,9 @@ enum OutputWidth {
         return lines
     }
 
-    /// Prints `text` wrapped to the current width: continuation lines are indented four spaces more than the
-    /// text's own first line.
+    /// Prints `text` wrapped to the current width.
+    ///
+    /// Continuation lines are indented four spaces more than the text's own first line.
     static func print(_ text: String, width: Int?) {
         let leading = String(text.prefix { $0 == " " })
         for line in wrap(text, width: width, rest: leading + "    ") { Swift.print(line) }

@@ -10,10 +10,12 @@ import Darwin
 /// terminal's scrollback. What is typed stays in guarded memory (``ScenarioPasscode``), never in a string.
 @MainActor
 struct PasscodePrompt {
-    /// Where the typed lines come from: the shell's own input.
+    /// Where the typed lines come from, the shell's own input.
     let input: StandardInput
 
-    /// Why no passcode came back: end of input (Ctrl-D), two entries that differ, or an empty passcode.
+    /// Why no passcode came back.
+    ///
+    /// It is end of input (Ctrl-D), two entries that differ, or an empty passcode.
     struct Refusal: Error, CustomStringConvertible {
         /// What happened and what was not done, in words.
         let description: String
@@ -92,8 +94,10 @@ struct PasscodePrompt {
         }
     }
 
-    /// While echo is off, Ctrl-C (SIGINT) or SIGTERM restore the terminal before the process ends with 130 or
-    /// 143: ended by the signal's default action, it would leave the user's terminal not echoing.
+    /// Restores the terminal on Ctrl-C (SIGINT) or SIGTERM while echo is off.
+    ///
+    /// The process then ends with 130 or 143. Ended by the signal's default action, it would leave the user's
+    /// terminal not echoing.
     ///
     /// A plain signal handler, installed before the prompt is printed, and not a dispatch source: a dispatch
     /// source is armed asynchronously, and a Ctrl-C typed in between was ignored (found under load, when the
@@ -134,9 +138,10 @@ struct PasscodePrompt {
     }
 }
 
-/// The terminal settings the passcode prompt's signal handler puts back (read only in the handler, written
-/// before it is installed). On the heap, allocated once: AddressSanitizer reported the handler's copy into a
-/// global `termios` as a write past that global.
+/// The terminal settings the passcode prompt's signal handler puts back.
+///
+/// They are read only in the handler, and written before it is installed. They are on the heap, allocated once:
+/// AddressSanitizer reported the handler's copy into a global `termios` as a write past that global.
 nonisolated(unsafe) private let terminalToRestore: UnsafeMutablePointer<termios> = {
     let pointer = UnsafeMutablePointer<termios>.allocate(capacity: 1)
     pointer.initialize(to: termios())

@@ -7,7 +7,7 @@ import Glibc
 import Darwin
 #endif
 
-/// `protected-store`: simulates a device and an app's launch around an encrypted store.
+/// `protected-store` simulates a device and an app's launch around an encrypted store.
 @main
 struct ProtectedStoreCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -44,7 +44,9 @@ struct ProtectedStoreCommand: AsyncParsableCommand {
         }
     }
 
-    /// Returns when no store thread runs, so the process may exit normally; otherwise ends it at once.
+    /// Returns when no store thread runs, so the process may exit normally.
+    ///
+    /// Otherwise it ends the process at once.
     ///
     /// A store thread still running here is a command that left a store open — a bug of this tool. `exit`
     /// would run the libraries' exit handlers under it (OpenSSL frees the tables SQLCipher's close still uses:

@@ -5,8 +5,9 @@ import ProtectedStore
 import SecureKeys
 
 extension ProtectedStoreCommand {
-    /// Runs scenario scripts: exit 0 when every `expect` holds, 1 at the first that does not, 2 for a line
-    /// that cannot be parsed.
+    /// Runs scenario scripts.
+    ///
+    /// It exits 0 when every `expect` holds, 1 at the first that does not, and 2 for a line that cannot be parsed.
     struct Run: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Run scenario scripts, each on a fresh temporary state directory with the clock at 0.",
@@ -81,7 +82,9 @@ extension ProtectedStoreCommand {
     }
 }
 
-/// `1 command`, `2 commands`: a count and its noun, in the plural unless the count is 1.
+/// A count and its noun, in the plural unless the count is 1.
+///
+/// For example `1 command`, `2 commands`.
 func counted(_ count: Int, _ noun: String) -> String { "\(count) \(noun)\(count == 1 ? "" : "s")" }
 
 /// Options every session-running command shares.

@@ -7,7 +7,7 @@ import TPMKeys
 import StoreConcurrency
 
 extension ProtectedStoreCommand {
-    /// `session …`: the user's real session lock, as a ``SessionDevice`` follows it.
+    /// `session …`, the user's real session lock, as a ``SessionDevice`` follows it.
     struct Session: ParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Show and follow the real session lock (systemd-logind) a session device uses.",
@@ -15,7 +15,9 @@ extension ProtectedStoreCommand {
     }
 }
 
-/// The buses of `session status` and `session watch`: the real ones, or a test's, named explicitly.
+/// The buses of `session status` and `session watch`.
+///
+/// They are the real ones, or a test's, named explicitly.
 struct SessionBusOptions: ParsableArguments {
     @Option(
         name: .customLong("bus-address"),
@@ -48,7 +50,7 @@ struct SessionBusOptions: ParsableArguments {
 }
 
 extension ProtectedStoreCommand.Session {
-    /// `session status`: what a session device would follow.
+    /// `session status` shows what a session device would follow.
     struct Status: ParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Say whether the session lock source is found, and the session's state.",
@@ -74,7 +76,9 @@ extension ProtectedStoreCommand.Session {
             help: "How to reach the TPM: a tpm2-tss TCTI (device:/dev/tpmrm0, or swtpm:host=127.0.0.1,port=2321).")
         var tcti = TPMDeviceKeyStore.defaultTCTI
 
-        /// Where the device key is, or would be for a new device: the TPM or a file, and why.
+        /// Where the device key is, or would be for a new device.
+        ///
+        /// It names the TPM or a file, and says why.
         var keySource: String {
             setenv("TSS2_LOG", "all+NONE", 0)
             if let stateDirectory, let kind = DeviceKeyStoreKind.of(directory: stateDirectory) {
@@ -115,8 +119,10 @@ extension ProtectedStoreCommand.Session {
             print("on a lost system bus: \(Self.onLostBus)")
         }
 
-        /// The device's own state, from the agent serving `--state-dir`: locked or not, and whether its class A
-        /// keys are held — what a session's Lock signal or a sleep did, which `LockedHint` does not show.
+        /// The device's own state, from the agent serving `--state-dir`.
+        ///
+        /// It tells whether the device is locked, and whether its class A keys are held. That is what a session's
+        /// Lock signal or a sleep did, which `LockedHint` does not show.
         var deviceState: String {
             guard let stateDirectory else { return "not asked (--state-dir DIR shows the state of the device its agent serves)" }
             let client: DeviceAgentClient?
@@ -150,7 +156,7 @@ extension ProtectedStoreCommand.Session {
             + "its return is read afresh"
     }
 
-    /// `session watch`: each real lock, unlock and sleep, as it happens.
+    /// `session watch` shows each real lock, unlock and sleep, as it happens.
     struct Watch: ParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Print each session lock, unlock and sleep as it happens, until Ctrl-C.",

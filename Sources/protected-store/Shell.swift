@@ -9,7 +9,9 @@ import ProtectedStoreHarness
 import SecureKeys
 
 extension ProtectedStoreCommand {
-    /// An interactive prompt over the command language; the same commands from a pipe, without a prompt.
+    /// An interactive prompt over the command language.
+    ///
+    /// From a pipe it reads the same commands, without a prompt.
     struct Shell: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Type commands at a prompt that shows the device and the store (or pipe them in).",
@@ -72,7 +74,9 @@ extension ProtectedStoreCommand {
             await session.end()
         }
 
-        /// Reads and runs lines until the input ends or `quit`; what failed is recorded in a ``ShellStatus``.
+        /// Reads and runs lines until the input ends or `quit`.
+        ///
+        /// What failed is recorded in a ``ShellStatus``.
         ///
         /// - Throws: `ExitCode` with the status of the first failure, when a pipe's session stops there, or of the
         ///   worst one at the end.
@@ -141,17 +145,21 @@ extension ProtectedStoreCommand {
             try status.finish()
         }
 
-        /// Whether the history may keep `line`: `help`, or a line that names a command of the language that
-        /// holds neither a passcode nor a value the app stores (`put`, `inbox put`, `expect value`). A line that
-        /// names no command is not kept either: it may be a passcode typed at the wrong prompt.
+        /// Whether the history may keep `line`.
+        ///
+        /// It may keep `help`, or a line that names a command of the language that holds neither a passcode nor a
+        /// value the app stores (`put`, `inbox put`, `expect value`). A line that names no command is not kept
+        /// either: it may be a passcode typed at the wrong prompt.
         static func mayBeKept(_ line: SecureBytes) -> Bool {
             if Self.line(line, is: "help") { return true }
             guard let syntax = ScenarioParser.syntax(utf8: line) else { return false }
             return !syntax.holdsPasscode && !syntax.holdsValue
         }
 
-        /// Whether `command` is to ask for passcodes that only a device can check (`device unlock`,
-        /// `device change-passcode`): without a device it is refused before anything is asked.
+        /// Whether `command` is to ask for passcodes that only a device can check.
+        ///
+        /// Those commands are `device unlock` and `device change-passcode`. Without a device such a command is
+        /// refused before anything is asked.
         static func asksForPasscodes(_ command: ScenarioCommand) -> Bool {
             switch command {
             case .deviceUnlock(nil): true
@@ -160,8 +168,9 @@ extension ProtectedStoreCommand {
             }
         }
 
-        /// Whether `line` is `word`, with spaces or tabs around it: compared in place, so that a line holding a
-        /// passcode is never made into a string.
+        /// Whether `line` is `word`, with spaces or tabs around it.
+        ///
+        /// It is compared in place, so that a line holding a passcode is never made into a string.
         static func line(_ line: SecureBytes, is word: String) -> Bool {
             let blank: Set<UInt8> = [UInt8(ascii: " "), UInt8(ascii: "\t")]
             return (try? line.withUnsafeBytes { bytes in

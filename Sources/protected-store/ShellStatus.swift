@@ -8,9 +8,13 @@ import ArgumentParser
 struct ShellStatus {
     /// An error, ordered by the exit status it gives.
     enum Failure: Int32, Comparable {
-        /// An `expect` that did not hold: exit 1, as `run` does.
+        /// An `expect` that did not hold.
+        ///
+        /// The shell exits 1, as `run` does.
         case failedExpectation = 1
-        /// A line that could not be parsed: exit 2, as `run` does.
+        /// A line that could not be parsed.
+        ///
+        /// The shell exits 2, as `run` does.
         case unparsableLine = 2
 
         static func < (lhs: Self, rhs: Self) -> Bool { lhs.rawValue < rhs.rawValue }

@@ -6,11 +6,12 @@ import Glibc
 import Darwin
 #endif
 
-/// Ctrl-C (SIGINT) or SIGTERM during `run`, `simulate` or `demo`, and SIGPIPE during `demo`
-/// (`protected-store demo | head -1`: the reader went away): remove the temporary state directories — they hold
-/// key files — then end with 128 + the signal's number (130, 143, 141), as a shell reports a process ended by
-/// that signal. A process ended by SIGKILL cleans nothing up: the next one's ``TemporaryStateDirectories`` sweep
-/// removes what it left.
+/// Removes the temporary state directories when a signal ends the process.
+///
+/// The signals are Ctrl-C (SIGINT) or SIGTERM during `run`, `simulate` or `demo`, and SIGPIPE during `demo`
+/// (`protected-store demo | head -1`: the reader went away). The directories hold key files. The process then ends
+/// with 128 + the signal's number (130, 143, 141), as a shell reports a process ended by that signal. A process ended
+/// by SIGKILL cleans nothing up: the next one's ``TemporaryStateDirectories`` sweep removes what it left.
 ///
 /// Only the demo ends when its output goes unread, because its output is its work. `run` and `simulate` leave
 /// SIGPIPE ignored (``StandardStreams/prepare()``): a write to a pipe nobody reads fails and is dropped, the
@@ -23,13 +24,17 @@ import Darwin
 /// writes a byte to a pipe (`write(2)` is async-signal-safe); a dispatch read source on that pipe runs the same
 /// clean-up.
 enum SignalCleanup {
-    /// The sources, kept for the life of the process. Written by ``install(brokenPipe:)``, which the commands
-    /// call first thing on the main actor, before any work of theirs runs concurrently; never read elsewhere.
+    /// The sources, kept for the life of the process.
+    ///
+    /// They are written by ``install(brokenPipe:)``, which the commands call first thing on the main actor, before any
+    /// work of theirs runs concurrently, and never read elsewhere.
     nonisolated(unsafe) private static var sources: [any DispatchSourceProtocol] = []
 
-    /// Runs a command's work. If a signal's clean-up begins meanwhile, the work may fail (its directory is
-    /// renamed away under it) or end; either way it then waits for the clean-up to end the process with 130,
-    /// 143 or 141, instead of ending it first with another status and a directory half removed.
+    /// Runs a command's work.
+    ///
+    /// If a signal's clean-up begins meanwhile, the work may fail (its directory is renamed away under it) or end;
+    /// either way it then waits for the clean-up to end the process with 130, 143 or 141, instead of ending it first
+    /// with another status and a directory half removed.
     ///
     /// - Parameters:
     ///   - endsOnBrokenPipe: whether SIGPIPE ends the command too (the demo, whose output is its work).
@@ -99,6 +104,8 @@ enum SignalCleanup {
     }
 }
 
-/// The write end of the pipe the SIGPIPE handler writes to: set once by ``SignalCleanup/install(brokenPipe:)``
-/// before the handler is installed, read only by the handler.
+/// The write end of the pipe the SIGPIPE handler writes to.
+///
+/// It is set once by ``SignalCleanup/install(brokenPipe:)`` before the handler is installed, and read only by the
+/// handler.
 nonisolated(unsafe) private var brokenPipeNotice: Int32 = -1

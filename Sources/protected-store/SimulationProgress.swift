@@ -5,9 +5,10 @@ import Glibc
 import Darwin
 #endif
 
-/// The line `simulate` keeps up to date on standard error while it runs at a terminal: seeds done, steps per
-/// second, violations so far and the time left. A run of 2,000 seeds takes minutes; without it, nothing
-/// shows that it is working.
+/// The line `simulate` keeps up to date on standard error while it runs at a terminal.
+///
+/// It shows seeds done, steps per second, violations so far and the time left. A run of 2,000 seeds takes minutes;
+/// without it, nothing shows that it is working.
 ///
 /// Nothing is written when standard error is not a terminal (a log, a pipe, CI), and no colour when `NO_COLOR`
 /// is set (https://no-color.org) or the terminal is `dumb`.

@@ -17,8 +17,9 @@ import Darwin
 /// bytes a returned line leaves behind are zeroed.
 @MainActor
 final class StandardInput {
-    /// What was read and not yet returned: the first ``filled`` bytes. A line longer than it moves to storage
-    /// twice as large; the old storage is zeroed as it is released.
+    /// What was read and not yet returned, in the first ``filled`` bytes.
+    ///
+    /// A line longer than it moves to storage twice as large; the old storage is zeroed as it is released.
     private var storage: SecureBytes
     /// How many bytes of ``storage`` hold input.
     private var filled = 0
@@ -35,8 +36,9 @@ final class StandardInput {
         storage = try SecureBytes(count: 64 * 1024)
     }
 
-    /// The next line, without its line ending (`\n` or `\r\n`), as UTF-8 bytes in guarded memory; wipe it once
-    /// it is parsed.
+    /// The next line as UTF-8 bytes in guarded memory, without its line ending.
+    ///
+    /// The line ending is `\n` or `\r\n`. Wipe the line once it is parsed.
     ///
     /// - Returns: `nil` at the end of input (Ctrl-D at a terminal), or when reading fails. Text after the last
     ///   line ending is returned as a last line.
@@ -72,8 +74,9 @@ final class StandardInput {
         return try take(lineLength: endsWithReturn ? newline - 1 : newline, consumed: newline + 1)
     }
 
-    /// Copies the first `lineLength` bytes into a line of their own and drops the first `consumed` bytes,
-    /// leaving no copy of them: the rest moves down over them and the bytes it leaves at the end are zeroed.
+    /// Copies the first `lineLength` bytes into a line of their own and drops the first `consumed` bytes.
+    ///
+    /// It leaves no copy of them: the rest moves down over them and the bytes it leaves at the end are zeroed.
     private func take(lineLength: Int, consumed: Int) throws -> SecureBytes {
         let filled = self.filled
         // Allocated first: out of memory, the input stays as it was.
@@ -89,7 +92,9 @@ final class StandardInput {
         return line
     }
 
-    /// Moves what was read to guarded storage twice as large; the old storage is zeroed and freed.
+    /// Moves what was read to guarded storage twice as large.
+    ///
+    /// The old storage is zeroed and freed.
     private func grow() throws {
         let larger = try SecureBytes(count: storage.count * 2)
         let filled = self.filled

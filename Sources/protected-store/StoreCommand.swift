@@ -10,7 +10,7 @@ import Darwin
 #endif
 
 extension ProtectedStoreCommand {
-    /// `store …`: what is done to the store as a whole (its backups).
+    /// `store …`, what is done to the store as a whole (its backups).
     struct Store: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Work on a state directory's store as a whole: back it up, restore it, export it, migrate its format.",
@@ -24,8 +24,9 @@ extension ProtectedStoreCommand {
     }
 }
 
-/// The `store` group's subcommands, one a line: other groups of subcommands (export, migrate) are added as lines
-/// of their own.
+/// The `store` group's subcommands, one a line.
+///
+/// Other groups of subcommands (export, migrate) are added as lines of their own.
 private let storeSubcommands: [any ParsableCommand.Type] = [
     ProtectedStoreCommand.Store.RecoveryKey.self,
     ProtectedStoreCommand.Store.Backup.self,

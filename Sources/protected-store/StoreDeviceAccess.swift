@@ -5,7 +5,9 @@ import ProtectedStore
 import ProtectedStoreHarness
 import SecureKeys
 
-/// `--state-dir` and `--key-store` of the `store` commands: which device holds the store's key.
+/// `--state-dir` and `--key-store` of the `store` commands.
+///
+/// They say which device holds the store's key.
 struct StoreDeviceOptions: ParsableArguments {
     @Option(name: .customLong("state-dir"), help: "The state directory holding the device and its store (app.sqlite).")
     var stateDirectory = "protected-store-state"
@@ -16,14 +18,17 @@ struct StoreDeviceOptions: ParsableArguments {
     var storePath: String { stateDirectory + "/app.sqlite" }
 }
 
-/// The device a `store` command gets the store's key from, unlocked with the passcode asked for: the device
-/// agent's (`device serve`), when one serves the directory — the app may then be running — or the device
-/// itself, booted and owned by this process for the command's length.
+/// The device a `store` command gets the store's key from, unlocked with the passcode asked for.
+///
+/// It is the device agent's (`device serve`) when one serves the directory, and the app may then be running.
+/// Otherwise it is the device itself, booted and owned by this process for the command's length.
 @MainActor
 struct StoreDeviceAccess {
     /// Where the store key comes from.
     let keys: any StoreKeyProvider
-    /// Powers the device off (or leaves the agent); call once done.
+    /// Powers the device off, or leaves the agent.
+    ///
+    /// Call it once done.
     let end: () -> Void
 
     /// Opens the device of `options` and unlocks it with the passcode `prompt` asks for.
@@ -85,6 +90,6 @@ struct StoreDeviceAccess {
 }
 
 extension PasscodePrompt.Refusal: LocalizedError {
-    /// What the refusal says; swift-argument-parser prints it.
+    /// What the refusal says, which swift-argument-parser prints.
     var errorDescription: String? { description }
 }

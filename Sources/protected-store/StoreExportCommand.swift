@@ -4,8 +4,9 @@ import ProtectedStore
 import SecureKeys
 
 extension ProtectedStoreCommand.Store {
-    /// `store export --to FILE`: a copy of the store the user can take away — in the clear only when asked
-    /// for by name, otherwise under a key or passphrase of theirs.
+    /// `store export --to FILE` writes a copy of the store the user can take away.
+    ///
+    /// The copy is in the clear only when asked for by name, otherwise under a key or passphrase of theirs.
     struct Export: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Copy the store into a new file: encrypted under your key file or passphrase, or (--plaintext) in the clear.",
@@ -86,7 +87,9 @@ extension ProtectedStoreCommand.Store {
             print("exported \(device.storePath) to \(destination), \(said)")
         }
 
-        /// A key file of the user's: 32 bytes, a regular file of theirs, 0600 (refused otherwise).
+        /// A key file of the user's.
+        ///
+        /// It must be 32 bytes, a regular file of theirs, 0600; it is refused otherwise.
         static func readKeyFile(_ path: String) throws -> SecureBytes {
             let key: SecureBytes
             do {
@@ -103,7 +106,9 @@ extension ProtectedStoreCommand.Store {
             return key
         }
 
-        /// The passphrase: twice at a terminal (they must match), once from a pipe; never empty.
+        /// The passphrase, never empty.
+        ///
+        /// It is read twice at a terminal (they must match), once from a pipe.
         @MainActor
         static func askPassphrase(_ prompt: PasscodePrompt) throws -> SecureBytes {
             let first = try prompt.existing("export passphrase", for: "store export").bytes

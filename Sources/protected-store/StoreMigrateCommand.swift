@@ -4,7 +4,7 @@ import ProtectedStore
 import SecureKeys
 
 extension ProtectedStoreCommand.Store {
-    /// `store migrate`: the store rewritten into SQLCipher 4's format (format 2), crash-safely.
+    /// `store migrate` rewrites the store into SQLCipher 4's format (format 2), crash-safely.
     struct Migrate: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Rewrite the store into SQLCipher 4's format (format 2, HMAC-SHA512); needs SQLCipher 4 or later.",

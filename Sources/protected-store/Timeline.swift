@@ -1,9 +1,10 @@
 import ProtectedData
 import ProtectedStore
 
-/// Prints the demo's steps for a reader who has never built an iOS app, in at most ``width`` columns: the
-/// virtual time and the command, what a phone would be doing and why, notes, and the state after the step.
-/// Words are never split at a width of 80 columns or more.
+/// Prints the demo's steps for a reader who has never built an iOS app.
+///
+/// It prints, in at most ``width`` columns, the virtual time and the command, what a phone would be doing and why,
+/// notes, and the state after the step. Words are never split at a width of 80 columns or more.
 ///
 /// ```
 /// 0:05.000  $ app launch --background --reason location
@@ -13,18 +14,22 @@ import ProtectedStore
 /// ```
 @MainActor
 struct Timeline {
-    /// The widest line printed, in columns: the output's width (``OutputWidth``), at most ``maximumWidth``.
+    /// The widest line printed, in columns.
+    ///
+    /// It is the output's width (``OutputWidth``), at most ``maximumWidth``.
     let width: Int
-    /// The width without `COLUMNS` or a terminal, and the widest the demo gets: longer lines read badly.
+    /// The width without `COLUMNS` or a terminal, and the widest the demo gets.
+    ///
+    /// Longer lines read badly.
     static let maximumWidth = 100
 
     init(width: Int? = OutputWidth.current()) {
         self.width = min(width ?? Self.maximumWidth, Self.maximumWidth)
     }
-    /// Where the text of a step starts: after the clock (`0:05.000`) and two spaces.
+    /// Where the text of a step starts, after the clock (`0:05.000`) and two spaces.
     private static let indent = String(repeating: " ", count: 10)
 
-    /// The first line of a step: the clock and the command typed.
+    /// The first line of a step, with the clock and the command typed.
     func step(_ time: Duration, _ command: String) {
         for line in wrap("$ " + command, first: time.clockText + "  ", rest: Self.indent + "  ") { print(line) }
     }
@@ -40,7 +45,7 @@ struct Timeline {
         print("")
     }
 
-    /// A note: something the app or the phone reported during the step.
+    /// A note, something the app or the phone reported during the step.
     func note(_ text: String) {
         for line in wrap(text, first: Self.indent + "↳ ", rest: Self.indent + "  ") { print(line) }
     }
@@ -71,15 +76,16 @@ struct Timeline {
         }
     }
 
-    /// `text` in lines of at most ``width`` columns, the first starting with `first`, the others with `rest`;
-    /// a word longer than a line is cut.
+    /// `text` in lines of at most ``width`` columns.
+    ///
+    /// The first line starts with `first`, the others with `rest`; a word longer than a line is cut.
     func wrap(_ text: String, first: String, rest: String) -> [String] {
         OutputWidth.wrap(text, width: width, first: first, rest: rest)
     }
 }
 
 extension Duration {
-    /// `0:00.000`: minutes, seconds and milliseconds of virtual time.
+    /// The virtual time as `0:00.000`, in minutes, seconds and milliseconds.
     var clockText: String {
         let milliseconds = components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000
         let minutes = milliseconds / 60_000

@@ -2,6 +2,6 @@
 ///
 /// It is the version CHANGELOG.md's first heading names (a test checks they agree): bump both together.
 enum ToolVersion {
-    /// Semantic versioning: `MAJOR.MINOR.PATCH`.
+    /// The current version, in semantic versioning (`MAJOR.MINOR.PATCH`).
     static let current = "0.1.0"
 }

@@ -1,6 +1,8 @@
 import ArgumentParser
 
-/// How the numeric options read their value: a whole number, a negative one included.
+/// How the numeric options read their value.
+///
+/// The value is a whole number, a negative one included.
 ///
 /// Read with ArgumentParser's default, `--seeds -5` took `-5` for an option and said "Missing value", and a
 /// number too large for the type said "invalid" without the range. Read unconditionally (the word after the
@@ -13,9 +15,10 @@ enum WholeNumberOption {
         let description: String
     }
 
-    /// The transform for an option of type `T` that takes values in `range`. A number `T` can hold is returned
-    /// even outside `range` (the command's `validate()` says what the option takes); one it cannot hold, or a
-    /// word that is no number, throws ``Invalid`` naming the range.
+    /// The transform for an option of type `T` that takes values in `range`.
+    ///
+    /// A number `T` can hold is returned even outside `range` (the command's `validate()` says what the option
+    /// takes); one it cannot hold, or a word that is no number, throws ``Invalid`` naming the range.
     static func transform<T: FixedWidthInteger & Sendable>(_ range: ClosedRange<T>) -> @Sendable (String) throws -> T {
         { text in
             if let value = T(text) { return value }

@@ -9,11 +9,15 @@ import Glibc
 /// runs. A bus at another address is used only when the caller names it with ``address(_:)`` (tests start a
 /// private `dbus-daemon` and pass its address).
 public enum Bus: Sendable, Hashable, CustomStringConvertible {
-    /// The machine's system bus, where systemd-logind is: `unix:path=/run/dbus/system_bus_socket`.
+    /// The machine's system bus, where systemd-logind is.
+    ///
+    /// Its address is `unix:path=/run/dbus/system_bus_socket`.
     case system
-    /// The user's session bus, where a screen saver is: `unix:path=/run/user/UID/bus` (systemd's user bus).
+    /// The user's session bus, where a screen saver is.
+    ///
+    /// Its address is `unix:path=/run/user/UID/bus` (systemd's user bus).
     case session
-    /// The bus at a D-Bus address given explicitly (`unix:path=/tmp/…`): a private bus of a test.
+    /// A test's private bus, at a D-Bus address given explicitly (`unix:path=/tmp/…`).
     case address(String)
 
     /// The D-Bus address connected to.

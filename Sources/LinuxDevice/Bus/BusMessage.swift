@@ -1,6 +1,8 @@
 internal import CSystemd
 
-/// A D-Bus message (a reply or a signal), read front to back; the reference is released in `deinit`.
+/// A D-Bus message (a reply or a signal), read front to back.
+///
+/// The reference is released in `deinit`.
 final class BusMessage {
     private let handle: OpaquePointer
 
@@ -59,8 +61,9 @@ final class BusMessage {
     /// Leaves the container entered last.
     func exit() throws(BusFailure) { try check(sd_bus_message_exit_container(handle)) }
 
-    /// The names of the properties a `PropertiesChanged` signal announces — its changed and its invalidated
-    /// ones — read from the signal's start (`s a{sv} as`).
+    /// The names of the properties a `PropertiesChanged` signal announces.
+    ///
+    /// They are its changed and its invalidated ones, read from the signal's start (`s a{sv} as`).
     func announcedProperties() throws(BusFailure) -> Set<String> {
         var names: Set<String> = []
         _ = try readString()

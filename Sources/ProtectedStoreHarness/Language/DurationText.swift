@@ -1,4 +1,6 @@
-/// Durations as scripts write them: `500ms`, `10s`, `5m`, `1h` (a whole number and a unit).
+/// Durations as scripts write them, a whole number and a unit.
+///
+/// For example `500ms`, `10s`, `5m` or `1h`.
 public enum DurationText: Sendable {
     /// Parses `text`, or returns `nil` when it is not a duration.
     public static func parse(_ text: String) -> Duration? {

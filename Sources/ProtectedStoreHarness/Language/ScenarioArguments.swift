@@ -1,12 +1,16 @@
-/// The words after a command's verb: positional words first, then `--option value` pairs and flags.
+/// The words after a command's verb.
+///
+/// Positional words come first, then `--option value` pairs and flags.
 ///
 /// Only an unquoted word can be a flag or an option's name: `"--key"` is a value wherever it stands.
 struct Arguments {
     var words: [ScenarioWord]
     /// The command as messages name it (`device setup`).
     var command: String
-    /// Whether the line holds a passcode: then no error repeats a word of it (an unquoted passcode with a space
-    /// in it splits into a passcode and an "unexpected" word).
+    /// Whether the line holds a passcode.
+    ///
+    /// Then no error repeats a word of it (an unquoted passcode with a space in it splits into a passcode and an
+    /// "unexpected" word).
     private var holdsPasscode = false
 
     init(words: [ScenarioWord], command: String) {
@@ -26,15 +30,19 @@ struct Arguments {
         try positionalWord(what).text
     }
 
-    /// The rest of the line as one value (words joined by a space; a quoted word keeps its own spaces).
+    /// The rest of the line as one value.
+    ///
+    /// The words are joined by a space; a quoted word keeps its own spaces.
     mutating func rest(_ what: String) throws -> String {
         guard !words.isEmpty else { throw ScenarioParseError(message: "\(command): missing \(what)") }
         defer { words.removeAll() }
         return words.map(\.text).joined(separator: " ")
     }
 
-    /// A value: the rest of the line, or `--bytes N` for N bytes of ``ScenarioValue/filled(_:)`` (values too
-    /// long to write out, such as a 1 MiB one).
+    /// A value, the rest of the line or `--bytes N`.
+    ///
+    /// `--bytes N` gives N bytes of ``ScenarioValue/filled(_:)``, for values too long to write out, such as a 1 MiB
+    /// one.
     mutating func value() throws -> String {
         if let first = words.first, first.is("--bytes") {
             words.removeFirst()
@@ -73,8 +81,10 @@ struct Arguments {
         return value
     }
 
-    /// A passcode option: required, unless the shell may ask for it at the terminal (then `nil` when absent).
-    /// The passcode goes from the line's guarded memory to its own, never through a `String`.
+    /// A passcode option.
+    ///
+    /// It is required, unless the shell may ask for it at the terminal (then `nil` when absent). The passcode goes
+    /// from the line's guarded memory to its own, never through a `String`.
     mutating func passcodeOption(_ name: String, mayBePrompted: Bool) throws -> ScenarioPasscode? {
         holdsPasscode = true
         if let index = words.firstIndex(where: { $0.is(name) }) {
@@ -108,7 +118,7 @@ struct Arguments {
         return value
     }
 
-    /// Fails on anything left over: an unknown option or an extra word.
+    /// Fails on anything left over, an unknown option or an extra word.
     func finish() throws {
         guard let extra = words.first else { return }
         if holdsPasscode && !extra.isFlag {

@@ -1,7 +1,9 @@
 extension ScenarioCommand {
-    /// The command as a script line that parses back to it: one line, every word written by
-    /// `ScenarioQuoting` (bare when it can be, quoted with escapes otherwise). A passcode is written out, as a
-    /// script has it: for the simulator's traces and minimized scripts, never for what a person typed.
+    /// The command as a script line that parses back to it.
+    ///
+    /// It is one line, every word written by `ScenarioQuoting` (bare when it can be, quoted with escapes otherwise).
+    /// A passcode is written out, as a script has it: for the simulator's traces and minimized scripts, never for
+    /// what a person typed.
     public var scriptLine: String {
         switch self {
         case .deviceSetup(let passcode, let grace, let wipeAfter, let allowEmpty):
@@ -71,7 +73,7 @@ extension Expectation {
 }
 
 extension Duration {
-    /// `500ms`, `10s`, `5m`, `1h`: the largest whole unit.
+    /// The duration in the largest whole unit, such as `500ms`, `10s`, `5m` or `1h`.
     var scriptText: String {
         let milliseconds = components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000
         for (unit, size) in [("h", Int64(3_600_000)), ("m", 60_000), ("s", 1000)] where milliseconds % size == 0 && milliseconds > 0 {

@@ -1,7 +1,8 @@
 package import SecureKeys
 
-/// What `fault next-io` plans for the next command: one of its file-system calls fails, as a full disk, a
-/// failing disk or a power cut would make it fail.
+/// What `fault next-io` plans for the next command.
+///
+/// One of its file-system calls fails, as a full disk, a failing disk or a power cut would make it fail.
 ///
 /// `fault next-io ENOSPC|EIO|short-write|power-cut [--after N] [--persistent] [--mode M] [--seed S]`: the
 /// next command's first `N` calls (0 by default) under the state directory succeed and the next one fails —
@@ -12,16 +13,20 @@ package import SecureKeys
 public struct ScenarioFault: Sendable, Hashable {
     /// How the failing call fails.
     public enum Kind: Sendable, Hashable {
-        /// `ENOSPC`: the disk is full.
+        /// The disk is full (`ENOSPC`).
         case noSpace
-        /// `EIO`: the disk failed.
+        /// The disk failed (`EIO`).
         case ioError
         /// A write stores half of its bytes, then fails with `ENOSPC`.
         case shortWrite
-        /// The power goes just before the call; `seed` picks what an unsynced write keeps.
+        /// The power goes just before the call.
+        ///
+        /// `seed` picks what an unsynced write keeps.
         case powerCut(PowerCutMode, seed: UInt64)
 
-        /// The word `fault next-io` takes: `ENOSPC`, `EIO`, `short-write`, `power-cut`.
+        /// The word `fault next-io` takes.
+        ///
+        /// It is `ENOSPC`, `EIO`, `short-write` or `power-cut`.
         public var word: String {
             switch self {
             case .noSpace: "ENOSPC"

@@ -1,6 +1,8 @@
 extension ScenarioParseError {
-    /// An empty passcode given without `--allow-empty-passcode`: a device anyone unlocks with no passcode at
-    /// all is almost always a mistake (an empty `--passcode ""`, or Return pressed at the prompt).
+    /// An empty passcode given without `--allow-empty-passcode`.
+    ///
+    /// A device anyone unlocks with no passcode at all is almost always a mistake (an empty `--passcode ""`, or
+    /// Return pressed at the prompt).
     ///
     /// - Parameter command: the command that was refused, as typed (`device setup`).
     public static func emptyPasscode(_ command: String) -> Self {

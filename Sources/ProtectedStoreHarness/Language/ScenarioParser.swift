@@ -2,7 +2,9 @@ import ProtectedStore
 import ProtectedData
 public import SecureKeys
 
-/// A line the parser could not read: what is wrong with it, in words, and where when a column can be named.
+/// A line the parser could not read.
+///
+/// It says what is wrong with it, in words, and where when a column can be named.
 public struct ScenarioParseError: Error, Sendable, Hashable, CustomStringConvertible {
     /// What is wrong with the line. A quote or escape error names its ``column`` rather than repeat the text,
     /// which may hold a passcode.
@@ -24,8 +26,10 @@ public struct ScenarioParseError: Error, Sendable, Hashable, CustomStringConvert
     public var description: String { column.map { "column \($0): \(message)" } ?? message }
 }
 
-/// Reads the command language: one command per line, `#` starts a comment, double-quoted words hold any text
-/// with Swift's escapes (`ScenarioTokenizer` reads the words, `ScenarioQuoting` writes them back).
+/// Reads the command language.
+///
+/// The language has one command per line, `#` starts a comment, and double-quoted words hold any text with Swift's
+/// escapes (`ScenarioTokenizer` reads the words, `ScenarioQuoting` writes them back).
 public enum ScenarioParser: Sendable {
     /// The store states `expect store` accepts.
     public static let storeStates = ["launching", "waiting", "ready", "failed", "terminated", "not-running"]
@@ -45,9 +49,11 @@ public enum ScenarioParser: Sendable {
         try parse(words: try ScenarioTokenizer.words(in: line), passcodeMayBePrompted: passcodeMayBePrompted)
     }
 
-    /// Parses one line whose UTF-8 bytes are in guarded memory, as the shell reads them: its passcodes go from
-    /// there to guarded memory of their own (``ScenarioPasscode``), never through a `String`, and the words'
-    /// text is in guarded memory while the line is parsed. The caller wipes `line` when it is done with it.
+    /// Parses one line whose UTF-8 bytes are in guarded memory, as the shell reads them.
+    ///
+    /// Its passcodes go from there to guarded memory of their own (``ScenarioPasscode``), never through a `String`,
+    /// and the words' text is in guarded memory while the line is parsed. The caller wipes `line` when it is done
+    /// with it.
     ///
     /// - Parameters:
     ///   - line: one line of the command language, in UTF-8 (a byte that is not UTF-8 reads as U+FFFD).
@@ -59,8 +65,9 @@ public enum ScenarioParser: Sendable {
         return try parse(words: words, passcodeMayBePrompted: passcodeMayBePrompted)
     }
 
-    /// The command a line names, found by its keywords alone, its arguments unread: what the shell asks before
-    /// keeping a line in its history, which never keeps a command that may hold a passcode
+    /// The command a line names, found by its keywords alone, its arguments unread.
+    ///
+    /// The shell asks this before keeping a line in its history, which never keeps a command that may hold a passcode
     /// (``ScenarioSyntax/holdsPasscode``).
     ///
     /// - Parameter line: one line of the command language, in UTF-8, in guarded memory.
@@ -79,8 +86,9 @@ public enum ScenarioParser: Sendable {
         try parse(words: try ScenarioTokenizer.words(inUTF8: line, arena: arena), passcodeMayBePrompted: false)
     }
 
-    /// Parses a line's words: finds its command in the table of commands (``ScenarioSyntax``), then reads the
-    /// command's arguments.
+    /// Parses a line's words.
+    ///
+    /// It finds its command in the table of commands (``ScenarioSyntax``), then reads the command's arguments.
     private static func parse(words: [ScenarioWord], passcodeMayBePrompted: Bool) throws -> ScenarioCommand? {
         guard let first = words.first else { return nil }
         var arguments = Arguments(words: Array(words.dropFirst()), command: "")

@@ -13,7 +13,9 @@ public struct ScenarioPasscode: Sendable, Hashable, ExpressibleByStringLiteral, 
     /// The passcode's UTF-8 bytes.
     public let bytes: SecureBytes
 
-    /// Takes `bytes` as they are (not copied): they are the passcode's from now on.
+    /// Takes `bytes` as they are, not copied.
+    ///
+    /// They are the passcode's from now on.
     public init(bytes: SecureBytes) {
         self.bytes = bytes
     }
@@ -25,10 +27,12 @@ public struct ScenarioPasscode: Sendable, Hashable, ExpressibleByStringLiteral, 
         bytes = try SecureBytes(utf8: text)
     }
 
-    /// The UTF-8 bytes of `value`, copied into guarded memory: the program's own constant passcodes (the
-    /// simulator's, the tests'), made once. A literal cannot throw, so a process that has no guarded memory
-    /// left for a few bytes of its own constants stops here, saying so; a passcode typed or read from a script
-    /// goes through ``init(bytes:)`` and its callers' `out-of-memory` instead.
+    /// The UTF-8 bytes of `value`, copied into guarded memory.
+    ///
+    /// This is for the program's own constant passcodes (the simulator's, the tests'), made once. A literal cannot
+    /// throw, so a process that has no guarded memory left for a few bytes of its own constants stops here, saying
+    /// so; a passcode typed or read from a script goes through ``init(bytes:)`` and its callers' `out-of-memory`
+    /// instead.
     public init(stringLiteral value: String) {
         do {
             try self.init(value)
@@ -40,8 +44,10 @@ public struct ScenarioPasscode: Sendable, Hashable, ExpressibleByStringLiteral, 
     /// Whether the passcode is empty (no bytes).
     public var isEmpty: Bool { bytes.count == 0 }
 
-    /// The passcode as text, for what must write it out: a script line (``ScenarioCommand/scriptLine``) and the
-    /// simulator's model, whose passcodes are its own. The shell never calls it.
+    /// The passcode as text, for what must write it out.
+    ///
+    /// That is a script line (``ScenarioCommand/scriptLine``) and the simulator's model, whose passcodes are its own.
+    /// The shell never calls it.
     package var text: String {
         (try? bytes.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }) ?? ""
     }
@@ -51,12 +57,13 @@ public struct ScenarioPasscode: Sendable, Hashable, ExpressibleByStringLiteral, 
         lhs.bytes === rhs.bytes || lhs.bytes.constantTimeEquals(rhs.bytes)
     }
 
-    /// Hashes the length only: equal passcodes have equal lengths, and a hash of the bytes would be a copy
-    /// of them.
+    /// Hashes the length only.
+    ///
+    /// Equal passcodes have equal lengths, and a hash of the bytes would be a copy of them.
     public func hash(into hasher: inout Hasher) {
         hasher.combine(bytes.count)
     }
 
-    /// Never the passcode: only how long it is.
+    /// Only how long the passcode is, never the passcode.
     public var description: String { "ScenarioPasscode(\(bytes.count) bytes, redacted)" }
 }

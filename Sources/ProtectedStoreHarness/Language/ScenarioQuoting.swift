@@ -1,12 +1,15 @@
-/// How a word is written in the command language, in one place: the escapes a double-quoted word may hold
-/// (which `ScenarioTokenizer` reads) and how a word is written back into script text
-/// (``ScenarioCommand/scriptLine``: minimized simulator scripts, `simulate --trace`), so that every command
-/// renders to text that parses back to the same command.
+/// How a word is written in the command language, in one place.
+///
+/// It holds the escapes a double-quoted word may hold (which `ScenarioTokenizer` reads) and how a word is written
+/// back into script text (``ScenarioCommand/scriptLine``, for minimized simulator scripts and `simulate --trace`), so
+/// that every command renders to text that parses back to the same command.
 ///
 /// A word is written bare when the tokenizer would read it back unchanged and as a value; otherwise it is
 /// written in double quotes, with Swift's escapes for what cannot appear as itself on one line of a script.
 public enum ScenarioQuoting: Sendable {
-    /// The one-character escapes: the character after the backslash, and the scalar it stands for.
+    /// The one-character escapes.
+    ///
+    /// Each is the character after the backslash, and the scalar it stands for.
     static let escapes: [(letter: Unicode.Scalar, scalar: Unicode.Scalar)] = [
         ("n", "\n"), ("t", "\t"), ("r", "\r"), ("0", "\0"), ("\\", "\\"), ("\"", "\""),
     ]
@@ -19,7 +22,9 @@ public enum ScenarioQuoting: Sendable {
         escapes.first { $0.letter == letter }?.scalar
     }
 
-    /// `word` as script text: bare when it reads back as itself, quoted and escaped otherwise.
+    /// `word` as script text.
+    ///
+    /// It is bare when it reads back as itself, quoted and escaped otherwise.
     static func render(_ word: String) -> String {
         if isBare(word) { return word }
         var text = "\""
@@ -35,9 +40,10 @@ public enum ScenarioQuoting: Sendable {
         return text + "\""
     }
 
-    /// Whether the tokenizer reads `word`, written as it is, back as the same single value: not empty, no
-    /// white space, no `"`, `#` or `\`, no control character, and not starting with `--` (which would read as
-    /// a flag). Checked scalar by scalar, as the tokenizer reads.
+    /// Whether the tokenizer reads `word`, written as it is, back as the same single value.
+    ///
+    /// That needs a word that is not empty, with no white space, no `"`, `#` or `\`, no control character, and not
+    /// starting with `--` (which would read as a flag). Checked scalar by scalar, as the tokenizer reads.
     static func isBare(_ word: String) -> Bool {
         !word.isEmpty && !word.hasPrefix("--")
             && word.unicodeScalars.allSatisfy {
@@ -45,9 +51,11 @@ public enum ScenarioQuoting: Sendable {
             }
     }
 
-    /// `text` with every control character (C0 such as ESC, DEL, C1) and every line or paragraph separator
-    /// written as `\u{1B}`, the escape a quoted word takes: for a message that repeats what was typed. An arrow
-    /// key's escape sequence echoed raw would move the cursor and scramble the prompt.
+    /// `text` with its control characters escaped, for a message that repeats what was typed.
+    ///
+    /// Every control character (C0 such as ESC, DEL, C1) and every line or paragraph separator is written as
+    /// `\u{1B}`, the escape a quoted word takes. An arrow key's escape sequence echoed raw would move the cursor and
+    /// scramble the prompt.
     ///
     /// - Parameter text: a message that may quote input.
     /// - Returns: `text` when it has none of them, else the escaped text.
@@ -64,7 +72,9 @@ public enum ScenarioQuoting: Sendable {
         return escaped
     }
 
-    /// A control character, or a line or paragraph separator: what a terminal does not show as itself.
+    /// A control character, or a line or paragraph separator.
+    ///
+    /// A terminal does not show these as themselves.
     private static func isControl(_ scalar: Unicode.Scalar) -> Bool {
         switch scalar.properties.generalCategory {
         case .control, .lineSeparator, .paragraphSeparator: true
@@ -72,9 +82,11 @@ public enum ScenarioQuoting: Sendable {
         }
     }
 
-    /// Scalars written as `\u{…}` inside quotes: control characters, and white space other than the space, so
-    /// that a rendered line is one printable line whose every character can be seen (a no-break space, a line
-    /// separator or a bare carriage return would otherwise hide in it).
+    /// Scalars written as `\u{…}` inside quotes.
+    ///
+    /// They are control characters, and white space other than the space, so that a rendered line is one printable
+    /// line whose every character can be seen (a no-break space, a line separator or a bare carriage return would
+    /// otherwise hide in it).
     private static func needsHexEscape(_ scalar: Unicode.Scalar) -> Bool {
         if scalar == " " { return false }
         switch scalar.properties.generalCategory {
@@ -84,5 +96,7 @@ public enum ScenarioQuoting: Sendable {
     }
 }
 
-/// A word as the tokenizer reads it back: ``ScenarioQuoting/render(_:)``, the one rendering every command uses.
+/// A word as the tokenizer reads it back.
+///
+/// It is ``ScenarioQuoting/render(_:)``, the one rendering every command uses.
 func quoted(_ word: String) -> String { ScenarioQuoting.render(word) }

@@ -1,8 +1,9 @@
 import ProtectedStore
 import SecureKeys
 
-/// Every command of the language: the table the parser reads a line's keywords against and the shell's `help`
-/// is written from.
+/// Every command of the language.
+///
+/// This is the table the parser reads a line's keywords against and the shell's `help` is written from.
 ///
 /// The parser finds a line's command here by its keywords (a line that names none is an unknown command) and
 /// then switches over this enum to read its arguments, so a command exists for the parser only as a case of
@@ -17,7 +18,7 @@ public enum ScenarioSyntax: Sendable, Hashable, CaseIterable {
     case clockAdvance
     /// `app launch`, `app terminate`, `app crash`.
     case appLaunch, appTerminate, appCrash
-    /// `ui`, `put`, `get`, `delete`: what the app's UI does.
+    /// `ui`, `put`, `get` and `delete`, what the app's UI does.
     case ui, put, get, delete
     /// `inbox put`, `inbox delete`, `inbox quarantine`, `inbox retry`, `inbox discard`.
     case inboxPut, inboxDelete, inboxQuarantine, inboxRetry, inboxDiscard
@@ -36,7 +37,9 @@ public enum ScenarioSyntax: Sendable, Hashable, CaseIterable {
     /// `expect quarantined`, `expect inbox-damaged`, `expect no-plaintext`, `expect integrity`.
     case expectQuarantined, expectInboxDamaged, expectNoPlaintext, expectIntegrity
 
-    /// The words that name the command, as typed: `["device", "setup"]`, `["status"]`.
+    /// The words that name the command, as typed.
+    ///
+    /// For example `["device", "setup"]` or `["status"]`.
     public var keywords: [String] {
         switch self {
         case .deviceSetup: ["device", "setup"]
@@ -80,8 +83,10 @@ public enum ScenarioSyntax: Sendable, Hashable, CaseIterable {
         }
     }
 
-    /// What follows the keywords, as `help` shows it: `[--option VALUE]` is optional, `a|b` a choice, a word in
-    /// capitals a value. Lists of words come from where the parser checks them.
+    /// What follows the keywords, as `help` shows it.
+    ///
+    /// `[--option VALUE]` is optional, `a|b` a choice, a word in capitals a value. Lists of words come from where the
+    /// parser checks them.
     public var arguments: String {
         switch self {
         case .deviceSetup: "[--passcode P] [--grace 10s] [--wipe-after 10] [--allow-empty-passcode]"
@@ -174,8 +179,9 @@ public enum ScenarioSyntax: Sendable, Hashable, CaseIterable {
         }
     }
 
-    /// Whether a line of this command may hold a passcode: it is never shown back nor kept (the shell's
-    /// history leaves it out).
+    /// Whether a line of this command may hold a passcode.
+    ///
+    /// Such a line is never shown back nor kept (the shell's history leaves it out).
     public var holdsPasscode: Bool {
         switch self {
         case .deviceSetup, .deviceUnlock, .deviceChangePasscode: true
@@ -183,8 +189,9 @@ public enum ScenarioSyntax: Sendable, Hashable, CaseIterable {
         }
     }
 
-    /// Whether a line of this command holds a value the app stores (`put`, `inbox put`, `expect value`): the
-    /// shell's history leaves it out, as it leaves out a passcode line, so that no value reaches its file.
+    /// Whether a line of this command holds a value the app stores (`put`, `inbox put`, `expect value`).
+    ///
+    /// The shell's history leaves it out, as it leaves out a passcode line, so that no value reaches its file.
     public var holdsValue: Bool {
         switch self {
         case .put, .inboxPut, .expectValue: true
@@ -192,18 +199,22 @@ public enum ScenarioSyntax: Sendable, Hashable, CaseIterable {
         }
     }
 
-    /// The command as `help` shows it: its keywords, then its ``arguments``.
+    /// The command as `help` shows it, its keywords then its ``arguments``.
     public var usage: String {
         (keywords + (arguments.isEmpty ? [] : [arguments])).joined(separator: " ")
     }
 
-    /// The first keywords, in the table's order, each once: `device`, `clock`, `app`, …
+    /// The first keywords, in the table's order, each once.
+    ///
+    /// They are `device`, `clock`, `app`, …
     public static let verbs: [String] = allCases.reduce(into: []) { verbs, syntax in
         if !verbs.contains(syntax.keywords[0]) { verbs.append(syntax.keywords[0]) }
     }
 
-    /// Finds the command a line names: its first word, and for a command of two keywords the first of
-    /// `arguments`, which it takes. Sets the name messages use (`arguments.command`) to the keywords.
+    /// Finds the command a line names.
+    ///
+    /// It reads the line's first word, and for a command of two keywords the first of `arguments`, which it takes.
+    /// Sets the name messages use (`arguments.command`) to the keywords.
     ///
     /// The words are compared in place and never made into strings: a line that names no command may be a
     /// passcode typed at the wrong prompt, so it is neither copied into memory nobody wipes nor repeated in the
@@ -233,8 +244,10 @@ public enum ScenarioSyntax: Sendable, Hashable, CaseIterable {
         return syntax
     }
 
-    /// The whole language, one command after another (its usage, then what it does, indented), wrapped to
-    /// `width` columns, then how values are quoted: what the shell's `help` prints.
+    /// The whole language, as the shell's `help` prints it.
+    ///
+    /// It lists one command after another (its usage, then what it does, indented), wrapped to `width` columns, then
+    /// how values are quoted.
     public static func help(width: Int = 80) -> String {
         var lines: [String] = []
         var group = ""

@@ -16,8 +16,10 @@ struct ScenarioWord: Sendable {
     private let arena: SecureBytes
     /// Where this word's UTF-8 bytes are in ``arena``.
     private let range: Range<Int>
-    /// Whether it was written in double quotes: a quoted word is always a value, never a flag or a keyword
-    /// (`"--key"` is the value `--key`, `"all"` the record id `all`).
+    /// Whether it was written in double quotes.
+    ///
+    /// A quoted word is always a value, never a flag or a keyword (`"--key"` is the value `--key`, `"all"` the record
+    /// id `all`).
     let isQuoted: Bool
     /// Where it starts on its line, from 1, in Unicode scalars.
     let column: Int
@@ -29,7 +31,9 @@ struct ScenarioWord: Sendable {
         self.column = column
     }
 
-    /// The word, escapes resolved and quotes removed, as text (never for a passcode: see ``passcode``).
+    /// The word as text, escapes resolved and quotes removed.
+    ///
+    /// It is never used for a passcode (see ``passcode``).
     var text: String { withBytes { String(decoding: $0, as: UTF8.self) } }
 
     /// The word copied into guarded memory of its own, as a passcode.
@@ -39,13 +43,15 @@ struct ScenarioWord: Sendable {
         get throws { ScenarioPasscode(bytes: try withBytes { bytes in Result { try SecureBytes(copying: bytes) } }.get()) }
     }
 
-    /// An unquoted word starting with `--`: an option's or a flag's name.
+    /// An unquoted word starting with `--`, which is an option's or a flag's name.
     var isFlag: Bool {
         !isQuoted && withBytes { $0.count >= 2 && $0[0] == UInt8(ascii: "-") && $0[1] == UInt8(ascii: "-") }
     }
 
-    /// The word up to its first `=` as text, and whether an `=` was there: `--passcode=1234` gives `--passcode`
-    /// and `true`, so that a message can name the option without repeating what was glued to it.
+    /// The word up to its first `=` as text, and whether an `=` was there.
+    ///
+    /// `--passcode=1234` gives `--passcode` and `true`, so that a message can name the option without repeating what
+    /// was glued to it.
     var textBeforeEquals: (text: String, hadEquals: Bool) {
         withBytes { bytes in
             let end = bytes.firstIndex(of: UInt8(ascii: "=")) ?? bytes.count
@@ -110,14 +116,16 @@ enum ScenarioTokenizer {
         try words(inUTF8: line, arena: try SecureBytes(count: arenaCount(forLineOf: line.count)))
     }
 
-    /// How many bytes the words of a line of `count` bytes may take: 3 for each byte the line has, at most. A
-    /// scalar is as long as in the line, an escape is longer than what it stands for, and a byte that is not
-    /// UTF-8 becomes U+FFFD (3 bytes).
+    /// How many bytes the words of a line of `count` bytes may take.
+    ///
+    /// They take at most 3 for each byte the line has. A scalar is as long as in the line, an escape is longer than
+    /// what it stands for, and a byte that is not UTF-8 becomes U+FFFD (3 bytes).
     static func arenaCount(forLineOf count: Int) -> Int { 3 * count }
 
-    /// The words of the line whose UTF-8 bytes are `line`, their text written at the start of `arena` (at
-    /// least ``arenaCount(forLineOf:)`` bytes): a script reuses one arena for all its lines, and zeroes what a
-    /// line wrote once its words are parsed.
+    /// The words of the line whose UTF-8 bytes are `line`.
+    ///
+    /// Their text is written at the start of `arena` (at least ``arenaCount(forLineOf:)`` bytes). A script reuses one
+    /// arena for all its lines, and zeroes what a line wrote once its words are parsed.
     ///
     /// - Throws: ``ScenarioParseError`` with the column of the problem.
     static func words(inUTF8 line: UnsafeRawBufferPointer, arena: SecureBytes) throws -> [ScenarioWord] {
@@ -152,7 +160,9 @@ enum ScenarioTokenizer {
             self.output = output
         }
 
-        /// The scalar at byte `offset` and how many bytes it takes; U+FFFD for bytes that are not UTF-8.
+        /// The scalar at byte `offset` and how many bytes it takes.
+        ///
+        /// It is U+FFFD for bytes that are not UTF-8.
         private func scalar(at offset: Int) -> (scalar: Unicode.Scalar, length: Int)? {
             guard offset < bytes.count else { return nil }
             let byte = bytes[offset]
@@ -160,8 +170,10 @@ enum ScenarioTokenizer {
             return Self.decodeNonASCII(UnsafeRawBufferPointer(rebasing: bytes[offset...]))
         }
 
-        /// The scalar that starts `bytes` (its first byte is not ASCII) and its length; U+FFFD for bytes that
-        /// are not UTF-8. Apart from ``scalar(at:)``, whose ASCII path it would slow down.
+        /// The scalar that starts `bytes` (its first byte is not ASCII) and its length.
+        ///
+        /// It is U+FFFD for bytes that are not UTF-8. It is kept apart from ``scalar(at:)``, whose ASCII path it
+        /// would slow down.
         private static func decodeNonASCII(_ bytes: UnsafeRawBufferPointer) -> (scalar: Unicode.Scalar, length: Int)? {
             var iterator = bytes.makeIterator()
             var parser = Unicode.UTF8.ForwardParser()
@@ -196,7 +208,9 @@ enum ScenarioTokenizer {
             while let scalar = peek(), scalar.properties.isWhitespace { _ = next() }
         }
 
-        /// Whether a word may end before `scalar`: at white space, a comment, or the end of the line.
+        /// Whether a word may end before `scalar`.
+        ///
+        /// It may at white space, a comment, or the end of the line.
         static func endsWord(_ scalar: Unicode.Scalar?) -> Bool {
             guard let scalar else { return true }
             return scalar.properties.isWhitespace || scalar == "#"
@@ -255,7 +269,9 @@ enum ScenarioTokenizer {
             return (first..<written, true, start)
         }
 
-        /// The rest of `\u{…}` after the `u`: one to eight hex digits naming a Unicode scalar (not a surrogate).
+        /// The rest of `\u{…}` after the `u`.
+        ///
+        /// It is one to eight hex digits naming a Unicode scalar (not a surrogate).
         mutating func unicodeEscape(startingAt escapeColumn: Int) throws -> Unicode.Scalar {
             let malformed = ScenarioParseError(
                 message: #"bad \u escape: write one to eight hex digits in braces, as in \u{1F600}"#, column: escapeColumn)

@@ -9,7 +9,9 @@ package struct RegularFile: Sendable, Hashable {
     /// The path relative to the folder listed, `/`-separated.
     package let name: String
     package let size: Int
-    /// Size and modification time (seconds, nanoseconds): equal signatures mean an unchanged file.
+    /// Size and modification time (seconds, nanoseconds).
+    ///
+    /// Equal signatures mean an unchanged file.
     package let signature: [Int]
 
     /// Every regular file under `folder` (symbolic links are not followed), sorted by name.

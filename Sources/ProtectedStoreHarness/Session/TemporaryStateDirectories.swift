@@ -5,9 +5,10 @@ import StoreConcurrency
 import Glibc
 #endif
 
-/// The temporary state directories that exist right now, so that a process ended by a signal can remove them
-/// first, and the next process can remove what a killed one left: they hold a device's keybag and a store's
-/// key file.
+/// The temporary state directories that exist right now.
+///
+/// A process ended by a signal can remove them first, and the next process can remove what a killed one left. They
+/// hold a device's keybag and a store's key file.
 ///
 /// `protected-store run`, `simulate` and `demo` make theirs in a folder of this user's,
 /// `$TMPDIR/protected-store-<uid>/` (mode 0700, checked as a state directory is: this user's, writable by
@@ -21,12 +22,14 @@ import Glibc
 /// The tool removes every directory still listed when it receives SIGINT or SIGTERM, and the demo when it receives
 /// SIGPIPE.
 public enum TemporaryStateDirectories: Sendable {
-    /// The listed directories with the descriptor holding each one's lock, whether ``removeAll()`` ran (then no
-    /// new one is made), and whether this process has swept the folder. A LockedState, not a `Mutex`:
-    /// ThreadSanitizer does not model the futex a `Mutex` waits on.
+    /// The listed directories, each with the descriptor holding its lock.
+    ///
+    /// It also holds whether ``removeAll()`` ran (then no new one is made), and whether this process has swept the
+    /// folder. It is a LockedState, not a `Mutex`, because ThreadSanitizer does not model the futex a `Mutex` waits
+    /// on.
     private static let live = LockedState((paths: [String: Int32](), closed: false, swept: false))
 
-    /// The folder of this user's temporary state directories: `$TMPDIR/protected-store-<uid>`.
+    /// The folder of this user's temporary state directories, `$TMPDIR/protected-store-<uid>`.
     public static var folder: String {
         var temporary = NSTemporaryDirectory()
         if !temporary.hasSuffix("/") { temporary += "/" }
@@ -69,7 +72,7 @@ public enum TemporaryStateDirectories: Sendable {
         return made
     }
 
-    /// Whether ``removeAll()`` has run: the process is ending on a signal.
+    /// Whether ``removeAll()`` has run, so the process is ending on a signal.
     public static var isEnding: Bool { live.withLock { $0.closed } }
 
     /// Removes a directory made by ``make(prefix:)``, with everything in it, then its lock file, and forgets it.
@@ -83,8 +86,9 @@ public enum TemporaryStateDirectories: Sendable {
         close(lock)
     }
 
-    /// Removes every listed directory: for a signal handler, just before the process ends. No directory is made
-    /// after it.
+    /// Removes every listed directory.
+    ///
+    /// It is for a signal handler, just before the process ends. No directory is made after it.
     ///
     /// Work still running may write into a directory while it is removed, so each is first renamed away (that
     /// work then fails to find it, and cannot refill it), then removed, a few times if need be. The locks stay
@@ -109,8 +113,9 @@ public enum TemporaryStateDirectories: Sendable {
         return paths.count
     }
 
-    /// A new lock file at `path`, created and locked by this process: held until it ends or the directory is
-    /// removed.
+    /// A new lock file at `path`, created and locked by this process.
+    ///
+    /// It is held until the process ends or the directory is removed.
     private static func holdLock(_ path: String) throws -> Int32 {
         let descriptor = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else { throw SecureKeysError.io("cannot create the lock file", path: path, errno: errno) }
@@ -125,8 +130,10 @@ public enum TemporaryStateDirectories: Sendable {
         return descriptor
     }
 
-    /// Removes, in `folder`, the directories (and lock files) of processes that have ended; never one whose
-    /// process holds its lock. Best effort: what cannot be removed now is tried again by the next process.
+    /// Removes, in `folder`, the directories (and lock files) of processes that have ended.
+    ///
+    /// It never removes one whose process holds its lock. It works best effort: what cannot be removed now is tried
+    /// again by the next process.
     ///
     /// - Returns: the names of the directories removed.
     @discardableResult
@@ -190,7 +197,9 @@ public enum TemporaryStateDirectories: Sendable {
         return descriptor
     }
 
-    /// Whether a process with id `id` exists (`EPERM`: it does, as another user's).
+    /// Whether a process with id `id` exists.
+    ///
+    /// With `EPERM` it does, as another user's.
     private static func isAlive(_ id: pid_t) -> Bool {
         kill(id, 0) == 0 || errno == EPERM
     }

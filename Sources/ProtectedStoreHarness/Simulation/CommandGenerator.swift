@@ -2,8 +2,10 @@ import ProtectedStore
 import ProtectedData
 import SecureKeys
 
-/// Draws a random but valid next command from the model's state: mostly what makes sense now (unlock when
-/// locked, launch when no app runs), sometimes a mistake (a wrong passcode, a UI operation with no app).
+/// Draws a random but valid next command from the model's state.
+///
+/// It draws mostly what makes sense now (unlock when locked, launch when no app runs), sometimes a mistake (a wrong
+/// passcode, a UI operation with no app).
 ///
 /// It covers the whole product: passcode changes (right and wrong old passcodes), in one seed in eight a
 /// device set up to erase itself after a few wrong passcodes and then attacked until it does, inbox records
@@ -15,18 +17,25 @@ struct CommandGenerator {
     private var random: SplitMix64
     private let seed: UInt64
     private var step = 0
-    /// The command a `fault next-io` was just drawn for: it comes next, so the fault falls inside it.
+    /// The command a `fault next-io` was just drawn for.
+    ///
+    /// It comes next, so the fault falls inside it.
     private var faulted: ScenarioCommand?
-    /// The commands that come next, in order, after a key file or device file was damaged: the one that
-    /// meets the damage, the restore, and a boot from the restored file.
+    /// The commands that come next, in order, after a key file or device file was damaged.
+    ///
+    /// They are the one that meets the damage, the restore, and a boot from the restored file.
     private var followUps: [ScenarioCommand] = []
-    /// The draws of file damage: a stream of their own, so the other commands of a seed stay as they were
-    /// until a damage happens.
+    /// The draws of file damage.
+    ///
+    /// They are a stream of their own, so the other commands of a seed stay as they were until a damage happens.
     private var damageRandom: SplitMix64
-    /// The draws of damage to the store's own files: a stream of its own, so the draws of the other file
-    /// damage stay as they were.
+    /// The draws of damage to the store's own files.
+    ///
+    /// They are a stream of their own, so the draws of the other file damage stay as they were.
     private var storeDamageRandom: SplitMix64
-    /// The device's `--wipe-after`: a few failures, in one seed in eight (decided by the seed); `nil` otherwise.
+    /// The device's `--wipe-after`.
+    ///
+    /// It is a few failures in one seed in eight (decided by the seed), and `nil` otherwise.
     let wipeAfter: Int?
     /// In one other seed in eight, wrong passcodes are tried often enough to reach the delays (the 5th
     /// consecutive failure imposes a minute), so attempts during a delay and reboots that restart it are seen.
@@ -83,16 +92,20 @@ struct CommandGenerator {
     /// One step in this many, of those with no app running, damages a key file or a device file.
     static let fileDamageOdds: UInt64 = 40
 
-    /// The files the generator damages besides the inbox, and the shortest each can be: every offset it
-    /// flips is below that length (a keybag, a device state file and a store key file are each longer).
+    /// The files the generator damages besides the inbox, and the shortest each can be.
+    ///
+    /// Every offset it flips is below that length (a keybag, a device state file and a store key file are each
+    /// longer).
     static let damageableFiles: [(file: DamagedFile, shortest: Int)] = [(.storeKey, 60), (.keybag, 100), (.deviceState, 100)]
 
-    /// A damage that a checked file always notices: a flipped byte (every bit inverted, so a JSON character
-    /// becomes a byte that is not UTF-8 and a sealed or tagged byte fails its check) at an offset below
-    /// `shortest`, or a tail of 2 to 17 bytes cut off (more than a trailing newline).
+    /// A damage that a checked file always notices.
+    ///
+    /// It is a flipped byte at an offset below `shortest`, or a tail of 2 to 17 bytes cut off (more than a trailing
+    /// newline). Every bit of the flipped byte is inverted, so a JSON character becomes a byte that is not UTF-8 and
+    /// a sealed or tagged byte fails its check.
     ///
     /// Never a key file's version byte (offset 4, after its magic): a flipped version is a format this code does
-    /// not know, `unsupported-key-format`, not damage (simulate-long on main, seeds 391, 1318 and 1547).
+    /// not know, `unsupported-key-format`, not damage.
     private mutating func fileDamage(_ file: DamagedFile, shortest: Int) -> Damage {
         guard damageRandom.next() % 2 == 0 else { return .truncateTail(2 + Int(damageRandom.next() % 16)) }
         let offset = Int(damageRandom.next() % UInt64(shortest))
@@ -129,17 +142,20 @@ struct CommandGenerator {
     /// store's own files.
     static let storeFileDamageOdds: UInt64 = 10
 
-    /// The damages of the store's own files: the store file cut to 0 bytes, 1 byte or shorter than its first
-    /// page (4096 bytes; `nil` here: drawn below it), and the store file, its write-ahead log or its
-    /// shared-memory index replaced by a symbolic link or a FIFO.
+    /// The damages of the store's own files.
+    ///
+    /// The store file is cut to 0 bytes, 1 byte or shorter than its first page (4096 bytes; `nil` here means a length
+    /// drawn below it), or the store file, its write-ahead log or its shared-memory index is replaced by a symbolic
+    /// link or a FIFO.
     static let storeFileDamages: [(file: DamagedFile, damage: Damage?)] = [
         (.store, .truncate(0)), (.store, .truncate(1)), (.store, nil), (.store, .link), (.store, .fifo),
         (.storeLog, .link), (.storeLog, .fifo), (.storeSharedMemory, .link), (.storeSharedMemory, .fifo),
     ]
 
-    /// Now and then, with no app running, the store attached before and its keys held, one of the store's
-    /// own files is cut short or replaced by a link or a FIFO; the next steps meet it (a launch, whose attach
-    /// must refuse it and present the refusal), end the app and restore the file.
+    /// Now and then cuts one of the store's own files short or replaces it by a link or a FIFO.
+    ///
+    /// It does so with no app running, the store attached before and its keys held. The next steps meet it (a launch,
+    /// whose attach must refuse it and present the refusal), end the app and restore the file.
     private mutating func drawStoreFileDamage(_ model: SimulationModel) -> ScenarioCommand? {
         guard !model.appRunning, !model.wiped, model.damaged == nil, !model.bootFailed, !model.attemptMayBeUnrecorded,
             model.passcodeAtBoot == nil, model.storeAttachedOnce, model.storeClass.map({ model.keysHeld($0) }) == true,
@@ -158,7 +174,9 @@ struct CommandGenerator {
     /// One command in this many (of those ``mayFault(_:)`` allows) runs under a `fault next-io`.
     static let faultOdds: UInt64 = 25
 
-    /// Whether a fault may be planned for `command`: one that writes, and not a set-up, reboot or power cut.
+    /// Whether a fault may be planned for `command`.
+    ///
+    /// It may for one that writes, and not for a set-up, reboot or power cut.
     static func mayFault(_ command: ScenarioCommand) -> Bool {
         switch command {
         case .deviceUnlock, .deviceChangePasscode, .appLaunch, .put, .delete, .inboxPut, .inboxRetry, .inboxDiscard, .ui:
@@ -272,11 +290,13 @@ struct CommandGenerator {
     static let largeValuesFromStep = 100
 
     static let keys = ["a", "b", "c", "d", "e"]
-    /// Passcodes a change may set; never ``wrongPasscode``.
+    /// Passcodes a change may set, never ``wrongPasscode``.
     static let passcodes: [ScenarioPasscode] = ["1234", "5678", "2580", "1111"]
     /// The passcode every wrong attempt uses.
     static let wrongPasscode: ScenarioPasscode = "0000"
-    /// Kinds of inbox record this tool's app has no handler for: each is quarantined at the merge.
+    /// Kinds of inbox record this tool's app has no handler for.
+    ///
+    /// Each is quarantined at the merge.
     static let unknownKinds = ["note-starred", "sticker", "reaction"]
 
     /// Every value this generator writes for `seed` starts with one of these (a large value is

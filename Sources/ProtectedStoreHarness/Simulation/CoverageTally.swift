@@ -1,8 +1,9 @@
 import ProtectedStore
 import SecureKeys
 
-/// What a run (or many) exercised beyond the everyday commands, and how each ended: the proof that the
-/// generator reaches every feature, printed by `simulate` under its summary.
+/// What a run (or many) exercised beyond the everyday commands, and how each ended.
+///
+/// It is the proof that the generator reaches every feature, printed by `simulate` under its summary.
 public struct CoverageTally: Sendable, Equatable {
     /// Passcode changes that succeeded.
     public var passcodeChanges = 0
@@ -14,7 +15,7 @@ public struct CoverageTally: Sendable, Equatable {
     public var passcodeDelays = 0
     /// Devices that erased themselves after too many wrong passcodes.
     public var wipes = 0
-    /// Steps after a wipe, each checked: no keybag, no device key, nothing available.
+    /// Steps after a wipe, each checked for no keybag, no device key and nothing available.
     public var stepsAfterWipe = 0
     /// Inbox records of a kind the app cannot apply, appended.
     public var unknownKindRecords = 0
@@ -37,7 +38,9 @@ public struct CoverageTally: Sendable, Equatable {
     /// `get` results compared with the model.
     public var readsChecked = 0
 
-    /// `fault next-io` faults that fired, by kind: a full disk, a failing disk, a short write, a power cut.
+    /// `fault next-io` faults that fired, by kind.
+    ///
+    /// The kinds are a full disk, a failing disk, a short write and a power cut.
     public var faultsNoSpace = 0
     /// … a failing disk (`EIO`).
     public var faultsIOError = 0
@@ -47,7 +50,9 @@ public struct CoverageTally: Sendable, Equatable {
     public var faultsPowerCut = 0
     /// Planned faults the command ended before reaching (it made fewer calls).
     public var faultsUnused = 0
-    /// Faulted commands that ended in an error (the others absorbed the fault: a retry, a swallowed checkpoint).
+    /// Faulted commands that ended in an error.
+    ///
+    /// The others absorbed the fault, by a retry or a swallowed checkpoint.
     public var faultedCommandsFailed = 0
     /// Faults that fell inside a wrong passcode (its counter or the wipe it starts), a passcode change, a
     /// launch (attach and merge), a store write, an inbox append.

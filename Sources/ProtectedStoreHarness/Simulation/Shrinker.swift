@@ -45,7 +45,7 @@ public enum Shrinker {
     /// The oracle's invariant for a command's error.
     static let commandOutcome = "oracle: command outcome"
 
-    /// The script: the commands, then the `expect` that fails the way the invariant did.
+    /// The script of the commands, then the `expect` that fails the way the invariant did.
     public static func script(_ commands: [ScenarioCommand], violation: Violation, seed: UInt64) -> String {
         var lines = [
             "# Minimized by `protected-store simulate` from seed \(seed).",

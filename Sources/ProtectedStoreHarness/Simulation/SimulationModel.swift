@@ -2,8 +2,10 @@ import ProtectedStore
 import ProtectedData
 import SecureKeys
 
-/// The oracle: what the device and the store must look like after each command, kept independently of
-/// the code under test — from the design's rules (README.md), not by replaying the implementation.
+/// The oracle of what the device and the store must look like after each command.
+///
+/// It is kept independently of the code under test, from the design's rules (README.md), not by replaying the
+/// implementation.
 struct SimulationModel {
     static let passcode: ScenarioPasscode = "1234"
     /// How often a running app looks for records another process appended (the controller's default, which
@@ -23,12 +25,14 @@ struct SimulationModel {
     var delayUntil: Duration?
     /// The device's "erase after N failures" setting.
     var wipeAfter: Int?
-    /// Whether the device erased its keys: from then on no key of any class is ever available again, and the
-    /// keybag and device key files must never exist again (invariant 9).
+    /// Whether the device erased its keys.
+    ///
+    /// From then on no key of any class is ever available again, and the keybag and device key files must never exist
+    /// again (invariant 9).
     var wiped = false
 
     var appRunning = false
-    /// The class the store was created with; fixed by the first launch.
+    /// The class the store was created with, fixed by the first launch.
     var storeClass: ProtectionClass?
     /// Whether the store has attached once (so its inbox key exists).
     var storeAttachedOnce = false
@@ -38,49 +42,67 @@ struct SimulationModel {
     /// An acknowledged inbox append not merged yet.
     struct PendingRecord {
         let key: String
-        /// `nil`: a removal.
+        /// The value, or `nil` for a removal.
         let value: String?
-        /// `nil` for the built-in put and delete, which the app applies; otherwise a kind it cannot apply, so
-        /// the merge must move the record to the quarantine.
+        /// The record's kind, or `nil` for the built-in put and delete, which the app applies.
+        ///
+        /// Any other kind is one the app cannot apply, so the merge must move the record to the quarantine.
         let kind: String?
-        /// When another process appended it: a running app merges it at its next poll, within one interval.
-        /// Also set for the records waiting when a merge failed under a fault: the poll merges them.
+        /// When another process appended it.
+        ///
+        /// A running app merges it at its next poll, within one interval. Also set for the records waiting when a
+        /// merge failed under a fault; the poll merges them.
         var otherProcessAt: Duration?
-        /// Whether the append failed under an I/O fault: not acknowledged, so the record may be in the inbox
-        /// or not, and a merge may or may not handle it.
+        /// Whether the append failed under an I/O fault.
+        ///
+        /// Such an append is not acknowledged, so the record may be in the inbox or not, and a merge may or may not
+        /// handle it.
         var optional = false
     }
 
     /// Acknowledged inbox writes not merged yet, oldest first.
     var pendingInbox: [PendingRecord] = []
-    /// The kinds of the records in the store's quarantine, oldest first: kept until discarded (invariant 7).
+    /// The kinds of the records in the store's quarantine, oldest first.
+    ///
+    /// They are kept until discarded (invariant 7).
     var quarantine: [String] = []
-    /// For keys a write failed under an I/O fault: the values (`nil`: missing) the store may hold instead of
-    /// the acknowledged one, until an acknowledged write to the key settles it.
+    /// The values the store may hold for keys a write failed under an I/O fault.
+    ///
+    /// They are what it may hold instead of the acknowledged one (`nil` for missing), until an acknowledged write to
+    /// the key settles it.
     var uncertain: [String: Set<String?>] = [:]
-    /// A passcode change that failed under a fault after its new keybag reached the disk: the device keeps the
-    /// old passcode until it boots, and boots with the new one if its keybag file still holds these bytes.
-    /// The old passcode is kept too: a later power cut may lose the new keybag's rename, so each boot decides.
+    /// A passcode change that failed under a fault after its new keybag reached the disk.
+    ///
+    /// The device keeps the old passcode until it boots, and boots with the new one if its keybag file still holds
+    /// these bytes. The old passcode is kept too: a later power cut may lose the new keybag's rename, so each boot
+    /// decides.
     var passcodeAtBoot: (keybag: [UInt8], new: ScenarioPasscode, old: ScenarioPasscode)?
-    /// A passcode attempt a fault hit: its counter (or the wipe it started) may not have reached the disk, so
-    /// the next boot's counter and wipe are read from the device rather than predicted — at every boot up to the
-    /// next power cut, which alone decides whether a count written but never synced stays.
+    /// A passcode attempt a fault hit.
+    ///
+    /// Its counter (or the wipe it started) may not have reached the disk, so the next boot's counter and wipe are
+    /// read from the device rather than predicted. This holds at every boot up to the next power cut, which alone
+    /// decides whether a count written but never synced stays.
     var attemptMayBeUnrecorded = false
     /// Whether the inbox holds a span damaged since the last merge (which moves such bytes aside).
     var inboxHasDamage = false
-    /// A key file or device file damaged and not restored yet (never the inbox): the step that meets it must
-    /// fail with its typed error, and nothing may overwrite or remove it.
+    /// A key file or device file damaged and not restored yet (never the inbox).
+    ///
+    /// The step that meets it must fail with its typed error, and nothing may overwrite or remove it.
     var damaged: DamagedFile?
-    /// A boot met a damaged keybag or device state: no device runs until a restore and a reboot.
+    /// A boot met a damaged keybag or device state.
+    ///
+    /// No device runs until a restore and a reboot.
     var bootFailed = false
-    /// A keybag or device state was restored and the device has not booted from it yet: at that boot the
-    /// failed-attempt count is compared with the model's.
+    /// A keybag or device state was restored and the device has not booted from it yet.
+    ///
+    /// At that boot the failed-attempt count is compared with the model's.
     var deviceFileRestored = false
     /// `ui` operations in submission order.
     var submitted: [String] = []
 
-    /// Something the store reported that the model contradicts (a read, a merge's counts), found while
-    /// absorbing the journal; the simulator reports it as a violation.
+    /// Something the store reported that the model contradicts (a read, a merge's counts).
+    ///
+    /// It is found while absorbing the journal, and the simulator reports it as a violation.
     var finding: (invariant: String, message: String, expectation: Expectation?)?
 
     init(gracePeriod: Duration) { self.gracePeriod = gracePeriod }
@@ -109,11 +131,12 @@ struct SimulationModel {
     /// Whether the next wrong passcode erases the device.
     var nextFailureWipes: Bool { wipeAfter.map { failures + 1 >= $0 } ?? false }
 
-    /// The length of the payload an inbox append of `value` under `key` seals (keys/README.md, "Inbox
-    /// records", payload version 3): version, id, sequence number, kind, schema version and body length, then
-    /// the body — for the built-in put
-    /// the key and the value, each after its u32 length; for another kind the JSON `{"key":…,"value":…}`
-    /// (the generator's keys and values need no escaping).
+    /// The length of the payload an inbox append of `value` under `key` seals.
+    ///
+    /// The layout is in keys/README.md, "Inbox records", payload version 3: version, id, sequence number, kind,
+    /// schema version and body length, then the body. For the built-in put the body is the key and the value, each
+    /// after its u32 length; for another kind it is the JSON `{"key":…,"value":…}` (the generator's keys and values
+    /// need no escaping).
     static func inboxPayloadLength(key: String, value: String, kind: String?) -> Int {
         let kindName = kind ?? "put"
         // Payload version 3: version, id, sequence number (u64), kind length, kind, schema version, body length.
@@ -226,8 +249,9 @@ struct SimulationModel {
         }
     }
 
-    /// Power off and boot: every key gone, the app killed, a passcode delay carried over, and a count left at
-    /// the erase limit erased.
+    /// Power off and boot.
+    ///
+    /// Every key is gone, the app killed, a passcode delay carried over, and a count left at the erase limit erased.
     mutating func reboot() {
         if !wiped, countIsAtEraseLimit { _ = erase() }
         unlocked = false
@@ -238,8 +262,10 @@ struct SimulationModel {
         delayUntil = delay > .zero ? now + delay : nil
     }
 
-    /// What a boot that meets ``damaged`` fails with (the device does not run until a restore and a reboot):
-    /// a damaged keybag is a damaged key file, a damaged state file is damaged device state.
+    /// What a boot that meets ``damaged`` fails with.
+    ///
+    /// The device does not run until a restore and a reboot. A damaged keybag is a damaged key file, a damaged state
+    /// file is damaged device state.
     private mutating func bootError() -> String? {
         let error: String? = switch damaged {
         case .keybag: "key-file-damaged"
@@ -250,8 +276,10 @@ struct SimulationModel {
         return error
     }
 
-    /// A wrong passcode: counted; the N-th of a device set up with `--wipe-after N` erases it, otherwise the
-    /// count sets the delay before the next attempt.
+    /// A wrong passcode, counted.
+    ///
+    /// The N-th of a device set up with `--wipe-after N` erases the device; otherwise the count sets the delay before
+    /// the next attempt.
     private mutating func recordFailure() -> String {
         // Never past the erase limit: a count left there (a right passcode whose reset failed) counts as it again.
         failures = wipeAfter.map { min(failures + 1, $0) } ?? failures + 1
@@ -261,8 +289,10 @@ struct SimulationModel {
         return "wrong-passcode"
     }
 
-    /// Whether the count has reached `--wipe-after`: a wrong passcode that reaches it erases the device, and a
-    /// boot that finds a count left there unresolved (a right passcode whose reset to 0 failed) erases it.
+    /// Whether the count has reached `--wipe-after`.
+    ///
+    /// A wrong passcode that reaches it erases the device, and a boot that finds a count left there unresolved (a
+    /// right passcode whose reset to 0 failed) erases it.
     private var countIsAtEraseLimit: Bool { wipeAfter.map { failures >= $0 } ?? false }
 
     private mutating func erase() -> String {
@@ -277,8 +307,10 @@ struct SimulationModel {
         if let deadline = graceDeadline, now >= deadline { graceDeadline = nil }
     }
 
-    /// The inbox records a ready store may still hold: only those another process appended less than a poll
-    /// interval ago (every other record was merged at the attach or at once after its append).
+    /// The inbox records a ready store may still hold.
+    ///
+    /// Only those another process appended less than a poll interval ago remain. Every other record was merged at the
+    /// attach or at once after its append.
     var inboxRecordsAReadyStoreMayHold: Int {
         let waiting = acknowledgedPending
         return waiting.allSatisfy { $0.otherProcessAt.map { now < $0 + Self.inboxPollInterval } ?? false } ? waiting.count : 0
@@ -367,9 +399,11 @@ struct SimulationModel {
         }
     }
 
-    /// Which of the oldest `records` a merge that applied `merged` and quarantined `quarantined` handled: for
-    /// each record up to the last handled, whether it was there (a record whose append failed under a fault
-    /// may not be). Present optional records are tried fewest first; `nil` when no choice gives the counts.
+    /// Which of the oldest `records` a merge that applied `merged` and quarantined `quarantined` handled.
+    ///
+    /// For each record up to the last handled, it says whether it was there (a record whose append failed under a
+    /// fault may not be). Present optional records are tried fewest first. It returns `nil` when no choice gives the
+    /// counts.
     static func handledRecords(_ records: [PendingRecord], merged: Int, quarantined: Int) -> [Bool]? {
         let optional = records.indices.filter { records[$0].optional }.prefix(10)
         let choices = (0..<(1 << optional.count)).sorted { $0.nonzeroBitCount < $1.nonzeroBitCount }
@@ -391,7 +425,9 @@ struct SimulationModel {
     /// The acknowledged inbox appends not merged yet (a failed append under a fault is not acknowledged).
     var acknowledgedPending: [PendingRecord] { pendingInbox.filter { !$0.optional } }
 
-    /// A value in a message: a long one by its start and length.
+    /// A value as shown in a message.
+    ///
+    /// A long one is shown by its start and length.
     static func shown(_ value: String) -> String {
         value.utf8.count <= 80 ? value : "\(value.prefix(40))… (\(value.utf8.count) bytes)"
     }

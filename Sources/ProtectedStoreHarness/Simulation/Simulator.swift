@@ -3,12 +3,16 @@ package import ProtectedStore
 import ProtectedData
 import SecureKeys
 
-/// An invariant that did not hold, the step after which it was found, and — when the command language can
-/// say it — the `expect` line that fails the same way in a script.
+/// An invariant that did not hold and the step after which it was found.
+///
+/// When the command language can say it, it also holds the `expect` line that fails the same way in a script.
 public struct Violation: Error, Sendable, CustomStringConvertible {
     /// The command (1-based) after which the check failed.
     public let step: Int
-    /// Which rule: the design's invariants (README.md, "The design in one page"), or the oracle's model of the device and its errors.
+    /// The rule that did not hold.
+    ///
+    /// It is one of the design's invariants (README.md, "The design in one page"), or the oracle's model of the
+    /// device and its errors.
     public let invariant: String
     /// What was wrong, in words.
     public let message: String
@@ -19,12 +23,15 @@ public struct Violation: Error, Sendable, CustomStringConvertible {
     public var description: String { "step \(step): \(invariant): \(message)" }
 }
 
-/// One simulated run: the commands, a line of trace per command, and the first violation if any.
+/// One simulated run, with its commands, a line of trace per command, and the first violation if any.
 public struct SimulationRun: Sendable {
-    /// The commands that ran; empty when the run did not record them (a long seed: its commands can be drawn
-    /// again from the seed, as ``Shrinker`` does).
+    /// The commands that ran, or empty when the run did not record them.
+    ///
+    /// A long seed's run does not record them; its commands can be drawn again from the seed, as ``Shrinker`` does.
     public let commands: [ScenarioCommand]
-    /// One line per command: the command and the state after it; empty when the run did not record them.
+    /// One line per command, giving the command and the state after it.
+    ///
+    /// It is empty when the run did not record them.
     public let trace: [String]
     /// How many commands ran, recorded or not.
     public let steps: Int
@@ -32,13 +39,15 @@ public struct SimulationRun: Sendable {
     public let violation: Violation?
     /// What the run's power cuts lost and what was checked after them.
     public var powerCuts = PowerCutTally()
-    /// What the run exercised beyond the everyday commands: passcode changes, wipes, the quarantine, large
-    /// values, reads, another process's appends.
+    /// What the run exercised beyond the everyday commands.
+    ///
+    /// That is passcode changes, wipes, the quarantine, large values, reads and another process's appends.
     public var coverage = CoverageTally()
 }
 
-/// The sizes of what a simulated run still keeps after a step: bounded whatever the seed's length when the run
-/// does not record its commands and trace.
+/// The sizes of what a simulated run still keeps after a step.
+///
+/// They are bounded whatever the seed's length when the run does not record its commands and trace.
 package struct RetainedRecords: Sendable, Equatable {
     /// Commands recorded.
     package var commands: Int
@@ -52,7 +61,9 @@ package struct RetainedRecords: Sendable, Equatable {
     package var submitted: Int
     /// Values the session keeps to search the files for.
     package var writtenValues: Int
-    /// Journal entries the run made in all, forgotten ones included (not kept: a count).
+    /// Journal entries the run made in all, forgotten ones included.
+    ///
+    /// The entries are not kept, only their count.
     package var journaled = 0
 }
 
@@ -104,8 +115,10 @@ public struct PowerCutTally: Sendable, Equatable {
     }
 }
 
-/// Runs random command sequences on the real stack — real SQLCipher files, real libsodium keys, a test
-/// clock — and checks the design's invariants (README.md), and an oracle's model of the device, after every step.
+/// Runs random command sequences on the real stack, checking invariants after every step.
+///
+/// The stack is real SQLCipher files, real libsodium keys and a test clock. After every step it checks the design's
+/// invariants (README.md) and an oracle's model of the device.
 @MainActor
 public enum Simulator {
     /// The grace period the simulated devices use.
@@ -289,16 +302,19 @@ public enum Simulator {
         return SimulationRun(commands: commands, trace: trace, steps: step, violation: nil, powerCuts: tally, coverage: coverage)
     }
 
-    /// The keybag file's bytes (empty when it is missing): which passcode a boot will find.
+    /// The keybag file's bytes, empty when it is missing.
+    ///
+    /// They tell which passcode a boot will find.
     private static func keybag(_ session: ScenarioSession) -> [UInt8] {
         (try? [UInt8](Data(contentsOf: URL(fileURLWithPath: session.stateDirectory + "/device/device.keybag")))) ?? []
     }
 
-    /// After a command an I/O fault or a power cut hit: the model cannot predict how far it got, so it learns
-    /// that from the session — for this command only. A command that failed is not acknowledged: a store write
-    /// may or may not have happened, an inbox append may or may not be in the inbox. The device's counter,
-    /// lock state and wipe are read back; a passcode change took effect if its keybag reached the disk. A cut
-    /// is a power cut: the app is gone, the device booted.
+    /// Learns from the session after a command an I/O fault or a power cut hit.
+    ///
+    /// The model cannot predict how far the command got, so it learns that from the session, for this command only. A
+    /// command that failed is not acknowledged: a store write may or may not have happened, an inbox append may or
+    /// may not be in the inbox. The device's counter, lock state and wipe are read back; a passcode change took
+    /// effect if its keybag reached the disk. A cut is a power cut: the app is gone, the device booted.
     private static func learn(
         after command: ScenarioCommand, cut: Bool, before: SimulationModel, expectedError: String?, keybagBefore: [UInt8]?,
         session: ScenarioSession, model: inout SimulationModel
@@ -354,17 +370,21 @@ public enum Simulator {
         }
     }
 
-    /// A passcode attempt a fault stopped may have been refused before it was checked — its count could not be
-    /// written — so it changed neither the count nor the delay, and erased nothing: read back all three.
+    /// Reads back the count, the delay and the wipe after a passcode attempt a fault stopped.
+    ///
+    /// The attempt may have been refused before it was checked, because its count could not be written; then it
+    /// changed neither the count nor the delay, and erased nothing.
     private static func learnRefusedAttempt(device: SimulatedDevice, model: inout SimulationModel) {
         model.wiped = device.lockState == .wiped
         model.delayUntil = device.passcodeRetryDelay.map { model.now + $0 }
     }
 
-    /// Before the inbox is damaged: which records the damage touches, read from the file (InboxRecord.scan).
-    /// A record's length made to claim past the file's end makes that record unreadable — lost, but reported:
-    /// its bytes are moved to `<store>.inbox-damaged` — and every record after it intact, still to be merged
-    /// or quarantined. When the file is not the model's records exactly, the records are taken as uncertain.
+    /// Learns, before the inbox is damaged, which records the damage touches.
+    ///
+    /// They are read from the file (InboxRecord.scan). A record's length made to claim past the file's end makes that
+    /// record unreadable, lost but reported (its bytes are moved to `<store>.inbox-damaged`), and leaves every record
+    /// after it intact, still to be merged or quarantined. When the file is not the model's records exactly, the
+    /// records are taken as uncertain.
     private static func learnBeforeDamage(
         _ damage: Damage, session: ScenarioSession, model: inout SimulationModel, coverage: inout CoverageTally
     ) {
@@ -381,9 +401,10 @@ public enum Simulator {
         model.pendingInbox.remove(at: index)
     }
 
-    /// The `expect` line that fails when acknowledged inbox records are missing from a ready store: the value
-    /// the last one that the app applies sets, else the quarantine they would fill (`expect inbox 0` holds
-    /// when the records were dropped with the inbox).
+    /// The `expect` line that fails when acknowledged inbox records are missing from a ready store.
+    ///
+    /// It checks the value the last one that the app applies sets, else the quarantine they would fill
+    /// (`expect inbox 0` holds when the records were dropped with the inbox).
     private static func unmergedExpectation(_ model: SimulationModel) -> Expectation {
         let waiting = model.acknowledgedPending
         if let last = waiting.last(where: { $0.kind == nil }), let value = last.value { return .value(key: last.key, value: value) }
@@ -402,8 +423,10 @@ public enum Simulator {
         let expectation: Expectation?
     }
 
-    /// 9. A wipe is final: the keybag and the device key never exist again, whatever happens after it
-    /// (reboots, power cuts, launches), and the store is never ready again.
+    /// 9. A wipe is final.
+    ///
+    /// The keybag and the device key never exist again, whatever happens after it (reboots, power cuts, launches),
+    /// and the store is never ready again.
     static func checkWipe(session: ScenarioSession, model: SimulationModel) -> Failure? {
         // An erase a fault stopped is finished by the next attempt or boot: its key files may wait till then.
         guard model.wiped, session.device?.isErasePending != true else { return nil }
@@ -422,11 +445,12 @@ public enum Simulator {
         return nil
     }
 
-    /// A damaged key file or device file is reported, never repaired by replacing it: while it is damaged its
-    /// bytes stay as the damage left them (not overwritten, not removed — no new key, no reset counter), a
-    /// boot fails (checked as the command's error), and an app whose class keys are held presents the damaged
-    /// key file and never gets a store. After a restore, the boot from the restored keybag or state file finds
-    /// the failed-attempt count the model holds (the passcode and the values are checked as always).
+    /// A damaged key file or device file is reported, never repaired by replacing it.
+    ///
+    /// While it is damaged its bytes stay as the damage left them (not overwritten, not removed, so no new key and no
+    /// reset counter), a boot fails (checked as the command's error), and an app whose class keys are held presents
+    /// the damaged key file and never gets a store. After a restore, the boot from the restored keybag or state file
+    /// finds the failed-attempt count the model holds (the passcode and the values are checked as always).
     static func checkDamage(session: ScenarioSession, model: SimulationModel) -> Failure? {
         if let file = model.damaged, let damaged = session.damagedFiles[file]?.damaged,
             ScenarioSession.contents(of: session.path(of: file)) != damaged
