@@ -423,7 +423,7 @@ public enum Simulator {
         let expectation: Expectation?
     }
 
-    /// 9. A wipe is final.
+    /// Checks invariant 9, that a wipe is final.
     ///
     /// The keybag and the device key never exist again, whatever happens after it (reboots, power cuts, launches),
     /// and the store is never ready again.
@@ -514,7 +514,7 @@ public enum Simulator {
         return nil
     }
 
-    /// 7. Every record of a kind the app cannot apply is kept in the quarantine, in order, until discarded.
+    /// Checks invariant 7, that a record of a kind the app cannot apply stays quarantined, in order, until discarded.
     private static func checkQuarantine(_ coordinator: StoreCoordinator, model: SimulationModel) async -> Failure? {
         guard let records = try? await coordinator.quarantinedInboxRecords() else {
             return Failure(invariant: "7 inbox records merged or quarantined", message: "the quarantine cannot be read", expectation: nil)
