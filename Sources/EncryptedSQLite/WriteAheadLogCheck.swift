@@ -1,8 +1,4 @@
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// Finds damage in a write-ahead log that SQLite's recovery would take for a torn write, silently dropping
 /// committed transactions.

@@ -2,11 +2,7 @@ internal import CEditLine
 import Foundation
 import ProtectedStoreHarness
 import SecureKeys
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// The shell's lines at a terminal, read with libedit: the line can be edited (arrows, Ctrl-A, Ctrl-E, …), the up
 /// and down arrows walk through the history, which is kept in a file of the state directory, Ctrl-C clears the

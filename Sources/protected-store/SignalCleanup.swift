@@ -1,10 +1,6 @@
 import Dispatch
 import ProtectedStoreHarness
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// Ctrl-C (SIGINT) or SIGTERM during `run`, `simulate` or `demo`, and SIGPIPE during `demo`
 /// (`protected-store demo | head -1`: the reader went away): remove the temporary state directories — they hold

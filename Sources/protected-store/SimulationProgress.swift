@@ -1,9 +1,5 @@
 import Foundation
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// The line `simulate` keeps up to date on standard error while it runs at a terminal: seeds done, steps per
 /// second, violations so far and the time left. A run of 2,000 seeds takes minutes; without it, nothing

@@ -1,9 +1,5 @@
 import Foundation
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// Writes a text file with the system's own words for what went wrong, where Foundation would give an
 /// `NSCocoaErrorDomain` dump.

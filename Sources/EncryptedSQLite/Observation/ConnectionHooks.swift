@@ -1,9 +1,5 @@
 internal import CSQLCipher
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// What one connection learns from SQLite's authorizer, commit and rollback hooks: which tables each
 /// statement reads and writes (found once, when the statement is compiled), which tables the open

@@ -1,9 +1,5 @@
 import Foundation
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 internal import Logging
 public import SecureKeys
 import StoreConcurrency

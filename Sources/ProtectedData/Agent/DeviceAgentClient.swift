@@ -1,9 +1,5 @@
 import Foundation
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 public import SecureKeys
 
 /// A process's view of the device when a ``DeviceAgent`` owns it: the same key-availability monitor and

@@ -1,8 +1,4 @@
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import SecureKeys
 
 /// The few Unix-domain socket calls the device agent and its clients make, with `EINTR` retried and

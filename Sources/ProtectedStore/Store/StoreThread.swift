@@ -1,10 +1,6 @@
 internal import DequeModule
 internal import Foundation
-#if canImport(Glibc)
 internal import Glibc
-#elseif canImport(Darwin)
-internal import Darwin
-#endif
 
 /// A thread of the store's own, running one job at a time: the writer's serial executor, or a reader's task
 /// executor. SQLite calls and `fsync` block; run on these threads they never occupy one of the few threads of

@@ -1,9 +1,5 @@
 import Foundation
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 public import SecureKeys
 
 /// A scenario script: its commands with their line numbers, parsed completely before anything runs, so a

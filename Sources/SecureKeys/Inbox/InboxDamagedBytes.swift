@@ -1,8 +1,4 @@
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// The inbox's damaged-bytes file (`<store>.inbox-damaged`, [keys/README.md](<doc:KeyFileFormats>)): where the bytes of an inbox that
 /// a merge could neither apply nor quarantine go — spans that are not records, torn tails — before the inbox

@@ -1,8 +1,4 @@
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// How the inbox and its damaged-bytes file are opened: never following a link, never blocking on what is
 /// not a regular file (a FIFO put at the path would block an `open` or a `read` for ever), regular files only.

@@ -1,8 +1,4 @@
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// Where an inbox scan reads its bytes: an array in memory, or an open file read with `pread` — so a scan
 /// never needs more than one record in memory, whatever the file's size.
