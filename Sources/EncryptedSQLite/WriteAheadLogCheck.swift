@@ -1,4 +1,5 @@
 import Glibc
+import SystemPackage
 
 /// Finds damage in a write-ahead log that SQLite's recovery would take for a torn write, silently dropping
 /// committed transactions.
@@ -58,12 +59,12 @@ struct WriteAheadLogCheck {
         guard descriptor >= 0 else {
             let code = errno
             if code == ENOENT { return nil }
-            throw StoreError(code: .storeUnavailable, message: "cannot open the write-ahead log to check it (\(String(cString: strerror(code))))", path: path)
+            throw StoreError(code: .storeUnavailable, message: "cannot open the write-ahead log to check it (\(Errno(rawValue: code).description))", path: path)
         }
         defer { close(descriptor) }
         var info = stat()
         guard fstat(descriptor, &info) == 0 else {
-            throw StoreError(code: .storeUnavailable, message: "cannot stat the write-ahead log (\(String(cString: strerror(errno))))", path: path)
+            throw StoreError(code: .storeUnavailable, message: "cannot stat the write-ahead log (\(Errno(rawValue: errno).description))", path: path)
         }
         let log = Reader(descriptor: descriptor, size: Int(info.st_size), path: path)
         return try findDamage(in: log)
@@ -186,7 +187,7 @@ struct WriteAheadLogCheck {
                 guard got > 0 else {
                     throw StoreError(
                         code: .storeUnavailable,
-                        message: "cannot read the write-ahead log at byte \(offset + done) to check it (\(got < 0 ? String(cString: strerror(errno)) : "it ended early"))",
+                        message: "cannot read the write-ahead log at byte \(offset + done) to check it (\(got < 0 ? Errno(rawValue: errno).description : "it ended early"))",
                         path: path)
                 }
                 done += got
