@@ -9,7 +9,7 @@ enum TextFile {
     struct WriteFailure: Error, CustomStringConvertible {
         /// The file that could not be written.
         let path: String
-        /// Why, in the system's words (`Errno`'s description, which is `strerror`'s text).
+        /// Why, in the system's words (swift-system's `Errno` description).
         let reason: String
         /// `PATH: reason`.
         var description: String { "\(path): \(reason)" }
