@@ -526,25 +526,25 @@ final class TPMConnection {
 
 extension TSS2_RC {
     /// Whether this is `TSS2_RC_SUCCESS`: for the calls whose failure is ignored (a best-effort overwrite).
-    var isSuccess: Bool { self == TSS2_RC_SUCCESS }
+    fileprivate var isSuccess: Bool { self == TSS2_RC_SUCCESS }
 
     /// tpm2-tss's text for this response code (`tpm:error(2.0): integrity check failed`).
-    var text: String { String(cString: Tss2_RC_Decode(self)) }
+    fileprivate var text: String { String(cString: Tss2_RC_Decode(self)) }
 
     /// Throws what `failure` makes of this response code and its text unless it is success: the one check of a
     /// tpm2-tss response code.
-    func check<Failure: Error>(orThrow failure: (TSS2_RC, String) -> Failure) throws(Failure) {
+    fileprivate func check<Failure: Error>(orThrow failure: (TSS2_RC, String) -> Failure) throws(Failure) {
         guard isSuccess else { throw failure(self, text) }
     }
 
     /// Throws what `failure` makes of tpm2-tss's text unless this response code is success.
-    func check<Failure: Error>(orThrow failure: (String) -> Failure) throws(Failure) {
+    fileprivate func check<Failure: Error>(orThrow failure: (String) -> Failure) throws(Failure) {
         try check { (_, text) in failure(text) }
     }
 
     /// Throws `DeviceError.Code.tpmFailure` naming `command` (`"to seal the device key"`) unless this response
     /// code is success.
-    func check(_ command: String) throws(DeviceError) {
+    fileprivate func check(_ command: String) throws(DeviceError) {
         try check { DeviceError.tpmFailure(command, response: $0) }
     }
 }
