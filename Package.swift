@@ -80,7 +80,11 @@ let package = Package(
             ],
             swiftSettings: strictSettings),
         .target(
-            name: "EncryptedSQLite", dependencies: ["StoreErrors", "StoreConcurrency", "CSQLCipher", "CDiskVFS", "SecureKeys"],
+            name: "EncryptedSQLite",
+            dependencies: [
+                "StoreErrors", "StoreConcurrency", "CSQLCipher", "CDiskVFS", "SecureKeys",
+                .product(name: "SystemPackage", package: "swift-system"),
+            ],
             swiftSettings: strictSettings),
         .target(
             name: "ProtectedData",
@@ -88,6 +92,7 @@ let package = Package(
                 "StoreErrors", "StoreConcurrency", "SecureKeys",
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "SystemPackage", package: "swift-system"),
             ],
             swiftSettings: strictSettings
         ),
@@ -100,6 +105,7 @@ let package = Package(
             dependencies: [
                 "ProtectedData", "SecureKeys", "StoreConcurrency", "TPMKeys", "CSystemd",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "SystemPackage", package: "swift-system"),
             ],
             swiftSettings: strictSettings
         ),
@@ -110,6 +116,7 @@ let package = Package(
                 "SecureKeys", "StoreConcurrency", "EncryptedSQLite", "ProtectedData", "ProtectedStore", "ProtectedStoreHarness", "CEditLine", "TPMKeys", "LinuxDevice",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "SystemPackage", package: "swift-system"),
             ],
             swiftSettings: strictSettings
         ),
@@ -128,6 +135,7 @@ let package = Package(
             name: "ProtectedStoreHarness",
             dependencies: [
                 "ProtectedStore", "ProtectedData", "SecureKeys", "StoreConcurrency",
+                .product(name: "SystemPackage", package: "swift-system"),
             ],
             swiftSettings: strictSettings
         ),
@@ -201,7 +209,10 @@ let package = Package(
             swiftSettings: strictSettings),
         .testTarget(
             name: "ProtectedDataTests",
-            dependencies: ["ProtectedData", "SecureKeys", "StoreConcurrency", "TestSupport", .product(name: "Clocks", package: "swift-clocks")],
+            dependencies: [
+                "ProtectedData", "SecureKeys", "StoreConcurrency", "TestSupport", .product(name: "Clocks", package: "swift-clocks"),
+                .product(name: "SystemPackage", package: "swift-system"),
+            ],
             swiftSettings: strictSettings
         ),
     ]

@@ -1,11 +1,7 @@
 internal import Foundation
 package import SecureKeys
 internal import StoreErrors
-#if canImport(Glibc)
 internal import Glibc
-#elseif canImport(Darwin)
-internal import Darwin
-#endif
 
 extension Database {
     /// Copies the whole database, as of one read transaction, into a new SQLCipher file at `path` keyed raw

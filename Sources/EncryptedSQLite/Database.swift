@@ -1,9 +1,5 @@
 internal import CSQLCipher
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 public import SecureKeys
 import StoreConcurrency
 

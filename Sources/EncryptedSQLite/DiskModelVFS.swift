@@ -1,11 +1,7 @@
 internal import CDiskVFS
 internal import CSQLCipher
 internal import SecureKeys
-#if canImport(Glibc)
 internal import Glibc
-#elseif canImport(Darwin)
-internal import Darwin
-#endif
 
 /// Connects SQLite to the simulated disk: the `protected-store-disk` VFS (Sources/CDiskVFS) reports every write,
 /// truncation, sync and deletion of a store's files to the ``SimulatedDisk`` covering them, and asks the armed

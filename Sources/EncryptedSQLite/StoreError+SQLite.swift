@@ -1,5 +1,6 @@
 internal import Foundation
 internal import StoreErrors
+internal import SystemPackage
 
 // How the SQL layer reports a failure: as the one `StoreError` an app catches everywhere, with SQLite's
 // extended result code, the statement's text and the file on it. Raw result codes map to the code words here
@@ -18,7 +19,7 @@ extension StoreError {
             // (ENOSPC, EFBIG past RLIMIT_FSIZE, EDQUOT) comes back as SQLITE_IOERR_WRITE. Either way the
             // disk is full for this store, and that is what the user needs to read.
             self.init(
-                code: .diskFull, message: "no space to write the store (\(message), \(String(cString: strerror(systemErrno))))",
+                code: .diskFull, message: "no space to write the store (\(message), \(Errno(rawValue: systemErrno).description))",
                 sql: sql, path: path, extendedResultCode: resultCode, function: function, file: file, line: line)
             return
         }

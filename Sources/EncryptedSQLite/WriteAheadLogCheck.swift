@@ -1,8 +1,5 @@
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
+import SystemPackage
 
 /// Finds damage in a write-ahead log that SQLite's recovery would take for a torn write, silently dropping
 /// committed transactions.
@@ -58,16 +55,18 @@ struct WriteAheadLogCheck {
     ///
     /// - Throws: `StoreError.Code.storeUnavailable` when the log exists but cannot be read.
     func findDamage() throws -> Damage? {
-        let descriptor = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
-        guard descriptor >= 0 else {
-            let code = errno
-            if code == ENOENT { return nil }
-            throw StoreError(code: .storeUnavailable, message: "cannot open the write-ahead log to check it (\(String(cString: strerror(code))))", path: path)
+        let descriptor: FileDescriptor
+        do {
+            descriptor = try FileDescriptor.open(path, .readOnly, options: [.noFollow, .closeOnExec])
+        } catch Errno.noSuchFileOrDirectory {
+            return nil
+        } catch {
+            throw StoreError(code: .storeUnavailable, message: "cannot open the write-ahead log to check it (\(error))", path: path)
         }
-        defer { close(descriptor) }
+        defer { try? descriptor.close() }
         var info = stat()
-        guard fstat(descriptor, &info) == 0 else {
-            throw StoreError(code: .storeUnavailable, message: "cannot stat the write-ahead log (\(String(cString: strerror(errno))))", path: path)
+        guard fstat(descriptor.rawValue, &info) == 0 else {
+            throw StoreError(code: .storeUnavailable, message: "cannot stat the write-ahead log (\(Errno(rawValue: errno)))", path: path)
         }
         let log = Reader(descriptor: descriptor, size: Int(info.st_size), path: path)
         return try findDamage(in: log)
@@ -172,9 +171,9 @@ struct WriteAheadLogCheck {
 
     // MARK: Reading
 
-    /// The log's bytes, read with `pread`.
+    /// The log's bytes, read at their offsets (`pread`).
     struct Reader {
-        let descriptor: Int32
+        let descriptor: FileDescriptor
         let size: Int
         let path: String
 
@@ -185,15 +184,23 @@ struct WriteAheadLogCheck {
             var bytes = [UInt8](repeating: 0, count: count)
             var done = 0
             while done < count {
-                let got = bytes.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress! + done, count - done, off_t(offset + done)) }
-                if got < 0, errno == EINTR { continue }
-                guard got > 0 else {
-                    throw StoreError(
-                        code: .storeUnavailable,
-                        message: "cannot read the write-ahead log at byte \(offset + done) to check it (\(got < 0 ? String(cString: strerror(errno)) : "it ended early"))",
-                        path: path)
+                let reason: String
+                do {
+                    let got = try bytes.withUnsafeMutableBytes {
+                        try descriptor.read(
+                            fromAbsoluteOffset: Int64(offset + done), into: UnsafeMutableRawBufferPointer(rebasing: $0[done...]))
+                    }
+                    if got > 0 {
+                        done += got
+                        continue
+                    }
+                    reason = "it ended early"
+                } catch {
+                    reason = "\(error)"
                 }
-                done += got
+                throw StoreError(
+                    code: .storeUnavailable,
+                    message: "cannot read the write-ahead log at byte \(offset + done) to check it (\(reason))", path: path)
             }
             return bytes
         }

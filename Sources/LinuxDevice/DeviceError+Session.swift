@@ -1,14 +1,13 @@
 import ProtectedData
-#if canImport(Glibc)
 import Glibc
-#endif
+import SystemPackage
 
 extension DeviceError {
     /// `bus` cannot be connected to: `errno` says why.
     static func noBus(_ bus: Bus, errno: Int32) -> Self {
         Self(
             code: .noBus,
-            message: "cannot connect to the \(bus): \(String(cString: strerror(errno))); the session's lock cannot be followed")
+            message: "cannot connect to the \(bus): \(Errno(rawValue: errno).description); the session's lock cannot be followed")
     }
 
     /// `bus` was lost after the device started following the session: an unlock is refused from then on.

@@ -54,7 +54,7 @@ public final class SessionLockSource: Sendable {
     }
 
     private let watch: SessionWatch
-    private let thread: LockedState<pthread_t?>
+    private let thread: LockedState<NamedThread?>
 
     /// Starts following the session.
     ///
@@ -70,18 +70,12 @@ public final class SessionLockSource: Sendable {
         onEvent: @escaping @Sendable (SessionLockEvent) -> Void
     ) throws(DeviceError) {
         watch = try SessionWatch(systemBus: systemBus, sessionBus: sessionBus, emit: onEvent)
-        var created = pthread_t()
-        let context = Unmanaged.passRetained(watch).toOpaque()
-        let result = pthread_create(&created, nil, { context in
-            Unmanaged<SessionWatch>.fromOpaque(context!).takeRetainedValue().run()
-            return nil
-        }, context)
-        guard result == 0 else {
-            Unmanaged<SessionWatch>.fromOpaque(context).release()
+        do {
+            thread = LockedState(try NamedThread(name: "PStore.session") { [watch] in watch.run() })
+        } catch {
             watch.closeBeforeStart()
-            throw DeviceError.noBus(systemBus, errno: result)
+            throw DeviceError.noBus(systemBus, errno: error.errno)
         }
-        thread = LockedState(created)
     }
 
     /// The session followed.
@@ -99,17 +93,13 @@ public final class SessionLockSource: Sendable {
     /// after it returns. Stopping twice is harmless; stopping from an event handler ends the thread after the
     /// handler returns, without waiting for it.
     public func stop() {
-        guard let running = thread.withLock({ thread -> pthread_t? in
+        guard let running = thread.withLock({ thread -> NamedThread? in
             defer { thread = nil }
             return thread
         }) else { return }
         watch.requestStop()
-        if pthread_equal(running, pthread_self()) != 0 {
-            pthread_detach(running)
-        } else {
-            pthread_join(running, nil)
-            watch.closeWake()
-        }
+        // On its own thread (from an event handler) the thread is detached instead of joined.
+        if running.join() { watch.closeWake() }
     }
 
     deinit { stop() }

@@ -1,11 +1,8 @@
 import Foundation
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import SecureKeys
 import StoreConcurrency
+import SystemPackage
 
 /// Exclusive ownership of a state directory: one process at a time runs a device on it.
 ///
@@ -37,9 +34,9 @@ public final class StateDirectoryLock: Sendable {
     /// The state directory this lock owns.
     public let directory: String
     /// The descriptor that holds the `flock`; `nil` once released.
-    private let descriptor: LockedState<Int32?>
+    private let descriptor: LockedState<FileDescriptor?>
 
-    private init(directory: String, descriptor: Int32) {
+    private init(directory: String, descriptor: FileDescriptor) {
         self.directory = directory
         self.descriptor = LockedState(descriptor)
     }
@@ -76,34 +73,36 @@ public final class StateDirectoryLock: Sendable {
         // A plain `open`, not `DiskIO`: the lock file is no part of the device's durable state, and the
         // simulated disk leaves `*.lock` files alone (a power cut must not swap the inode under a held lock).
         // O_NOFOLLOW: a link in its place would have the lock truncate the file it points to.
-        let flags = O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK
-        var descriptor = open(path, O_RDWR | O_CREAT | flags, 0o600)
+        let options: FileDescriptor.OpenOptions = [.closeOnExec, .noFollow, .nonBlocking]
         // On a read-only mount (or file) the existing lock file is locked all the same — `flock` needs no write
         // access, and a writable mount of the same directory elsewhere sees the lock — only without an id.
         var writable = true
-        if descriptor < 0 && (errno == EROFS || errno == EACCES) {
-            let cannotWrite = errno
-            descriptor = open(path, O_RDONLY | flags)
-            writable = false
-            // No lock file to fall back on (a new state directory there): the cause is the read-only mount or
-            // the missing permission, not the missing file the fallback found.
-            if descriptor < 0 && errno == ENOENT {
-                throw SecureKeysError(
-                    code: .ioError,
-                    message: "cannot create the lock file \(path): \(String(cString: strerror(cannotWrite))); a state "
-                        + "directory is owned through its lock file, so it must be writable (a read-only mount cannot "
-                        + "hold a new one)",
-                    path: path, systemErrno: cannotWrite)
+        let descriptor: FileDescriptor
+        do {
+            do {
+                descriptor = try FileDescriptor.open(
+                    path, .readWrite, options: options.union(.create), permissions: .ownerReadWrite)
+            } catch let cannotWrite as Errno where cannotWrite == .readOnlyFileSystem || cannotWrite == .permissionDenied {
+                writable = false
+                do {
+                    descriptor = try FileDescriptor.open(path, .readOnly, options: options)
+                } catch Errno.noSuchFileOrDirectory {
+                    // No lock file to fall back on (a new state directory there): the cause is the read-only
+                    // mount or the missing permission, not the missing file the fallback found.
+                    throw SecureKeysError(
+                        code: .ioError,
+                        message: "cannot create the lock file \(path): \(cannotWrite); a state "
+                            + "directory is owned through its lock file, so it must be writable (a read-only mount cannot "
+                            + "hold a new one)",
+                        path: path, systemErrno: cannotWrite.rawValue)
+                }
             }
-        }
-        guard descriptor >= 0 else {
-            let code = errno
-            if code == ELOOP {
-                throw SecureKeysError.insecureStateDirectory(
-                    "it is a symbolic link; the lock file is never opened through one (it would truncate the file it "
-                        + "points to). Remove the link, and check what else in \(directory) is not yours", path: path)
-            }
-            throw SecureKeysError.io("cannot open the lock file", path: path, errno: code)
+        } catch Errno.tooManySymbolicLinkLevels {
+            throw SecureKeysError.insecureStateDirectory(
+                "it is a symbolic link; the lock file is never opened through one (it would truncate the file it "
+                    + "points to). Remove the link, and check what else in \(directory) is not yours", path: path)
+        } catch let error as Errno {
+            throw SecureKeysError.io("cannot open the lock file", path: path, errno: error.rawValue)
         }
         // The lock file is never unlinked, not even at release: a process that opened it before the unlink
         // would lock the removed inode while the next one creates and locks a new file, and both would own
@@ -112,26 +111,26 @@ public final class StateDirectoryLock: Sendable {
             try checkLockFile(descriptor, path: path, directory: directory)
             try lock(descriptor, path: path, directory: directory, for: owner)
         } catch {
-            close(descriptor)
+            try? descriptor.close()
             throw error
         }
         guard writable else { return StateDirectoryLock(directory: directory, descriptor: descriptor) }
-        let text = Array("\(getpid())\n\(owner == .deviceAgent ? agentMark + "\n" : "")".utf8)
-        guard ftruncate(descriptor, 0) == 0,
-              text.withUnsafeBytes({ pwrite(descriptor, $0.baseAddress, $0.count, 0) }) == text.count
-        else {
-            let error = errno
-            close(descriptor)  // drops the lock too
-            throw SecureKeysError.io("cannot write the process id into", path: path, errno: error)
+        let text = "\(getpid())\n\(owner == .deviceAgent ? agentMark + "\n" : "")".utf8
+        do {
+            guard ftruncate(descriptor.rawValue, 0) == 0 else { throw Errno(rawValue: errno) }
+            _ = try descriptor.writeAll(toAbsoluteOffset: 0, text)
+        } catch {
+            try? descriptor.close()  // drops the lock too
+            throw SecureKeysError.io("cannot write the process id into", path: path, errno: (error as? Errno)?.rawValue ?? EIO)
         }
         return StateDirectoryLock(directory: directory, descriptor: descriptor)
     }
 
     /// The lock file is a regular file of this user's with no other name: a hard link to another file (made
     /// while the directory was open to others) would have its content replaced by a process id.
-    private static func checkLockFile(_ descriptor: Int32, path: String, directory: String) throws {
+    private static func checkLockFile(_ descriptor: FileDescriptor, path: String, directory: String) throws {
         var info = stat()
-        guard fstat(descriptor, &info) == 0 else { throw SecureKeysError.io("cannot stat", path: path, errno: errno) }
+        guard fstat(descriptor.rawValue, &info) == 0 else { throw SecureKeysError.io("cannot stat", path: path, errno: errno) }
         let problem: String? =
             if (info.st_mode & S_IFMT) != S_IFREG { "it is not a regular file" }
             else if info.st_uid != geteuid() { "it belongs to \(PrivateDirectory.user(info.st_uid)), not to you" }
@@ -148,9 +147,11 @@ public final class StateDirectoryLock: Sendable {
     ///
     /// The holder writes its id just after locking, and ``holder(of:)`` holds a shared lock for an instant:
     /// for up to 50 ms an empty file, or an id whose process is gone, is retried rather than reported.
-    private static func lock(_ descriptor: Int32, path: String, directory: String, for requester: Owner) throws {
+    private static func lock(_ descriptor: FileDescriptor, path: String, directory: String, for requester: Owner) throws {
         let deadline = ContinuousClock.now + .milliseconds(50)
-        while flock(descriptor, LOCK_EX | LOCK_NB) != 0 {
+        // `flock`, which swift-system has no call for (its `lock` takes open-file-description record locks, which
+        // do not conflict with `flock`'s).
+        while flock(descriptor.rawValue, LOCK_EX | LOCK_NB) != 0 {
             let error = errno
             if error == EINTR { continue }
             guard error == EWOULDBLOCK else { throw SecureKeysError.io("cannot lock", path: path, errno: error) }
@@ -171,9 +172,9 @@ public final class StateDirectoryLock: Sendable {
             guard let held = descriptor else { return }
             descriptor = nil
             // Emptied while still held, so an id in the file is never one of an owner that let go cleanly.
-            _ = ftruncate(held, 0)
-            flock(held, LOCK_UN)
-            close(held)
+            _ = ftruncate(held.rawValue, 0)
+            flock(held.rawValue, LOCK_UN)
+            try? held.close()
         }
     }
 
@@ -197,15 +198,16 @@ public final class StateDirectoryLock: Sendable {
     }
 
     private static func holderAndOwner(of directory: String) -> (Int32, Owner)? {
-        let descriptor = open(path(in: directory), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
-        guard descriptor >= 0 else { return nil }
-        defer { close(descriptor) }
+        guard let descriptor = try? FileDescriptor.open(
+            path(in: directory), .readOnly, options: [.closeOnExec, .noFollow, .nonBlocking])
+        else { return nil }
+        defer { try? descriptor.close() }
         var info = stat()
-        guard fstat(descriptor, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return nil }
+        guard fstat(descriptor.rawValue, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return nil }
         var result: Int32
-        repeat { result = flock(descriptor, LOCK_SH | LOCK_NB) } while result != 0 && errno == EINTR
+        repeat { result = flock(descriptor.rawValue, LOCK_SH | LOCK_NB) } while result != 0 && errno == EINTR
         if result == 0 {
-            flock(descriptor, LOCK_UN)
+            flock(descriptor.rawValue, LOCK_UN)
             return nil
         }
         let deadline = ContinuousClock.now + .milliseconds(50)
@@ -218,9 +220,9 @@ public final class StateDirectoryLock: Sendable {
 
     /// The decimal process id on the lock file's first line and the owner its second names, or `nil` when it
     /// holds no id.
-    private static func readHolder(_ descriptor: Int32) -> (Int32, Owner)? {
+    private static func readHolder(_ descriptor: FileDescriptor) -> (Int32, Owner)? {
         var bytes = [UInt8](repeating: 0, count: 64)
-        let count = bytes.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, $0.count, 0) }
+        let count = (try? bytes.withUnsafeMutableBytes { try descriptor.read(fromAbsoluteOffset: 0, into: $0) }) ?? 0
         guard count > 0 else { return nil }
         let lines = String(decoding: bytes[..<count], as: UTF8.self).split(separator: "\n")
         guard let first = lines.first, let id = Int32(first.trimmingCharacters(in: .whitespaces)), id > 0 else { return nil }

@@ -1,5 +1,6 @@
 public import Foundation
 public import StoreErrors
+import SystemPackage
 
 /// An error from the key layer: what went wrong, in words a person can act on, and where.
 ///
@@ -184,7 +185,7 @@ extension SecureKeysError {
         _ operation: String, path: String, errno: Int32, file: StaticString = #fileID, line: UInt = #line
     ) -> Self {
         Self(
-            code: .ioError, message: "\(operation) \(path): \(String(cString: strerror(errno)))",
+            code: .ioError, message: "\(operation) \(path): \(Errno(rawValue: errno).description)",
             path: path, systemErrno: errno, file: file, line: line)
     }
 

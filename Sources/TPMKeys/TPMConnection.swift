@@ -10,10 +10,10 @@ import SecureKeys
 /// encryption (TPM 2.0 Part 1, "Parameter Encryption"), so the key crosses the bus to the TPM encrypted.
 /// Not `Sendable`: one owner at a time, as the ESYS context requires.
 ///
-/// A response code is checked in one place, `TSS2_RC.check(_:)`, which throws `DeviceError.Code.tpmFailure`;
-/// the methods that talk to the TPM only throw `DeviceError`. Sealing and unsealing also throw
-/// `SecureKeysError` (an oversized secret or authValue, memory for the key) and ``UnsealFailure``, which the key
-/// store turns into the error that names its file.
+/// A response code is checked in one place, `TSS2_RC.check(orThrow:)` (and `TSS2_RC.check(_:)`, which throws
+/// `DeviceError.Code.tpmFailure` through it). The methods that only talk to the TPM throw `DeviceError`; sealing
+/// and unsealing throw ``Failure``, which also carries a `SecureKeysError` (an oversized secret or authValue,
+/// memory for the key) or an ``UnsealFailure``, and which the key store maps to the error that names its file.
 final class TPMConnection {
     /// The TCTI configuration, for messages.
     let tcti: String
@@ -21,6 +21,49 @@ final class TPMConnection {
     private var context: OpaquePointer?
     /// `ESYS_TR_NONE`: no handle, no session.
     private static let noHandle = ESYS_TR(ESYS_TR_NONE)
+
+    /// Why sealing or unsealing failed: the one error those methods throw, mapped by the key store.
+    enum Failure: Error, CustomStringConvertible {
+        /// The TPM is unavailable or refused a command (`tpm-unavailable`, `tpm-failure`).
+        case device(DeviceError)
+        /// A secret or authValue too large for the TPM, or no guarded memory for the unsealed one.
+        case keys(SecureKeysError)
+        /// The sealed object is not this TPM's or not what it wrote, or the TPM refused its authValue.
+        case unseal(UnsealFailure)
+
+        /// The error itself, as the key store throws it on when it has nothing to add.
+        var underlying: any Error {
+            switch self {
+            case .device(let error): error
+            case .keys(let error): error
+            case .unseal(let failure): failure
+            }
+        }
+
+        /// The underlying error's description.
+        var description: String { "\(underlying)" }
+    }
+
+    /// Runs `body`, whose `DeviceError` is thrown as ``Failure/device(_:)``.
+    private func device<Result>(_ body: () throws(DeviceError) -> Result) throws(Failure) -> Result {
+        do throws(DeviceError) {
+            return try body()
+        } catch {
+            throw .device(error)
+        }
+    }
+
+    /// Runs `body`, which touches a `SecureBytes` (throwing `SecureKeysError`), its error thrown as
+    /// ``Failure/keys(_:)``.
+    private func keys<Result>(_ body: () throws -> Result) throws(Failure) -> Result {
+        do {
+            return try body()
+        } catch let error as SecureKeysError {
+            throw .keys(error)
+        } catch {
+            preconditionFailure("only a SecureKeysError is thrown here, not \(error)")
+        }
+    }
 
     /// Opens the TPM at `tcti`.
     ///
@@ -40,15 +83,13 @@ final class TPMConnection {
             }
         }
         var loaded: OpaquePointer?
-        var rc = Tss2_TctiLdr_Initialize(tcti, &loaded)
-        guard rc == TSS2_RC_SUCCESS, let loaded else {
-            throw DeviceError.tpmUnavailable(tcti: tcti, reason: Self.decode(rc))
-        }
+        try Tss2_TctiLdr_Initialize(tcti, &loaded).check { DeviceError.tpmUnavailable(tcti: tcti, reason: $0) }
         tctiContext = loaded
-        rc = Esys_Initialize(&context, loaded, nil)
-        guard rc == TSS2_RC_SUCCESS else {
+        do throws(DeviceError) {
+            try Esys_Initialize(&context, loaded, nil).check { DeviceError.tpmUnavailable(tcti: tcti, reason: $0) }
+        } catch {
             Tss2_TctiLdr_Finalize(&tctiContext)
-            throw DeviceError.tpmUnavailable(tcti: tcti, reason: Self.decode(rc))
+            throw error
         }
     }
 
@@ -57,21 +98,18 @@ final class TPMConnection {
         if tctiContext != nil { Tss2_TctiLdr_Finalize(&tctiContext) }
     }
 
-    /// tpm2-tss's text for a response code (`tpm:error(2.0): integrity check failed`).
-    static func decode(_ rc: TSS2_RC) -> String {
-        String(cString: Tss2_RC_Decode(rc))
-    }
-
     // MARK: Reading the TPM
 
     /// The TPM's manufacturer, up to four ASCII letters (`IBM` for swtpm): proof that a TPM 2.0 answers.
     ///
     /// - Throws: `DeviceError.Code.tpmUnavailable` when it does not answer.
     func manufacturer() throws(DeviceError) -> String {
-        let (rc, properties) = tpmProperties(
-            from: 0x105 /* TPM2_PT_MANUFACTURER (PT_FIXED + 5), a macro Swift cannot import */, count: 1)
-        guard rc == TSS2_RC_SUCCESS, let first = properties?.first else {
-            throw DeviceError.tpmUnavailable(tcti: tcti, reason: "it does not answer a TPM 2.0 GetCapability: \(Self.decode(rc))")
+        let tcti = tcti
+        let properties = try tpmProperties(
+            from: 0x105 /* TPM2_PT_MANUFACTURER (PT_FIXED + 5), a macro Swift cannot import */, count: 1
+        ) { DeviceError.tpmUnavailable(tcti: tcti, reason: "it does not answer a TPM 2.0 GetCapability: \($0)") }
+        guard let first = properties?.first else {
+            throw DeviceError.tpmUnavailable(tcti: tcti, reason: "it does not answer a TPM 2.0 GetCapability: no data returned")
         }
         let value = first.value.bigEndian
         let letters = withUnsafeBytes(of: value) { Array($0) }
@@ -104,11 +142,16 @@ final class TPMConnection {
             &sensitive, &template, &outsideInfo, &pcrs, &handle, nil, nil, nil, nil
         ).check("to create its primary storage key (owner hierarchy)")
         var namePointer: UnsafeMutablePointer<TPM2B_NAME>?
-        let rc = Esys_TR_GetName(context, handle, &namePointer)
         defer { Esys_Free(namePointer) }
-        guard rc == TSS2_RC_SUCCESS, let namePointer else {
+        do throws(DeviceError) {
+            try Esys_TR_GetName(context, handle, &namePointer).check("to name its primary storage key")
+        } catch {
             flush(handle)
-            throw DeviceError.tpmFailure("to name its primary storage key", response: Self.decode(rc))
+            throw error
+        }
+        guard let namePointer else {
+            flush(handle)
+            throw DeviceError.tpmFailure("to name its primary storage key", response: "no name returned")
         }
         let name = withUnsafeBytes(of: namePointer.pointee.name) { Array($0.prefix(Int(namePointer.pointee.size))) }
         return PrimaryKey(handle: handle, name: name)
@@ -176,11 +219,12 @@ final class TPMConnection {
     ///   - kind: ``SealedObjectKind/deviceKey`` (the `noDA` template, empty authValue) or
     ///     ``SealedObjectKind/passcodeSecret`` (dictionary-attack protected, authValue `authValue`).
     ///   - authValue: the object's authValue (at most 32 bytes), for a passcode secret.
-    /// - Throws: `DeviceError.Code.tpmFailure`.
-    func seal(_ secret: SecureBytes, kind: SealedObjectKind = .deviceKey, authValue: SecureBytes? = nil) throws -> Sealed {
-        let primary = try createPrimary()
+    /// - Throws: ``Failure/device(_:)`` with `DeviceError.Code.tpmFailure`; ``Failure/keys(_:)`` when the secret
+    ///   or the authValue is too large.
+    func seal(_ secret: SecureBytes, kind: SealedObjectKind = .deviceKey, authValue: SecureBytes? = nil) throws(Failure) -> Sealed {
+        let primary = try device { () throws(DeviceError) in try createPrimary() }
         defer { flush(primary.handle) }
-        let session = try startEncryptedSession(salt: primary.handle)
+        let session = try device { () throws(DeviceError) in try startEncryptedSession(salt: primary.handle) }
         defer { flush(session) }
         let sensitive = UnsafeMutablePointer<TPM2B_SENSITIVE_CREATE>.allocate(capacity: 1)
         sensitive.initialize(to: TPM2B_SENSITIVE_CREATE())
@@ -188,16 +232,17 @@ final class TPMConnection {
             secureZero(UnsafeMutableRawBufferPointer(start: sensitive, count: MemoryLayout<TPM2B_SENSITIVE_CREATE>.size))
             sensitive.deallocate()
         }
-        try secret.withUnsafeBytes { bytes in
-            guard bytes.count <= MemoryLayout.size(ofValue: sensitive.pointee.sensitive.data.buffer) else {
-                throw SecureKeysError.invalidArgument("a sealed secret is at most 128 bytes")
+        try keys {
+            try secret.withUnsafeBytes { bytes in
+                guard bytes.count <= MemoryLayout.size(ofValue: sensitive.pointee.sensitive.data.buffer) else {
+                    throw SecureKeysError.invalidArgument("a sealed secret is at most 128 bytes")
+                }
+                withUnsafeMutableBytes(of: &sensitive.pointee.sensitive.data.buffer) { buffer in
+                    buffer.copyMemory(from: bytes)
+                }
+                sensitive.pointee.sensitive.data.size = UInt16(bytes.count)
             }
-            withUnsafeMutableBytes(of: &sensitive.pointee.sensitive.data.buffer) { buffer in
-                buffer.copyMemory(from: bytes)
-            }
-            sensitive.pointee.sensitive.data.size = UInt16(bytes.count)
-        }
-        if let authValue {
+            guard let authValue else { return }
             try authValue.withUnsafeBytes { bytes in
                 guard bytes.count <= MemoryLayout.size(ofValue: sensitive.pointee.sensitive.userAuth.buffer), bytes.count <= 32 else {
                     throw SecureKeysError.invalidArgument("an authValue is at most 32 bytes (SHA-256)")
@@ -221,15 +266,17 @@ final class TPMConnection {
             Esys_Free(outPrivate)
             Esys_Free(outPublic)
         }
-        try Esys_Create(
-            context, primary.handle, session, Self.noHandle, Self.noHandle, sensitive, &template,
-            &outsideInfo, &pcrs, &outPrivate, &outPublic, nil, nil, nil
-        ).check("to seal \(kind.noun)")
-        overwriteStoredSensitive(parent: primary.handle, session: session)
-        guard let outPrivate, let outPublic else { throw DeviceError.tpmFailure("to seal \(kind.noun)", response: "no object returned") }
-        return Sealed(
-            primaryName: primary.name, publicArea: try Self.marshal(outPublic.pointee, Tss2_MU_TPM2B_PUBLIC_Marshal),
-            privateArea: try Self.marshal(outPrivate.pointee, Tss2_MU_TPM2B_PRIVATE_Marshal))
+        return try device { () throws(DeviceError) in
+            try Esys_Create(
+                context, primary.handle, session, Self.noHandle, Self.noHandle, sensitive, &template,
+                &outsideInfo, &pcrs, &outPrivate, &outPublic, nil, nil, nil
+            ).check("to seal \(kind.noun)")
+            overwriteStoredSensitive(parent: primary.handle, session: session)
+            guard let outPrivate, let outPublic else { throw DeviceError.tpmFailure("to seal \(kind.noun)", response: "no object returned") }
+            return Sealed(
+                primaryName: primary.name, publicArea: try Self.marshal(outPublic.pointee, Tss2_MU_TPM2B_PUBLIC_Marshal),
+                privateArea: try Self.marshal(outPrivate.pointee, Tss2_MU_TPM2B_PRIVATE_Marshal))
+        }
     }
 
     /// Overwrites the copy of the last `Create`'s sensitive input that tpm2-tss keeps in the context (its
@@ -276,24 +323,31 @@ final class TPMConnection {
     ///   - sealed: the object.
     ///   - kind: what it holds, for messages.
     ///   - authValue: its authValue (`nil`: empty).
-    /// - Throws: ``UnsealFailure`` (the caller names the file); `DeviceError.Code.tpmFailure`.
-    func unseal(_ sealed: Sealed, kind: SealedObjectKind = .deviceKey, authValue: SecureBytes? = nil) throws -> SecureBytes {
-        let primary = try createPrimary()
+    /// - Throws: ``Failure/unseal(_:)`` (the caller names the file); ``Failure/device(_:)`` with
+    ///   `DeviceError.Code.tpmFailure`; ``Failure/keys(_:)`` when there is no guarded memory for the key.
+    func unseal(_ sealed: Sealed, kind: SealedObjectKind = .deviceKey, authValue: SecureBytes? = nil) throws(Failure) -> SecureBytes {
+        let primary = try device { () throws(DeviceError) in try createPrimary() }
         defer { flush(primary.handle) }
-        guard KeyDerivation.constantTimeEquals(primary.name, sealed.primaryName) else { throw UnsealFailure.otherPrimary }
-        var publicArea = try Self.unmarshal(sealed.publicArea, TPM2B_PUBLIC(), Tss2_MU_TPM2B_PUBLIC_Unmarshal)
-        var privateArea = try Self.unmarshal(sealed.privateArea, TPM2B_PRIVATE(), Tss2_MU_TPM2B_PRIVATE_Unmarshal)
-        let session = try startEncryptedSession(salt: primary.handle)
+        guard KeyDerivation.constantTimeEquals(primary.name, sealed.primaryName) else { throw .unseal(.otherPrimary) }
+        var publicArea: TPM2B_PUBLIC
+        var privateArea: TPM2B_PRIVATE
+        do throws(UnsealFailure) {
+            publicArea = try Self.unmarshal(sealed.publicArea, TPM2B_PUBLIC(), Tss2_MU_TPM2B_PUBLIC_Unmarshal)
+            privateArea = try Self.unmarshal(sealed.privateArea, TPM2B_PRIVATE(), Tss2_MU_TPM2B_PRIVATE_Unmarshal)
+        } catch {
+            throw .unseal(error)
+        }
+        let session = try device { () throws(DeviceError) in try startEncryptedSession(salt: primary.handle) }
         defer { flush(session) }
         var object = Self.noHandle
-        let rc = Esys_Load(
-            context, primary.handle, session, Self.noHandle, Self.noHandle, &privateArea, &publicArea, &object)
-        guard rc == TSS2_RC_SUCCESS else {
+        try Esys_Load(
+            context, primary.handle, session, Self.noHandle, Self.noHandle, &privateArea, &publicArea, &object
+        ).check { (rc, response) -> Failure in
             // A format-1 response code of the TPM itself (TPM 2.0 Part 2, "Response Code Details") is about a
             // handle, a parameter or a session of this command — the object (integrity, a size, a value). A
             // warning (no object memory, retry) is about the TPM's state, not the file.
-            if rc & 0xFFFF_0000 == 0, rc & 0x80 != 0 { throw UnsealFailure.rejected(Self.decode(rc)) }
-            throw DeviceError.tpmFailure("to load the sealed \(kind.noun.dropFirst(4))", response: Self.decode(rc))
+            if rc & 0xFFFF_0000 == 0, rc & 0x80 != 0 { return .unseal(.rejected(response)) }
+            return .device(.tpmFailure("to load the sealed \(kind.noun.dropFirst(4))", response: response))
         }
         defer { flush(object) }
         if let authValue { try setAuthorization(of: object, to: authValue) }
@@ -310,20 +364,23 @@ final class TPMConnection {
             }
             Esys_Free(data)
         }
-        let unsealed = Esys_Unseal(context, object, session, Self.noHandle, Self.noHandle, &data)
-        // Only an object with an authValue can fail on it; the device key's refusal stays a TPM failure.
-        if authValue != nil, let failure = Self.authorizationFailure(unsealed) { throw failure }
-        try unsealed.check("to unseal \(kind.noun)")
-        scrubResponseBuffer()
-        guard let data else { throw DeviceError.tpmFailure("to unseal \(kind.noun)", response: "no data returned") }
-        let count = min(Int(data.pointee.size), MemoryLayout.size(ofValue: data.pointee.buffer))
-        let key = try SecureBytes(count: count)
-        try key.withUnsafeMutableBytes { target in
-            withUnsafeBytes(of: &data.pointee.buffer) { source in
-                target.copyMemory(from: UnsafeRawBufferPointer(rebasing: source.prefix(count)))
-            }
+        try Esys_Unseal(context, object, session, Self.noHandle, Self.noHandle, &data).check { (rc, response) -> Failure in
+            // Only an object with an authValue can fail on it; the device key's refusal stays a TPM failure.
+            if authValue != nil, let failure = Self.authorizationFailure(rc) { return .unseal(failure) }
+            return .device(.tpmFailure("to unseal \(kind.noun)", response: response))
         }
-        return key
+        scrubResponseBuffer()
+        guard let data else { throw .device(.tpmFailure("to unseal \(kind.noun)", response: "no data returned")) }
+        let count = min(Int(data.pointee.size), MemoryLayout.size(ofValue: data.pointee.buffer))
+        return try keys {
+            let key = try SecureBytes(count: count)
+            try key.withUnsafeMutableBytes { target in
+                withUnsafeBytes(of: &data.pointee.buffer) { source in
+                    target.copyMemory(from: UnsafeRawBufferPointer(rebasing: source.prefix(count)))
+                }
+            }
+            return key
+        }
     }
 
     /// What a response code of the TPM itself says about an authorization (TPM 2.0 Part 2, "Response Code
@@ -339,17 +396,21 @@ final class TPMConnection {
     }
 
     /// Sets the authValue tpm2-tss uses for `object` in HMAC sessions; the `TPM2B_AUTH` passed is zeroed after.
-    private func setAuthorization(of object: ESYS_TR, to authValue: SecureBytes) throws {
+    private func setAuthorization(of object: ESYS_TR, to authValue: SecureBytes) throws(Failure) {
         var auth = TPM2B_AUTH()
         defer { withUnsafeMutableBytes(of: &auth) { secureZero($0) } }
-        try authValue.withUnsafeBytes { bytes in
-            guard bytes.count <= MemoryLayout.size(ofValue: auth.buffer) else {
-                throw SecureKeysError.invalidArgument("an authValue is at most \(MemoryLayout.size(ofValue: auth.buffer)) bytes")
+        try keys {
+            try authValue.withUnsafeBytes { bytes in
+                guard bytes.count <= MemoryLayout.size(ofValue: auth.buffer) else {
+                    throw SecureKeysError.invalidArgument("an authValue is at most \(MemoryLayout.size(ofValue: auth.buffer)) bytes")
+                }
+                withUnsafeMutableBytes(of: &auth.buffer) { $0.copyMemory(from: bytes) }
+                auth.size = UInt16(bytes.count)
             }
-            withUnsafeMutableBytes(of: &auth.buffer) { $0.copyMemory(from: bytes) }
-            auth.size = UInt16(bytes.count)
         }
-        try Esys_TR_SetAuth(context, object, &auth).check("to set the authorization of a sealed object")
+        try device { () throws(DeviceError) in
+            try Esys_TR_SetAuth(context, object, &auth).check("to set the authorization of a sealed object")
+        }
     }
 
     /// Overwrites the copy of the last authValue tpm2-tss keeps in `session` (its session value, the session key
@@ -366,11 +427,9 @@ final class TPMConnection {
         withUnsafeMutableBytes(of: &filler.buffer) { buffer in
             arc4random_buf(buffer.baseAddress!, 32)
         }
-        guard Esys_TR_SetAuth(context, primary, &filler) == TSS2_RC_SUCCESS else { return }
+        guard Esys_TR_SetAuth(context, primary, &filler).isSuccess else { return }
         var object = Self.noHandle
-        if Esys_Load(context, primary, session, Self.noHandle, Self.noHandle, &privateArea, &publicArea, &object)
-            == TSS2_RC_SUCCESS
-        {
+        if Esys_Load(context, primary, session, Self.noHandle, Self.noHandle, &privateArea, &publicArea, &object).isSuccess {
             flush(object)  // not expected: the authValue is wrong
         }
         clearAuthorization(of: primary)
@@ -396,9 +455,9 @@ final class TPMConnection {
     ///
     /// - Throws: `DeviceError.Code.tpmFailure`.
     func dictionaryAttackState() throws(DeviceError) -> DictionaryAttackState {
-        let (rc, properties) = tpmProperties(
-            from: 0x20E /* TPM2_PT_LOCKOUT_COUNTER (PT_VAR + 14), a macro Swift cannot import */, count: 4)
-        try rc.check("to report its dictionary-attack state")
+        let properties = try tpmProperties(
+            from: 0x20E /* TPM2_PT_LOCKOUT_COUNTER (PT_VAR + 14), a macro Swift cannot import */, count: 4
+        ) { DeviceError.tpmFailure("to report its dictionary-attack state", response: $0) }
         guard let properties else { throw DeviceError.tpmFailure("to report its dictionary-attack state", response: "no data returned") }
         var values: [UInt32: UInt32] = [:]
         for property in properties { values[property.property] = property.value }
@@ -409,19 +468,24 @@ final class TPMConnection {
     }
 
     /// Reads up to `count` TPM properties from the tag `first` on (`TPM2_GetCapability` of
-    /// `TPM2_CAP_TPM_PROPERTIES`): the response code, and the properties in the order the TPM returned them
-    /// (`nil` when it returned no data).
-    private func tpmProperties(from first: UInt32, count: UInt32) -> (rc: TSS2_RC, properties: [TPMS_TAGGED_PROPERTY]?) {
+    /// `TPM2_CAP_TPM_PROPERTIES`): the properties in the order the TPM returned them (`nil` when it returned no
+    /// data).
+    ///
+    /// - Throws: what `failure` makes of tpm2-tss's text when the TPM does not answer.
+    private func tpmProperties(
+        from first: UInt32, count: UInt32, orThrow failure: (String) -> DeviceError
+    ) throws(DeviceError) -> [TPMS_TAGGED_PROPERTY]? {
         var data: UnsafeMutablePointer<TPMS_CAPABILITY_DATA>?
-        let rc = Esys_GetCapability(
-            context, Self.noHandle, Self.noHandle, Self.noHandle, TPM2_CAP(TPM2_CAP_TPM_PROPERTIES), first, count, nil, &data)
         defer { Esys_Free(data) }
-        guard rc == TSS2_RC_SUCCESS, let data else { return (rc, nil) }
+        try Esys_GetCapability(
+            context, Self.noHandle, Self.noHandle, Self.noHandle, TPM2_CAP(TPM2_CAP_TPM_PROPERTIES), first, count, nil, &data
+        ).check(orThrow: failure)
+        guard let data else { return nil }
         let list = data.pointee.data.tpmProperties
         let properties = withUnsafeBytes(of: list.tpmProperty) { raw in
             Array(raw.bindMemory(to: TPMS_TAGGED_PROPERTY.self).prefix(Int(list.count)))
         }
-        return (rc, properties)
+        return properties
     }
 
     /// tpm2-tss decrypts a response parameter in place, in the context's one command/response buffer, and
@@ -452,18 +516,35 @@ final class TPMConnection {
     ) throws(UnsealFailure) -> T {
         var value = empty
         var offset = 0
-        let rc = bytes.withUnsafeBufferPointer { function($0.baseAddress, $0.count, &offset, &value) }
-        guard rc == TSS2_RC_SUCCESS, offset == bytes.count else {
-            throw UnsealFailure.rejected("its \(T.self) does not parse: \(rc == TSS2_RC_SUCCESS ? "trailing bytes" : decode(rc))")
+        try bytes.withUnsafeBufferPointer { function($0.baseAddress, $0.count, &offset, &value) }.check {
+            UnsealFailure.rejected("its \(T.self) does not parse: \($0)")
         }
+        guard offset == bytes.count else { throw UnsealFailure.rejected("its \(T.self) does not parse: trailing bytes") }
         return value
     }
 }
 
 extension TSS2_RC {
+    /// Whether this is `TSS2_RC_SUCCESS`: for the calls whose failure is ignored (a best-effort overwrite).
+    fileprivate var isSuccess: Bool { self == TSS2_RC_SUCCESS }
+
+    /// tpm2-tss's text for this response code (`tpm:error(2.0): integrity check failed`).
+    fileprivate var text: String { String(cString: Tss2_RC_Decode(self)) }
+
+    /// Throws what `failure` makes of this response code and its text unless it is success: the one check of a
+    /// tpm2-tss response code.
+    fileprivate func check<Failure: Error>(orThrow failure: (TSS2_RC, String) -> Failure) throws(Failure) {
+        guard isSuccess else { throw failure(self, text) }
+    }
+
+    /// Throws what `failure` makes of tpm2-tss's text unless this response code is success.
+    fileprivate func check<Failure: Error>(orThrow failure: (String) -> Failure) throws(Failure) {
+        try check { (_, text) in failure(text) }
+    }
+
     /// Throws `DeviceError.Code.tpmFailure` naming `command` (`"to seal the device key"`) unless this response
-    /// code is success: the one check of a tpm2-tss response code.
+    /// code is success.
     fileprivate func check(_ command: String) throws(DeviceError) {
-        guard self == TSS2_RC_SUCCESS else { throw DeviceError.tpmFailure(command, response: TPMConnection.decode(self)) }
+        try check { DeviceError.tpmFailure(command, response: $0) }
     }
 }

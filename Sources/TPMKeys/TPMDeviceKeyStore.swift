@@ -76,7 +76,12 @@ public struct TPMDeviceKeyStore: DeviceKeyStore {
     ///   `already-exists` or `io-error`.
     public func keep(_ key: SecureBytes, in files: DeviceKeyFiles) throws {
         let tpm = try TPMConnection(tcti: tcti)
-        let sealed = try tpm.seal(key)
+        let sealed: TPMConnection.Sealed
+        do throws(TPMConnection.Failure) {
+            sealed = try tpm.seal(key)
+        } catch {
+            throw error.underlying
+        }
         try SecureFile.writeAtomically(SealedKeyFile(sealed: sealed).bytes, to: files.sealedKeyPath, replacing: false)
     }
 
@@ -91,13 +96,15 @@ public struct TPMDeviceKeyStore: DeviceKeyStore {
         let file = try SealedKeyFile(decoding: try SecureFile.read(path, maximumSize: SealedKeyFile.maximumLength), path: path)
         let tpm = try TPMConnection(tcti: tcti)
         let key: SecureBytes
-        do {
+        do throws(TPMConnection.Failure) {
             key = try tpm.unseal(file.sealed)
-        } catch TPMConnection.UnsealFailure.otherPrimary {
+        } catch .unseal(.otherPrimary) {
             throw DeviceError.sealedByAnotherTPM(path)
-        } catch TPMConnection.UnsealFailure.rejected(let why) {
+        } catch .unseal(.rejected(let why)) {
             throw SecureKeysError.damaged(
                 "the TPM that sealed the device key refuses to load it (\(why)): the file was altered", path: path)
+        } catch {
+            throw error.underlying
         }
         guard key.count == 32 else {
             let count = key.count
@@ -122,7 +129,11 @@ extension TPMDeviceKeyStore: PasscodeSecretSealer {
     /// - Throws: `DeviceError.Code.tpmUnavailable`, `DeviceError.Code.tpmFailure`.
     public func sealPasscodeSecret(_ secret: SecureBytes, authValue: SecureBytes) throws -> [UInt8] {
         let tpm = try TPMConnection(tcti: tcti)
-        return SealedKeyFile(sealed: try tpm.seal(secret, kind: .passcodeSecret, authValue: authValue)).bytes
+        do throws(TPMConnection.Failure) {
+            return SealedKeyFile(sealed: try tpm.seal(secret, kind: .passcodeSecret, authValue: authValue)).bytes
+        } catch {
+            throw error.underlying
+        }
     }
 
     /// Has the TPM unseal the passcode secret in `sealed` for `authValue`.
@@ -137,18 +148,20 @@ extension TPMDeviceKeyStore: PasscodeSecretSealer {
         let what = "the keybag's sealed passcode secret"
         let record = try SealedKeyFile(decoding: sealed, path: what, kind: "sealed passcode secret")
         let tpm = try TPMConnection(tcti: tcti)
-        do {
+        do throws(TPMConnection.Failure) {
             return try tpm.unseal(record.sealed, kind: .passcodeSecret, authValue: authValue)
-        } catch TPMConnection.UnsealFailure.authorizationFailed {
+        } catch .unseal(.authorizationFailed) {
             throw SecureKeysError.wrongPasscode()
-        } catch TPMConnection.UnsealFailure.lockout {
+        } catch .unseal(.lockout) {
             let state = try? tpm.dictionaryAttackState()
             throw DeviceError.tpmLockout(
                 counter: state?.counter, maximum: state?.maximum, interval: state.map { .seconds(Int64($0.interval)) })
-        } catch TPMConnection.UnsealFailure.otherPrimary {
+        } catch .unseal(.otherPrimary) {
             throw SecureKeysError.damaged("\(what) was sealed under another TPM storage key than this TPM's")
-        } catch TPMConnection.UnsealFailure.rejected(let why) {
+        } catch .unseal(.rejected(let why)) {
             throw SecureKeysError.damaged("the TPM refuses to load \(what) (\(why)): the keybag was altered")
+        } catch {
+            throw error.underlying
         }
     }
 }

@@ -4,6 +4,7 @@ import LinuxDevice
 import ProtectedData
 import SecureKeys
 import StoreConcurrency
+import SystemPackage
 
 extension ProtectedStoreCommand {
     /// `device …`: the device as a service for several processes.
@@ -159,16 +160,18 @@ enum StopSignals {
         // Never blocks in the handler, however many signals pile up unread (one is enough to stop).
         _ = fcntl(ends[1], F_SETFL, fcntl(ends[1], F_GETFL) | O_NONBLOCK)
         stopPipe.pointee = ends[1]
-        let reading = ends[0]
-        Thread {
-            var number: UInt8 = 0
-            while true {
-                let count = read(reading, &number, 1)
-                if count < 0 && errno == EINTR { continue }
-                guard count == 1 else { return }
-                stop(Int32(number))
+        let reading = FileDescriptor(rawValue: ends[0])
+        // Released at once, so detached: it reads until the process exits.
+        do {
+            _ = try NamedThread(name: "PStore.signals") {
+                var number: UInt8 = 0
+                while (try? withUnsafeMutableBytes(of: &number) { try reading.read(into: $0) }) == 1 {
+                    stop(Int32(number))
+                }
             }
-        }.start()
+        } catch {
+            throw ExitCode.failure
+        }
         for number in [SIGINT, SIGTERM] {
             signal(number) { number in
                 let savedErrno = errno

@@ -2,11 +2,8 @@ internal import CEditLine
 import Foundation
 import ProtectedStoreHarness
 import SecureKeys
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
+import SystemPackage
 
 /// The shell's lines at a terminal, read with libedit: the line can be edited (arrows, Ctrl-A, Ctrl-E, …), the up
 /// and down arrows walk through the history, which is kept in a file of the state directory, Ctrl-C clears the
@@ -170,20 +167,24 @@ final class LineEditor {
     /// then renames it over `path`: a crash leaves the old history or the new one, never half of it.
     private func save(to path: String) {
         let temporary = path + ".new"
-        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0o600)
-        guard descriptor >= 0 else {
-            StandardError.write("history: cannot write \(temporary): \(String(cString: strerror(errno)))")
+        let descriptor: FileDescriptor
+        do {
+            descriptor = try FileDescriptor.open(
+                temporary, .writeOnly, options: [.create, .truncate, .noFollow, .closeOnExec],
+                permissions: .ownerReadWrite)
+        } catch {
+            StandardError.write("history: cannot write \(temporary): \(error)")
             return
         }
-        guard let file = fdopen(descriptor, "w") else {
-            close(descriptor)
+        guard let file = fdopen(descriptor.rawValue, "w") else {
+            try? descriptor.close()
             return
         }
         let saved = ps_history_save_fp(history, &event, file)
-        let flushed = fflush(file) == 0 && fsync(descriptor) == 0
+        let flushed = fflush(file) == 0 && fsync(descriptor.rawValue) == 0
         fclose(file)
         guard saved >= 0, flushed, rename(temporary, path) == 0 else {
-            StandardError.write("history: cannot write \(path): \(String(cString: strerror(errno)))")
+            StandardError.write("history: cannot write \(path): \(Errno(rawValue: errno).description)")
             unlink(temporary)
             return
         }

@@ -1,10 +1,6 @@
 import ProtectedStoreHarness
 import SecureKeys
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// Asks for passcodes at the terminal with echo off (termios), so a passcode is never shown, nor left in the
 /// terminal's scrollback. What is typed stays in guarded memory (``ScenarioPasscode``), never in a string.

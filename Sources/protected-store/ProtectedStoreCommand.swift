@@ -1,11 +1,7 @@
 import ArgumentParser
 import LinuxDevice
 import ProtectedStore
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// `protected-store` simulates a device and an app's launch around an encrypted store.
 @main

@@ -1,10 +1,6 @@
 import ArgumentParser
 import Foundation
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import ProtectedStoreHarness
 import SecureKeys
 

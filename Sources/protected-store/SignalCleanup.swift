@@ -1,10 +1,6 @@
 import Dispatch
 import ProtectedStoreHarness
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// Removes the temporary state directories when a signal ends the process.
 ///

@@ -1,9 +1,5 @@
 import SecureKeys
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// Standard input, line by line, read with `read(2)` into guarded memory of its own.
 ///

@@ -3,11 +3,7 @@ import Foundation
 import ProtectedData
 import ProtectedStore
 import SecureKeys
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 extension ProtectedStoreCommand {
     /// `store …`, what is done to the store as a whole (its backups).

@@ -1,9 +1,6 @@
 import Foundation
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
+import SystemPackage
 
 /// Writes a text file with the system's own words for what went wrong, where Foundation would give an
 /// `NSCocoaErrorDomain` dump.
@@ -12,7 +9,7 @@ enum TextFile {
     struct WriteFailure: Error, CustomStringConvertible {
         /// The file that could not be written.
         let path: String
-        /// Why, from `strerror`.
+        /// Why, in the system's words (swift-system's `Errno` description).
         let reason: String
         /// `PATH: reason`.
         var description: String { "\(path): \(reason)" }
@@ -23,26 +20,29 @@ enum TextFile {
     /// - Throws: ``WriteFailure`` naming the file and the reason.
     static func write(_ text: String, to path: String) throws(WriteFailure) {
         let partial = path + ".partial"
-        // O_NOFOLLOW: a link put at PATH.partial would have this write truncate the file it points to.
-        let descriptor = open(partial, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o644)
-        guard descriptor >= 0 else { throw WriteFailure(path: path, reason: String(cString: strerror(errno))) }
-        let bytes = Array(text.utf8)
-        var written = 0
-        while written < bytes.count {
-            let count = bytes[written...].withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress, $0.count) }
-            if count < 0, errno == EINTR { continue }
-            guard count > 0 else {
-                let reason = String(cString: strerror(errno))
-                close(descriptor)
-                unlink(partial)
-                throw WriteFailure(path: path, reason: reason)
+        let descriptor: FileDescriptor
+        do {
+            // O_NOFOLLOW: a link put at PATH.partial would have this write truncate the file it points to.
+            descriptor = try FileDescriptor.open(
+                partial, .writeOnly, options: [.create, .truncate, .closeOnExec, .noFollow],
+                permissions: FilePermissions(rawValue: 0o644))
+        } catch {
+            throw WriteFailure(path: path, reason: Self.reason(error))
+        }
+        do {
+            try descriptor.closeAfter {
+                _ = try descriptor.writeAll(text.utf8)
+                guard fsync(descriptor.rawValue) == 0 else { throw Errno(rawValue: errno) }
             }
-            written += count
-        }
-        guard fsync(descriptor) == 0, close(descriptor) == 0, rename(partial, path) == 0 else {
-            let reason = String(cString: strerror(errno))
+            guard rename(partial, path) == 0 else { throw Errno(rawValue: errno) }
+        } catch {
             unlink(partial)
-            throw WriteFailure(path: path, reason: reason)
+            throw WriteFailure(path: path, reason: Self.reason(error))
         }
+    }
+
+    /// The system's words for `error`, which is an `Errno` from every call above.
+    private static func reason(_ error: any Error) -> String {
+        (error as? Errno)?.description ?? "\(error)"
     }
 }

@@ -1,9 +1,5 @@
 import Foundation
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// Runs the built binary on a pseudo-terminal (`posix_openpt`), as someone typing at it would: standard
 /// input, output and error are the terminal, so `isatty` holds and echo can be turned off.

@@ -2,6 +2,7 @@ import TestSupport
 import Foundation
 import SecureKeys
 import Synchronization
+import SystemPackage
 import Testing
 #if canImport(Glibc)
 import Glibc
@@ -82,7 +83,7 @@ func poll(seconds: Double = 30, _ condition: () -> Bool) -> Bool {
 
 /// A client socket that writes whatever bytes it is told to; every read gives up after 30 s.
 final class RawClient {
-    let descriptor: Int32
+    let descriptor: FileDescriptor
 
     init(path: String) throws {
         switch try UnixSocket.connect(to: path) {
@@ -90,10 +91,10 @@ final class RawClient {
         case .failure(let error): throw error
         }
         var timeout = timeval(tv_sec: 30, tv_usec: 0)
-        setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        setsockopt(descriptor.rawValue, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
     }
 
-    deinit { close(descriptor) }
+    deinit { try? descriptor.close() }
 
     func send(_ bytes: [UInt8]) {
         #expect(bytes.withUnsafeBytes { UnixSocket.sendAll(descriptor, $0, deadline: nil) }, "the agent closed before the bytes were sent")
@@ -135,7 +136,7 @@ final class RawClient {
     func expectClosed(sourceLocation: SourceLocation = #_sourceLocation) {
         var byte: UInt8 = 0
         var count: Int
-        repeat { count = recv(descriptor, &byte, 1, 0) } while count < 0 && errno == EINTR
+        repeat { count = recv(descriptor.rawValue, &byte, 1, 0) } while count < 0 && errno == EINTR
         let failure = count < 0 ? String(cString: strerror(errno)) : ""
         #expect(count == 0 || (count < 0 && errno == ECONNRESET), "the agent did not close the connection: \(count) \(failure)", sourceLocation: sourceLocation)
     }

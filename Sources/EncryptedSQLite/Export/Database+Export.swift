@@ -1,9 +1,5 @@
 package import SecureKeys
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 extension Database {
     /// How a copy is keyed.

@@ -76,8 +76,4 @@ public enum ExportPassphrase: Sendable {
     }
 }
 
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif

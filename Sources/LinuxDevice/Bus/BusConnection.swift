@@ -1,8 +1,7 @@
 internal import CSystemd
 import ProtectedData
-#if canImport(Glibc)
 import Glibc
-#endif
+import SystemPackage
 
 /// A failed D-Bus call: the error's D-Bus name when the peer answered with one, its message, and the errno
 /// sd-bus returned. Internal: callers turn it into a `DeviceError` that says what was asked.
@@ -100,51 +99,54 @@ final class BusConnection: @unchecked Sendable {
     func call(
         _ destination: String, _ path: String, _ interface: String, _ member: String, _ arguments: [BusArgument] = []
     ) throws(BusFailure) -> BusMessage {
-        guard let handle else { throw BusFailure(name: nil, message: "the connection is closed", errno: ENOTCONN) }
-        var message: OpaquePointer?
-        var result = sd_bus_message_new_method_call(handle, &message, destination, path, interface, member)
-        guard result >= 0, let message else { throw BusFailure.local(result) }
-        defer { sd_bus_message_unref(message) }
-        _ = sd_bus_message_set_auto_start(message, 0)
-        for argument in arguments {
-            switch argument {
-            case .uint32(var value):
-                result = sd_bus_message_append_basic(message, BusType.uint32, &value)
-            case .string(let value):
-                result = value.withCString { sd_bus_message_append_basic(message, BusType.string, $0) }
+        try withHandle { handle throws(BusFailure) in
+            var message: OpaquePointer?
+            var result = sd_bus_message_new_method_call(handle, &message, destination, path, interface, member)
+            guard result >= 0, let message else { throw BusFailure.local(result) }
+            defer { sd_bus_message_unref(message) }
+            _ = sd_bus_message_set_auto_start(message, 0)
+            for argument in arguments {
+                switch argument {
+                case .uint32(var value):
+                    result = sd_bus_message_append_basic(message, BusType.uint32, &value)
+                case .string(let value):
+                    result = value.withCString { sd_bus_message_append_basic(message, BusType.string, $0) }
+                }
+                guard result >= 0 else { throw BusFailure.local(result) }
             }
-            guard result >= 0 else { throw BusFailure.local(result) }
+            var error = sd_bus_error()
+            defer { sd_bus_error_free(&error) }
+            var reply: OpaquePointer?
+            result = sd_bus_call(handle, message, 0, &error, &reply)
+            guard result >= 0, let reply else { throw BusFailure(error, result) }
+            return BusMessage(owning: reply)
         }
-        var error = sd_bus_error()
-        defer { sd_bus_error_free(&error) }
-        var reply: OpaquePointer?
-        result = sd_bus_call(handle, message, 0, &error, &reply)
-        guard result >= 0, let reply else { throw BusFailure(error, result) }
-        return BusMessage(owning: reply)
     }
 
     /// Reads the property `interface.member` of `path`: the reply, positioned inside its variant.
     func property(_ destination: String, _ path: String, _ interface: String, _ member: String, type: String)
         throws(BusFailure) -> BusMessage
     {
-        guard let handle else { throw BusFailure(name: nil, message: "the connection is closed", errno: ENOTCONN) }
-        var error = sd_bus_error()
-        defer { sd_bus_error_free(&error) }
-        var reply: OpaquePointer?
-        let result = sd_bus_get_property(handle, destination, path, interface, member, &error, &reply, type)
-        guard result >= 0, let reply else { throw BusFailure(error, result) }
-        return BusMessage(owning: reply)
+        try withHandle { handle throws(BusFailure) in
+            var error = sd_bus_error()
+            defer { sd_bus_error_free(&error) }
+            var reply: OpaquePointer?
+            let result = sd_bus_get_property(handle, destination, path, interface, member, &error, &reply, type)
+            guard result >= 0, let reply else { throw BusFailure(error, result) }
+            return BusMessage(owning: reply)
+        }
     }
 
     /// Reads a boolean property.
     func boolProperty(_ destination: String, _ path: String, _ interface: String, _ member: String) throws(BusFailure) -> Bool {
-        guard let handle else { throw BusFailure(name: nil, message: "the connection is closed", errno: ENOTCONN) }
-        var error = sd_bus_error()
-        defer { sd_bus_error_free(&error) }
-        var value: Int32 = 0
-        let result = sd_bus_get_property_trivial(handle, destination, path, interface, member, &error, BusType.bool, &value)
-        guard result >= 0 else { throw BusFailure(error, result) }
-        return value != 0
+        try withHandle { handle throws(BusFailure) in
+            var error = sd_bus_error()
+            defer { sd_bus_error_free(&error) }
+            var value: Int32 = 0
+            let result = sd_bus_get_property_trivial(handle, destination, path, interface, member, &error, BusType.bool, &value)
+            guard result >= 0 else { throw BusFailure(error, result) }
+            return value != 0
+        }
     }
 
     /// Reads a string property.
@@ -158,9 +160,19 @@ final class BusConnection: @unchecked Sendable {
     ///
     /// Sent to the bus synchronously (`AddMatch`), so no signal sent after this returns is missed.
     func addMatch(_ rule: String, _ handler: SignalHandler) throws(BusFailure) {
+        try withHandle { handle throws(BusFailure) in
+            let result = sd_bus_add_match(handle, nil, rule, dispatchSignal, Unmanaged.passUnretained(handler).toOpaque())
+            guard result >= 0 else { throw BusFailure.local(result) }
+        }
+    }
+
+    /// Runs `body` with the open connection's handle.
+    ///
+    /// - Throws: `BusFailure` (`ENOTCONN`, "the connection is closed") once the connection is closed, or what
+    ///   `body` throws.
+    private func withHandle<Result>(_ body: (OpaquePointer) throws(BusFailure) -> Result) throws(BusFailure) -> Result {
         guard let handle else { throw BusFailure(name: nil, message: "the connection is closed", errno: ENOTCONN) }
-        let result = sd_bus_add_match(handle, nil, rule, dispatchSignal, Unmanaged.passUnretained(handler).toOpaque())
-        guard result >= 0 else { throw BusFailure.local(result) }
+        return try body(handle)
     }
 }
 
@@ -181,7 +193,7 @@ private let dispatchSignal: sd_bus_message_handler_t = { message, userdata, _ in
 extension BusFailure {
     /// A local failure: the errno sd-bus returned (negative), in words.
     static func local(_ result: Int32) -> BusFailure {
-        BusFailure(name: nil, message: String(cString: strerror(-result)), errno: -result)
+        BusFailure(name: nil, message: Errno(rawValue: -result).description, errno: -result)
     }
 
     /// A failed call: the peer's D-Bus error, or the local errno.

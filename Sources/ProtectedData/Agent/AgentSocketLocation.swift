@@ -1,8 +1,4 @@
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import SecureKeys
 
 /// Where a device agent's socket is, and how a client finds it from the state directory alone.

@@ -1,12 +1,9 @@
 import Foundation
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 internal import Logging
 public import SecureKeys
 import StoreConcurrency
+import SystemPackage
 
 /// The one process that owns a state directory's device — keybag, passcode attempts and delays, grace timer,
 /// class keys in guarded memory — and answers every other process over a Unix-domain socket, as a phone's
@@ -105,7 +102,7 @@ public final class DeviceAgent: Sendable {
     private let deviceClock: any Clock<Duration>
     /// When the agent started, on the real clock: its status's clock reads the time since.
     private let started = ContinuousClock.now
-    private let listener: Int32
+    private let listener: FileDescriptor
     /// One request at a time reaches the device, and the events it causes are sent to every client before its
     /// answer: a client that asks for the status has seen every event that came before.
     private let serial = NSLock()
@@ -190,28 +187,29 @@ public final class DeviceAgent: Sendable {
     }
 
     deinit {
-        close(listener)
+        try? listener.close()
         state.withLock { $0.device?.powerOff() }
     }
 
     /// Accepts and serves clients, each on a thread of its own, until ``stop()``.
     public func serve() {
         while !state.withLock({ $0.stopped }) {
-            let descriptor = accept(listener, nil, nil)
-            guard descriptor >= 0 else {
+            let accepted = accept(listener.rawValue, nil, nil)
+            guard accepted >= 0 else {
                 if errno == EMFILE || errno == ENFILE { usleep(10_000) }  // out of descriptors: let clients leave
                 continue
             }
             // Not inherited by a process this one starts (a test's child, an app's helper): a copy there would
             // keep a connection open that the agent closed.
-            _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
+            _ = fcntl(accepted, F_SETFD, FD_CLOEXEC)
+            let descriptor = FileDescriptor(rawValue: accepted)
             if let refusal = admissionRefusal(descriptor) {
                 logger.debug("client refused", metadata: ["reason": "\(refusal.message)"])
                 // Out of guarded memory, the refusal is not sent: the closed connection says enough.
                 if let frame = try? AgentWireFormat.encode(.failure(AgentFailure(refusal)), id: 0) {
                     _ = FrameChannel.send(frame, on: descriptor, within: .zero)
                 }
-                close(descriptor)
+                try? descriptor.close()
                 continue
             }
             let connection = state.withLock { state -> AgentConnection? in
@@ -222,10 +220,17 @@ public final class DeviceAgent: Sendable {
                 return connection
             }
             guard let connection else {
-                close(descriptor)
+                try? descriptor.close()
                 return
             }
-            Thread { [self] in talk(to: connection) }.start()
+            do {
+                // Released at once, so detached: the thread ends with the connection.
+                _ = try NamedThread(name: "PStore.client") { [self] in talk(to: connection) }
+            } catch {
+                logger.debug("client refused", metadata: ["reason": "no thread to serve it (error \(error.errno))"])
+                _ = state.withLock { $0.connections.removeValue(forKey: connection.id) }
+                connection.close()
+            }
         }
     }
 
@@ -242,7 +247,7 @@ public final class DeviceAgent: Sendable {
             return Array(state.connections.values)
         }
         for connection in connections { connection.shutDown() }
-        shutdown(listener, Int32(SHUT_RDWR))
+        shutdown(listener.rawValue, Int32(SHUT_RDWR))
     }
 
     /// The number of clients connected now.
@@ -250,7 +255,7 @@ public final class DeviceAgent: Sendable {
 
     // MARK: Serving one client
 
-    private func admissionRefusal(_ descriptor: Int32) -> DeviceError? {
+    private func admissionRefusal(_ descriptor: FileDescriptor) -> DeviceError? {
         let own = geteuid()
         guard let peer = UnixSocket.peerUserID(descriptor) else { return .agentRefused("the peer's user cannot be read") }
         guard peer == own else { return .agentRefused("a process of user \(peer) may not use the device of user \(own)") }
@@ -414,10 +419,10 @@ public final class DeviceAgent: Sendable {
 /// the thread that reads it, after which sends fail instead of reaching a reused descriptor.
 private final class AgentConnection: Sendable {
     let id: Int
-    let descriptor: Int32
+    let descriptor: FileDescriptor
     private let closed = LockedState(false)
 
-    init(id: Int, descriptor: Int32) {
+    init(id: Int, descriptor: FileDescriptor) {
         self.id = id
         self.descriptor = descriptor
     }
@@ -436,14 +441,14 @@ private final class AgentConnection: Sendable {
 
     /// Wakes the reader, which then closes the connection.
     func shutDown() {
-        closed.withLock { closed in if !closed { _ = shutdown(descriptor, Int32(SHUT_RDWR)) } }
+        closed.withLock { closed in if !closed { _ = shutdown(descriptor.rawValue, Int32(SHUT_RDWR)) } }
     }
 
     func close() {
         closed.withLock { closed in
             guard !closed else { return }
             closed = true
-            _ = Glibc.close(descriptor)
+            try? descriptor.close()
         }
     }
 }

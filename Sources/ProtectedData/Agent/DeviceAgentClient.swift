@@ -1,10 +1,8 @@
 import Foundation
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 public import SecureKeys
+import StoreConcurrency
+import SystemPackage
 
 /// A process's view of the device when a ``DeviceAgent`` owns it: the same key-availability monitor and
 /// store-key provider a `DataController` takes, answered by the agent over its socket.
@@ -38,22 +36,27 @@ public final class DeviceAgentClient: KeyAvailabilityMonitor, StoreKeyProvider {
     public static func connect(toAgentOf stateDirectory: String, clientName: String) throws -> DeviceAgentClient? {
         // Only a socket in folders of this user's alone is one of its own agents (invariant 10)...
         guard let path = try AgentSocketLocation.find(in: stateDirectory) else { return nil }
-        let descriptor: Int32
+        let descriptor: FileDescriptor
         switch try UnixSocket.connect(to: path) {
         case .success(let connected): descriptor = connected
-        case .failure(let failure) where failure.code == ENOENT || failure.code == ECONNREFUSED: return nil
+        case .failure(let failure) where failure == .noSuchFileOrDirectory || failure == .connectionRefused: return nil
         case .failure(let failure): throw DeviceError.agentRefused("cannot connect to \(path): \(failure)")
         }
         // ...and the kernel says who listens, before a byte is sent: another user's process there (a socket
         // moved in, a folder once open to others) never sees a hello, let alone a passcode.
         let peer = UnixSocket.peerUserID(descriptor)
         guard peer == geteuid() else {
-            close(descriptor)
+            try? descriptor.close()
             guard let peer else { throw DeviceError.agentRefused("the user of the process serving \(path) cannot be read; nothing was sent to it") }
             throw DeviceError.untrustedAgent(socket: path, user: PrivateDirectory.user(peer), you: PrivateDirectory.user(geteuid()))
         }
         let link = AgentLink(descriptor: descriptor, stateDirectory: stateDirectory)
-        link.start()
+        do {
+            try link.start()
+        } catch {
+            try? descriptor.close()
+            throw DeviceError.agentRefused("no thread to read the agent's answers on (error \(error.errno)); nothing was sent to it")
+        }
         let status: DeviceAgentStatus
         do {
             let hello = AgentRequest.hello(protocolVersion: AgentWireFormat.protocolVersion, clientName: clientName)
@@ -208,7 +211,7 @@ public final class DeviceAgentClient: KeyAvailabilityMonitor, StoreKeyProvider {
 /// that holds this object (not the client), so the client can be released.
 private final class AgentLink: @unchecked Sendable {
     // @unchecked Sendable: every `var` is read and written only while `condition` is locked.
-    private let descriptor: Int32
+    private let descriptor: FileDescriptor
     private let stateDirectory: String
     private let condition = NSCondition()
     private let sending = NSLock()
@@ -223,7 +226,7 @@ private final class AgentLink: @unchecked Sendable {
     /// second, so an agent this slow is stopped (Ctrl-Z) or stuck, and the connection is given up.
     private static let answerTimeout = Duration.seconds(30)
 
-    init(descriptor: Int32, stateDirectory: String) {
+    init(descriptor: FileDescriptor, stateDirectory: String) {
         self.descriptor = descriptor
         self.stateDirectory = stateDirectory
         status = DeviceAgentStatus(
@@ -231,8 +234,11 @@ private final class AgentLink: @unchecked Sendable {
             failedPasscodeAttempts: 0, clock: .zero)
     }
 
-    func start() {
-        Thread { [self] in readUntilClosed() }.start()
+    /// Starts the reader thread, which holds the link until the connection ends (released at once, so detached).
+    ///
+    /// - Throws: `NamedThread.StartFailure` when no thread can be started.
+    func start() throws(NamedThread.StartFailure) {
+        _ = try NamedThread(name: "PStore.link") { [self] in readUntilClosed() }
     }
 
     var isConnected: Bool { locked { gone == nil } }
@@ -246,7 +252,7 @@ private final class AgentLink: @unchecked Sendable {
         locked {
             guard !shutDownOnce else { return }
             shutDownOnce = true
-            _ = shutdown(descriptor, Int32(SHUT_RDWR))
+            _ = shutdown(descriptor.rawValue, Int32(SHUT_RDWR))
         }
     }
 
@@ -265,13 +271,13 @@ private final class AgentLink: @unchecked Sendable {
         frame.wipe()
         condition.lock()
         defer { condition.unlock() }
-        if !sent && gone == nil { _ = shutdown(descriptor, Int32(SHUT_RDWR)) }
+        if !sent && gone == nil { _ = shutdown(descriptor.rawValue, Int32(SHUT_RDWR)) }
         let deadline = Date(timeIntervalSinceNow: Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18)
         while answers[id] == nil && gone == nil {
             guard condition.wait(until: deadline) else {
                 // The reader ends the link (no late answer is taken), unless it already has: then the descriptor
                 // may be closed and its number someone else's.
-                if gone == nil && !shutDownOnce { _ = shutdown(descriptor, Int32(SHUT_RDWR)) }
+                if gone == nil && !shutDownOnce { _ = shutdown(descriptor.rawValue, Int32(SHUT_RDWR)) }
                 throw DeviceError.agentNotAnswering(stateDirectory, within: timeout)
             }
         }
@@ -346,7 +352,7 @@ private final class AgentLink: @unchecked Sendable {
             condition.broadcast()
             shutDownOnce = true
         }
-        sending.withLock { _ = close(descriptor) }
+        sending.withLock { try? descriptor.close() }
     }
 
     private func locked<Result>(_ body: () throws -> Result) rethrows -> Result {

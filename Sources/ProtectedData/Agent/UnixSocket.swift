@@ -1,12 +1,11 @@
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import SecureKeys
+package import SystemPackage
 
 /// The few Unix-domain socket calls the device agent and its clients make, with `EINTR` retried and
-/// `SIGPIPE` never raised.
+/// `SIGPIPE` never raised. Descriptors are swift-system's `FileDescriptor`s and failures its `Errno`; the calls
+/// swift-system has no wrapper for (`socket`, `bind`, `connect`, `send` with `MSG_NOSIGNAL`, `poll`) are made
+/// on the descriptor's raw value.
 package enum UnixSocket {
     /// `sockaddr_un` for `path`.
     ///
@@ -27,56 +26,47 @@ package enum UnixSocket {
 
     /// A listening socket at `path`, readable and writable by its owner only. Whatever was at `path` is
     /// removed first: only the holder of the state directory's lock calls this, so it is a stale socket.
-    static func listen(at path: String, backlog: Int32) throws -> Int32 {
+    static func listen(at path: String, backlog: Int32) throws -> FileDescriptor {
         var address = try address(path)
         let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard descriptor >= 0 else { throw DeviceError.agentFailed("socket() failed: \(String(cString: strerror(errno)))") }
+        guard descriptor >= 0 else { throw DeviceError.agentFailed("socket() failed: \(Errno(rawValue: errno))") }
         unlink(path)
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
         }
         guard bound == 0, chmod(path, 0o600) == 0, Glibc.listen(descriptor, backlog) == 0 else {
-            let reason = String(cString: strerror(errno))
+            let reason = Errno(rawValue: errno)
             close(descriptor)
             throw DeviceError.agentFailed("cannot listen on \(path): \(reason)")
         }
-        return descriptor
+        return FileDescriptor(rawValue: descriptor)
     }
 
     /// A connected socket to `path`, or the `errno` of the failure (`ENOENT`, `ECONNREFUSED`: no agent).
-    package static func connect(to path: String) throws -> Result<Int32, Errno> {
+    package static func connect(to path: String) throws -> Result<FileDescriptor, Errno> {
         var address = try address(path)
         let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard descriptor >= 0 else { return .failure(Errno(errno)) }
+        guard descriptor >= 0 else { return .failure(Errno(rawValue: errno)) }
         while true {
             let result = withUnsafePointer(to: &address) {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
                     Glibc.connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
                 }
             }
-            if result == 0 { return .success(descriptor) }
-            if errno == EINTR { continue }
-            let failure = Errno(errno)
+            if result == 0 { return .success(FileDescriptor(rawValue: descriptor)) }
+            let failure = Errno(rawValue: errno)
+            if failure == .interrupted { continue }
             close(descriptor)
             return .failure(failure)
         }
     }
 
-    /// An `errno` value as an error.
-    package struct Errno: Error, Sendable, Hashable, CustomStringConvertible {
-        /// The value.
-        package let code: Int32
-        init(_ code: Int32) { self.code = code }
-        /// `strerror`'s words.
-        package var description: String { String(cString: strerror(code)) }
-    }
-
     /// The user id of the process at the other end, from the kernel (`SO_PEERCRED`), or `nil` if it cannot be had.
-    static func peerUserID(_ descriptor: Int32) -> uid_t? {
+    static func peerUserID(_ descriptor: FileDescriptor) -> uid_t? {
         // Linux's `struct ucred` (pid, uid, gid), which Glibc's module map hides without _GNU_SOURCE.
         var credentials: (pid: pid_t, uid: uid_t, gid: gid_t) = (0, 0, 0)
         var length = socklen_t(MemoryLayout.size(ofValue: credentials))
-        guard getsockopt(descriptor, SOL_SOCKET, SO_PEERCRED, &credentials, &length) == 0,
+        guard getsockopt(descriptor.rawValue, SOL_SOCKET, SO_PEERCRED, &credentials, &length) == 0,
             length == socklen_t(MemoryLayout.size(ofValue: credentials))
         else { return nil }
         return credentials.uid
@@ -85,11 +75,11 @@ package enum UnixSocket {
     /// Sends all of `bytes`. With a `deadline`, never blocks past it: a peer that stops reading makes the send
     /// fail then, whatever it reads in between (`.now` fails at once if the peer's buffer is full). Without one,
     /// blocks as long as it takes. `false` when the peer is gone or too slow.
-    static func sendAll(_ descriptor: Int32, _ bytes: UnsafeRawBufferPointer, deadline: ContinuousClock.Instant?) -> Bool {
+    static func sendAll(_ descriptor: FileDescriptor, _ bytes: UnsafeRawBufferPointer, deadline: ContinuousClock.Instant?) -> Bool {
         var offset = 0
         while offset < bytes.count {
             let flags = Int32(MSG_NOSIGNAL) | (deadline == nil ? 0 : Int32(MSG_DONTWAIT))
-            let sent = send(descriptor, bytes.baseAddress! + offset, bytes.count - offset, flags)
+            let sent = send(descriptor.rawValue, bytes.baseAddress! + offset, bytes.count - offset, flags)
             if sent > 0 {
                 offset += sent
                 continue
@@ -104,11 +94,11 @@ package enum UnixSocket {
 
     /// Waits until `descriptor` is ready for `events` (or closed or failed, which the next call reports), or
     /// `deadline` passes: `false` then.
-    static func wait(_ descriptor: Int32, for events: Int16, until deadline: ContinuousClock.Instant) -> Bool {
+    static func wait(_ descriptor: FileDescriptor, for events: Int16, until deadline: ContinuousClock.Instant) -> Bool {
         while true {
             let left = ContinuousClock.now.duration(to: deadline)
             guard left > .zero else { return false }
-            var poller = pollfd(fd: descriptor, events: events, revents: 0)
+            var poller = pollfd(fd: descriptor.rawValue, events: events, revents: 0)
             let ready = poll(&poller, 1, pollMilliseconds(left))
             if ready < 0 && errno == EINTR { continue }
             return ready > 0
@@ -134,15 +124,17 @@ package enum UnixSocket {
 
     /// Reads exactly `buffer.count` bytes; with a `deadline`, the whole read must end by it.
     static func receiveExactly(
-        _ descriptor: Int32, into buffer: UnsafeMutableRawBufferPointer, deadline: ContinuousClock.Instant?
+        _ descriptor: FileDescriptor, into buffer: UnsafeMutableRawBufferPointer, deadline: ContinuousClock.Instant?
     ) -> ReadResult {
         var offset = 0
         while offset < buffer.count {
             if let deadline, !wait(descriptor, for: Int16(POLLIN), until: deadline) { return .broken }
-            let count = recv(descriptor, buffer.baseAddress! + offset, buffer.count - offset, 0)
-            if count < 0 && errno == EINTR { continue }
+            // `read` is `recv` without flags on a socket.
+            guard let count = try? descriptor.read(into: UnsafeMutableRawBufferPointer(rebasing: buffer[offset...])) else {
+                return .broken
+            }
             if count == 0 && offset == 0 { return .endOfFile }
-            if count <= 0 { return .broken }
+            if count == 0 { return .broken }
             offset += count
         }
         return .complete
@@ -166,7 +158,7 @@ enum FrameChannel {
     /// Reads one frame. Its first byte may take `firstByteTimeout` (`nil`: as long as it takes — a client may be
     /// idle between requests); from that byte, the rest of the frame — length and body — must arrive within
     /// `timeout`.
-    static func receive(_ descriptor: Int32, firstByteTimeout: Duration?, timeout: Duration?) -> Received {
+    static func receive(_ descriptor: FileDescriptor, firstByteTimeout: Duration?, timeout: Duration?) -> Received {
         var prefix: UInt32 = 0
         var deadline: ContinuousClock.Instant?
         let header = withUnsafeMutableBytes(of: &prefix) { bytes in
@@ -198,7 +190,7 @@ enum FrameChannel {
 
     /// Sends a whole frame, within `timeout` (`nil`: as long as it takes); `false` when the peer is gone or
     /// does not take it in time.
-    static func send(_ frame: SecureBytes, on descriptor: Int32, within timeout: Duration?) -> Bool {
+    static func send(_ frame: SecureBytes, on descriptor: FileDescriptor, within timeout: Duration?) -> Bool {
         let deadline = timeout.map { ContinuousClock.now + $0 }
         return (try? frame.withUnsafeBytes { UnixSocket.sendAll(descriptor, $0, deadline: deadline) }) ?? false
     }

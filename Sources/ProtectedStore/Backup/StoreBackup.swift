@@ -3,11 +3,7 @@ internal import Foundation
 internal import Logging
 public import ProtectedData
 public import SecureKeys
-#if canImport(Glibc)
 internal import Glibc
-#elseif canImport(Darwin)
-internal import Darwin
-#endif
 
 /// What a backup wrote.
 public struct BackupSummary: Sendable, Hashable {

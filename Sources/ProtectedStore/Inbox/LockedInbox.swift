@@ -3,11 +3,7 @@ internal import Dispatch
 internal import Logging
 internal import ProtectedData
 public import SecureKeys
-#if canImport(Glibc)
 internal import Glibc
-#elseif canImport(Darwin)
-internal import Darwin
-#endif
 
 /// Writes that arrive while the store cannot be opened — the device is locked, or has not been unlocked
 /// since boot — sealed to the store's inbox public key and appended to `<store>.inbox`; merged into the store,

@@ -2,11 +2,7 @@ public import EncryptedSQLite
 internal import Logging
 internal import ProtectedData
 internal import SecureKeys
-#if canImport(Glibc)
 internal import Glibc
-#elseif canImport(Darwin)
-internal import Darwin
-#endif
 
 /// An attached store: its SQLCipher writer, the serial owner every write goes through, and a pool of
 /// read-only connections that reads run on beside it.

@@ -2,11 +2,7 @@ internal import EncryptedSQLite
 internal import Logging
 internal import ProtectedData
 internal import SecureKeys
-#if canImport(Glibc)
 internal import Glibc
-#elseif canImport(Darwin)
-internal import Darwin
-#endif
 
 /// Rewriting a closed store into a format.
 ///

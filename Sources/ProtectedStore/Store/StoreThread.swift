@@ -1,10 +1,6 @@
 internal import DequeModule
 internal import Foundation
-#if canImport(Glibc)
 internal import Glibc
-#elseif canImport(Darwin)
-internal import Darwin
-#endif
 
 /// A thread of the store's own, running one job at a time: the writer's serial executor, or a reader's task
 /// executor. SQLite calls and `fsync` block; run on these threads they never occupy one of the few threads of
@@ -15,6 +11,11 @@ internal import Darwin
 /// Dispatch: one `pthread`, named so a debugger, `top -H` or a test can see where database work runs (`comm` is
 /// at most 15 bytes on Linux, hence the short names), and a mutex and condition over a queue of jobs. It does
 /// not depend on the cooperative pool in any way: a job enqueued here runs even when every pool thread is blocked.
+/// It is a thread of its own rather than a `DispatchQueue` because a queue's work runs on Dispatch's worker
+/// threads, which carry no name of the store's (`PStore.writer` in `/proc/PID/task/*/comm` is how tests and
+/// `top -H` find it), cannot report the thread they run on (``checkIsolated()``), and start and end out of the
+/// store's sight, where `StoreThreadCensus` counts each of these threads from before it starts to after its
+/// loop ends so the tool can check at exit that none still runs.
 ///
 /// The thread runs until ``stop()`` — the store closing — and then ends as soon as its queue is empty. A job that
 /// arrives after that (a call on a closed store, which fails at once) still runs: a short-lived thread of the

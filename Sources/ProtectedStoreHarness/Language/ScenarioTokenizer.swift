@@ -1,9 +1,5 @@
 import SecureKeys
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// One word of a command line, as `ScenarioTokenizer` read it.
 ///

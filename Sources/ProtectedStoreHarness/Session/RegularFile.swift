@@ -1,8 +1,4 @@
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// A regular file in a folder tree, with what tells whether it changed since it was last looked at.
 package struct RegularFile: Sendable, Hashable {

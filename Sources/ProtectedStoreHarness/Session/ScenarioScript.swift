@@ -1,10 +1,7 @@
 import Foundation
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 public import SecureKeys
+import SystemPackage
 
 /// A scenario script: its commands with their line numbers, parsed completely before anything runs, so a
 /// mistake on line 50 never runs lines 1 to 49.
@@ -133,7 +130,7 @@ public struct ScenarioScript: Sendable {
             case ENOENT: "there is no such file"
             case EACCES: "permission denied (you may not read it)"
             case ENOTDIR: "a folder on its path is not a folder"
-            default: String(cString: strerror(code))
+            default: Errno(rawValue: code).description
             }
             throw ParseFailure(name: path, line: 0, message: "cannot read the script: \(why)")
         }
@@ -144,7 +141,7 @@ public struct ScenarioScript: Sendable {
         }
         guard let text = try Self.readToEnd(descriptor) else {
             throw ParseFailure(
-                name: path, line: 0, message: "cannot read the script: \(String(cString: strerror(errno)))")
+                name: path, line: 0, message: "cannot read the script: \(Errno(rawValue: errno).description)")
         }
         defer { text.wipe() }
         if let invalid = try? text.withUnsafeBytes(Self.firstInvalidUTF8) {

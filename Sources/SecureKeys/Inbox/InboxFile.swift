@@ -1,8 +1,5 @@
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
+import SystemPackage
 
 /// How the inbox and its damaged-bytes file are opened: never following a link, never blocking on what is
 /// not a regular file (a FIFO put at the path would block an `open` or a `read` for ever), regular files only.
@@ -83,7 +80,7 @@ package enum InboxFile {
         case ELOOP: "a symbolic link (never followed)"
         case EISDIR: "a directory, not a regular file"
         case ENXIO: "a FIFO or socket, not a regular file"
-        default: "not openable (\(String(cString: strerror(code))))"
+        default: "not openable (\(Errno(rawValue: code).description))"
         }
         return Unusable(path: path, reason: reason, systemErrno: code)
     }

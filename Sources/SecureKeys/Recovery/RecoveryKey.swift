@@ -1,8 +1,4 @@
-#if canImport(Glibc)
 internal import Glibc
-#elseif canImport(Darwin)
-internal import Darwin
-#endif
 
 /// The public half of a recovery key, and how to derive it again from the phrase.
 ///
