@@ -139,7 +139,7 @@ final class SessionWatch: @unchecked Sendable {
     private var event: OpaquePointer?
     /// The loop's source for ``wake``.
     private var wakeSource: OpaquePointer?
-    private let logger = Logger(label: "protected-store.session")
+    private let logger = LogSubsystem.session.makeLogger()
     /// The fds opened in `init`, read there (on the setting-up thread, before the loop starts).
     private(set) var descriptors: [Int32] = []
 

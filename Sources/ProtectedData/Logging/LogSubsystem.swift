@@ -29,6 +29,8 @@ package enum LogSubsystem: String, CaseIterable, Sendable {
     ///
     /// It logs appends, merges, and quarantine.
     case inbox
+    /// The desktop session's lock, as logind and the screen saver report it.
+    case session
 
     /// The swift-log label, `protected-store.` and the subsystem's name.
     package var label: String { "protected-store.\(rawValue)" }
