@@ -112,6 +112,11 @@ public struct StoreError: Error, Sendable {
         /// but records nothing of it (`storeKeyRecord(forStoreAt:)` said none), or a malformed record. Nothing
         /// was created; the source must be fixed.
         public static let keySourceInconsistent = Code("key-source-inconsistent")
+        /// An operation needs a call of the key source (`StoreKeyProvider`) that the source does not implement:
+        /// it keeps store keys outside the library's key files, and a restore must move a key
+        /// (`moveStoreKey(from:to:)`) or a rewrite (`migrate`) must wrap it again in a key file
+        /// (`storeKeyFile(forStoreAt:recording:)`). Nothing was changed; the message names the source and the call.
+        public static let keySourceUnsupported = Code("key-source-unsupported")
         /// A restore whose target store (or one of its files) already exists, without the explicit flag that
         /// lets it put the old store aside: nothing was changed.
         public static let restoreTargetExists = Code("restore-target-exists")
@@ -125,7 +130,7 @@ public struct StoreError: Error, Sendable {
             .inboxUnknownKind, .inboxNewerSchema, .inboxRecordMalformed, .inboxFull, .inboxUnusable, .storeError,
             .wrongKey, .storeUnavailable, .storeDamaged, .constraint, .diskFull, .readOnly, .busy, .notSQLCipher,
             .misuse, .recordNotFound, .closed, .sqliteError, .migrationFailed, .storeFromNewerApp,
-            .migrationUnsupported, .keySourceInconsistent, .restoreTargetExists,
+            .migrationUnsupported, .keySourceInconsistent, .restoreTargetExists, .keySourceUnsupported,
         ]
     }
 
