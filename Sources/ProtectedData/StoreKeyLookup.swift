@@ -72,7 +72,7 @@ public struct StoreKeyRecord: Sendable, Hashable {
 ///
 /// The source decides where keys live. The library never reads or writes a key file behind its back: what
 /// it needs of a key — the key itself, its identifier, the store's format — it asks through these calls. The
-/// store key file format (`StoreKeyFile`, keys/README.md) is one way to keep keys, the simulated and Linux
+/// store key file format (`StoreKeyFile`, <doc:/SecureKeys/KeyFileFormats>) is one way to keep keys, the simulated and Linux
 /// devices' way; a source may keep them anywhere else.
 ///
 /// ## The contract

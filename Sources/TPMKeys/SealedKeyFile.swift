@@ -1,7 +1,7 @@
 import ProtectedData
 import SecureKeys
 
-/// The sealed device key file, `hardware/uid.tpm`, version 1 (keys/README.md, "Sealed device key"):
+/// The sealed device key file, `hardware/uid.tpm`, version 1 (<doc:/SecureKeys/KeyFileFormats>, "Sealed device key"):
 /// the TPM's sealed object — its public area and its private area, which the TPM encrypted under its primary
 /// storage key — and the name of that primary key, so a file from another TPM is told apart from a damaged one.
 ///

@@ -3,7 +3,7 @@ public import SecureKeys
 /// How a copy of a database (``Database/export(to:encryption:)``) is written: in the clear, or encrypted
 /// under a key its user holds — never under the store key, which only the device's class key unwraps.
 ///
-/// [keys/README.md](<doc:/SecureKeys/KeyFileFormats>) (*Exports*) documents each form, so that another program can open an export without this
+/// <doc:/SecureKeys/KeyFileFormats> (*Exports*) documents each form, so that another program can open an export without this
 /// library.
 public enum ExportEncryption: Sendable {
     /// A plain SQLite file, which `sqlite3` (or any SQLite) opens. **Everything in the database is then
@@ -30,7 +30,7 @@ public enum ExportEncryption: Sendable {
 /// The key of a passphrase export: Argon2id (`crypto_pwhash`, `crypto_pwhash_ALG_ARGON2ID13`, 32-byte output)
 /// of the passphrase, with the salt SQLCipher keeps in the file's first 16 bytes and the fixed cost
 /// ``kdf``. The file records its own salt, the cost is this format's, so the passphrase alone opens it: read
-/// bytes 0..<16, derive, then key SQLCipher with the raw key ([keys/README.md](<doc:/SecureKeys/KeyFileFormats>), *Exports*).
+/// bytes 0..<16, derive, then key SQLCipher with the raw key (<doc:/SecureKeys/KeyFileFormats>, *Exports*).
 public enum ExportPassphrase: Sendable {
     /// The Argon2id cost of every passphrase export: 3 passes over 64 MiB (`opslimit = 3`,
     /// `memlimit = 67108864`). Fixed by the format: changing it makes a new export format.

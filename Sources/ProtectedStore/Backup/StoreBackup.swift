@@ -32,7 +32,7 @@ extension StoreCoordinator {
     /// derived from a random data key of this backup; that copy passes `PRAGMA integrity_check` (every page
     /// read, so every page's HMAC checked) before the backup file is assembled: a header (the recovery key's
     /// Argon2id parameters and public key, the data key sealed to it), the database, and a BLAKE2b tag over
-    /// both ([keys/README.md](<doc:/SecureKeys/KeyFileFormats>), "Backup file"). The file is written to a temporary beside `path`, synced, and put
+    /// both (<doc:/SecureKeys/KeyFileFormats>, "Backup file"). The file is written to a temporary beside `path`, synced, and put
     /// in place with `link` (or `rename`, when replacing) and a sync of its folder: a crash leaves no backup
     /// or a whole one. The phrase is never needed: the data key is sealed to the public key.
     ///
@@ -80,7 +80,7 @@ public struct RestoreSummary: Sendable, Hashable {
     public let recoveryKeyPath: String?
 }
 
-/// Backing up and restoring a store: the file format is `BackupHeader`'s ([keys/README.md](<doc:/SecureKeys/KeyFileFormats>), "Backup file").
+/// Backing up and restoring a store: the file format is `BackupHeader`'s (<doc:/SecureKeys/KeyFileFormats>, "Backup file").
 public enum StoreBackup: Sendable {
     /// How much of the file is read or written at a time.
     static let chunkLength = 1 << 20

@@ -1,6 +1,6 @@
 internal import SecureKeys
 
-/// The base of the locked inbox's sequence numbers, kept in `<store>.inbox-sequence` ([keys/README.md](<doc:/SecureKeys/KeyFileFormats>)): the
+/// The base of the locked inbox's sequence numbers, kept in `<store>.inbox-sequence` (<doc:/SecureKeys/KeyFileFormats>): the
 /// replay protection of the inbox.
 ///
 /// An append, under the inbox's lock, gives each record the sequence `base + its offset in the inbox + 1`,

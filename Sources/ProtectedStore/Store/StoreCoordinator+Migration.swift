@@ -15,7 +15,7 @@ extension StoreCoordinator {
     /// default — and records the format in its key file, crash-safely: `sqlcipher_export` into a new file,
     /// checked, then the key file and the store file replaced, the key file first as the one commit point.
     /// A power cut at any step leaves the old store with its old key file, or the new store with its new one;
-    /// the next attach (or migration) finishes or undoes what it finds ([keys/README.md](<doc:/SecureKeys/KeyFileFormats>), *Rewriting a store*).
+    /// the next attach (or migration) finishes or undoes what it finds (<doc:/SecureKeys/KeyFileFormats>, *Rewriting a store*).
     ///
     /// Refused before anything is touched when the linked SQLCipher cannot write `format`: format 2 needs
     /// SQLCipher 4 or later, and Debian bookworm links 3.4.1.

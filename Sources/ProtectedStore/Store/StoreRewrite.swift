@@ -10,7 +10,7 @@ internal import Darwin
 
 /// Rewriting a closed store into a format — SQLCipher 4's for `migrate`, the same one for a compacting
 /// rewrite — with its key file's recorded format changed at one commit point, so that a power cut at any step
-/// leaves the old store with the old key file, or the new store with the new key file (keys/README.md,
+/// leaves the old store with the old key file, or the new store with the new key file (<doc:/SecureKeys/KeyFileFormats>,
 /// *Rewriting a store*).
 ///
 /// The steps, each synced before the next:

@@ -109,7 +109,7 @@ struct SimulationModel {
     /// Whether the next wrong passcode erases the device.
     var nextFailureWipes: Bool { wipeAfter.map { failures + 1 >= $0 } ?? false }
 
-    /// The length of the payload an inbox append of `value` under `key` seals (keys/README.md, "Inbox
+    /// The length of the payload an inbox append of `value` under `key` seals (<doc:/SecureKeys/KeyFileFormats>, "Inbox
     /// records", payload version 3): version, id, sequence number, kind, schema version and body length, then
     /// the body — for the built-in put
     /// the key and the value, each after its u32 length; for another kind the JSON `{"key":…,"value":…}`

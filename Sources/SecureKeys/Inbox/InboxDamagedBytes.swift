@@ -4,7 +4,7 @@ import Glibc
 import Darwin
 #endif
 
-/// The inbox's damaged-bytes file (`<store>.inbox-damaged`, [keys/README.md](<doc:KeyFileFormats>)): where the bytes of an inbox that
+/// The inbox's damaged-bytes file (`<store>.inbox-damaged`, <doc:KeyFileFormats>): where the bytes of an inbox that
 /// a merge could neither apply nor quarantine go — spans that are not records, torn tails — before the inbox
 /// is truncated, so no byte of an inbox is ever dropped. Append-only, 0600, `fsync`ed before it is relied on.
 ///

@@ -1,8 +1,8 @@
-/// The inbox key pair of a store (format v1, [keys/README.md](<doc:KeyFileFormats>)): the X25519 public key in the clear, so records
+/// The inbox key pair of a store (format v1, <doc:KeyFileFormats>): the X25519 public key in the clear, so records
 /// can be sealed while the device is locked, and the private key wrapped by a key derived from the store
 /// key, so it opens exactly when the store itself can be opened.
 public struct InboxKeyFile: Sendable {
-    /// The format version this code writes ([keys/README.md](<doc:KeyFileFormats>)).
+    /// The format version this code writes (<doc:KeyFileFormats>).
     public static let formatVersion: UInt8 = 1
     /// The four bytes an inbox key file starts with.
     public static let magic: [UInt8] = Array("PSIK".utf8)

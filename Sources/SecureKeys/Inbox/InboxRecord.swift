@@ -1,4 +1,4 @@
-/// The inbox file's record format ([keys/README.md](<doc:KeyFileFormats>)): each record is framed as
+/// The inbox file's record format (<doc:KeyFileFormats>): each record is framed as
 /// `"PSIR" ‖ u32 length ‖ crypto_box_seal(payload) ‖ BLAKE2b-128 checksum`, appended in arrival order.
 ///
 /// This layer seals, frames, finds and opens records; what a payload holds (an entry's id, kind, schema
@@ -85,7 +85,7 @@ public enum InboxRecord: Sendable {
     }
 
     /// Splits an inbox file into records without opening them (no key needed), by the inbox layout's rules
-    /// ([keys/README.md](<doc:KeyFileFormats>)): resynchronising at every `PSIR` whose record verifies.
+    /// (<doc:KeyFileFormats>): resynchronising at every `PSIR` whose record verifies.
     ///
     /// - Returns: every record (those whose checksum failed with `checksumVerified == false`), and a problem
     ///   for each piece that is not an intact record.

@@ -1,5 +1,5 @@
 /// The keybag: one key per protection class, wrapped so that only the right passcode on the right device
-/// unwraps it (formats v1 and v2, specified byte by byte in [keys/README.md](<doc:KeyFileFormats>)).
+/// unwraps it (formats v1 and v2, specified byte by byte in <doc:KeyFileFormats>).
 ///
 /// - Class keys of ``ProtectionClass/complete``, ``ProtectionClass/completeUnlessOpen`` and
 ///   ``ProtectionClass/completeUntilFirstUserAuthentication`` are wrapped by

@@ -1,6 +1,6 @@
 internal import CSodium
 
-/// The frame of a backup file ([keys/README.md](<doc:KeyFileFormats>), "Backup file"): a header that says how to open it, the
+/// The frame of a backup file (<doc:KeyFileFormats>, "Backup file"): a header that says how to open it, the
 /// encrypted database, and an authentication tag over both.
 ///
 /// ```
