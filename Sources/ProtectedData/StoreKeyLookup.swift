@@ -72,8 +72,10 @@ public struct StoreKeyRecord: Sendable, Hashable {
 ///
 /// The source decides where keys live. The library never reads or writes a key file behind its back: what
 /// it needs of a key — the key itself, its identifier, the store's format — it asks through these calls. The
-/// store key file format (`StoreKeyFile`, <doc:/SecureKeys/KeyFileFormats>) is one way to keep keys, the simulated and Linux
-/// devices' way; a source may keep them anywhere else.
+/// store key file format (`StoreKeyFile`, <doc:/SecureKeys/KeyFileFormats>) is one way to keep keys, the
+/// simulated and Linux devices' way; a source may keep them anywhere else. Where a key file is there, a
+/// restore handles it as one of the store's files: a replaced store's key file is kept aside with the others,
+/// and the one a source made for a restore's staged store is removed when that restore fails.
 ///
 /// ## The contract
 ///
