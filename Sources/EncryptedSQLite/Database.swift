@@ -51,7 +51,7 @@ public final class Database {
         /// it runs only for a writer opened with ``Synchronous/full`` (with `NORMAL`, a power cut may tear
         /// several unsynced transactions, which is not damage) while no other connection, of this process or
         /// another, has the database open, and costs one read of the log, only when there is one.
-        /// [keys/README.md](<doc:/SecureKeys/KeyFileFormats>) says what it detects and what it cannot.
+        /// <doc:/SecureKeys/KeyFileFormats> says what it detects and what it cannot.
         public var checksWriteAheadLog: Bool = true
         /// Whether SQLite enforces `FOREIGN KEY` constraints (`PRAGMA foreign_keys`). On by default, as in GRDB.
         ///
@@ -187,7 +187,7 @@ public final class Database {
     /// before SQLite parses it, so a file is only dangerous when whoever crafted it also knows `key`: never
     /// pass a file *and* its key that came from outside (an "import" of a file a user was sent, with the key
     /// or passphrase sent beside it). The store's own files never go through this initializer
-    /// (`StoreCoordinator` opens them with the key its key file wraps). [keys/README.md](<doc:/SecureKeys/KeyFileFormats>), *Threat model*, says
+    /// (`StoreCoordinator` opens them with the key its key file wraps). <doc:/SecureKeys/KeyFileFormats>, *Threat model*, says
     /// how to build against a newer SQLCipher.
     ///
     /// - Parameters:

@@ -7,7 +7,7 @@ public import SecureKeys
 ///
 /// - `hardware/uid.key`: the key itself, 32 bytes, mode 0600 (``FileDeviceKeyStore``);
 /// - `hardware/uid.tpm`: the key sealed by a TPM 2.0 (the TPM store of the `TPMKeys` module; format in
-///   keys/README.md, "Sealed device key").
+///   <doc:/SecureKeys/KeyFileFormats>, "Sealed device key").
 ///
 /// Both exist at once only in the instant of a migration from the file to the TPM (``DeviceKeyMigration``),
 /// which the next boot or migration finishes.
@@ -84,7 +84,7 @@ public enum DeviceKeyStoreKind: String, Sendable, Hashable, CaseIterable, Custom
 
 /// Keeps a device's key.
 ///
-/// The key is the secret every class key is entangled with (keys/README.md, "Keybag").
+/// The key is the secret every class key is entangled with (<doc:/SecureKeys/KeyFileFormats>, "Keybag").
 ///
 /// A store never replaces a key it keeps and never writes one unwrapped except as ``FileDeviceKeyStore``
 /// does by definition. ``SimulatedDevice`` takes one at set-up and boot; ``FileDeviceKeyStore`` is the default.
@@ -113,7 +113,7 @@ public protocol DeviceKeyStore: Sendable {
 
     /// What seals the passcode secret of a version-2 keybag on this store.
     ///
-    /// See keys/README.md, "Keybag, version 2". A TPM seals it, and then counts every wrong passcode. `nil` for a
+    /// See <doc:/SecureKeys/KeyFileFormats>, "Keybag, version 2". A TPM seals it, and then counts every wrong passcode. `nil` for a
     /// store that cannot (the file store), whose devices keep a version-1 keybag.
     var passcodeSecretSealer: (any PasscodeSecretSealer)? { get }
 }

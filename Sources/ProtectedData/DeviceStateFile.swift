@@ -45,7 +45,7 @@ struct PersistedDeviceState: Sendable, Equatable {
 ///
 /// It is JSON, mode 0600, replaced atomically.
 ///
-/// Format version 2 ([keys/README.md](<doc:/SecureKeys/KeyFileFormats>), "Device state file"):
+/// Format version 2 (<doc:/SecureKeys/KeyFileFormats>, "Device state file"):
 /// `formatVersion` 2, `gracePeriodMilliseconds` (0…100 years), `wipeAfterFailures` (`null` or 1…1,000,000),
 /// `failedPasscodeAttempts` (0…1,000,000, and below `wipeAfterFailures` unless wiped), `wiped`, and `tag`:
 /// 64 hex digits (`null` once wiped), BLAKE2b-256 keyed with

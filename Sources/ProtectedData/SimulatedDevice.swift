@@ -756,7 +756,7 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     /// An attempt refused because its count could not be written was never answered, so it need not count: when
     /// only the folder's sync failed, the file may hold the higher count until a power cut drops the rename. A
     /// boot in between reads it and delays the next attempt; after the cut the last durable count is the count
-    /// (keys/README.md, "Counting a passcode attempt").
+    /// (<doc:/SecureKeys/KeyFileFormats>, "Counting a passcode attempt").
     private func attempt<Result>(_ body: () throws -> Result) throws -> Result {
         // Counted on disk first, then in memory: what the device says is what a reboot finds.
         let previousFailures = try state.withLock { state -> Int in

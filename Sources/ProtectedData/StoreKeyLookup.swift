@@ -72,8 +72,10 @@ public struct StoreKeyRecord: Sendable, Hashable {
 ///
 /// The source decides where keys live. The library never reads or writes a key file behind its back: what
 /// it needs of a key — the key itself, its identifier, the store's format — it asks through these calls. The
-/// store key file format (`StoreKeyFile`, keys/README.md) is one way to keep keys, the simulated and Linux
-/// devices' way; a source may keep them anywhere else.
+/// store key file format (`StoreKeyFile`, <doc:/SecureKeys/KeyFileFormats>) is one way to keep keys, the
+/// simulated and Linux devices' way; a source may keep them anywhere else. Where a key file is there, a
+/// restore handles it as one of the store's files: a replaced store's key file is kept aside with the others,
+/// and the one a source made for a restore's staged store is removed when that restore fails.
 ///
 /// ## The contract
 ///
@@ -82,7 +84,12 @@ public struct StoreKeyRecord: Sendable, Hashable {
 /// ``storeKeyRecord(forStoreAt:)`` for the store's format and identifier; when it says
 /// ``StoreKeyLookup/absent`` and no store file exists, ``createStoreKey(forStoreAt:protectionClass:)``, then
 /// ``storeKeyRecord(forStoreAt:)`` for the new key's identifier (also after a creation that threw, to learn
-/// whether a key was made). An export asks the same as an attach of an existing store. Calls come from the
+/// whether a key was made). An export and a backup ask the same as an attach of an existing store. A restore
+/// (`StoreBackup.restore`) calls ``storeKeyRecord(forStoreAt:)`` for the target (a key there means a store is
+/// there), ``createStoreKey(forStoreAt:protectionClass:)`` for a staged store beside the target
+/// (`<store>.restoring-…-store`), then ``moveStoreKey(from:to:)`` to put that key in place — and, when it
+/// replaces a store whose key the source keeps elsewhere than a key file, to keep the old key aside with the old
+/// store's files. A rewrite (`migrate`) calls ``storeKeyFile(forStoreAt:recording:)``. Calls come from the
 /// store's own threads, never from the main actor; each may block briefly (a file, a socket, a keychain), never
 /// for a user's answer.
 ///
@@ -97,7 +104,15 @@ public struct StoreKeyRecord: Sendable, Hashable {
 ///   wipes them when the store closes;
 /// - answer ``storeKeyRecord(forStoreAt:)`` for every key it holds, locked or not, with the identifier it gave
 ///   the key when it made it, unchanged until the key is gone;
+/// - move a key whole: after ``moveStoreKey(from:to:)`` the destination has the same key and the same record,
+///   the source path none; a destination that has a key is refused (`already-exists`) and nothing changes;
 /// - keep every key until the app deletes the store: a key lost is a store lost.
+///
+/// Two operations are about the library's key files themselves, and need a source that keeps its keys in them
+/// (or implements the call): a rewrite (`migrate`) replaces `<store>.key` at its commit point, so a source
+/// that keeps keys elsewhere cannot migrate its stores (``storeKeyFile(forStoreAt:recording:)``'s default says
+/// so with `key-source-unsupported`); and the command-line tool works on a simulated device's state directory,
+/// whose keys are key files.
 ///
 /// `ProtectedStoreTesting`'s `StoreKeySourceConformance` checks these on a source of the app's own.
 public protocol StoreKeyProvider: Sendable {
@@ -131,13 +146,35 @@ public protocol StoreKeyProvider: Sendable {
     func storeKeyRecord(forStoreAt storePath: String) throws -> StoreKeyRecord?
     /// The store's key file as it must read once the store is rewritten in `format`: the same store key and
     /// store identifier, wrapped again by the class key with `format` recorded. Nothing is written: the
-    /// store's rewrite (`migrate`) puts it in place at its commit point. Called only by a rewrite.
+    /// store's rewrite (`migrate`) puts it in place of `<store>.key` at its commit point. Called only by a
+    /// rewrite, and only for a source that keeps its keys in the library's key files (`StoreKeyFile`).
     ///
-    /// A default implementation refuses (`SecureKeysError.Code.unsupportedKeyFormat`): a source that cannot
-    /// wrap store keys again cannot migrate its stores.
+    /// A default implementation refuses (`key-source-unsupported`, naming the source): a source that keeps
+    /// keys elsewhere cannot migrate its stores.
     ///
     /// - Throws: when the class key is not held now, `protected-data-unavailable`; the key file's errors.
     func storeKeyFile(forStoreAt storePath: String, recording format: StoreFormat) throws -> StoreKeyFile
+    /// Moves the key the source holds for the store at `storePath` to the store at `destination`, which must
+    /// have none: the same key and the same record (identifier, class, format); afterwards the source holds
+    /// none for `storePath`. Never a copy left behind that a later look-up could give for both, never a key
+    /// lost: if it throws, the key is at one of the two paths. It may need the source unlocked (a source that
+    /// binds a wrapped key to its store's path wraps it again); a restore calls it unlocked, having just made a
+    /// key.
+    ///
+    /// Called by a restore (`StoreBackup.restore`): to put the key it made for the staged store in place at
+    /// the target, to keep a replaced store's key aside with its files (`<store>.replaced-…/<name>`), and to
+    /// undo either when the restore fails before its end.
+    ///
+    /// A default implementation moves the library's store key file (`<storePath>.key` to
+    /// `<destination>.key`, by `link` and `unlink`, the folders synced, undone if a step fails): right for a
+    /// source that keeps its keys in `StoreKeyFile`s. When that file is not there but the source records a key
+    /// for `storePath`, it refuses with `key-source-unsupported`: a source that keeps keys anywhere else
+    /// implements this call, or its stores cannot be restored.
+    ///
+    /// - Throws: `already-exists` when `destination` has a key; `store-unavailable` when `storePath` has
+    ///   none; `key-source-unsupported` (the default, for a source that keeps no key file); the file system's
+    ///   failures.
+    func moveStoreKey(from storePath: String, to destination: String) throws
 }
 
 extension StoreKeyProvider {
@@ -149,12 +186,52 @@ extension StoreKeyProvider {
         try StoreKeyRecord.ofKeyFile(forStoreAt: storePath)
     }
 
-    /// Refuses: this source cannot wrap a store key again, so its stores cannot be rewritten in another format.
+    /// Refuses: this source cannot wrap a store key again in a key file, so its stores cannot be rewritten in
+    /// another format.
     ///
-    /// - Throws: `SecureKeysError.Code.unsupportedKeyFormat` naming the source's type.
+    /// - Throws: `key-source-unsupported` naming the source's type.
     public func storeKeyFile(forStoreAt storePath: String, recording format: StoreFormat) throws -> StoreKeyFile {
-        throw SecureKeysError.unsupportedFormat(
-            "\(type(of: self)) cannot wrap the store key again to record \(format); rewrite the store with a key source that holds its class key",
-            path: StoreFiles(database: storePath).key)
+        throw SecureKeysError(
+            code: .keySourceUnsupported,
+            message: "the key source \(type(of: self)) does not implement storeKeyFile(forStoreAt:recording:): a rewrite to \(format) replaces the store's key file at its commit point, and this source keeps its keys elsewhere. Nothing was changed",
+            path: storePath)
+    }
+
+    /// Moves the library's store key file beside the store at `storePath` to the store at `destination`:
+    /// `link`, then `unlink`, each folder synced. For a source that keeps its keys in `StoreKeyFile`s.
+    ///
+    /// - Throws: `key-source-unsupported` when there is no key file at `storePath` but the source records a
+    ///   key for it (it keeps keys elsewhere and must implement this call); `store-unavailable` when it holds
+    ///   none; `already-exists` when `destination` has a key file; `io-error` naming the file.
+    public func moveStoreKey(from storePath: String, to destination: String) throws {
+        let from = StoreFiles(database: storePath).key
+        let to = StoreFiles(database: destination).key
+        guard SecureFile.exists(from) else {
+            if try storeKeyRecord(forStoreAt: storePath) != nil {
+                throw SecureKeysError(
+                    code: .keySourceUnsupported,
+                    message: "the key source \(type(of: self)) does not implement moveStoreKey(from:to:): it holds the key of \(storePath) but not in the key file \(from), so the key cannot be moved to \(destination). Nothing was changed",
+                    path: storePath)
+            }
+            throw SecureKeysError(code: .storeUnavailable, message: "there is no store key to move: \(type(of: self)) holds none for \(storePath)", path: from)
+        }
+        // link(2) refuses an existing destination: a key is never written over another. A step that fails
+        // after it undoes what was done, so that a move that throws leaves the key where it was (as far as the
+        // disk lets it; at one of the two paths in any case).
+        try DiskIO.link(from, to: to)
+        do {
+            try DiskIO.unlink(from)
+        } catch {
+            try? DiskIO.unlink(to)
+            throw error
+        }
+        let folders = [SecureFile.folder(containing: to), SecureFile.folder(containing: from)]
+        do {
+            try DiskIO.syncDirectory(folders[0], purpose: .newFileEntry)
+            if folders[1] != folders[0] { try DiskIO.syncDirectory(folders[1]) }
+        } catch {
+            if (try? DiskIO.link(to, to: from)) != nil { try? DiskIO.unlink(to) }
+            throw error
+        }
     }
 }

@@ -20,8 +20,8 @@ internal import SecureKeys
 /// ```
 ///
 /// The suite makes stores named `conformance-…` in the folder it is given (which must exist and be the
-/// app's own), asks the source for their keys through the protocol only, and attaches one of them through
-/// the library's attach. It locks and unlocks the source through the closures it is given: `lock` must make
+/// app's own), asks the source for their keys through the protocol only (it moves one, as a restore does),
+/// and attaches one of them through the library's attach. It locks and unlocks the source through the closures it is given: `lock` must make
 /// the keys of `protectionClass` unavailable at once (no grace period). It leaves the source unlocked.
 public enum StoreKeySourceConformance: Sendable {
     /// One rule of the contract on `StoreKeyProvider`.
@@ -48,6 +48,10 @@ public enum StoreKeySourceConformance: Sendable {
         case neverWipesAReturnedKey = "never-wipes-a-returned-key"
         /// Unlocked again, the look-up gives the same key.
         case availableAfterUnlock = "available-after-unlock"
+        /// A key moved to another store path (`moveStoreKey(from:to:)`, what a restore does) is there, the same
+        /// key with the same record, and gone from where it was; a move onto a store with a key is refused and
+        /// changes neither.
+        case movesAKey = "moves-a-key"
         /// Through the library's attach: a new store attaches, keeps what was written across an attach, waits
         /// (`protected-data-unavailable`) while locked, and a store whose file went missing is reported
         /// (`store-unavailable`), never made again empty.
@@ -190,13 +194,15 @@ public enum StoreKeySourceConformance: Sendable {
             }
             // One key per store.
             let other = store("second")
+            var otherRecord: StoreKeyRecord?
             if let otherKey = attempt(.oneKeyPerStore, "createStoreKey for a second store", { try source.createStoreKey(forStoreAt: other, protectionClass: protectionClass) }) {
                 if otherKey.constantTimeEquals(key) { fail(.oneKeyPerStore, "two stores were given the same key") }
                 otherKey.wipe()
-                if let otherRecord = attempt(.oneKeyPerStore, "storeKeyRecord for a second store", { try source.storeKeyRecord(forStoreAt: other) }) {
-                    if otherRecord == nil {
+                if let found = attempt(.oneKeyPerStore, "storeKeyRecord for a second store", { try source.storeKeyRecord(forStoreAt: other) }) {
+                    otherRecord = found
+                    if found == nil {
                         fail(.oneKeyPerStore, "storeKeyRecord for a second store with a key says none")
-                    } else if otherRecord?.storeID == record.storeID {
+                    } else if found?.storeID == record.storeID {
                         fail(.oneKeyPerStore, "two stores' keys have the same identifier")
                     }
                 }
@@ -251,7 +257,49 @@ public enum StoreKeySourceConformance: Sendable {
                     fail(.neverMintsWhileLocked, "after a creation refused while locked, the look-up says \(lookup), not absent: a key was made")
                 }
             }
+            checkMove(first, key: key, record: record, onto: otherRecord.map { (other, $0) })
             await checkAttach(lock: lock, unlock: unlock)
+        }
+
+        /// A move to a new store path and back; a move onto `occupied` (a store with a key, when there is one)
+        /// refused. Unlocked.
+        func checkMove(_ storePath: String, key: SecureBytes, record: StoreKeyRecord, onto occupied: (path: String, record: StoreKeyRecord)?) {
+            let rule = Rule.movesAKey
+            let moved = store("moved")
+            guard attempt(rule, "moveStoreKey to a store with no key", { try source.moveStoreKey(from: storePath, to: moved) }) != nil
+            else { return }
+            if let lookup = attempt(rule, "lookUpStoreKey where a key was moved from", { try source.lookUpStoreKey(forStoreAt: storePath) }) {
+                if case .absent = lookup {} else {
+                    if case .available(let left) = lookup { left.wipe() }
+                    fail(rule, "after moveStoreKey, the look-up where the key was says \(lookup), not absent: the key is in two places")
+                }
+            }
+            if let lookup = attempt(rule, "lookUpStoreKey where a key was moved to", { try source.lookUpStoreKey(forStoreAt: moved) }) {
+                checkSameKey(lookup, as: key, rule: rule, when: "where a key was moved to")
+            }
+            if let movedRecord = attempt(rule, "storeKeyRecord where a key was moved to", { try source.storeKeyRecord(forStoreAt: moved) }),
+                movedRecord != record
+            {
+                fail(rule, movedRecord == nil ? "after moveStoreKey, storeKeyRecord where the key was moved to says none" : "the moved key's record changed")
+            }
+            if let occupied {
+                do {
+                    try source.moveStoreKey(from: moved, to: occupied.path)
+                    fail(rule, "moveStoreKey onto a store with a key did not throw already-exists")
+                } catch {}
+                if let lookup = attempt(rule, "lookUpStoreKey after a move onto a store with a key", { try source.lookUpStoreKey(forStoreAt: moved) }) {
+                    checkSameKey(lookup, as: key, rule: rule, when: "after a refused move onto a store with a key")
+                }
+                if let kept = attempt(rule, "storeKeyRecord of a store a move was refused onto", { try source.storeKeyRecord(forStoreAt: occupied.path) }),
+                    kept != occupied.record
+                {
+                    fail(rule, "a refused move onto a store with a key changed that store's record")
+                }
+            }
+            guard attempt(rule, "moveStoreKey back", { try source.moveStoreKey(from: moved, to: storePath) }) != nil else { return }
+            if let lookup = attempt(rule, "lookUpStoreKey after the move back", { try source.lookUpStoreKey(forStoreAt: storePath) }) {
+                checkSameKey(lookup, as: key, rule: rule, when: "after the move back")
+            }
         }
 
         /// The library's attach over the source: create, write, close, attach again and read; locked; a lost store.

@@ -143,6 +143,12 @@ public struct StoreError: Error, Sendable {
         /// It gave or made a store's key but records nothing of it (`storeKeyRecord(forStoreAt:)` said none), or a
         /// malformed record. Nothing was created; the source must be fixed.
         public static let keySourceInconsistent = Code("key-source-inconsistent")
+        /// An operation needs a call the app's key source does not implement.
+        ///
+        /// The source (`StoreKeyProvider`) keeps store keys outside the library's key files, and a restore must move
+        /// a key (`moveStoreKey(from:to:)`) or a rewrite (`migrate`) must wrap it again in a key file
+        /// (`storeKeyFile(forStoreAt:recording:)`). Nothing was changed. The message names the source and the call.
+        public static let keySourceUnsupported = Code("key-source-unsupported")
         /// A restore whose target store (or one of its files) already exists.
         ///
         /// The restore was asked without the explicit flag that lets it put the old store aside. Nothing was changed.
@@ -157,7 +163,7 @@ public struct StoreError: Error, Sendable {
             .inboxUnknownKind, .inboxNewerSchema, .inboxRecordMalformed, .inboxFull, .inboxUnusable, .storeError,
             .wrongKey, .storeUnavailable, .storeDamaged, .constraint, .diskFull, .readOnly, .busy, .notSQLCipher,
             .misuse, .recordNotFound, .closed, .sqliteError, .migrationFailed, .storeFromNewerApp,
-            .migrationUnsupported, .keySourceInconsistent, .restoreTargetExists,
+            .migrationUnsupported, .keySourceInconsistent, .restoreTargetExists, .keySourceUnsupported,
         ]
     }
 

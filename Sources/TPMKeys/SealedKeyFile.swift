@@ -3,7 +3,7 @@ import SecureKeys
 
 /// The sealed device key file, `hardware/uid.tpm`, version 1.
 ///
-/// Its format is in keys/README.md, "Sealed device key". It holds the TPM's sealed object (its public area and its
+/// Its format is in <doc:/SecureKeys/KeyFileFormats>, "Sealed device key". It holds the TPM's sealed object (its public area and its
 /// private area, which the TPM encrypted under its primary storage key) and the name of that primary key, so a file
 /// from another TPM is told apart from a damaged one.
 ///

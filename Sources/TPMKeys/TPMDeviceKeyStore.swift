@@ -1,7 +1,7 @@
 public import ProtectedData
 public import SecureKeys
 
-/// The device key sealed by a TPM 2.0, in `hardware/uid.tpm` (keys/README.md, "Sealed device key").
+/// The device key sealed by a TPM 2.0, in `hardware/uid.tpm` (<doc:/SecureKeys/KeyFileFormats>, "Sealed device key").
 ///
 /// The key is a keyed-hash sealed-data object under the owner hierarchy's primary storage key, made from a
 /// fixed template, so it is derived again after every reboot; the object can be neither duplicated nor moved

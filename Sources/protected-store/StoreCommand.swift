@@ -86,7 +86,13 @@ extension ProtectedStoreCommand.Store {
                 location, prompt: PasscodePrompt(input: try StandardInput()), command: "store backup", agentAllowed: false)
             defer { access.end() }
             let device = access.keys
-            let protectionClass = try StoreKeyFile.load(from: location.storePath + ".key").protectionClass
+            // The class the store was created with, as the device's key source records it.
+            guard let protectionClass = try device.storeKeyRecord(forStoreAt: location.storePath)?.protectionClass else {
+                throw StoreError(
+                    code: .storeUnavailable,
+                    message: "there is no store to back up at \(location.storePath): the device holds no key for it (launch the app once to create it)",
+                    path: location.storePath)
+            }
             let coordinator = try await StoreCoordinator.attach(
                 StoreConfiguration(path: location.storePath, protectionClass: protectionClass), keys: device)
             let summary: BackupSummary

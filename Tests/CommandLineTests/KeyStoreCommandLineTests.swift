@@ -258,10 +258,16 @@ struct KeyStoreCommandLineTests {
         let recorded = Array(sealed[16..<16 + nameLength])
 
         // The first tpm2_createprimary command keys/README.md gives, run as it is written (saving the key's
-        // context in primary.ctx), then the name of that key.
+        // context in primary.ctx), then the name of that key. The command goes on over the lines that end in a
+        // backslash, as the shell reads it.
         let readme = try String(contentsOfFile: SQLCipher4Oracle.packageRoot + "/keys/README.md", encoding: .utf8)
         let start = try #require(readme.range(of: "tpm2_createprimary"))
-        var command = String(readme[start.lowerBound...].prefix { $0 != "\n" && $0 != "`" })
+        var lines: [Substring] = []
+        for line in readme[start.lowerBound...].split(separator: "\n") {
+            lines.append(line)
+            if !line.hasSuffix("\\") { break }
+        }
+        var command = String(lines.joined(separator: "\n").prefix { $0 != "`" })
         if !command.contains(" -c ") { command += " -c primary.ctx" }
         let work = TemporaryDirectory()
         let script = command + " >/dev/null && tpm2_readpublic -c primary.ctx -n name.bin >/dev/null && tpm2_flushcontext -t"

@@ -48,4 +48,21 @@ struct StoreBackupCommandLineTests {
             ["store", "restore", "--from", backup, "--state-dir", target, "--replace"], input: "2\n\(phrase)\n")
         #expect(replaced.status == 0 && replaced.output.contains("kept in \(target)/app.sqlite.replaced-"), "\(replaced.output) \(replaced.error)")
     }
+
+    @Test("backup of a device with no store says store-unavailable naming the store, never an io-error about its key file")
+    func backupWithoutAStore() throws {
+        let directory = TemporaryDirectory()
+        let state = directory.file("state")
+        let made = try ProtectedStoreBinary.shell(["device setup --passcode 1"], state: state)
+        #expect(made.status == 0, "\(made.error)")
+        let created = try ProtectedStoreBinary.run(["store", "recovery-key", "create", "--fast-kdf", "--state-dir", state])
+        #expect(created.status == 0, "\(created.error)")
+
+        let backedUp = try ProtectedStoreBinary.run(
+            ["store", "backup", "--to", directory.file("app.backup"), "--state-dir", state], input: "1\n")
+        #expect(backedUp.status != 0)
+        #expect(backedUp.error.contains("store-unavailable") && backedUp.error.contains("app.sqlite"), "\(backedUp.error)")
+        #expect(!backedUp.error.contains("io-error"), "\(backedUp.error)")
+        #expect(!FileManager.default.fileExists(atPath: directory.file("app.backup")))
+    }
 }

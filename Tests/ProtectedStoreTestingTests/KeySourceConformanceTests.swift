@@ -58,12 +58,13 @@ struct KeySourceConformanceTests {
     }
 
     @Test(
-        "the suite names each rule a source breaks: records nothing, mints while locked, absent while locked, wipes returned keys",
+        "the suite names each rule a source breaks: records nothing, mints while locked, absent while locked, wipes returned keys, copies on a move",
         arguments: [
             (MemoryKeySource.Breakage.recordsNothing, [StoreKeySourceConformance.Rule.recordsTheNewKey]),
             (.mintsWhileLocked, [.neverMintsWhileLocked, .neverMintsWhileLocked]),
             (.absentWhileLocked, [.lockedWhileLocked, .attachesThroughTheLibrary]),
             (.wipesReturnedKeys, [.neverWipesAReturnedKey]),
+            (.copiesOnMove, [.movesAKey, .movesAKey]),
         ])
     func suiteNamesBrokenRules(breakage: MemoryKeySource.Breakage, broken: [StoreKeySourceConformance.Rule]) async throws {
         let directory = TemporaryDirectory()

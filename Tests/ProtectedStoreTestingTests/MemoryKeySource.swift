@@ -17,6 +17,8 @@ final class MemoryKeySource: KeyAvailabilityMonitor, StoreKeyProvider {
         case absentWhileLocked
         /// Wipes the keys it returned when it locks.
         case wipesReturnedKeys
+        /// Copies a key it is asked to move: the key stays where it was too.
+        case copiesOnMove
     }
 
     private struct Entry {
@@ -120,6 +122,19 @@ final class MemoryKeySource: KeyAvailabilityMonitor, StoreKeyProvider {
     func storeKeyRecord(forStoreAt storePath: String) throws -> StoreKeyRecord? {
         guard !breakages.contains(.recordsNothing) else { return try StoreKeyRecord.ofKeyFile(forStoreAt: storePath) }
         return state.withLock { $0.entries[storePath]?.record }
+    }
+
+    func moveStoreKey(from storePath: String, to destination: String) throws {
+        try state.withLock { state in
+            guard let entry = state.entries[storePath] else {
+                throw StoreError(code: .storeUnavailable, message: "the memory source holds no key for \(storePath)")
+            }
+            guard state.entries[destination] == nil else {
+                throw StoreError(code: .alreadyExists, message: "the memory source holds a key for \(destination)")
+            }
+            state.entries[destination] = entry
+            if !breakages.contains(.copiesOnMove) { state.entries[storePath] = nil }
+        }
     }
 
     /// A copy of `key` for the caller, who owns it.

@@ -6,7 +6,7 @@ internal import StoreErrors
 ///
 /// Every setting is set, none left to the library's defaults: SQLCipher's defaults differ between major
 /// versions (SQLCipher 4 reads a SQLCipher 3 file as `file is not a database`), and a program can change them
-/// process-wide (`PRAGMA cipher_default_use_hmac = OFF`, `cipher_default_page_size`). [keys/README.md](<doc:/SecureKeys/KeyFileFormats>) lists the
+/// process-wide (`PRAGMA cipher_default_use_hmac = OFF`, `cipher_default_page_size`). <doc:/SecureKeys/KeyFileFormats> lists the
 /// same settings for each format, for a program that opens a store on its own.
 public struct CipherSettings: Sendable, Hashable, CustomStringConvertible {
     /// The store's format.
@@ -36,7 +36,7 @@ public struct CipherSettings: Sendable, Hashable, CustomStringConvertible {
     /// later: `cipher_page_size`, `cipher_use_hmac`, `cipher_hmac_algorithm`, `cipher_kdf_algorithm`,
     /// `kdf_iter` and `cipher_plaintext_header_size` — SQLCipher 4.1 deprecated `fast_kdf_iter`,
     /// `cipher_hmac_pgno` and `cipher_hmac_salt_mask`, whose values it keeps at SQLCipher 3's (2, little-endian,
-    /// `0x3a`). The SQLCipher 4 list is the one [keys/README.md](<doc:/SecureKeys/KeyFileFormats>) documents, and the one the SQLCipher 4 oracle
+    /// `0x3a`). The SQLCipher 4 list is the one <doc:/SecureKeys/KeyFileFormats> documents, and the one the SQLCipher 4 oracle
     /// test opens stores with.
     public var pragmas: [String] {
         var statements = [

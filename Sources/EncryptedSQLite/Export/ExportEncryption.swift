@@ -5,7 +5,7 @@ public import SecureKeys
 /// It is written in the clear, or encrypted under a key its user holds. It is never written under the store key,
 /// which only the device's class key unwraps.
 ///
-/// [keys/README.md](<doc:/SecureKeys/KeyFileFormats>) (*Exports*) documents each form, so that another program can open an export without this
+/// <doc:/SecureKeys/KeyFileFormats> (*Exports*) documents each form, so that another program can open an export without this
 /// library.
 public enum ExportEncryption: Sendable {
     /// A plain SQLite file, which `sqlite3` (or any SQLite) opens.
@@ -37,7 +37,7 @@ public enum ExportEncryption: Sendable {
 /// It is Argon2id (`crypto_pwhash`, `crypto_pwhash_ALG_ARGON2ID13`, 32-byte output) of the passphrase, with the
 /// salt SQLCipher keeps in the file's first 16 bytes and the fixed cost ``kdf``. The file records its own salt,
 /// and the cost is this format's, so the passphrase alone opens it. Read bytes 0..<16, derive, then key SQLCipher
-/// with the raw key ([keys/README.md](<doc:/SecureKeys/KeyFileFormats>), *Exports*).
+/// with the raw key (<doc:/SecureKeys/KeyFileFormats>, *Exports*).
 public enum ExportPassphrase: Sendable {
     /// The Argon2id cost of every passphrase export.
     ///

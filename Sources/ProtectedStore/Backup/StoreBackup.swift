@@ -23,11 +23,12 @@ extension StoreCoordinator {
     ///
     /// The copy is read from one snapshot on a connection of its own, on a thread of its own: writes go on
     /// while it runs (a WAL reader never blocks the writer), and transactions the write-ahead log has not
-    /// checkpointed yet are in it. It goes into a new SQLCipher file in the store's format, keyed with a key
+    /// checkpointed yet are in it. It goes into a new SQLCipher file in the store's format (the one its key
+    /// source recorded at the attach: no key file is read, whatever keeps the key), keyed with a key
     /// derived from a random data key of this backup; that copy passes `PRAGMA integrity_check` (every page
     /// read, so every page's HMAC checked) before the backup file is assembled: a header (the recovery key's
     /// Argon2id parameters and public key, the data key sealed to it), the database, and a BLAKE2b tag over
-    /// both ([keys/README.md](<doc:/SecureKeys/KeyFileFormats>), "Backup file"). The file is written to a temporary beside `path`, synced, and put
+    /// both (<doc:/SecureKeys/KeyFileFormats>, "Backup file"). The file is written to a temporary beside `path`, synced, and put
     /// in place with `link` (or `rename`, when replacing) and a sync of its folder: a crash leaves no backup
     /// or a whole one. The phrase is never needed: the data key is sealed to the public key.
     ///
@@ -48,11 +49,12 @@ extension StoreCoordinator {
     ) async throws -> BackupSummary {
         let storeKey = try readers.copyOfStoreKey()
         let configuration = configuration
+        let format = readers.storeFormat
         do {
             return try await StoreThread.runOnce(.reader) {
                 defer { storeKey.wipe() }
                 return try StoreBackup.write(
-                    store: configuration, storeKey: storeKey, to: path, recoveryKey: recoveryKey,
+                    store: configuration, format: format, storeKey: storeKey, to: path, recoveryKey: recoveryKey,
                     replacingExisting: replacingExisting)
             }
         } catch {
@@ -74,7 +76,7 @@ public struct RestoreSummary: Sendable, Hashable {
     public let recoveryKeyPath: String?
 }
 
-/// Backing up and restoring a store: the file format is `BackupHeader`'s ([keys/README.md](<doc:/SecureKeys/KeyFileFormats>), "Backup file").
+/// Backing up and restoring a store: the file format is `BackupHeader`'s (<doc:/SecureKeys/KeyFileFormats>, "Backup file").
 public enum StoreBackup: Sendable {
     /// How much of the file is read or written at a time.
     static let chunkLength = 1 << 20
@@ -86,18 +88,23 @@ public enum StoreBackup: Sendable {
     /// cost) and must be the one the backup was sealed to (`wrong-recovery-phrase`); the data key is opened;
     /// the database is copied to a staging file beside the store while its tag is computed over every byte,
     /// and the tag must match (`backup-damaged`: SQLite never reads a byte that was not authenticated); the
-    /// copy must pass `PRAGMA integrity_check`; the device makes the new store's key under a staging name (a key
-    /// file wrapped by the class key of `configuration.protectionClass`), the staging copy is exported again
+    /// copy must pass `PRAGMA integrity_check`; the key source makes the new store's key for a staged store
+    /// beside the target (`<store>.restoring-…-store`; the devices write a key file wrapped by the class key of
+    /// `configuration.protectionClass`), the staging copy is exported again
     /// under it (a second `sqlcipher_export`, not `sqlite3_rekey`, which on SQLCipher 3.4.1 reports success
     /// over failed writes), and that copy passes `PRAGMA integrity_check` with the new key. Only then is
     /// anything at the store's path touched: an existing store (with `replacingExisting`) is kept aside —
     /// every one of its files hard-linked into `<store>.replaced-<time>-<id>/`, that folder synced, then
-    /// unlinked from its place — and the key file and the store are renamed into place, the folder synced.
-    /// The recovery key is written beside it.
+    /// unlinked from its place; a key its source keeps elsewhere than a key file is moved aside through the
+    /// source (`StoreKeyProvider.moveStoreKey(from:to:)`, to `<store>.replaced-<time>-<id>/<name>`) — then the
+    /// key is moved into place through the source (`moveStoreKey(from:to:)`: the key file renamed, for the
+    /// devices) and the store renamed into place, the folder synced. The recovery key is written beside it.
+    /// The store's key is never read from or written to a key file behind the source's back.
     ///
     /// A restore that fails leaves the target as it found it: the staging files and the new key file are
-    /// removed, and a failure while the old store is moved aside or the new one renamed into place puts the
-    /// old one back. A crash at any point leaves the old store whole (in place, or complete in its folder
+    /// removed (a source that keeps keys elsewhere keeps the key it made for the staged store, which encrypts
+    /// nothing that was put in place), and a failure while the old store is moved aside or the new one put
+    /// into place puts the old one back. A crash at any point leaves the old store whole (in place, or complete in its folder
     /// aside), and either no restored store or a whole one; a crash between the two renames leaves a key file
     /// without its store, which the next attach reports as `store-unavailable` (never re-created empty), and
     /// which a new restore with `replacingExisting` puts aside. The store must not be attached while it runs.
@@ -106,11 +113,14 @@ public enum StoreBackup: Sendable {
     ///   - backupPath: the backup file.
     ///   - phrase: the recovery phrase, as the user typed it (`RecoveryPhrase(typed:)`).
     ///   - configuration: the store to restore into; its protection class is the new store's.
-    ///   - keys: the device that makes the new store's key (it must hold that class's key now).
+    ///   - keys: the key source that makes the new store's key (it must hold that class's key now) and moves
+    ///     it into place.
     ///   - replacingExisting: whether a store already at that path may be replaced (kept aside, never deleted).
     /// - Returns: where the store is, and where the old one was kept.
-    /// - Throws: `StoreError` — `restore-target-exists` (nothing changed), `wrong-recovery-phrase`,
-    ///   `backup-damaged`, `unsupported-backup-format`, `protected-data-unavailable`, `disk-full`, `io-error`.
+    /// - Throws: `StoreError` — `restore-target-exists` (nothing changed; also when only `keys` holds a key
+    ///   for the target), `wrong-recovery-phrase`, `backup-damaged`, `unsupported-backup-format`,
+    ///   `protected-data-unavailable`, `key-source-unsupported` when `keys` keeps keys elsewhere than key files
+    ///   and does not implement `moveStoreKey(from:to:)` (the target is left as it was), `disk-full`, `io-error`.
     public static func restore(
         from backupPath: String, phrase: RecoveryPhrase, into configuration: StoreConfiguration,
         keys: any StoreKeyProvider, replacingExisting: Bool = false
@@ -136,9 +146,11 @@ public enum StoreBackup: Sendable {
 
     // MARK: Backup
 
+    /// Writes the backup of the attached store `store`, opened in `format` (what its key source records) with
+    /// `storeKey`. The store's key file is never read: the key and the format come from the attach.
     static func write(
-        store: StoreConfiguration, storeKey: SecureBytes, to path: String, recoveryKey: RecoveryKey,
-        replacingExisting: Bool
+        store: StoreConfiguration, format: StoreFormat, storeKey: SecureBytes, to path: String,
+        recoveryKey: RecoveryKey, replacingExisting: Bool
     ) throws -> BackupSummary {
         try StateDirectoryTarget.checkOutside(SecureFile.folder(containing: store.path), target: path, what: "the backup")
         if !replacingExisting && SecureFile.exists(path) { throw SecureKeysError.alreadyExists(path: path) }
@@ -152,7 +164,6 @@ public enum StoreBackup: Sendable {
             try? DiskIO.unlink(copyPath)
             if !committed { try? DiskIO.unlink(temporary) }
         }
-        let format = try StoreKeyFile.load(from: store.files.key).storeFormat
         let dataKey = try SecureBytes.random(count: BackupHeader.dataKeyLength)
         defer { dataKey.wipe() }
         let databaseKey = try BackupHeader.databaseKey(from: dataKey)
@@ -229,10 +240,15 @@ public enum StoreBackup: Sendable {
     ) throws -> RestoreSummary {
         let storePath = configuration.path
         let existing = files(ofStoreAt: storePath).filter(fileExists)
-        if !existing.isEmpty && !replacingExisting {
+        // A key the source keeps elsewhere than a key file beside the store (a keychain, memory) is a store
+        // there too: it is kept aside through the source, with the store's files.
+        let keyHeldElsewhere = try !existing.contains(StoreFiles(database: storePath).key)
+            && keys.storeKeyRecord(forStoreAt: storePath) != nil
+        if (!existing.isEmpty || keyHeldElsewhere) && !replacingExisting {
+            let found = existing + (keyHeldElsewhere ? ["its key in \(type(of: keys))"] : [])
             throw StoreError(
                 code: .restoreTargetExists,
-                message: "a store is already at \(storePath) (\(existing.joined(separator: ", "))): a restore never replaces it silently; nothing was changed. Restore with --replace to keep it aside, or into another path",
+                message: "a store is already at \(storePath) (\(found.joined(separator: ", "))): a restore never replaces it silently; nothing was changed. Restore with --replace to keep it aside, or into another path",
                 path: storePath)
         }
         // The backup, authenticated before any byte of it reaches SQLite.
@@ -336,15 +352,21 @@ public enum StoreBackup: Sendable {
                 path: rekeyed)
         }
 
-        // The commit: the old store kept aside, then the key file and the store renamed into place. A failure
-        // in it puts back what was moved (as far as the disk lets it), so the target is as it was found.
-        let keptAside = existing.isEmpty ? nil : asideFolder(forStoreAt: storePath)
-        let files = StoreFiles(database: storePath)
+        // The commit: the old store kept aside, then the key (through its source) and the store moved into
+        // place. A failure in it puts back what was moved (as far as the disk and the source let it), so the
+        // target is as it was found.
+        let keptAside = existing.isEmpty && !keyHeldElsewhere ? nil : asideFolder(forStoreAt: storePath)
+        let keyAside = keptAside.map { $0 + "/" + (storePath as NSString).lastPathComponent }
+        var oldKeyAside = false
         var keyInPlace = false
         var storeInPlace = false
         do {
             if let keptAside { try keepAside(existing, in: keptAside, ofStoreAt: storePath) }
-            try DiskIO.rename(stagedFiles.key, to: files.key)
+            if keyHeldElsewhere, let keyAside {
+                try keys.moveStoreKey(from: storePath, to: keyAside)
+                oldKeyAside = true
+            }
+            try keys.moveStoreKey(from: rekeyed, to: storePath)
             keyInPlace = true
             try DiskIO.rename(rekeyed, to: storePath)
             storeInPlace = true
@@ -354,8 +376,9 @@ public enum StoreBackup: Sendable {
             if storeInPlace, (try? DiskIO.rename(storePath, to: rekeyed)) == nil {
                 renamed = true  // the restored store stays, whole, with its key: nothing of it is removed
             } else if keyInPlace {
-                try? DiskIO.rename(files.key, to: stagedFiles.key)
+                try? keys.moveStoreKey(from: storePath, to: rekeyed)
             }
+            if oldKeyAside, !renamed, let keyAside { try? keys.moveStoreKey(from: keyAside, to: storePath) }
             if let keptAside, !renamed { putBack(existing, from: keptAside, ofStoreAt: storePath) }
             throw error
         }

@@ -2,7 +2,7 @@ internal import SecureKeys
 
 /// The base of the locked inbox's sequence numbers.
 ///
-/// It is kept in `<store>.inbox-sequence` ([keys/README.md](<doc:/SecureKeys/KeyFileFormats>)), and is the replay
+/// It is kept in `<store>.inbox-sequence` (<doc:/SecureKeys/KeyFileFormats>), and is the replay
 /// protection of the inbox.
 ///
 /// An append, under the inbox's lock, gives each record the sequence `base + its offset in the inbox + 1`,

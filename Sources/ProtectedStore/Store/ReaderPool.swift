@@ -105,6 +105,8 @@ final class ReaderPool: Sendable {
     let capacity: Int
     private let path: String
     private let configuration: Database.Configuration
+    /// The format the store was opened in: the one its key source records (`StoreKeyRecord.storeFormat`).
+    var storeFormat: StoreFormat { configuration.format }
     private let state: LockedState<State>
 
     /// A pool for the store at `path`; it takes ownership of `key` and wipes it at ``close(_:)``.

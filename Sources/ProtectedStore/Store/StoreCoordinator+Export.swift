@@ -4,7 +4,7 @@ internal import SecureKeys
 extension StoreCoordinator {
     /// Copies the store, as of one moment, into a new file the user can take away: a plain SQLite file, or one
     /// encrypted under a key the user holds (`ExportEncryption`) — never under the store key, which only this
-    /// device's class key unwraps. [keys/README.md](<doc:/SecureKeys/KeyFileFormats>) (*Exports*) says how another program opens each.
+    /// device's class key unwraps. <doc:/SecureKeys/KeyFileFormats> (*Exports*) says how another program opens each.
     ///
     /// Runs while the app does: on a connection and a thread of its own, in one read transaction (WAL), so
     /// writes go on meanwhile and the copy holds exactly the transactions committed before it began. The

@@ -15,20 +15,25 @@ extension StoreCoordinator {
     /// default — and records the format in its key file, crash-safely: `sqlcipher_export` into a new file,
     /// checked, then the key file and the store file replaced, the key file first as the one commit point.
     /// A power cut at any step leaves the old store with its old key file, or the new store with its new one;
-    /// the next attach (or migration) finishes or undoes what it finds ([keys/README.md](<doc:/SecureKeys/KeyFileFormats>), *Rewriting a store*).
+    /// the next attach (or migration) finishes or undoes what it finds (<doc:/SecureKeys/KeyFileFormats>, *Rewriting a store*).
     ///
     /// Refused before anything is touched when the linked SQLCipher cannot write `format`: format 2 needs
     /// SQLCipher 4 or later, and Debian bookworm links 3.4.1.
     ///
     /// - Parameters:
     ///   - configuration: the store; it must not be attached anywhere (this process or another).
-    ///   - keys: the source of its key, which must also be able to wrap it again
-    ///     (`StoreKeyProvider.storeKeyFile(forStoreAt:recording:)`: the simulated device can).
+    ///   - keys: the source of its key, which must also be able to wrap it again in a key file
+    ///     (`StoreKeyProvider.storeKeyFile(forStoreAt:recording:)`: the simulated and Linux devices and the
+    ///     agent's client can). A rewrite replaces the store's key file at its commit point: it is about the
+    ///     library's key files, and a source that keeps its keys elsewhere cannot migrate its stores. Its
+    ///     stores are asked their format through `StoreKeyProvider.storeKeyRecord(forStoreAt:)` all the same,
+    ///     so a store already in `format` is reported as such.
     ///   - format: the format to rewrite it into.
     /// - Returns: what was done.
     /// - Throws: `StoreError.Code.migrationUnsupported` naming the linked library and the format; `busy` when
     ///   the store is open; `protected-data-unavailable` when its class key is not held;
-    ///   `store-unavailable` when there is no store; the failures of SQLite and the disk.
+    ///   `store-unavailable` when there is no store; `key-source-unsupported` when `keys` keeps its keys
+    ///   outside the library's key files (nothing is changed); the failures of SQLite and the disk.
     public static func migrate(
         _ configuration: StoreConfiguration, keys: any StoreKeyProvider, to format: StoreFormat = .migrationTarget
     ) async throws -> MigrationOutcome {
@@ -55,10 +60,11 @@ extension StoreCoordinator {
                 case .locked(let protectionClass): throw StoreError.protectedDataUnavailable(protectionClass)
                 case .absent:
                     throw StoreError(
-                        code: .storeUnavailable, message: "there is no store to migrate (no key file)", path: files.key)
+                        code: .storeUnavailable, message: "there is no store to migrate (its key source holds no key for it)",
+                        path: files.database)
                 }
                 defer { storeKey.wipe() }
-                let current = try StoreKeyFile.load(from: files.key).storeFormat
+                let current = try keyRecord(configuration, keys: keys, after: "gave the store's key").storeFormat
                 if current == format && !evenInSameFormat { return .alreadyInFormat(format) }
                 let newKeyFile = try keys.storeKeyFile(forStoreAt: configuration.path, recording: format)
                 switch try StoreRewrite.rewrite(files, storeKey: storeKey, newKeyFile: newKeyFile, to: format) {

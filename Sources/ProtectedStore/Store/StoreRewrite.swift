@@ -8,7 +8,7 @@ internal import Glibc
 ///
 /// The format is SQLCipher 4's for `migrate`, and the same one for a compacting rewrite. The key file's recorded
 /// format is changed at one commit point, so that a power cut at any step leaves the old store with the old key
-/// file, or the new store with the new key file (keys/README.md, *Rewriting a store*).
+/// file, or the new store with the new key file (<doc:/SecureKeys/KeyFileFormats>, *Rewriting a store*).
 ///
 /// The steps, each synced before the next:
 /// 1. the new key file image (same store key and identifier, the target format recorded) is written to

@@ -133,7 +133,7 @@ struct SimulationModel {
 
     /// The length of the payload an inbox append of `value` under `key` seals.
     ///
-    /// The layout is in keys/README.md, "Inbox records", payload version 3: version, id, sequence number, kind,
+    /// The layout is in <doc:/SecureKeys/KeyFileFormats>, "Inbox records", payload version 3: version, id, sequence number, kind,
     /// schema version and body length, then the body. For the built-in put the body is the key and the value, each
     /// after its u32 length; for another kind it is the JSON `{"key":…,"value":…}` (the generator's keys and values
     /// need no escaping).

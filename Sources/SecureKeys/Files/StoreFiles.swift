@@ -15,7 +15,7 @@ public struct StoreFiles: Sendable, Hashable {
     public var writeAheadLog: String { database + "-wal" }
     /// SQLite's shared-memory index of the log (`<store>-shm`).
     public var sharedMemory: String { database + "-shm" }
-    /// The store key, wrapped by its protection class's key (`<store>.key`; keys/README.md).
+    /// The store key, wrapped by its protection class's key (`<store>.key`; <doc:KeyFileFormats>).
     public var key: String { database + ".key" }
     /// Writes sealed while the store could not be opened (`<store>.inbox`).
     public var inbox: String { database + ".inbox" }
@@ -27,13 +27,13 @@ public struct StoreFiles: Sendable, Hashable {
     /// The base of the inbox's sequence numbers (`<store>.inbox-sequence`; not secret): a record's sequence is
     /// the base plus its offset in the inbox, plus one; each merge raises the base past what it merged.
     public var inboxSequence: String { database + ".inbox-sequence" }
-    /// Present only while the store is being created (`<store>.creating`, keys/README.md): it names the key
+    /// Present only while the store is being created (`<store>.creating`, <doc:KeyFileFormats>): it names the key
     /// file its creation made, and a key file without its store is an interrupted creation only when the
     /// marker names that key file.
     public var creationMarker: String { database + ".creating" }
 
     /// A rewrite of the store into another format (`migrate`), complete and synced, waiting to replace the
-    /// database (`<store>.rewrite`, keys/README.md, *Rewriting a store*): present after the rewrite's commit
+    /// database (`<store>.rewrite`, <doc:KeyFileFormats>, *Rewriting a store*): present after the rewrite's commit
     /// point, until the next step (or the next attach) renames it over the database.
     public var rewrite: String { database + ".rewrite" }
     /// The rewrite while it is being written (`<store>.rewrite-tmp`, with SQLite's `-journal` beside it):

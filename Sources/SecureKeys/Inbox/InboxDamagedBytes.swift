@@ -4,7 +4,7 @@ import Glibc
 ///
 /// The bytes of an inbox that a merge could neither apply nor quarantine, such as spans that are not records and
 /// torn tails, go there before the inbox is truncated, so no byte of an inbox is ever dropped. It is append-only,
-/// 0600, and `fsync`ed before it is relied on ([keys/README.md](<doc:KeyFileFormats>)).
+/// 0600, and `fsync`ed before it is relied on (<doc:KeyFileFormats>).
 ///
 /// Each span: magic `PSID` (4) ‖ u64 offset it had in the inbox ‖ u64 length ‖ `H16` of its first 64 KiB
 /// (16) ‖ the bytes. The bytes are what the inbox held: sealed ciphertext or garbage, never plaintext.

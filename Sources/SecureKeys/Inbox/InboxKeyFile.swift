@@ -1,12 +1,12 @@
 /// The inbox key pair of a store.
 ///
-/// The format is v1 ([keys/README.md](<doc:KeyFileFormats>)). The X25519 public key is in the clear, so records
+/// The format is v1 (<doc:KeyFileFormats>). The X25519 public key is in the clear, so records
 /// can be sealed while the device is locked. The private key is wrapped by a key derived from the store key, so
 /// it opens exactly when the store itself can be opened.
 public struct InboxKeyFile: Sendable {
     /// The format version this code writes.
     ///
-    /// See [keys/README.md](<doc:KeyFileFormats>).
+    /// See <doc:KeyFileFormats>.
     public static let formatVersion: UInt8 = 1
     /// The four bytes an inbox key file starts with.
     public static let magic: [UInt8] = Array("PSIK".utf8)

@@ -1,7 +1,7 @@
 /// The inbox file's record format.
 ///
 /// Each record is framed as `"PSIR" ‖ u32 length ‖ crypto_box_seal(payload) ‖ BLAKE2b-128 checksum`, appended in
-/// arrival order ([keys/README.md](<doc:KeyFileFormats>)).
+/// arrival order (<doc:KeyFileFormats>).
 ///
 /// This layer seals, frames, finds and opens records; what a payload holds (an entry's id, kind, schema
 /// version and body) is the store layer's business (`InboxEntry` in ProtectedStore).
@@ -100,7 +100,7 @@ public enum InboxRecord: Sendable {
 
     /// Splits an inbox file into records without opening them (no key needed).
     ///
-    /// It follows the inbox layout's rules ([keys/README.md](<doc:KeyFileFormats>)), resynchronising at every
+    /// It follows the inbox layout's rules (<doc:KeyFileFormats>), resynchronising at every
     /// `PSIR` whose record verifies.
     ///
     /// - Returns: every record (those whose checksum failed with `checksumVerified == false`), and a problem

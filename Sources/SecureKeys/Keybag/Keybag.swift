@@ -1,7 +1,7 @@
 /// The keybag, with one key per protection class.
 ///
 /// Each key is wrapped so that only the right passcode on the right device unwraps it (formats v1 and v2,
-/// specified byte by byte in [keys/README.md](<doc:KeyFileFormats>)).
+/// specified byte by byte in <doc:KeyFileFormats>).
 ///
 /// - Class keys of ``ProtectionClass/complete``, ``ProtectionClass/completeUnlessOpen`` and
 ///   ``ProtectionClass/completeUntilFirstUserAuthentication`` are wrapped by

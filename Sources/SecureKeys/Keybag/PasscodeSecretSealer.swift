@@ -5,7 +5,7 @@
 ///
 /// The keybag stores what ``sealPasscodeSecret(_:authValue:)`` returns as an opaque record and gives it back to
 /// ``unsealPasscodeSecret(_:authValue:)`` at every unlock. `S` is mixed into the key that wraps the passcode
-/// classes (keys/README.md, "Keybag, version 2"), so the device key and the keybag alone no longer allow a
+/// classes (<doc:KeyFileFormats>, "Keybag, version 2"), so the device key and the keybag alone no longer allow a
 /// passcode to be tested: each guess must go through the sealer.
 public protocol PasscodeSecretSealer: Sendable {
     /// Seals `secret` so that only `authValue` releases it.

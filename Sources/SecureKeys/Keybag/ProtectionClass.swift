@@ -1,6 +1,6 @@
 /// When a piece of data can be read, modelled on Apple's Data Protection classes.
 ///
-/// The raw value is the class identifier stored in key files ([keys/README.md](<doc:KeyFileFormats>)); it never changes.
+/// The raw value is the class identifier stored in key files (<doc:KeyFileFormats>); it never changes.
 public enum ProtectionClass: UInt8, Sendable, Hashable, CaseIterable, Codable {
     /// Class A, `NSFileProtectionComplete`, readable only while the device is unlocked.
     ///

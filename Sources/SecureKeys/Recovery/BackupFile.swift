@@ -3,7 +3,7 @@ internal import CSodium
 /// The frame of a backup file.
 ///
 /// It is a header that says how to open it, the encrypted database, and an authentication tag over both
-/// ([keys/README.md](<doc:KeyFileFormats>), "Backup file").
+/// (<doc:KeyFileFormats>, "Backup file").
 ///
 /// ```
 /// header (184 bytes)

@@ -6,7 +6,7 @@ internal import Glibc
 ///
 /// The key pair is `crypto_box_seed_keypair(Argon2id(phrase bytes, salt, kdf))` (``RecoveryPhrase``); the
 /// device keeps the public key with the salt and the Argon2id cost, in the recovery key file (`<store>.recovery-key`,
-/// 88 bytes, [keys/README.md](<doc:KeyFileFormats>) "Recovery key file"), none of it secret. Only a restore derives the private key, from
+/// 88 bytes, <doc:KeyFileFormats> "Recovery key file"), none of it secret. Only a restore derives the private key, from
 /// the phrase the user types.
 public struct RecoveryKey: Sendable, Hashable {
     /// The format this type writes and reads.
@@ -105,7 +105,7 @@ public struct RecoveryKey: Sendable, Hashable {
     /// The recovery key file's bytes.
     ///
     /// They are magic, version, KDF algorithm, reserved, opslimit, memlimit, salt, public key, checksum `H16`
-    /// ([keys/README.md](<doc:KeyFileFormats>)).
+    /// (<doc:KeyFileFormats>).
     public var fileBytes: [UInt8] {
         var writer = ByteWriter()
         writeFields(to: &writer)

@@ -11,7 +11,7 @@ internal import CSodium
 /// (`SecureKeysError.Code.recoveryPhraseMistyped`, naming the group) from a well-formed phrase of another
 /// recovery key (`SecureKeysError.Code.wrongRecoveryPhrase`): a mistyped phrase passes it once in 2³².
 ///
-/// The phrase lives only in guarded memory: its text (``text``) and its bytes. [keys/README.md](<doc:KeyFileFormats>) ("Recovery
+/// The phrase lives only in guarded memory: its text (``text``) and its bytes. <doc:KeyFileFormats> ("Recovery
 /// phrase") specifies it.
 public final class RecoveryPhrase: Sendable {
     /// The random bits a phrase carries, in bytes.

@@ -4,7 +4,7 @@
 /// and its defaults change between major versions: a store written with SQLCipher 3's defaults reads as
 /// `file is not a database` under SQLCipher 4's. So each store's format is recorded in its key file
 /// (``StoreKeyFile``, version 2; a version-1 key file means format 1), and the connection sets every one of
-/// these settings explicitly at open, whatever the linked library's defaults are. keys/README.md documents
+/// these settings explicitly at open, whatever the linked library's defaults are. <doc:KeyFileFormats> documents
 /// each format's settings, and what to type into SQLCipher 4 to open one.
 public struct StoreFormat: Sendable, Hashable, CustomStringConvertible {
     /// The number recorded in a key file; `0` for a format no key file can record (a page size outside the

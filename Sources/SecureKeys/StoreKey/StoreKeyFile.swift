@@ -1,5 +1,5 @@
 /// The key file beside a store: the store's 32-byte key, wrapped by its protection class's key, and the
-/// store's format (format v2, specified byte by byte in keys/README.md; v1 files, which hold no format, are
+/// store's format (format v2, specified byte by byte in <doc:KeyFileFormats>; v1 files, which hold no format, are
 /// read as stores of ``StoreFormat/sqlcipher3Raw4096``).
 ///
 /// A checksum over the whole file tells damage (truncation, bit flips) apart from a class key that does not
@@ -95,7 +95,7 @@ public struct StoreKeyFile: Sendable {
     /// This key file's image recording `storeFormat` instead: the same store key, store identifier and class,
     /// wrapped again (a new nonce; the format is in the wrap's associated data, so it cannot be edited in place).
     /// Nothing is written. For a store rewritten into another format (`migrate`), whose key file is replaced
-    /// by this image once the new store file is complete (keys/README.md, *Rewriting a store*).
+    /// by this image once the new store file is complete (<doc:KeyFileFormats>, *Rewriting a store*).
     ///
     /// - Parameters:
     ///   - storeFormat: the format to record; one a key file can record.

@@ -244,6 +244,37 @@ public final class PassphraseKeySource: KeyAvailabilityMonitor, StoreKeyProvider
         state.withLock { $0.storeKeys[storePath]?.record }
     }
 
+    /// Moves a store's key to another store path (a restore puts the key it made for its staged store in
+    /// place): unwrapped and wrapped again, bound to the new path, in one atomic write of `store-keys`.
+    ///
+    /// - Throws: `StoreError.protectedDataUnavailable` while locked; `already-exists` when `destination` has a
+    ///   key; `store-unavailable` when `storePath` has none; ``Failure/cannotWrite(path:errno:)``.
+    public func moveStoreKey(from storePath: String, to destination: String) throws {
+        try state.withLock { state in
+            guard let entry = state.storeKeys[storePath] else {
+                throw StoreError(code: .storeUnavailable, message: "\(storeKeysPath) holds no key for \(storePath)")
+            }
+            guard state.storeKeys[destination] == nil else {
+                throw StoreError(code: .alreadyExists, message: "\(storeKeysPath) holds a key for \(destination) already")
+            }
+            guard let classKey = state.classKey else { throw StoreError.protectedDataUnavailable(entry.record.protectionClass) }
+            guard destination.utf8.count <= Int(UInt16.max) else {
+                throw StoreError(code: .invalidArgument, message: "a store path of \(destination.utf8.count) bytes; this source keeps paths of up to \(UInt16.max)")
+            }
+            guard let key = try KeyWrap.unwrap(
+                entry.wrapped[...], with: classKey, associatedData: Self.storeKeyAssociatedData(storePath, entry.record))
+            else { throw Failure.damaged(path: storeKeysPath) }
+            defer { key.wipe() }
+            var storeKeys = state.storeKeys
+            storeKeys[storePath] = nil
+            storeKeys[destination] = StoreKeyEntry(
+                record: entry.record,
+                wrapped: try KeyWrap.wrap(key, with: classKey, associatedData: Self.storeKeyAssociatedData(destination, entry.record)))
+            try Self.writeStoreKeys(storeKeys, to: storeKeysPath)
+            state.storeKeys = storeKeys
+        }
+    }
+
     /// A wrapped store key is bound to its store's path and identifier.
     private static func storeKeyAssociatedData(_ storePath: String, _ record: StoreKeyRecord) -> [UInt8] {
         Array("PassphraseKeySource.store-key.v1".utf8) + Array(storePath.utf8) + record.storeID
