@@ -1,4 +1,5 @@
 import Foundation
+import ProtectedData
 import SecureKeys
 import TestSupport
 import Testing
@@ -153,6 +154,83 @@ struct StoreCreationTests {
         #expect(!exists(files.creationMarker))
         try await fixture.controller.coordinator?.put("k", "v")
         #expect(try await fixture.value("k") == "v")
+    }
+}
+
+/// The creation's folder syncs, and the crash points the ones it leaves out open (keys/README.md, "The
+/// creation, step by step"), on a simulated disk. Not on the main actor: the fixture is used from one task.
+@Suite("Store creation: folder syncs", .timeLimit(.minutes(3)))
+struct StoreCreationSyncTests {
+    func exists(_ path: String) -> Bool { FileManager.default.fileExists(atPath: path) }
+
+    @Test("a new store's creation and first attach sync its folder three times — the first-stage marker, the key file, the inbox key file — and leave no entry change unsynced")
+    func creationSyncsTheFolderThreeTimes() async throws {
+        let fixture = FaultFixture()
+        try fixture.setUpDevice()
+        // Counts the library's own folder syncs (SQLite's, when it creates a journal or its log, are the disk
+        // model's and not counted); no call fails.
+        let plan = try DiskFaultPlan.arm(under: fixture.diskRoot, failingCall: Int.max, fault: .ioError, calls: [.syncDirectory])
+        let coordinator: StoreCoordinator
+        do {
+            coordinator = try await StoreCoordinator.attach(fixture.configuration, keys: fixture.device!)
+        } catch {
+            plan.disarm()
+            throw error
+        }
+        plan.disarm()
+        #expect(plan.callsSeen == 3)
+        #expect(fixture.disk.unsyncedChanges.entryChanges == 0)
+        await coordinator.close()
+    }
+
+    @Test("a power cut after the marker named the new key, before its folder was synced, leaves the first-stage marker, and the next launch finishes the creation")
+    func powerCutBeforeTheSecondStageIsDurable() async throws {
+        let fixture = FaultFixture()
+        try fixture.setUpDevice()
+        let files = fixture.configuration.files
+        let (key, record) = try StoreCoordinator.createStoreKey(fixture.configuration, keys: fixture.device!)
+        key.wipe()
+        #expect(try StoreCreationMarker.read(at: files.creationMarker)?.stage == .keyMade(storeID: record.storeID))
+        try fixture.reboot(cut: true)
+        #expect(try StoreCreationMarker.read(at: files.creationMarker)?.stage == .makingKey)
+        #expect(try fixture.device!.storeKeyRecord(forStoreAt: fixture.storePath) == record)
+        try fixture.unlock()
+        try await fixture.withStore { try await fixture.put("k", "v", in: $0) }
+        #expect(!exists(files.creationMarker))
+        try await fixture.withStore { coordinator in
+            let lost = try await fixture.lost(in: coordinator)
+            #expect(lost.isEmpty)
+        }
+    }
+
+    @Test("a power cut after the marker's removal, before the inbox key file's folder sync, may bring the marker back beside the new store, which the next attach opens as it is and removes the marker")
+    func powerCutBeforeTheMarkerRemovalIsDurable() async throws {
+        let fixture = FaultFixture()
+        try fixture.setUpDevice()
+        let files = fixture.configuration.files
+        // The power goes just before the first link: the inbox key file's, after the store and its schema exist
+        // and the marker was removed.
+        let plan = try DiskFaultPlan.arm(under: fixture.diskRoot, failingCall: 2, fault: .powerCut(.drop, seed: 1), calls: [.link])
+        do {
+            _ = try await StoreCoordinator.attach(fixture.configuration, keys: fixture.device!)
+            Issue.record("the attach succeeded through a power cut")
+        } catch {
+            #expect(IOFaultSweepTests.isTyped(error), "\(error)")
+        }
+        plan.disarm()
+        #expect(plan.failures.first?.call == .link)
+        #expect(plan.failures.first?.path.hasSuffix(".inbox-key") == true)
+        try fixture.reboot(cut: false)
+        #expect(try StoreCreationMarker.read(at: files.creationMarker) != nil)
+        #expect(!exists(files.inboxKey))
+        try fixture.unlock()
+        try await fixture.withStore { try await fixture.put("k", "v", in: $0) }
+        #expect(!exists(files.creationMarker))
+        #expect(exists(files.inboxKey))
+        try await fixture.withStore { coordinator in
+            let lost = try await fixture.lost(in: coordinator)
+            #expect(lost.isEmpty)
+        }
     }
 }
 

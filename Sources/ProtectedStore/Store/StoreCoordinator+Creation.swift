@@ -12,6 +12,11 @@ internal import SecureKeys
 /// the instant between the key's creation and the marker naming it, when the marker names none and nothing
 /// shows that the key's store ever existed. The library learns of the key only through its source: it never
 /// reads or writes a key file.
+///
+/// Only the first-stage marker is made durable at once (its folder synced) before the key is made; the second
+/// stage and the removal become durable with the folder syncs that follow them (SQLite's, the inbox key
+/// file's). A crash before those leaves the first-stage marker, or a marker beside a store that has its first
+/// page: keys/README.md, "The creation, step by step", goes through every crash point.
 extension StoreCoordinator {
     /// Starts the creation of a new store and makes its key.
     ///
@@ -59,7 +64,9 @@ extension StoreCoordinator {
         let record: StoreKeyRecord
         do {
             record = try keyRecord(configuration, keys: keys, after: "made a key")
-            try StoreCreationMarker(stage: .keyMade(storeID: record.storeID)).write(to: files.creationMarker)
+            // The folder is not synced for this stage: a crash before its next sync (SQLite's, when it creates
+            // the store's journal) leaves the first-stage marker, durable, which finishes this same creation.
+            try StoreCreationMarker(stage: .keyMade(storeID: record.storeID)).write(to: files.creationMarker, syncingFolder: false)
         } catch {
             // Said, not swallowed: the disk that refused the marker (full, failing) would refuse the store next,
             // and the error must name it. The key stays beside a stage-1 marker, which the next attach takes

@@ -159,8 +159,11 @@ public actor StoreCoordinator {
         if !applied.isEmpty {
             migrationLogger.debug("migrations applied", metadata: ["store": "\(configuration.path)", "migrations": "\(applied)"])
         }
-        // The store exists with its schema: its creation, if one was in progress, is complete.
-        try StoreCreationMarker.remove(at: files.creationMarker)
+        // The store exists with its schema: its creation, if one was in progress, is complete. When the inbox
+        // key file is made next (a store's first attach), its folder sync makes the removal durable too; a crash
+        // before it may bring the marker back beside the store, which the next attach ignores and removes.
+        let makesInboxKey = !SecureFile.exists(files.inboxKey)
+        try StoreCreationMarker.remove(at: files.creationMarker, syncingFolder: !makesInboxKey)
         // Writes sealed while the store was locked are applied now, before anything else sees the store.
         let inbox = LockedInbox(configuration: configuration)
         let (publicKey, privateKey) = try inbox.openKeyPair(storeKey: storeKey)

@@ -101,20 +101,29 @@ struct StoreCreationMarker: Sendable, Equatable {
         return try StoreCreationMarker(bytes: try SecureFile.read(path, maximumSize: 4096), path: path)
     }
 
-    /// Writes the marker at `path` atomically (temporary file, `fsync`, `rename`, folder `fsync`), replacing
-    /// the one there.
+    /// Writes the marker at `path` atomically (temporary file, `fsync`, `rename`), replacing the one there.
     ///
+    /// - Parameter syncingFolder: whether the folder is synced too, so the new marker survives a crash from
+    ///   now on. Without it (the second stage, which replaces a first-stage marker already durable) a crash
+    ///   before the folder's next sync leaves the previous marker or this one, each whole.
     /// - Throws: `SecureKeysError` `io-error`.
-    func write(to path: String) throws {
-        try SecureFile.writeAtomically(bytes, to: path, replacing: true)
+    func write(to path: String, syncingFolder: Bool = true) throws {
+        if syncingFolder {
+            try SecureFile.writeAtomically(bytes, to: path, replacing: true)
+        } else {
+            try SecureFile.replaceLeavingFolderUnsynced(bytes, at: path)
+        }
     }
 
-    /// Removes the marker at `path`, if any, and syncs its folder so the removal survives a crash.
+    /// Removes the marker at `path`, if any.
     ///
+    /// - Parameter syncingFolder: whether the folder is synced, so the removal survives a crash. Without it (a
+    ///   new store, whose inbox key file is made next, with a folder sync) a crash before the folder's next
+    ///   sync may bring the marker back beside the store, which ignores it and removes it again.
     /// - Throws: `SecureKeysError` `io-error`.
-    static func remove(at path: String) throws {
+    static func remove(at path: String, syncingFolder: Bool = true) throws {
         guard SecureFile.exists(path) else { return }
         try DiskIO.unlink(path)
-        try SecureFile.syncDirectory(SecureFile.folder(containing: path))
+        if syncingFolder { try SecureFile.syncDirectory(SecureFile.folder(containing: path)) }
     }
 }

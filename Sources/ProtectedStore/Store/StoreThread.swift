@@ -167,9 +167,13 @@ final class StoreThread: @unchecked Sendable {
         lock()
         state.queue.append(work)
         guard !state.isRunning else {
-            // A running loop takes it; it can run (and free `self`) as soon as the lock is released.
-            pthread_cond_signal(condition)
+            // A running loop takes it. Signalled once the lock is released, so that the woken thread does not
+            // wake only to wait for the lock; the job can run (and free `self`, which the executor's caller
+            // need not hold) as soon as the lock is released, so `self` is held until the signal is sent.
+            let held = Unmanaged.passRetained(self)
             unlock()
+            pthread_cond_signal(condition)
+            held.release()
             return
         }
         // A job for a stopped thread: a short-lived one runs it. The ended one is released.
