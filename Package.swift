@@ -128,6 +128,7 @@ let package = Package(
             name: "ProtectedStoreHarness",
             dependencies: [
                 "ProtectedStore", "ProtectedData", "SecureKeys", "StoreConcurrency",
+                .product(name: "SystemPackage", package: "swift-system"),
             ],
             swiftSettings: strictSettings
         ),
