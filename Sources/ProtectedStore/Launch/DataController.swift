@@ -1,6 +1,7 @@
 internal import Logging
 public import ProtectedData
 internal import SecureKeys
+internal import StoreConcurrency
 
 /// The top-level controller that owns the store stack, kept out of the app delegate.
 ///
@@ -155,8 +156,7 @@ public final class DataController {
     private var isDraining = false
     private var deadlineTimer: (deadline: Timekeeper.Instant, work: ScheduledWork)?
     private var inboxPoll: InboxPoll?
-    private var observers: [Int: (handler: @MainActor (Event) -> Void, finish: () -> Void)] = [:]
-    private var lastObserverID = 0
+    private var observers = Subscribers<(handler: @MainActor (Event) -> Void, finish: () -> Void)>()
     /// Only with ``PlantedFault/keepCoordinatorAfterClose``: the closed store's coordinator, wrongly kept.
     private var plantedStaleCoordinator: StoreCoordinator?
 
@@ -260,20 +260,17 @@ public final class DataController {
     }
 
     private func addObserver(_ handler: @escaping @MainActor (Event) -> Void, finish: @escaping () -> Void) -> Observation {
-        lastObserverID += 1
-        let id = lastObserverID
-        observers[id] = (handler, finish)
-        return Observation { [weak self] in self?.observers[id] = nil }
+        let id = observers.add((handler, finish))
+        return Observation { [weak self] in self?.observers.remove(id) }
     }
 
     private func emit(_ event: Event) {
-        for id in observers.keys.sorted() { observers[id]?.handler(event) }
+        // Looked up again for each: a handler may cancel an observation that comes later.
+        for id in observers.ids { observers[id]?.handler(event) }
     }
 
     private func finishObservers() {
-        let finishing = observers.values
-        observers.removeAll()
-        for observer in finishing { observer.finish() }
+        for observer in observers.removeAll() { observer.finish() }
     }
 
     // MARK: Launch
@@ -344,7 +341,7 @@ public final class DataController {
         subscription = nil
         deadlineTimer?.work.cancel()
         stopInboxPoll()
-        observers.removeAll()
+        _ = observers.removeAll()
     }
 
     /// Simulation only: what the kernel frees of a killed process — its memory, with the store key and the

@@ -87,7 +87,7 @@ final class ReaderPool: Sendable {
         /// The read waiting for that reader (one read; the others open readers of their own).
         var firstReaderWaiter: Waiter?
         /// Who waits for that open to end, however it ends (``waitUntilFirstReaderOpened()``).
-        var firstReaderWatchers: [CheckedContinuation<Void, Never>] = []
+        var firstReaderWatchers = WaitList()
         /// Reads waiting for a reader, first come first served.
         var waiters: Deque<Waiter> = []
         /// Every reader thread started and not ended by a failed open: ``waitUntilThreadsStopped()`` joins them.
@@ -182,13 +182,10 @@ final class ReaderPool: Sendable {
         let thread = startThread()
         thread.execute { [self] in
             let opened = Result { try open(with: key, on: thread) }
-            let (waiter, watchers) = state.withLock { state -> (Waiter?, [CheckedContinuation<Void, Never>]) in
+            let (waiter, watchers) = state.withLock { state -> (Waiter?, WaitList.Released) in
                 state.firstReaderOpening = false
-                defer {
-                    state.firstReaderWaiter = nil
-                    state.firstReaderWatchers = []
-                }
-                return (state.firstReaderWaiter, state.firstReaderWatchers)
+                defer { state.firstReaderWaiter = nil }
+                return (state.firstReaderWaiter, state.firstReaderWatchers.takeAll())
             }
             switch opened {
             case .success(let reader):
@@ -197,7 +194,7 @@ final class ReaderPool: Sendable {
                 // The read that waited for it opens one itself, and meets the error, if it lasts, there.
                 waiter?.resume(returning: nil)
             }
-            for watcher in watchers { watcher.resume() }
+            watchers.resume()
         }
     }
 
@@ -205,14 +202,7 @@ final class ReaderPool: Sendable {
     /// file I/O, which the controller's ``DataController/waitUntilIdle()`` waits for, as for every other — so a
     /// test, the simulator and its fault plans see it happen at one point, not beside the next command.
     func waitUntilFirstReaderOpened() async {
-        await withCheckedContinuation { (watcher: CheckedContinuation<Void, Never>) in
-            let opening = state.withLock { state -> Bool in
-                guard state.firstReaderOpening else { return false }
-                state.firstReaderWatchers.append(watcher)
-                return true
-            }
-            if !opening { watcher.resume() }
-        }
+        await state.wait(on: \.firstReaderWatchers) { $0.firstReaderOpening }
     }
 
     /// Closes idle readers now and busy ones when their reads end, fails waiting reads, and wipes the key.
