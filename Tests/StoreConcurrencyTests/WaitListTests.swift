@@ -2,7 +2,7 @@ import Testing
 
 import StoreConcurrency
 
-@Suite("WaitList")
+@Suite("WaitList", .timeLimit(.minutes(1)))
 struct WaitListTests {
     /// A gate: closed while `isClosed`, its waiters in `waiters`.
     private struct Gate {
@@ -28,8 +28,12 @@ struct WaitListTests {
                     returned.withLock { $0 += 1 }
                 }
             }
-            // Every task has joined the list before the gate opens.
-            while state.withLock({ $0.waiters.isEmpty }) || returned.withLock({ $0 }) > 0 { await Task.yield() }
+            // Until a task has joined the list (or, were waiting broken, returned), then a while more.
+            var spins = 0
+            while state.withLock({ $0.waiters.isEmpty }) && returned.withLock({ $0 }) == 0 && spins < 100_000 {
+                await Task.yield()
+                spins += 1
+            }
             for _ in 0..<100 { await Task.yield() }
             #expect(returned.withLock { $0 } == 0)
             let joined = state.withLock { gate -> Bool in !gate.waiters.isEmpty }
@@ -47,8 +51,17 @@ struct WaitListTests {
     @Test("takeAll empties the list; resuming what was taken reaches nobody who joined later")
     func takeAllEmptiesTheList() async {
         let state = LockedState(Gate())
-        let waiter = Task { await state.wait(on: \.waiters) { $0.isClosed } }
-        while state.withLock({ $0.waiters.isEmpty }) { await Task.yield() }
+        let finished = LockedState(false)
+        let waiter = Task {
+            await state.wait(on: \.waiters) { $0.isClosed }
+            finished.withLock { $0 = true }
+        }
+        var spins = 0
+        while state.withLock({ $0.waiters.isEmpty }) && !finished.withLock({ $0 }) && spins < 100_000 {
+            await Task.yield()
+            spins += 1
+        }
+        #expect(!finished.withLock { $0 })
         let released = state.withLock { $0.waiters.takeAll() }
         #expect(state.withLock { $0.waiters.isEmpty })
         released.resume()
