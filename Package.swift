@@ -151,6 +151,7 @@ let package = Package(
         // What every test target shares: a temporary directory that cleans up after itself, hex helpers.
         .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: strictSettings),
         .testTarget(name: "SecureKeysTests", dependencies: ["SecureKeys", "StoreConcurrency", "TestSupport"], swiftSettings: strictSettings),
+        .testTarget(name: "StoreConcurrencyTests", dependencies: ["StoreConcurrency"], swiftSettings: strictSettings),
         .testTarget(
             name: "EncryptedSQLiteTests", dependencies: ["EncryptedSQLite", "SecureKeys", "TestSupport"],
             swiftSettings: strictSettings),

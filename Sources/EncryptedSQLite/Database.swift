@@ -14,104 +14,6 @@ import StoreConcurrency
 ///
 /// Not `Sendable`: one owner (an actor, or a serial executor) uses a connection at a time.
 public final class Database {
-    /// How a connection is set up. The defaults are the store's.
-    public struct Configuration: Sendable, Hashable {
-        /// The database's format: every SQLCipher setting the file must be opened with, each set explicitly
-        /// at open (``CipherSettings``). A store's is recorded in its key file; format 1
-        /// (`StoreFormat/sqlcipher3Raw4096`) by default, the format of every store made so far.
-        public var format: StoreFormat = .current
-        /// SQLCipher's page size (`PRAGMA cipher_page_size`), the format's. 4096 was measured faster than
-        /// SQLCipher 3's 1024 default (fewer HMACs and IVs per byte). A database must always be opened with the
-        /// page size it was created with; a mismatch reads as a wrong key. Setting another size than 4096
-        /// makes ``format`` one no key file records: for the benchmarks' measurements only.
-        public var pageSize: Int {
-            get { format.pageSize }
-            set { format = StoreFormat(sqlcipher3PageSize: newValue) }
-        }
-        /// The page cache's upper bound, in KiB (`PRAGMA cache_size = -N`); SQLite fills it as pages are read.
-        ///
-        /// A page served from the cache is already decrypted and authenticated, so reads that hit it cost
-        /// exactly what they cost unencrypted (Benchmarks/BENCHMARKS.md: warm scans and point reads at 1.000×
-        /// plaintext's instructions). 32 MiB holds the benchmarks' 100,000-row working set (8.5 MB); with
-        /// SQLite's usual 8 MiB, a warm scan of it re-decrypted every page (1.95× plaintext).
-        public var cacheSizeKiB: Int = 32768
-        /// Write-ahead logging: readers do not block the writer and commits append instead of rewriting.
-        public var usesWAL: Bool = true
-        /// Open read-only.
-        public var readOnly: Bool = false
-        /// Create the file when it does not exist. Off, a missing file fails with `StoreError.Code.storeUnavailable`.
-        public var createIfMissing: Bool = true
-        /// How long to wait for another connection's lock, in milliseconds.
-        public var busyTimeoutMilliseconds: Int = 5000
-        /// When a commit reaches the disk (`PRAGMA synchronous`, WAL mode). ``Synchronous/full`` by default.
-        public var synchronous: Synchronous = .full
-        /// Before SQLite recovers a write-ahead log a crash left behind, look for damage its recovery would
-        /// take for a torn write — silently dropping every transaction committed after a damaged frame — and
-        /// refuse to open with `StoreError.Code.storeDamaged` instead, every file left as it is. On by default;
-        /// it runs only for a writer opened with ``Synchronous/full`` (with `NORMAL`, a power cut may tear
-        /// several unsynced transactions, which is not damage) while no other connection, of this process or
-        /// another, has the database open, and costs one read of the log, only when there is one.
-        /// <doc:/SecureKeys/KeyFileFormats> says what it detects and what it cannot.
-        public var checksWriteAheadLog: Bool = true
-        /// Whether SQLite enforces `FOREIGN KEY` constraints (`PRAGMA foreign_keys`). On by default, as in GRDB.
-        ///
-        /// Set on every connection when it opens: the pragma is a no-op inside a transaction, and every write
-        /// and migration of a store runs inside one. A violation fails the statement with
-        /// `StoreError.Code.constraint` and the extended code 787 (`SQLITE_CONSTRAINT_FOREIGNKEY`).
-        public var foreignKeysEnabled: Bool = true
-        /// How many prepared statements the connection keeps for reuse (``Database/cachedStatement(_:)``, and
-        /// every `execute`, `rows` and `scalar` with arguments); past it the least recently used one is
-        /// finalized. 0 keeps none: every call prepares its statement afresh.
-        ///
-        /// 100 by default: the store's own statements (transactions, the key-value table, the inbox, the
-        /// migrator's bookkeeping) are about 35 distinct SQL texts, and a record type adds up to nine, so an
-        /// app's working set fits with room to spare, while an app that builds SQL text dynamically —
-        /// `IN (?, ?, …)` lists of every length, values spliced into the text — no longer grows the connection
-        /// without end: 20,000 distinct texts held 37–41 MB before there was a bound, 0.2 MB with it
-        /// (`store-workload distinct-statements`, Benchmarks/). A simple statement holds about 2 KB, an
-        /// `IN` list of 500 parameters about 65 KB. Raise it when a profile shows statements being prepared
-        /// again and again in a loop over more distinct texts than this.
-        public var statementCacheCapacity: Int = 100
-        /// What runs on each new connection, in the order added; see ``prepareDatabase(_:)``.
-        var preparations: [Preparation] = []
-
-        /// Adds code that runs on every connection right after it opened — its key validated, its settings
-        /// applied, before anything else uses it: the writer and each reader of a store, every time one opens
-        /// (after a lock, a store reopens). For the app's own per-connection set-up — a pragma, a collation —
-        /// as GRDB's `Configuration.prepareDatabase`.
-        ///
-        /// - Parameter body: the set-up; an error it throws fails the open (and so the store's attach) with it.
-        public mutating func prepareDatabase(_ body: @escaping @Sendable (Database) throws -> Void) {
-            preparations.append(Preparation(body))
-        }
-
-        /// One connection set-up; two configurations are equal when they hold the same set-ups.
-        struct Preparation: Sendable, Hashable {
-            final class Body: Sendable {
-                let run: @Sendable (Database) throws -> Void
-                init(_ run: @escaping @Sendable (Database) throws -> Void) { self.run = run }
-            }
-            let body: Body
-            init(_ run: @escaping @Sendable (Database) throws -> Void) { body = Body(run) }
-            static func == (left: Self, right: Self) -> Bool { left.body === right.body }
-            func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(body)) }
-        }
-
-        /// When a commit in WAL mode reaches the disk.
-        public enum Synchronous: String, Sendable, Hashable {
-            /// Every commit syncs the write-ahead log before it returns (`FULL`): a write that returned
-            /// survives a power cut. The store's default, and what "acknowledged" means in its documentation.
-            case full = "FULL"
-            /// Commits do not sync; the log is synced at checkpoints (`NORMAL`). Faster for many small writes
-            /// — each commit saves an `fsync` — and the database stays consistent, but the last transactions
-            /// acknowledged before a power cut (not a crash of the app: the OS still has them) may be lost.
-            case normal = "NORMAL"
-        }
-
-        /// The store's defaults.
-        public init() {}
-    }
-
     /// The database file.
     public let path: String
     /// The configuration it was opened with.
@@ -137,15 +39,15 @@ public final class Database {
         return SQLCipherVersion(reported: String(cString: text))
     }()
 
-    private var handle: OpaquePointer?
+    private(set) var handle: OpaquePointer?
     private var cachedStatements: StatementCache
     /// How many ``transaction(_:_:)`` bodies are running (one, or none: transactions do not nest).
-    private var transactionBodies = 0
+    var transactionBodies = 0
     /// How many ``transaction(_:_:)`` bodies have started: the running one's number tells a cursor's
     /// transaction from a later one.
-    private var startedTransactions = 0
+    var startedTransactions = 0
     /// The cursors opened in the running transaction body, ended with it (``DatabaseCursor``).
-    private var transactionCursors: [CursorState] = []
+    var transactionCursors: [CursorState] = []
     private let hooks = ConnectionHooks()
     /// The file this connection counts as open in ``openFiles``, once it is open.
     private var registeredFile: String?
@@ -522,154 +424,6 @@ public final class Database {
     /// `INTEGER PRIMARY KEY` column's value when the table has one; 0 before any insert.
     public var lastInsertedRowID: Int64 {
         handle.map { sqlite3_last_insert_rowid($0) } ?? 0
-    }
-
-    // MARK: Transactions
-
-    /// How a transaction takes its lock.
-    public enum TransactionKind: String, Sendable {
-        /// Takes no lock until the first read or write (`BEGIN DEFERRED`).
-        case deferred = "DEFERRED"
-        /// Takes the write lock at once (`BEGIN IMMEDIATE`): what the store's writes use, so they never fail half-way with `busy`.
-        case immediate = "IMMEDIATE"
-        /// Takes the exclusive lock at once (`BEGIN EXCLUSIVE`).
-        case exclusive = "EXCLUSIVE"
-    }
-
-    /// Runs `body` in a transaction: committed when it returns, rolled back when it throws.
-    ///
-    /// Transactions do not nest: inside one — and every store write (`StoreCoordinator.write`) is inside one
-    /// — this fails with `StoreError.Code.misuse` before running `body`, saying so. Use
-    /// ``inSavepoint(_:)`` for a part that may fail on its own, inside a transaction or not. (Not turned into
-    /// a savepoint silently: `kind` would then be ignored, and a caller who believes the work commits on
-    /// return would find it rolled back with the outer transaction.)
-    ///
-    /// - Throws: what `body` throws (after the rollback), or the commit's failure; `StoreError.Code.misuse`
-    ///   when a transaction is already open.
-    public func transaction<Result>(_ kind: TransactionKind = .immediate, _ body: () throws -> Result) throws -> Result {
-        if isInTransaction {
-            throw StoreError(
-                code: .misuse,
-                message: "a transaction is already open on this connection (a store write runs in one); transactions do not nest — use inSavepoint { } for a nested part that rolls back on its own",
-                path: path)
-        }
-        // Prepared once and reused: a one-row write does not parse BEGIN and COMMIT each time.
-        try cachedStatement("BEGIN \(kind.rawValue) TRANSACTION").execute([DatabaseValue]())
-        let result: Result
-        do {
-            transactionBodies += 1
-            startedTransactions += 1
-            do {
-                defer {
-                    // Before COMMIT or ROLLBACK: a cursor left open would keep its read going past the
-                    // transaction (holding an old snapshot), or be cut short by the rollback.
-                    endTransactionCursors()
-                    transactionBodies -= 1
-                }
-                result = try body()
-            }
-            try cachedStatement("COMMIT TRANSACTION").execute([DatabaseValue]())
-        } catch {
-            if let handle, sqlite3_get_autocommit(handle) == 0 {
-                try? cachedStatement("ROLLBACK TRANSACTION").execute([DatabaseValue]())
-            }
-            throw error
-        }
-        return result
-    }
-
-    /// Runs `body` in a savepoint: its changes are kept when it returns, and undone — only them — when it
-    /// throws; then the error reaches the caller unchanged.
-    ///
-    /// Inside a transaction the savepoint nests (`SAVEPOINT`, then `RELEASE`, or `ROLLBACK TO` and `RELEASE`
-    /// when `body` throws): what it kept commits or rolls back with the enclosing transaction. Savepoints nest
-    /// in savepoints. Outside a transaction it is one, ``TransactionKind/immediate`` like the store's writes,
-    /// committed when `body` returns: a top-level `SAVEPOINT` would take SQLite's deferred lock, and could
-    /// fail half-way with `busy`.
-    ///
-    /// ```swift
-    /// try coordinator.write { db in
-    ///     try db.execute("INSERT INTO player (name) VALUES (?)", ["Arthur"])
-    ///     do {
-    ///         try db.inSavepoint {
-    ///             try db.execute("INSERT INTO score (player, points) VALUES (?, ?)",
-    ///                            ["Arthur", 100])
-    ///             try validate(db)  // throws: only the score is undone
-    ///         }
-    ///     } catch let error as ValidationError { log(error) }
-    /// }  // commits the player
-    /// ```
-    ///
-    /// Unlike GRDB's `inSavepoint`, whose body returns `.commit` or `.rollback`, the body here returns a value
-    /// and rolls back by throwing, as ``transaction(_:_:)`` does: a result needs no captured variable, and a
-    /// failure cannot be dropped by returning `.rollback` without saying why. To discard work with no error
-    /// to report, throw one of your own and catch it around the call.
-    ///
-    /// - Parameter body: the work; it uses this connection.
-    /// - Returns: what `body` returned.
-    /// - Throws: what `body` throws, unchanged (after the rollback to the savepoint); the failure of
-    ///   `SAVEPOINT` or `RELEASE` (or, outside a transaction, of the commit) as a `StoreError`.
-    public func inSavepoint<Result>(_ body: () throws -> Result) throws -> Result {
-        guard isInTransaction else { return try transaction(.immediate, body) }
-        // One name for every savepoint, as GRDB does: ROLLBACK TO and RELEASE act on the innermost savepoint
-        // of that name, which is this call's, whatever the body opened and closed in between.
-        try cachedStatement("SAVEPOINT encryptedsqlite").execute([DatabaseValue]())
-        let result: Result
-        do {
-            result = try body()
-        } catch {
-            // After an error that made SQLite roll the whole transaction back (a full disk, an interrupt)
-            // there is no savepoint left to go back to; the enclosing transaction sees that at its commit.
-            if isInTransaction {
-                do {
-                    try cachedStatement("ROLLBACK TRANSACTION TO SAVEPOINT encryptedsqlite").execute([DatabaseValue]())
-                    try cachedStatement("RELEASE SAVEPOINT encryptedsqlite").execute([DatabaseValue]())
-                } catch {
-                    // The body's changes could not be undone alone: undo the whole transaction rather than let
-                    // RELEASE keep them. What follows in it is refused, and the caller still gets its error.
-                    if let handle { _ = sqlite3_exec(handle, "ROLLBACK TRANSACTION", nil, nil, nil) }
-                }
-            }
-            throw error
-        }
-        try cachedStatement("RELEASE SAVEPOINT encryptedsqlite").execute([DatabaseValue]())
-        return result
-    }
-
-    /// Refuses a statement inside a ``transaction(_:_:)`` body once SQLite has rolled that transaction back on
-    /// its own (after a full disk, an I/O error or an interrupt): the statement would otherwise run, and
-    /// commit, outside any transaction — part of a write committed, the rest lost at the body's end. As
-    /// GRDB does with its aborted transactions.
-    private func checkTransactionNotAborted() throws {
-        guard transactionBodies > 0, let handle, sqlite3_get_autocommit(handle) != 0 else { return }
-        throw StoreError(
-            code: .misuse,
-            message: "SQLite rolled this transaction back after an earlier error; nothing more runs in it (let the error end the write)",
-            path: path)
-    }
-
-    /// The running ``transaction(_:_:)`` body's number, `nil` outside one: a cursor opened in it works only
-    /// while this stays the same.
-    var currentTransactionID: Int? { transactionBodies > 0 ? startedTransactions : nil }
-
-    /// Keeps `cursor` to end it with the running transaction body; a cursor opened outside one ends on its own
-    /// (last row, error, release).
-    func register(_ cursor: CursorState) {
-        guard transactionBodies > 0 else { return }
-        // Cursors that already ended hold no statement; drop them now and then, so a transaction that opens
-        // many cursors keeps only the running ones.
-        if transactionCursors.count >= 32 { transactionCursors.removeAll { !$0.isRunning } }
-        transactionCursors.append(cursor)
-    }
-
-    private func endTransactionCursors() {
-        for cursor in transactionCursors { cursor.finish() }
-        transactionCursors.removeAll()
-    }
-
-    /// Whether a transaction is open.
-    public var isInTransaction: Bool {
-        handle.map { sqlite3_get_autocommit($0) == 0 } ?? false
     }
 
     // MARK: Observation

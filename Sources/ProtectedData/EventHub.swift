@@ -19,8 +19,7 @@ package final class EventHub<Event: Sendable>: Sendable {
     }
 
     private struct State {
-        var subscribers: [UInt64: Subscriber] = [:]
-        var nextSubscriberID: UInt64 = 0
+        var subscribers = Subscribers<Subscriber>()
         var pending: Deque<(sequence: UInt64, event: Event)> = []
         var lastSequence: UInt64 = 0
         var delivering = false
@@ -32,13 +31,11 @@ package final class EventHub<Event: Sendable>: Sendable {
 
     /// Adds a subscriber that will get every event published from now on.
     package func subscribe(_ handler: @escaping Handler) -> EventSubscription {
-        let id = state.withLock { state -> UInt64 in
-            state.nextSubscriberID += 1
-            state.subscribers[state.nextSubscriberID] = Subscriber(startsAfter: state.lastSequence, handler: handler)
-            return state.nextSubscriberID
+        let id = state.withLock { state in
+            state.subscribers.add(Subscriber(startsAfter: state.lastSequence, handler: handler))
         }
         return EventSubscription { [weak self] in
-            _ = self?.state.withLock { $0.subscribers.removeValue(forKey: id) }
+            _ = self?.state.withLock { $0.subscribers.remove(id) }
         }
     }
 
@@ -64,8 +61,7 @@ package final class EventHub<Event: Sendable>: Sendable {
                     state.delivering = false
                     return nil
                 }
-                let receivers = state.subscribers.sorted { $0.key < $1.key }.map(\.value)
-                    .filter { $0.startsAfter < sequence }
+                let receivers = state.subscribers.inOrder.filter { $0.startsAfter < sequence }
                 return (sequence, event, receivers)
             }
             guard let (_, event, receivers) = next else { return }

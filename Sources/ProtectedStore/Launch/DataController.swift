@@ -1,6 +1,7 @@
 internal import Logging
 public import ProtectedData
 internal import SecureKeys
+internal import StoreConcurrency
 
 /// The top-level controller that owns the store stack, kept out of the app delegate.
 ///
@@ -69,60 +70,6 @@ public final class DataController {
         case mergeTruncatesUnread = "merge-truncates-unread"
     }
 
-    /// Where the store stack is.
-    public enum Phase: Sendable, Equatable, CustomStringConvertible {
-        /// The app has not launched yet.
-        case notLaunched
-        /// The store is being attached.
-        case launching
-        /// The store's key is not available; operations queue until the device unlocks.
-        case waitingForProtectedData
-        /// The store is attached: ``DataController/coordinator`` is set and operations run.
-        case ready
-        /// Attaching failed while protected data was available; the error was presented.
-        case failed(StoreError)
-        /// The app terminated.
-        case terminated
-
-        /// The word used in scripts and by the command-line tool: `not-launched`, `launching`, `waiting`,
-        /// `ready`, `failed`, `terminated`.
-        public var name: String {
-            switch self {
-            case .notLaunched: "not-launched"
-            case .launching: "launching"
-            case .waitingForProtectedData: "waiting"
-            case .ready: "ready"
-            case .failed: "failed"
-            case .terminated: "terminated"
-            }
-        }
-
-        /// The ``name``, with the error's code for a failure.
-        public var description: String {
-            if case .failed(let error) = self { "failed (\(error.code))" } else { name }
-        }
-
-        /// Two phases are equal when they are the same case; two failures when their errors have the same code.
-        public static func == (lhs: Phase, rhs: Phase) -> Bool {
-            switch (lhs, rhs) {
-            case (.failed(let left), .failed(let right)): left.code == right.code
-            default: lhs.name == rhs.name
-            }
-        }
-    }
-
-    /// Something the controller did, for observers (``observe(_:)``, ``events()``).
-    public enum Event: Sendable {
-        /// The phase changed.
-        case phaseChanged(Phase)
-        /// A merge of the locked inbox applied or found records.
-        case inboxMerged(InboxMergeReport)
-        /// An error was presented to the user (protected data was available and the store still failed).
-        case errorPresented(StoreError)
-        /// A queued operation ended: ran, failed, was cancelled or expired.
-        case operationFinished(OperationTicket)
-    }
-
     /// A registration made by ``observe(_:)``.
     @MainActor
     public final class Observation {
@@ -143,20 +90,19 @@ public final class DataController {
     /// The configuration.
     public let configuration: Configuration
 
-    private typealias Machine = LaunchMachine<StoreCoordinator>
-    private var machine: Machine
+    typealias Machine = LaunchMachine<StoreCoordinator>
+    var machine: Machine
     private let keys: any KeySource
-    private let clock: Timekeeper
+    let clock: Timekeeper
     private let gate: OperationGate
-    private let work = WorkTracker()
+    let work = WorkTracker()
     /// `protected-store.launch`: phases, attach attempts, queued operations (their ids: a name may hold the app's data).
     private let logger = LogSubsystem.launch.makeLogger()
     private var subscription: EventSubscription?
     private var isDraining = false
     private var deadlineTimer: (deadline: Timekeeper.Instant, work: ScheduledWork)?
-    private var inboxPoll: InboxPoll?
-    private var observers: [Int: (handler: @MainActor (Event) -> Void, finish: () -> Void)] = [:]
-    private var lastObserverID = 0
+    var inboxPoll: InboxPoll?
+    private var observers = Subscribers<(handler: @MainActor (Event) -> Void, finish: () -> Void)>()
     /// Only with ``PlantedFault/keepCoordinatorAfterClose``: the closed store's coordinator, wrongly kept.
     private var plantedStaleCoordinator: StoreCoordinator?
 
@@ -260,20 +206,17 @@ public final class DataController {
     }
 
     private func addObserver(_ handler: @escaping @MainActor (Event) -> Void, finish: @escaping () -> Void) -> Observation {
-        lastObserverID += 1
-        let id = lastObserverID
-        observers[id] = (handler, finish)
-        return Observation { [weak self] in self?.observers[id] = nil }
+        let id = observers.add((handler, finish))
+        return Observation { [weak self] in self?.observers.remove(id) }
     }
 
-    private func emit(_ event: Event) {
-        for id in observers.keys.sorted() { observers[id]?.handler(event) }
+    func emit(_ event: Event) {
+        // Looked up again for each: a handler may cancel an observation that comes later.
+        for id in observers.ids { observers[id]?.handler(event) }
     }
 
     private func finishObservers() {
-        let finishing = observers.values
-        observers.removeAll()
-        for observer in finishing { observer.finish() }
+        for observer in observers.removeAll() { observer.finish() }
     }
 
     // MARK: Launch
@@ -344,7 +287,7 @@ public final class DataController {
         subscription = nil
         deadlineTimer?.work.cancel()
         stopInboxPoll()
-        observers.removeAll()
+        _ = observers.removeAll()
     }
 
     /// Simulation only: what the kernel frees of a killed process — its memory, with the store key and the
@@ -466,112 +409,6 @@ public final class DataController {
         if let next = gate.earliestDeadline { scheduleExpiry(at: next) }
     }
 
-    // MARK: Locked inbox
-
-    /// The store's locked inbox: where writes go while the store cannot be opened.
-    public var inbox: LockedInbox { LockedInbox(configuration: configuration.store) }
-
-    /// Writes `change` even while the store cannot be opened: sealed to the store's inbox public key and
-    /// appended durably before this returns. When the store is attached it is merged at once; otherwise at
-    /// the next attach (the deferred setup).
-    ///
-    /// - Parameter change: the write.
-    /// - Returns: the record's identifier, which the merge report names.
-    /// - Throws: a `StoreError`: `StoreError.Code.inboxUnavailable` before the store first attached,
-    ///   `StoreError.Code.inboxRecordTooLarge` (nothing written), `StoreError.Code.ioError`,
-    ///   `StoreError.Code.terminated` after ``terminate()`` (nothing written).
-    @discardableResult
-    public func appendToInbox(_ change: InboxEntry.Change) throws -> InboxEntry.ID {
-        try appendToInbox(contentsOf: [change])[0]
-    }
-
-    /// Writes several changes to the locked inbox with one `fsync` (see ``appendToInbox(_:)-(InboxEntry.Change)``).
-    ///
-    /// - Parameter changes: the writes, in order.
-    /// - Returns: the records' identifiers, in order.
-    /// - Throws: as ``appendToInbox(_:)-(InboxEntry.Change)``.
-    @discardableResult
-    public func appendToInbox(contentsOf changes: [InboxEntry.Change]) throws -> [InboxEntry.ID] {
-        try refuseAfterTerminate()
-        let ids = try inbox.append(contentsOf: changes)
-        mergeInboxIfReady()
-        return ids
-    }
-
-    /// Writes the app's own change to the locked inbox (see ``appendToInbox(_:)-(InboxEntry.Change)``); the
-    /// store's ``StoreConfiguration/inboxHandlers`` apply it when it is merged.
-    ///
-    /// - Parameter change: the change.
-    /// - Returns: the record's identifier.
-    /// - Throws: as ``appendToInbox(_:)-(InboxEntry.Change)``; `StoreError.Code.invalidArgument` for a
-    ///   kind that is empty, longer than 255 bytes, or `put`/`delete`.
-    @discardableResult
-    public func appendToInbox<Change: InboxChange>(_ change: Change) throws -> InboxEntry.ID {
-        try refuseAfterTerminate()
-        let id = try inbox.append(change)
-        mergeInboxIfReady()
-        return id
-    }
-
-    /// Writes a record of `kind` whose body is `{"key": …, "value": …}`: the command-line tool's way to write a
-    /// change its own app does not know (`inbox put --kind`).
-    @discardableResult
-    package func appendToInbox(kind: String, key: String, value: String) throws -> InboxEntry.ID {
-        try refuseAfterTerminate()
-        let id = try inbox.append(kind: kind, key: key, value: value)
-        mergeInboxIfReady()
-        return id
-    }
-
-    /// Tries to apply the quarantined inbox records again (all of them, or those named), and reports the
-    /// outcome to observers like any merge.
-    ///
-    /// - Parameter ids: the records to retry; all of them when `nil`.
-    /// - Returns: which were merged and which stay quarantined.
-    /// - Throws: as ``perform(_:deadline:_:)``: the retry waits for the store like any operation.
-    @discardableResult
-    public func retryQuarantinedInboxRecords(_ ids: [InboxEntry.ID]? = nil) async throws -> InboxMergeReport {
-        let report = try await perform("retry quarantined inbox records") { try await $0.retryQuarantinedInboxRecords(ids) }
-        reportInbox(report)
-        return report
-    }
-
-    /// Merges what the inbox holds at once when the store is attached (records from this process); the poll
-    /// picks up other processes' appends.
-    private func mergeInboxIfReady() {
-        guard let coordinator = machine.store else { return }
-        work.begin()
-        Task { [weak self, work] in
-            // A failure here (the disk is full) leaves the records in the inbox for the next merge.
-            if let report = try? await coordinator.mergeInbox() { self?.reportInbox(report) }
-            work.end()
-        }
-    }
-
-    /// While the store is attached, looks at the inbox every ``Configuration/inboxPollInterval`` and merges
-    /// what another process (an extension) appended.
-    private func startInboxPoll() {
-        guard let interval = configuration.inboxPollInterval, inboxPoll == nil else { return }
-        let work = self.work
-        inboxPoll = InboxPoll(inbox: inbox, clock: clock, interval: interval) { [weak self] in
-            work.begin()
-            Task { @MainActor in
-                self?.mergeInboxIfReady()
-                work.end()
-            }
-        }
-    }
-
-    private func stopInboxPoll() {
-        inboxPoll?.stop()
-        inboxPoll = nil
-    }
-
-    private func reportInbox(_ report: InboxMergeReport) {
-        if case .abandoned = machine.state { return }
-        if !report.isEmpty { emit(.inboxMerged(report)) }
-    }
-
     // MARK: Interpreting the state machine
 
     private func handle(_ event: ProtectedDataEvent) {
@@ -689,7 +526,7 @@ public final class DataController {
     }
 
     /// Throws `StoreError.Code.terminated` once the controller terminated: after ``terminate()`` nothing starts.
-    private func refuseAfterTerminate() throws {
+    func refuseAfterTerminate() throws {
         if case .terminated = phase { throw StoreError.terminated() }
     }
 

@@ -38,8 +38,7 @@ final class CommitBroadcaster: Sendable {
     }
 
     private struct State {
-        var subscribers: [Int: Subscriber] = [:]
-        var lastID = 0
+        var subscribers = Subscribers<Subscriber>()
         var isFinished = false
     }
 
@@ -49,13 +48,11 @@ final class CommitBroadcaster: Sendable {
     func subscribe() -> Subscription {
         let (signals, continuation) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
         let id = state.withLock { state -> Int in
-            state.lastID += 1
             if state.isFinished {
                 continuation.finish()
-            } else {
-                state.subscribers[state.lastID] = Subscriber(continuation: continuation)
+                return state.subscribers.skipID()
             }
-            return state.lastID
+            return state.subscribers.add(Subscriber(continuation: continuation))
         }
         return Subscription(signals: signals, id: id, broadcaster: self)
     }
@@ -64,7 +61,7 @@ final class CommitBroadcaster: Sendable {
     func send(_ region: TableRegion) {
         guard !region.isEmpty else { return }
         state.withLock { state in
-            for id in state.subscribers.keys {
+            for id in state.subscribers.ids {
                 state.subscribers[id]!.pending.formUnion(region)
                 state.subscribers[id]!.continuation.yield()
             }
@@ -75,8 +72,7 @@ final class CommitBroadcaster: Sendable {
     func finish() {
         let subscribers = state.withLock { state -> [Subscriber] in
             state.isFinished = true
-            defer { state.subscribers = [:] }
-            return Array(state.subscribers.values)
+            return state.subscribers.removeAll()
         }
         for subscriber in subscribers { subscriber.continuation.finish() }
     }
@@ -89,7 +85,7 @@ final class CommitBroadcaster: Sendable {
     }
 
     private func unsubscribe(_ id: Int) {
-        let subscriber = state.withLock { $0.subscribers.removeValue(forKey: id) }
+        let subscriber = state.withLock { $0.subscribers.remove(id) }
         subscriber?.continuation.finish()
     }
 }

@@ -1,5 +1,3 @@
-internal import DequeModule
-internal import Dispatch
 internal import EncryptedSQLite
 internal import SecureKeys
 import StoreConcurrency
@@ -39,47 +37,11 @@ final class ReaderPool: Sendable {
 
     /// A read waiting for a reader: given one, or `nil` when the reader it waited for failed to open (it then
     /// opens one itself). An awaited read waits suspended; a synchronous one (``readNow(_:)``) blocks its thread.
-    private enum Waiter {
-        case task(CheckedContinuation<Reader?, any Error>)
-        case thread(BlockedRead)
-
-        func resume(returning reader: Reader?) {
-            switch self {
-            case .task(let continuation): continuation.resume(returning: reader)
-            case .thread(let blocked): blocked.resume(with: .success(reader))
-            }
-        }
-
-        func resume(throwing error: any Error) {
-            switch self {
-            case .task(let continuation): continuation.resume(throwing: error)
-            case .thread(let blocked): blocked.resume(with: .failure(error))
-            }
-        }
-    }
-
-    /// A synchronous read's wait for a reader: its thread sleeps on a semaphore until the reader, or the close's
-    /// error, is handed over.
-    private final class BlockedRead: Sendable {
-        private let outcome = LockedState<Result<Reader?, any Error>?>(nil)
-        private let handedOver = DispatchSemaphore(value: 0)
-
-        func resume(with result: Result<Reader?, any Error>) {
-            outcome.withLock { $0 = result }
-            handedOver.signal()
-        }
-
-        func wait() throws -> Reader? {
-            handedOver.wait()
-            return try outcome.withLock { $0! }.get()
-        }
-    }
+    private typealias Waiter = PoolWaiter<Reader>
 
     private struct State {
-        /// Readers not in use, the most recently returned last.
-        var idle: [Reader] = []
-        /// Readers open or being opened.
-        var count = 0
+        /// The readers: idle, open or being opened, and the reads waiting for one.
+        var pool: CheckoutPool<Reader>
         /// Opens in progress (the key must outlive them).
         var opening = 0
         /// Whether the reader opened at attach is still being opened.
@@ -87,9 +49,7 @@ final class ReaderPool: Sendable {
         /// The read waiting for that reader (one read; the others open readers of their own).
         var firstReaderWaiter: Waiter?
         /// Who waits for that open to end, however it ends (``waitUntilFirstReaderOpened()``).
-        var firstReaderWatchers: [CheckedContinuation<Void, Never>] = []
-        /// Reads waiting for a reader, first come first served.
-        var waiters: Deque<Waiter> = []
+        var firstReaderWatchers = WaitList()
         /// Every reader thread started and not ended by a failed open: ``waitUntilThreadsStopped()`` joins them.
         var threads: [StoreThread] = []
         /// The store key, wiped at close.
@@ -103,8 +63,10 @@ final class ReaderPool: Sendable {
 
     /// The most readers open at once.
     let capacity: Int
-    private let path: String
-    private let configuration: Database.Configuration
+    /// The store's database file.
+    let path: String
+    /// How a reader is opened: read-only, never creating the file.
+    let configuration: Database.Configuration
     /// The format the store was opened in: the one its key source records (`StoreKeyRecord.storeFormat`).
     var storeFormat: StoreFormat { configuration.format }
     private let state: LockedState<State>
@@ -118,7 +80,7 @@ final class ReaderPool: Sendable {
         self.path = path
         self.configuration = readerConfiguration
         self.capacity = capacity
-        self.state = LockedState(State(key: key))
+        self.state = LockedState(State(pool: CheckoutPool(capacity: capacity), key: key))
     }
 
     deinit {
@@ -174,8 +136,7 @@ final class ReaderPool: Sendable {
     /// attach does not wait for it.
     func openFirstReader() {
         let key = state.withLock { state -> SecureBytes? in
-            guard !state.isClosed, state.count < capacity, let key = state.key else { return nil }
-            state.count += 1
+            guard !state.isClosed, let key = state.key, state.pool.reserve() else { return nil }
             state.opening += 1
             state.firstReaderOpening = true
             return key
@@ -184,13 +145,10 @@ final class ReaderPool: Sendable {
         let thread = startThread()
         thread.execute { [self] in
             let opened = Result { try open(with: key, on: thread) }
-            let (waiter, watchers) = state.withLock { state -> (Waiter?, [CheckedContinuation<Void, Never>]) in
+            let (waiter, watchers) = state.withLock { state -> (Waiter?, WaitList.Released) in
                 state.firstReaderOpening = false
-                defer {
-                    state.firstReaderWaiter = nil
-                    state.firstReaderWatchers = []
-                }
-                return (state.firstReaderWaiter, state.firstReaderWatchers)
+                defer { state.firstReaderWaiter = nil }
+                return (state.firstReaderWaiter, state.firstReaderWatchers.takeAll())
             }
             switch opened {
             case .success(let reader):
@@ -199,7 +157,7 @@ final class ReaderPool: Sendable {
                 // The read that waited for it opens one itself, and meets the error, if it lasts, there.
                 waiter?.resume(returning: nil)
             }
-            for watcher in watchers { watcher.resume() }
+            watchers.resume()
         }
     }
 
@@ -207,29 +165,17 @@ final class ReaderPool: Sendable {
     /// file I/O, which the controller's ``DataController/waitUntilIdle()`` waits for, as for every other — so a
     /// test, the simulator and its fault plans see it happen at one point, not beside the next command.
     func waitUntilFirstReaderOpened() async {
-        await withCheckedContinuation { (watcher: CheckedContinuation<Void, Never>) in
-            let opening = state.withLock { state -> Bool in
-                guard state.firstReaderOpening else { return false }
-                state.firstReaderWatchers.append(watcher)
-                return true
-            }
-            if !opening { watcher.resume() }
-        }
+        await state.wait(on: \.firstReaderWatchers) { $0.firstReaderOpening }
     }
 
     /// Closes idle readers now and busy ones when their reads end, fails waiting reads, and wipes the key.
     func close(_ reason: StoreCloseReason) {
         let (idle, waiters, key) = state.withLock { state -> ([Reader], [Waiter], SecureBytes?) in
             if state.closeReason == nil { state.closeReason = reason }
-            let idle = state.idle
-            // Not `Array(state.waiters)` when it is empty: copying an empty Deque writes the count of Swift's shared
-            // empty-array storage, which two pools closing at once on two threads did (ThreadSanitizer reports it).
-            var waiters: [Waiter] = state.waiters.isEmpty ? [] : Array(state.waiters)
+            let (idle, drainedWaiters) = state.pool.drain()
+            var waiters = drainedWaiters
             if let waiter = state.firstReaderWaiter { waiters.append(waiter) }
-            state.idle = []
-            state.waiters = []
             state.firstReaderWaiter = nil
-            state.count -= idle.count
             // An open in progress still reads the key; the last one to finish wipes it.
             let key = state.opening == 0 ? state.key : nil
             if key != nil { state.key = nil }
@@ -241,38 +187,28 @@ final class ReaderPool: Sendable {
         key?.wipe()
     }
 
-    /// Runs `body` on a connection of its own to the store that can write — not one of the pool's read-only
-    /// readers — on a thread of its own, then closes it: for an export, which `ATTACH`es its copy (SQLite opens
-    /// an attached file read-only on a read-only connection). It holds the store key as an open in progress
-    /// does, so a ``close(_:)`` meanwhile wipes the key only once it is done.
+    /// Lends the store key to a connection the pool does not own, counted as an open in progress: a
+    /// ``close(_:)`` meanwhile wipes the key only once ``returnKey()`` is called.
     ///
-    /// - Throws: `StoreError.Code.protectedDataUnavailable` once the pool is closed; the open's errors; what
-    ///   `body` throws.
-    func withWritableConnection<Result: Sendable>(_ body: @escaping @Sendable (Database) throws -> Result) async throws -> Result {
-        let key = try state.withLock { state -> SecureBytes in
+    /// - Throws: the close's error (`StoreError.Code.protectedDataUnavailable` or `StoreError.Code.closed`) after ``close(_:)``.
+    func borrowKey() throws -> SecureBytes {
+        try state.withLock { state -> SecureBytes in
             guard !state.isClosed, let key = state.key else { throw state.closedError }
             state.opening += 1
             return key
         }
-        let writable = { () -> Database.Configuration in
-            var writable = configuration
-            writable.readOnly = false
-            return writable
-        }()
-        return try await StoreThread.runOnce(.reader) { [self] in
-            defer {
-                let keyToWipe = state.withLock { state -> SecureBytes? in
-                    state.opening -= 1
-                    guard state.isClosed, state.opening == 0, let key = state.key else { return nil }
-                    state.key = nil
-                    return key
-                }
-                keyToWipe?.wipe()
-            }
-            let database = try Database(path: path, key: key, configuration: writable)
-            defer { database.close() }
-            return try body(database)
+    }
+
+    /// Ends a ``borrowKey()``: the key is wiped now when the pool was closed meanwhile and no other open is in
+    /// progress.
+    func returnKey() {
+        let keyToWipe = state.withLock { state -> SecureBytes? in
+            state.opening -= 1
+            guard state.isClosed, state.opening == 0, let key = state.key else { return nil }
+            state.key = nil
+            return key
         }
+        keyToWipe?.wipe()
     }
 
     /// A copy of the store key, in new guarded memory the caller wipes: for a connection the pool does not own
@@ -292,7 +228,7 @@ final class ReaderPool: Sendable {
     }
 
     /// How many readers are open (idle or busy), for tests.
-    var openCount: Int { state.withLock { $0.count } }
+    var openCount: Int { state.withLock { $0.pool.count } }
 
     /// Whether ``close(_:)`` was called.
     var isClosed: Bool { state.withLock { $0.isClosed } }
@@ -311,10 +247,9 @@ final class ReaderPool: Sendable {
     private func lending(waitingForFirstReader: Bool) throws -> Lending {
         try state.withLock { state -> Lending in
             if state.isClosed { throw state.closedError }
-            if let reader = state.idle.popLast() { return .lend(reader) }
+            if let reader = state.pool.takeIdle() { return .lend(reader) }
             if waitingForFirstReader, state.firstReaderOpening, state.firstReaderWaiter == nil { return .waitForFirstReader }
-            if state.count < capacity, let key = state.key {
-                state.count += 1
+            if let key = state.key, state.pool.reserve() {
                 state.opening += 1
                 return .open(key)
             }
@@ -337,14 +272,14 @@ final class ReaderPool: Sendable {
                     state.withLock { state in
                         if state.isClosed {
                             continuation.resume(throwing: state.closedError)
-                        } else if let reader = state.idle.popLast() {
+                        } else if let reader = state.pool.takeIdle() {
                             continuation.resume(returning: reader)
                         } else if first, state.firstReaderOpening, state.firstReaderWaiter == nil {
                             state.firstReaderWaiter = .task(continuation)
                         } else if first {
                             continuation.resume(returning: nil)  // it opened meanwhile: look again
                         } else {
-                            state.waiters.append(.task(continuation))
+                            state.pool.wait(.task(continuation))
                         }
                     }
                 }
@@ -363,11 +298,11 @@ final class ReaderPool: Sendable {
             case .open(let key):
                 return try open(with: key, on: startThread())
             case .wait, .waitForFirstReader:
-                let blocked = BlockedRead()
+                let blocked = BlockedCheckout<Reader>()
                 let lent = try state.withLock { state -> Reader? in
                     if state.isClosed { throw state.closedError }
-                    if let reader = state.idle.popLast() { return reader }
-                    state.waiters.append(.thread(blocked))
+                    if let reader = state.pool.takeIdle() { return reader }
+                    state.pool.wait(.thread(blocked))
                     return nil
                 }
                 if let lent { return lent }
@@ -388,10 +323,10 @@ final class ReaderPool: Sendable {
         let (closedError, keyToWipe) = state.withLock { state -> (StoreError?, SecureBytes?) in
             state.opening -= 1
             if case .failure = opened {
-                state.count -= 1
+                state.pool.forget()
                 state.threads.removeAll { $0 === thread }
             }
-            if state.isClosed, case .success = opened { state.count -= 1 }
+            if state.isClosed, case .success = opened { state.pool.forget() }
             let closedError = state.isClosed ? state.closedError : nil
             guard state.isClosed, state.opening == 0, let key = state.key else { return (closedError, nil) }
             state.key = nil
@@ -416,14 +351,10 @@ final class ReaderPool: Sendable {
     private func checkIn(_ reader: Reader) {
         let keep = state.withLock { state -> Bool in
             if state.isClosed {
-                state.count -= 1
+                state.pool.forget()
                 return false
             }
-            if let waiter = state.waiters.popFirst() {
-                waiter.resume(returning: reader)
-            } else {
-                state.idle.append(reader)
-            }
+            state.pool.checkIn(reader)
             return true
         }
         if !keep { close(reader) }

@@ -80,3 +80,27 @@ extension StoreCoordinator {
         }
     }
 }
+
+extension ReaderPool {
+    /// Runs `body` on a connection of its own to the store that can write — not one of the pool's read-only
+    /// readers — on a thread of its own, then closes it: for an export, which `ATTACH`es its copy (SQLite opens
+    /// an attached file read-only on a read-only connection). It holds the store key as an open in progress
+    /// does, so a ``close(_:)`` meanwhile wipes the key only once it is done.
+    ///
+    /// - Throws: `StoreError.Code.protectedDataUnavailable` once the pool is closed; the open's errors; what
+    ///   `body` throws.
+    func withWritableConnection<Result: Sendable>(_ body: @escaping @Sendable (Database) throws -> Result) async throws -> Result {
+        let key = try borrowKey()
+        let writable = { () -> Database.Configuration in
+            var writable = configuration
+            writable.readOnly = false
+            return writable
+        }()
+        return try await StoreThread.runOnce(.reader) { [self] in
+            defer { returnKey() }
+            let database = try Database(path: path, key: key, configuration: writable)
+            defer { database.close() }
+            return try body(database)
+        }
+    }
+}

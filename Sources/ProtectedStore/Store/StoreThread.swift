@@ -1,6 +1,7 @@
 internal import DequeModule
 internal import Foundation
 internal import Glibc
+import StoreConcurrency
 
 /// A thread of the store's own, running one job at a time: the writer's serial executor, or a reader's task
 /// executor. SQLite calls and `fsync` block; run on these threads they never occupy one of the few threads of
@@ -56,7 +57,7 @@ final class StoreThread: @unchecked Sendable {
         /// A thread that left its loop and that nobody joined or detached yet.
         var unjoined: pthread_t?
         /// Callers of ``waitUntilStopped()``.
-        var stopWaiters: [CheckedContinuation<Void, Never>] = []
+        var stopWaiters = WaitList()
     }
 
     let role: Role
@@ -215,10 +216,9 @@ final class StoreThread: @unchecked Sendable {
                     state.isRunning = false
                     state.current = nil
                     state.unjoined = pthread_self()
-                    let waiters = state.stopWaiters
-                    state.stopWaiters = []
+                    let waiters = state.stopWaiters.takeAll()
                     unlock()
-                    for waiter in waiters { waiter.resume() }
+                    waiters.resume()
                     return
                 }
                 pthread_cond_wait(condition, mutex)

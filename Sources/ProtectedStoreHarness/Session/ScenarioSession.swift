@@ -1,9 +1,5 @@
 import Foundation
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 public import ProtectedData
 @_spi(Testing) public import ProtectedStore
 public import SecureKeys
@@ -36,13 +32,13 @@ public final class ScenarioSession {
     public var output: (String) -> Void
 
     /// The device, once set up or booted in this process; `nil` while a device agent owns it (see ``agent``).
-    public private(set) var device: SimulatedDevice?
+    public var device: SimulatedDevice? { (backend as? InProcessDevice)?.device }
     /// The device agent's client when a `protected-store device serve` owns the state directory: the device's
     /// commands go to it, and the app asks it for the store's key.
-    public private(set) var agent: DeviceAgentClient?
-    /// The state directory's lock, held for the session's life when no agent serves the directory: every
-    /// device this session sets up or boots uses it.
-    private let ownership: StateDirectoryLock?
+    public var agent: DeviceAgentClient? { (backend as? AgentDevice)?.client }
+    /// Where the device's commands go: the device in this process, which holds the state directory's lock for
+    /// the session's life, or the agent that serves the directory.
+    private var backend: any DeviceBackend
     /// The running app's controller, if an app runs.
     public private(set) var controller: DataController?
     /// Names of `ui` operations that ran, in the order they ran, across launches.
@@ -74,6 +70,13 @@ public final class ScenarioSession {
     /// Whether ``writtenValues`` is kept. The simulator, which searches the files for its seed's value prefixes
     /// instead, turns it off: a long seed writes a new value every few steps.
     package var recordsWrittenValues = true
+    /// For each file damaged and not restored since: its contents before the last damage (what `damage FILE
+    /// restore` puts back) and after it (what nothing may overwrite or remove while it is damaged). Key files
+    /// hold only wrapped keys, never a secret in the clear.
+    package internal(set) var damagedFiles: [DamagedFile: (original: [UInt8], damaged: [UInt8])] = [:]
+    /// For each file replaced by a link or a FIFO (`damage FILE link|fifo`) and not restored since: what is in
+    /// its place (a symbolic link, or a FIFO), and whether the file existed (it was moved to `FILE.aside`).
+    package internal(set) var replacedFiles: [DamagedFile: (isLink: Bool, movedAside: Bool)] = [:]
     /// Journal entries dropped by ``forgetJournal(first:)`` once checked: with ``journal``'s count, how many
     /// entries the session ever journaled.
     package private(set) var forgottenJournalEntries = 0
@@ -95,16 +98,13 @@ public final class ScenarioSession {
     /// A bug to plant in every app this session launches (the simulator's self-test).
     package var plantedFault: DataController.PlantedFault? {
         didSet {
+            (backend as? InProcessDevice)?.plantedFault = plantedFault == .wipeNotRolledForward ? .wipeNotRolledForward : nil
             disk.plantedFault = switch plantedFault {
             case .missingInboxFsync: .skipInboxSync
             case .missingDirectoryFsync: .skipNewFileDirectorySync
             case .keepCoordinatorAfterClose, .wipeNotRolledForward, .mergeTruncatesUnread, nil: nil
             }
         }
-    }
-    /// The planted bug of the device this session boots, from ``plantedFault``.
-    private var devicePlant: SimulatedDevice.PlantedFault? {
-        plantedFault == .wipeNotRolledForward ? .wipeNotRolledForward : nil
     }
     /// The disk every file of the session is written through: it forgets what was not synced at a power cut.
     package let disk: SimulatedDisk
@@ -115,10 +115,8 @@ public final class ScenarioSession {
     /// The plan of the last command that ran under a `fault next-io`, disarmed: the calls it counted and failed.
     package private(set) var lastFault: DiskFaultPlan?
 
-    /// Size and modification time of each file at its last plaintext scan.
-    private var scannedFiles: [String: [Int]] = [:]
-    /// What the plaintext scan reads files into: kept from scan to scan, as the simulator scans after every step.
-    private var scanBuffer: [UInt8] = []
+    /// What looks for plaintext in the state directory's files, kept from scan to scan.
+    var plaintextScanner = PlaintextScanner()
     private let started: ManualClock.Instant
     /// Apps that crashed or died in a reboot, whose memory and threads are freed at the end of the command
     /// (``releaseAbandonedApps()``): never cleaned up by the app, as a killed process is not.
@@ -150,10 +148,14 @@ public final class ScenarioSession {
         started = clock.now
         try SecureFile.createDirectory(at: stateDirectory)
         disk = SimulatedDisk(root: stateDirectory)
-        (agent, ownership) = try Self.connectOrOwn(stateDirectory)
-        if let ownership, SecureFile.exists(stateDirectory + "/device/state.json") {
-            device = try SimulatedDevice(
-                bootingFrom: stateDirectory, clock: clock, keyStore: keyStore, ownership: ownership, plantedFault: devicePlant)
+        switch try Self.connectOrOwn(stateDirectory) {
+        case (let agent?, _):
+            backend = AgentDevice(agent)
+        case (nil, let ownership?):
+            backend = try InProcessDevice(
+                stateDirectory: stateDirectory, clock: clock, keyStore: keyStore, ownership: ownership, kdf: kdf)
+        case (nil, nil):
+            preconditionFailure("connectOrOwn returns an agent or the directory's lock")
         }
     }
 
@@ -256,7 +258,7 @@ public final class ScenarioSession {
                 + "now cannot be reached: \(StoreError(wrapping: error))")
             return
         }
-        agent = fresh
+        backend = AgentDevice(fresh)
         let appRan = controller != nil
         abandonApp()
         output("reconnected: the device agent (process \(gone.agentProcessID)) went away, and process \(fresh.agentProcessID) "
@@ -286,15 +288,10 @@ public final class ScenarioSession {
             output("fault: not reached (the command made \(plan.callsSeen) calls)")
         }
         guard plan.powerCutReport != nil || plan.powerCutError != nil else { return }
-        device?.powerOff()
-        abandonApp()
-        device = nil
-        lastPowerCut = plan.powerCutReport
         do {
-            if let error = plan.powerCutError { throw error }
-            if SecureFile.exists(stateDirectory + "/device/state.json") {
-                device = try SimulatedDevice(
-                bootingFrom: stateDirectory, clock: clock, keyStore: keyStore, ownership: ownership, plantedFault: devicePlant)
+            try backend.cutPower(endingApp: abandonApp) {
+                lastPowerCut = plan.powerCutReport
+                if let error = plan.powerCutError { throw error }
             }
         } catch {
             let coded = StoreError(wrapping: error)
@@ -310,13 +307,8 @@ public final class ScenarioSession {
         return " (`clock advance \(wait.scriptText)`)"
     }
 
-    private func settle() async {
+    func settle() async {
         await controller?.waitUntilIdle()
-    }
-
-    private func requireDevice() throws -> SimulatedDevice {
-        guard let device else { throw Self.noDevice }
-        return device
     }
 
     /// A command's passcode as the device takes it: the command's own guarded bytes (not a copy), or none.
@@ -325,67 +317,13 @@ public final class ScenarioSession {
         return try SecureBytes(count: 0)
     }
 
-    private static let noDevice = DeviceError(code: .noDevice, message: "no device is set up; run `device setup --passcode P` first")
-
     /// What the app asks for keys and availability: the device in this process, or the agent.
     private func requireKeys() throws -> any KeyAvailabilityMonitor & StoreKeyProvider {
-        if let agent {
-            guard agent.lastKnownStatus.lockState != nil else { throw Self.noDevice }
-            return agent
-        }
-        return try requireDevice()
+        try backend.keys()
     }
 
     /// The device's lock state, what is available and the failed passcode attempts, from whichever owns it.
-    private var deviceFacts: (lockState: SimulatedDevice.LockState, availability: ProtectedDataAvailability, failedAttempts: Int)? {
-        if let agent {
-            let status = agent.lastKnownStatus
-            return status.lockState.map { ($0, status.availability, status.failedPasscodeAttempts) }
-        }
-        return device.map { ($0.lockState, $0.availability, $0.failedPasscodeAttempts) }
-    }
-
-    /// Runs `command` through the device agent if it is a device command and an agent serves the directory:
-    /// `false` when this process owns the device, or the command is not the device's.
-    private func performThroughAgent(_ command: ScenarioCommand) throws -> Bool {
-        guard let agent else { return false }
-        switch command {
-        case .deviceSetup(let passcode, let grace, let wipeAfter, let allowsEmpty):
-            try agent.setUp(
-                passcode: Self.bytes(of: passcode), gracePeriod: grace, wipeAfterFailures: wipeAfter,
-                allowsEmptyPasscode: allowsEmpty)
-        case .deviceReboot:
-            try agent.reboot()
-            abandonApp()
-        case .faultNextIO(let fault):
-            // The agent's own calls (the device's files) happen in its process, out of this plan's reach: the
-            // fault still reaches this process's calls, but a power cut needs the whole disk.
-            guard case .powerCut = fault.kind else { return false }
-            throw StoreError(
-                code: .init("needs-own-device"),
-                message: "fault next-io power-cut simulates this process's disk, and a device agent owns the device: "
-                    + "stop the agent, or cut the power in a session without one")
-        case .devicePowerCut:
-            throw StoreError(
-                code: .init("needs-own-device"),
-                message: "device power-cut simulates this process's disk, and a device agent owns the device: "
-                    + "stop the agent, or cut the power in a session without one")
-        case .deviceLock:
-            try agent.lock()
-        case .deviceUnlock(let passcode):
-            try agent.unlock(passcode: Self.bytes(of: passcode))
-        case .deviceChangePasscode(let old, let new, let allowsEmpty):
-            try agent.changePasscode(
-                from: Self.bytes(of: old), to: Self.bytes(of: new), allowsEmptyPasscode: allowsEmpty)
-        case .clockAdvance(let duration):
-            // The device's clock is the agent's; the app's timers run on this process's.
-            try agent.advanceClock(by: duration)
-            clock.advance(by: duration)
-        default:
-            return false
-        }
-        return true
-    }
+    var deviceFacts: DeviceFacts? { backend.facts }
 
     private func requireApp() throws -> DataController {
         guard let controller else { throw StoreError(code: .init("app-not-running"), message: "no app is running; run `app launch` first") }
@@ -393,44 +331,31 @@ public final class ScenarioSession {
     }
 
     private func perform(_ command: ScenarioCommand) async throws {
-        if try performThroughAgent(command) { return }
         switch command {
         case .deviceSetup(let passcode, let grace, let wipeAfter, let allowsEmpty):
-            // The session's own device owns the directory, so a set-up would be refused as state-in-use: say
-            // what it would find instead.
-            if device != nil { throw DeviceError.deviceExists(at: stateDirectory) }
-            device = try SimulatedDevice.setUp(
-                in: stateDirectory, passcode: Self.bytes(of: passcode),
-                configuration: .init(gracePeriod: grace, attemptPolicy: .init(wipeAfterFailures: wipeAfter), kdf: kdf),
-                clock: clock, keyStore: keyStore, ownership: ownership, allowsEmptyPasscode: allowsEmpty)
+            try backend.setUp(
+                passcode: Self.bytes(of: passcode), gracePeriod: grace, wipeAfterFailures: wipeAfter,
+                allowsEmptyPasscode: allowsEmpty)
         case .deviceReboot:
-            try requireDevice().powerOff()
-            abandonApp()
-            device = try SimulatedDevice(
-                bootingFrom: stateDirectory, clock: clock, keyStore: keyStore, ownership: ownership, plantedFault: devicePlant)
+            try backend.reboot(endingApp: abandonApp)
         case .devicePowerCut(let mode, let seed):
-            device?.powerOff()
-            abandonApp()
-            device = nil
-            var random = SplitMix64(seed: seed)
-            let report = try disk.powerCut(SimulatedDisk.PowerCutMode(rawValue: mode.rawValue)!, random: &random)
-            lastPowerCut = report
-            output(
-                "power cut (\(mode.rawValue)): \(report.droppedPieces) of \(report.unsyncedPieces) unsynced sectors and "
-                    + "\(report.droppedEntryChanges) of \(report.unsyncedEntryChanges) unsynced file creations, renames and removals lost")
-            if SecureFile.exists(stateDirectory + "/device/state.json") {
-                device = try SimulatedDevice(
-                bootingFrom: stateDirectory, clock: clock, keyStore: keyStore, ownership: ownership, plantedFault: devicePlant)
+            try backend.cutPower(endingApp: abandonApp) {
+                var random = SplitMix64(seed: seed)
+                let report = try disk.powerCut(SimulatedDisk.PowerCutMode(rawValue: mode.rawValue)!, random: &random)
+                lastPowerCut = report
+                output(
+                    "power cut (\(mode.rawValue)): \(report.droppedPieces) of \(report.unsyncedPieces) unsynced sectors and "
+                        + "\(report.droppedEntryChanges) of \(report.unsyncedEntryChanges) unsynced file creations, renames and removals lost")
             }
         case .deviceLock:
-            try requireDevice().lock()
+            try backend.lock()
         case .deviceUnlock(let passcode):
-            try requireDevice().unlock(passcode: Self.bytes(of: passcode))
+            try backend.unlock(passcode: Self.bytes(of: passcode))
         case .deviceChangePasscode(let old, let new, let allowsEmpty):
-            try requireDevice().changePasscode(
+            try backend.changePasscode(
                 from: Self.bytes(of: old), to: Self.bytes(of: new), allowsEmptyPasscode: allowsEmpty)
         case .clockAdvance(let duration):
-            try DeviceRules.checkClockAdvance(by: duration, from: now)
+            try backend.advanceDeviceClock(by: duration, from: now)
             clock.advance(by: duration)
         case .appLaunch(let options, let protection, let attachDelay):
             try launch(options, protection: protection, attachDelay: attachDelay)
@@ -514,151 +439,14 @@ public final class ScenarioSession {
         case .status:
             for line in statusLines() { output(line) }
         case .faultNextIO(let fault):
+            // A device agent's own calls (the device's files) happen in its process, out of this plan's reach:
+            // the fault still reaches this process's calls, but a power cut needs the whole disk.
+            if case .powerCut = fault.kind { try backend.checkOwnsDisk(for: "fault next-io power-cut") }
             plannedFault = fault
             output("fault: the next command's call \(fault.after + 1) fails (\(fault.kind.word)\(fault.persistent ? ", and every later call" : ""))")
         case .expect:
             break
         }
-    }
-
-    /// Where a damageable file lives.
-    package func path(of file: DamagedFile) -> String {
-        switch file {
-        case .inbox: storeFiles.inbox
-        case .storeKey: storeFiles.key
-        case .inboxKey: storeFiles.inboxKey
-        // DeviceLayout (ProtectedData).
-        case .keybag: stateDirectory + "/device/device.keybag"
-        case .deviceState: stateDirectory + "/device/state.json"
-        case .store: storeFiles.database
-        case .storeLog: storeFiles.writeAheadLog
-        case .storeSharedMemory: storeFiles.sharedMemory
-        }
-    }
-
-    /// For each file damaged and not restored since: its contents before the last damage (what `damage FILE
-    /// restore` puts back) and after it (what nothing may overwrite or remove while it is damaged). Key files
-    /// hold only wrapped keys, never a secret in the clear.
-    package private(set) var damagedFiles: [DamagedFile: (original: [UInt8], damaged: [UInt8])] = [:]
-
-    /// The contents of the file at `path`, or `nil` when it cannot be read.
-    package static func contents(of path: String) -> [UInt8]? {
-        try? [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
-    }
-
-    /// For each file replaced by a link or a FIFO (`damage FILE link|fifo`) and not restored since: what is in
-    /// its place (a symbolic link, or a FIFO), and whether the file existed (it was moved to `FILE.aside`).
-    package private(set) var replacedFiles: [DamagedFile: (isLink: Bool, movedAside: Bool)] = [:]
-
-    /// Where `damage FILE link|fifo` moves the file it replaces.
-    package func asidePath(of file: DamagedFile) -> String { path(of: file) + ".aside" }
-
-    /// Damages `file` in place, through the file seam, and syncs it: damage is durable, as bit rot is.
-    private func damage(_ file: DamagedFile, _ damage: Damage) throws {
-        let path = path(of: file)
-        if damage == .restore { return try restore(file, at: path) }
-        if damage == .link || damage == .fifo { return try replace(file, at: path, withLink: damage == .link) }
-        guard SecureFile.exists(path) else {
-            throw StoreError(code: .invalidArgument, message: "damage: there is no \(file.rawValue) file (\(path)) to damage")
-        }
-        let original = Self.contents(of: path)
-        do {
-            let handle = try DiskIO.open(path, flags: O_RDWR)
-            defer { handle.close() }
-            var info = stat()
-            guard fstat(handle.descriptor, &info) == 0 else { throw SecureKeysError.io("cannot stat", path: path, errno: errno) }
-            let size = Int(info.st_size)
-            func overwrite(_ bytes: [UInt8], at offset: Int) throws {
-                guard offset >= 0, offset + bytes.count <= size else {
-                    throw StoreError(
-                        code: .invalidArgument,
-                        message: "damage \(file.rawValue): bytes \(offset)..<\(offset + bytes.count) are past its end (\(size) bytes)")
-                }
-                guard lseek(handle.descriptor, off_t(offset), SEEK_SET) == off_t(offset) else {
-                    throw SecureKeysError.io("cannot seek in", path: path, errno: errno)
-                }
-                try handle.write(bytes)
-            }
-            switch damage {
-            case .truncateTail(let count):
-                try handle.truncate(to: max(0, size - count))
-            case .truncate(let length):
-                guard length <= size else {
-                    throw StoreError(
-                        code: .invalidArgument, message: "damage \(file.rawValue): cannot cut \(size) bytes to \(length)")
-                }
-                try handle.truncate(to: length)
-            case .setByte(let offset, let value):
-                try overwrite([value], at: offset)
-            case .flipByte(let offset):
-                guard offset < size else { return try overwrite([0], at: offset) }
-                try overwrite([~(try SecureFile.readAll(from: handle.descriptor, offset: offset, count: 1, path: path)[0])], at: offset)
-            case .setLength(let offset, let value):
-                try overwrite(withUnsafeBytes(of: value.littleEndian) { Array($0) }, at: offset + 4)
-            case .restore, .link, .fifo:
-                break
-            }
-            try handle.sync()
-        } catch {
-            throw StoreError(wrapping: error)
-        }
-        if let original, let damaged = Self.contents(of: path) { damagedFiles[file] = (original, damaged) }
-        output("damage: \(file.rawValue) \(damage.scriptText)")
-    }
-
-    /// Moves `file` aside (when it exists) and puts a symbolic link to where it went, or a FIFO, in its place,
-    /// durably (the folder is synced). Only a missing file may be replaced when nothing else is damaged there.
-    private func replace(_ file: DamagedFile, at path: String, withLink: Bool) throws {
-        guard damagedFiles[file] == nil, replacedFiles[file] == nil else {
-            throw StoreError(code: .invalidArgument, message: "damage \(file.rawValue): restore its last damage first")
-        }
-        let aside = asidePath(of: file)
-        var info = stat()
-        let existed = lstat(path, &info) == 0
-        do {
-            if existed { try DiskIO.rename(path, to: aside) }
-            let made = withLink ? symlink(aside, path) : mkfifo(path, 0o600)
-            guard made == 0 else { throw SecureKeysError.io("cannot create", path: path, errno: errno) }
-            try DiskIO.syncDirectory(SecureFile.folder(containing: path))
-        } catch {
-            throw StoreError(wrapping: error)
-        }
-        replacedFiles[file] = (withLink, existed)
-        output("damage: \(file.rawValue) \(withLink ? "link" : "fifo")\(existed ? " (the file moved to \(aside))" : "")")
-    }
-
-    /// Puts back the contents `file` had before its last damage, in place, and syncs them (a user restoring
-    /// it from a backup).
-    private func restore(_ file: DamagedFile, at path: String) throws {
-        if let replaced = replacedFiles[file] {
-            do {
-                // The link or FIFO goes (never followed, never opened), and the file comes back from aside.
-                guard unlink(path) == 0 || errno == ENOENT else { throw SecureKeysError.io("cannot remove", path: path, errno: errno) }
-                if replaced.movedAside { try DiskIO.rename(asidePath(of: file), to: path) }
-                try DiskIO.syncDirectory(SecureFile.folder(containing: path))
-            } catch {
-                throw StoreError(wrapping: error)
-            }
-            replacedFiles[file] = nil
-            output("damage: \(file.rawValue) restored (\(replaced.movedAside ? "moved back" : "removed"))")
-            return
-        }
-        guard let original = damagedFiles[file]?.original else {
-            throw StoreError(
-                code: .invalidArgument,
-                message: "damage \(file.rawValue) restore: \(path) was not damaged since its last restore (nothing to put back)")
-        }
-        do {
-            let handle = try DiskIO.open(path, flags: O_RDWR | O_CREAT)
-            defer { handle.close() }
-            try handle.truncate(to: 0)
-            try handle.write(original)
-            try handle.sync()
-        } catch {
-            throw StoreError(wrapping: error)
-        }
-        damagedFiles[file] = nil
-        output("damage: \(file.rawValue) restored (\(original.count) bytes)")
     }
 
     private func launch(_ options: LaunchOptions, protection: ProtectionClass?, attachDelay: Duration) throws {
@@ -737,215 +525,6 @@ public final class ScenarioSession {
         self.controller = nil
     }
 
-    // MARK: Expectations
-
-    private var protectionClass: ProtectionClass {
-        controller?.configuration.store.protectionClass
-            ?? (try? StoreKeyFile.load(from: storeFiles.key).protectionClass) ?? .complete
-    }
-
-    /// The device's state as the word `expect device` uses.
-    public var deviceStateWord: String {
-        if let agent, !agent.isConnected { return "agent-gone" }
-        guard let facts = deviceFacts else { return "none" }
-        switch facts.lockState {
-        case .unlocked: return "unlocked"
-        case .beforeFirstUnlock: return "before-first-unlock"
-        case .lockedInGracePeriod: return "grace-period"
-        case .locked: return "locked"
-        case .wiped: return "wiped"
-        }
-    }
-
-    private func check(_ expectation: Expectation) async -> ExpectationFailure? {
-        func compare(_ expected: String, _ got: String) -> ExpectationFailure? {
-            // A value of a megabyte is shown by its start and its length, not printed whole.
-            func shown(_ text: String) -> String { text.utf8.count <= 200 ? text : "\(text.prefix(80))… (\(text.utf8.count) bytes)" }
-            return expected == got ? nil : ExpectationFailure(expected: shown(expected), got: shown(got))
-        }
-        switch expectation {
-        case .protectedData(let available):
-            let got = deviceFacts.map { $0.availability.isAvailable(protectionClass) ? "available" : "unavailable" } ?? "no device"
-            return compare("protected-data \(available ? "available" : "unavailable")", "protected-data \(got)")
-        case .store(let state):
-            return compare("store \(state)", "store \(controller?.phase.name ?? "not-running")")
-        case .coordinator(let assigned):
-            return compare("coordinator \(assigned ? "assigned" : "nil")", "coordinator \(controller?.coordinator == nil ? "nil" : "assigned")")
-        case .interaction(let enabled):
-            let got = controller.map { $0.isInteractionEnabled ? "enabled" : "disabled" } ?? "no app running"
-            return compare("interaction \(enabled ? "enabled" : "disabled")", "interaction \(got)")
-        case .queued(let count):
-            return compare("queued \(count)", "queued \(controller?.queuedOperationCount ?? 0)")
-        case .ran(let names):
-            return compare("ran [\(names.joined(separator: " "))]", "ran [\(ran.joined(separator: " "))]")
-        case .value(let key, let value):
-            return compare("value \(quoted(key)) = \(ScenarioValue.words(value))", "value \(quoted(key)) \(await readValue(key))")
-        case .missing(let key):
-            return compare("missing \(key)", (await readValue(key)) == "missing" ? "missing \(key)" : "value \(key) \(await readValue(key))")
-        case .error(let code):
-            return compare("error \(code)", "error \(lastError?.code.name ?? "none")")
-        case .presentedError(let code):
-            return compare("presented-error \(code)", "presented-error \(controller?.presentedError?.code.name ?? "none")")
-        case .device(let state):
-            return compare("device \(state)", "device \(deviceStateWord)")
-        case .integrityOK:
-            guard let coordinator = controller?.coordinator else {
-                return compare("integrity ok", "integrity unknown (store \(controller?.phase.name ?? "not-running"), no coordinator)")
-            }
-            let result: String
-            do {
-                result = try await coordinator.read { try $0.integrityCheck() }.joined(separator: "; ")
-            } catch {
-                result = "\(error)"
-            }
-            return compare("integrity ok", "integrity \(result)")
-        case .noPlaintext:
-            return compare("no plaintext in the state directory", plaintextFindings().first ?? "no plaintext in the state directory")
-        case .inbox(let count):
-            let got: String
-            do {
-                got = String(try LockedInbox(files: storeFiles).pendingCount())
-            } catch {
-                got = "unreadable (\(StoreError(wrapping: error).code.name))"
-            }
-            return compare("inbox \(count)", "inbox \(got)")
-        case .inboxDamaged(let bytes):
-            let got = (try? LockedInbox(files: storeFiles).damagedByteCount()).map(String.init) ?? "unreadable"
-            return compare("inbox-damaged \(bytes)", "inbox-damaged \(got)")
-        case .quarantined(let count):
-            guard let coordinator = controller?.coordinator else {
-                return compare("quarantined \(count)", "quarantined unknown (store \(controller?.phase.name ?? "not-running"), no coordinator)")
-            }
-            let got = (try? await coordinator.quarantinedInboxRecords().count).map(String.init) ?? "unreadable"
-            return compare("quarantined \(count)", "quarantined \(got)")
-        }
-    }
-
-    /// Files in the state directory (but the simulated secure element, `hardware/`, and the lock file) that
-    /// contain a value written in this session, or SQLite's plaintext header.
-    public func plaintextFindings() -> [String] {
-        plaintextFindings(of: writtenValues.filter { $0.utf8.count >= 6 })
-    }
-
-    /// Files in the state directory (but `hardware/` and the lock file) that contain any of `needles`, or
-    /// SQLite's header.
-    ///
-    /// - Parameters:
-    ///   - needles: the texts to look for.
-    ///   - onlyChanged: skip files whose size and modification time are what they were at the
-    ///     previous call with the same needles (the simulator calls this after every step).
-    public func plaintextFindings(of needles: some Collection<String>, onlyChanged: Bool = false) -> [String] {
-        let patterns = needles.map { Array($0.utf8) } + [Array("SQLite format 3".utf8)]
-        var findings: [String] = []
-        // The lock file holds the owner's process id, which a written value of digits could contain. The shell's
-        // history holds what was typed at its prompt, values included, as a shell's history does: no file of the
-        // store or the device.
-        for file in RegularFile.all(under: stateDirectory)
-        where !file.name.hasPrefix("hardware/") && file.name != StateDirectoryLock.fileName
-            && file.name != Self.shellHistoryFileName
-        {
-            let name = file.name
-            if onlyChanged && scannedFiles[name] == file.signature { continue }
-            scannedFiles[name] = file.signature
-            let found = withContents(of: stateDirectory + "/" + name) { haystack in
-                patterns.first { pattern in
-                    Self.contains(haystack, pattern)
-                }
-            } ?? nil
-            if let found { findings.append("plaintext '\(String(decoding: found, as: UTF8.self))' in \(name)") }
-        }
-        return findings
-    }
-
-    /// Calls `body` with the contents of the file at `path`, read into ``scanBuffer``; `nil` if it cannot be read.
-    private func withContents<Result>(of path: String, _ body: (UnsafeRawBufferPointer) -> Result) -> Result? {
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { return nil }
-        defer { close(descriptor) }
-        var length = 0
-        while true {
-            if length == scanBuffer.count { scanBuffer.append(contentsOf: [UInt8](repeating: 0, count: max(1 << 16, scanBuffer.count))) }
-            let count = scanBuffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress! + length, $0.count - length) }
-            if count < 0 && errno == EINTR { continue }
-            if count < 0 { return nil }
-            if count == 0 { break }
-            length += count
-        }
-        return scanBuffer.withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0.prefix(length))) }
-    }
-
-    /// Whether `needle` occurs in `haystack`: `memchr` to the next candidate first byte, `memcmp` to confirm.
-    private static func contains(_ haystack: UnsafeRawBufferPointer, _ needle: [UInt8]) -> Bool {
-        guard let first = needle.first, needle.count <= haystack.count, let base = haystack.baseAddress else { return false }
-        let last = haystack.count - needle.count
-        var offset = 0
-        while offset <= last {
-            guard let hit = memchr(base + offset, Int32(first), last - offset + 1) else { return false }
-            let index = base.distance(to: UnsafeRawPointer(hit))
-            if memcmp(base + index, needle, needle.count) == 0 { return true }
-            offset = index + 1
-        }
-        return false
-    }
-
-    /// `= VALUE`, `missing`, or why it cannot be read now.
-    private func readValue(_ key: String) async -> String {
-        guard let coordinator = controller?.coordinator else {
-            return "unreadable (store \(controller?.phase.name ?? "not-running"), no coordinator)"
-        }
-        do {
-            return try await coordinator.value(forKey: key).map { "= \(ScenarioValue.words($0))" } ?? "missing"
-        } catch {
-            return "unreadable (\(error))"
-        }
-    }
-
-    // MARK: Status
-
-    /// The state of everything, as `status` prints it.
-    public func statusLines() -> [String] {
-        var lines = ["time            \(now.spoken == "0s" ? "0s" : now.spoken)"]
-        if let agent, !agent.isConnected {
-            // Nothing the gone agent last said holds any more (a restarted one boots the device afresh): the
-            // state is unknown, and the keys it held are nobody's.
-            lines.append("device agent    process \(agent.agentProcessID), gone: start `protected-store device serve --state-dir \(stateDirectory)` and the next command reconnects")
-            lines.append("device          unknown (its agent is gone)")
-            lines.append("protected data  nothing (the agent that held the keys is gone)")
-        } else if let agent {
-            lines.append("device agent    process \(agent.agentProcessID)")
-            lines.append("device clock    \(agent.lastKnownStatus.clock.spoken)")
-        }
-        if agent?.isConnected == false {
-            // Said above.
-        } else if let facts = deviceFacts {
-            lines.append("device          \(facts.lockState)")
-            lines.append("protected data  \(facts.availability.availableClasses.isEmpty ? "nothing" : facts.availability.description)")
-            if facts.failedAttempts > 0 { lines.append("failed attempts \(facts.failedAttempts)") }
-        } else {
-            lines.append("device          none (run `device setup --passcode P`)")
-        }
-        if let controller {
-            lines.append("app             running (\(controller.launchOptions.map { "\($0.reason.rawValue)\($0.inBackground ? ", background" : "")" } ?? "?"))")
-            lines.append("store           \(controller.phase.name) (\(controller.configuration.store.protectionClass.name))")
-            lines.append("coordinator     \(controller.coordinator == nil ? "nil" : "assigned")")
-            lines.append("interaction     \(controller.isInteractionEnabled ? "enabled" : "disabled")")
-            lines.append("queued          \(controller.queuedOperationCount)\(controller.queuedOperationCount > 0 ? " (\(controller.queuedOperationNames.prefix(5).joined(separator: ", ")))" : "")")
-            lines.append("presented error \(controller.presentedError?.code.name ?? "none")")
-            do {
-                let pending = try controller.inbox.pendingCount()
-                if pending > 0 { lines.append("inbox           \(pending) sealed record(s) waiting") }
-            } catch {
-                lines.append("inbox           unreadable: \(StoreError(wrapping: error))")
-            }
-            if let damaged = try? controller.inbox.damagedByteCount(), damaged > 0 {
-                lines.append("inbox damaged   \(damaged) bytes moved aside to \((controller.configuration.store.files.inboxDamaged as NSString).lastPathComponent)")
-            }
-        } else {
-            lines.append("app             not running")
-        }
-        return lines
-    }
-
     /// The file of the state directory where `protected-store shell` keeps the lines typed at its prompt (never
     /// one that may hold a passcode).
     nonisolated public static let shellHistoryFileName = "shell-history"
@@ -963,15 +542,9 @@ public final class ScenarioSession {
             await settle()
         }
         guard deviceFacts == nil else { return false }
-        let coded = StoreError(wrapping: Self.noDevice)
+        let coded = StoreError(wrapping: noScenarioDevice)
         lastError = coded
         output("error: \(coded)")
         return true
-    }
-
-    /// A one-line summary for the shell's prompt.
-    public var promptSummary: String {
-        let store = controller.map { "\($0.phase.name), q\($0.queuedOperationCount)" } ?? "app not running"
-        return "\(now.spoken) | \(deviceStateWord) | \(store)"
     }
 }
