@@ -1,3 +1,4 @@
+internal import DiskModel
 import Foundation
 internal import Logging
 public import SecureKeys
@@ -350,7 +351,7 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     private static func takeOwnership(of directory: String, given: StateDirectoryLock?) throws -> StateDirectoryLock {
         guard let given else { return try StateDirectoryLock.acquire(directory) }
         precondition(
-            SimulatedDisk.normalize(given.directory) == SimulatedDisk.normalize(directory),
+            DiskPath.normalize(given.directory) == DiskPath.normalize(directory),
             "the ownership lock is of \(given.directory), not of the device's directory \(directory)")
         precondition(given.isHeld, "the ownership lock of \(directory) was released")
         return given

@@ -1,3 +1,4 @@
+internal import DiskModel
 import Foundation
 public import ProtectedStore
 internal import SecureKeys

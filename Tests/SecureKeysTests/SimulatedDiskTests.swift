@@ -2,6 +2,7 @@ import TestSupport
 import Foundation
 import Testing
 
+@testable import DiskModel
 @testable import SecureKeys
 
 #if canImport(Glibc)

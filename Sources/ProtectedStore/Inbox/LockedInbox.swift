@@ -224,7 +224,7 @@ public struct LockedInbox: Sendable {
             // earlier append — of this process or another — that created the file may have failed before it
             // synced the folder (found by the simulator: a power cut then lost this acknowledged append with the
             // whole file). One more fsync per append call; a batch pays it once.
-            try SecureFile.syncDirectory(SecureFile.folder(containing: files.database))
+            try DiskIO.syncDirectory(SecureFile.folder(containing: files.database))
         } catch let crash as SimulatedCrash {
             throw crash
         } catch {

@@ -1,3 +1,4 @@
+internal import DiskModel
 internal import Logging
 public import ProtectedData
 internal import SecureKeys

@@ -109,6 +109,6 @@ struct StoreCreationMarker: Sendable, Equatable {
     static func remove(at path: String) throws {
         guard SecureFile.exists(path) else { return }
         try DiskIO.unlink(path)
-        try SecureFile.syncDirectory(SecureFile.folder(containing: path))
+        try DiskIO.syncDirectory(SecureFile.folder(containing: path))
     }
 }

@@ -1,3 +1,4 @@
+package import DiskModel
 package import SecureKeys
 
 /// What `fault next-io` plans for the next command: one of its file-system calls fails, as a full disk, a

@@ -1,3 +1,4 @@
+package import DiskModel
 import Foundation
 #if canImport(Glibc)
 import Glibc

@@ -1,3 +1,4 @@
+import DiskModel
 import Foundation
 package import ProtectedStore
 import ProtectedData

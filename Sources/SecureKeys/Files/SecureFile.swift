@@ -1,9 +1,7 @@
-import Foundation
-
+import DiskModel
+import SystemPackage
 #if canImport(Glibc)
 import Glibc
-#elseif canImport(Darwin)
-import Darwin
 #endif
 
 /// Key files on disk: private permissions, atomic replacement, and reads that refuse what is not a plain file.
@@ -160,15 +158,9 @@ package enum SecureFile {
     ///
     /// - Throws: `SecureKeysError.Code.ioError` naming `path`, also when the file ends before `count` bytes.
     package static func readAll(from descriptor: Int32, offset: Int, count: Int, path: String) throws -> [UInt8] {
-        var bytes = [UInt8](repeating: 0, count: count)
-        var done = 0
-        while done < count {
-            let got = bytes.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress! + done, count - done, off_t(offset + done)) }
-            if got < 0, errno == EINTR { continue }
-            guard got > 0 else { throw SecureKeysError.io("cannot read", path: path, errno: got < 0 ? errno : EIO) }
-            done += got
+        do throws(Errno) { return try FileDescriptor(rawValue: descriptor).read(exactly: count, at: offset) } catch {
+            throw SecureKeysError.io("cannot read", path: path, errno: error)
         }
-        return bytes
     }
 
     /// Reads a file that holds a raw secret straight into guarded memory, zeroing the temporary copy.
@@ -224,27 +216,9 @@ package enum SecureFile {
         try crashIfRequested(at: .syncedDirectory, path: path)
     }
 
-    /// Writes every byte of `bytes` to an open file, retrying short and interrupted writes.
-    ///
-    /// - Throws: `SecureKeysError.Code.ioError` naming `path`.
-    package static func writeAll(_ bytes: [UInt8], to descriptor: Int32, path: String) throws {
-        var done = 0
-        while done < bytes.count {
-            let count = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress! + done, $0.count - done) }
-            if count < 0, errno == EINTR { continue }
-            guard count > 0 else { throw SecureKeysError.io("cannot write", path: path, errno: errno) }
-            done += count
-        }
-    }
-
-    /// The folder that holds `path` (`.` for a bare file name).
+    /// The folder that holds `path` (`.` for a bare file name), the key layer's name for
+    /// `DiskPath.folder(containing:)`.
     package static func folder(containing path: String) -> String {
-        let folder = (path as NSString).deletingLastPathComponent
-        return folder.isEmpty ? "." : folder
-    }
-
-    /// `fsync`s a directory so that a rename or a new entry in it survives a crash.
-    package static func syncDirectory(_ path: String) throws {
-        try DiskIO.syncDirectory(path)
+        DiskPath.folder(containing: path)
     }
 }
