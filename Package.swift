@@ -203,11 +203,11 @@ let package = Package(
             swiftSettings: strictSettings
         ),
         .testTarget(
-            name: "TPMKeysTests", dependencies: ["TPMKeys", "ProtectedData", "SecureKeys", "TestSupport"],
+            name: "TPMKeysTests", dependencies: ["TPMKeys", "ProtectedData", "SecureKeys", "DiskModel", "TestSupport"],
             swiftSettings: strictSettings),
         .testTarget(
             name: "ProtectedDataTests",
-            dependencies: ["ProtectedData", "SecureKeys", "StoreConcurrency", "TestSupport", .product(name: "Clocks", package: "swift-clocks")],
+            dependencies: ["ProtectedData", "SecureKeys", "StoreConcurrency", "DiskModel", "TestSupport", .product(name: "Clocks", package: "swift-clocks")],
             swiftSettings: strictSettings
         ),
     ]

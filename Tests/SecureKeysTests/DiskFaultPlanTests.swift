@@ -158,8 +158,8 @@ struct DiskFaultPlanTests {
     @Test("arming refuses an ordinal below 1, no kinds, and a power cut where no simulated disk covers the folder; the key layer reports each as invalid-argument")
     func armRefusesBadPlans() {
         let directory = TemporaryDirectory()
-        func refusal(_ arm: () throws(DiskError) -> DiskFaultPlan) -> String? {
-            do { _ = try arm() } catch { return SecureKeysError(error).description }
+        func refusal(_ arm: () throws -> DiskFaultPlan) -> String? {
+            do { _ = try arm() } catch let error as DiskError { return SecureKeysError(error).description } catch { return "\(error)" }
             return nil
         }
         #expect(refusal { try DiskFaultPlan.arm(under: directory.path, failingCall: 0, fault: .ioError) }

@@ -31,14 +31,6 @@ import SystemPackage
 package final class SimulatedDisk: @unchecked Sendable {
     // @unchecked Sendable: every mutable field is inside `state`, a LockedState.
 
-    /// A missing `fsync` planted on purpose, so a test can show the simulator finds it.
-    package enum PlantedFault: String, Sendable, CaseIterable {
-        /// An inbox append returns without syncing the inbox.
-        case skipInboxSync = "missing-inbox-fsync"
-        /// A new key file is linked into its folder without syncing the folder.
-        case skipNewFileDirectorySync = "missing-directory-fsync"
-    }
-
     /// Why a sync is asked for, so that a planted fault can skip exactly one kind.
     package enum SyncPurpose: Sendable {
         case data
@@ -87,7 +79,8 @@ package final class SimulatedDisk: @unchecked Sendable {
         Self.forget(handles: handles)
     }
 
-    /// A planted missing `fsync` (for the simulator's self-test), or `nil`.
+    /// A planted bug (for the simulator's self-test), or `nil`; the disk acts on a missing `fsync` and ignores
+    /// the other layers' bugs.
     package var plantedFault: PlantedFault? {
         get { state.withLock { $0.fault } }
         set { state.withLock { $0.fault = newValue } }
@@ -168,7 +161,7 @@ package final class SimulatedDisk: @unchecked Sendable {
     package func synced(_ handle: Int, purpose: SyncPurpose = .data) -> Bool {
         state.withLock { model in
             guard let file = model.handles[handle] else { return false }
-            if purpose == .inboxAppend, model.fault == .skipInboxSync { return true }
+            if purpose == .inboxAppend, model.fault == .missingInboxFsync { return true }
             // The simulated device key is written in the clear (it stands for a secure element's key): the
             // model's copies of written bytes are zeroed, not only freed, once durable.
             if var record = model.files.removeValue(forKey: file) {
@@ -191,7 +184,7 @@ package final class SimulatedDisk: @unchecked Sendable {
     package func syncedDirectory(_ path: String, purpose: SyncPurpose = .data) {
         let path = DiskPath.normalize(path)
         state.withLock { model in
-            if purpose == .newFileEntry, model.fault == .skipNewFileDirectorySync { return }
+            if purpose == .newFileEntry, model.fault == .missingDirectoryFsync { return }
             model.makeEntriesDurable(in: path)
             model.counters.directorySyncs += 1
         }

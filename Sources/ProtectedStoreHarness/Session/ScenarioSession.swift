@@ -94,18 +94,8 @@ public final class ScenarioSession {
         ran.removeFirst(count)
     }
     /// A bug to plant in every app this session launches (the simulator's self-test).
-    package var plantedFault: DataController.PlantedFault? {
-        didSet {
-            disk.plantedFault = switch plantedFault {
-            case .missingInboxFsync: .skipInboxSync
-            case .missingDirectoryFsync: .skipNewFileDirectorySync
-            case .keepCoordinatorAfterClose, .wipeNotRolledForward, .mergeTruncatesUnread, nil: nil
-            }
-        }
-    }
-    /// The planted bug of the device this session boots, from ``plantedFault``.
-    private var devicePlant: SimulatedDevice.PlantedFault? {
-        plantedFault == .wipeNotRolledForward ? .wipeNotRolledForward : nil
+    package var plantedFault: PlantedFault? {
+        didSet { disk.plantedFault = plantedFault }
     }
     /// The disk every file of the session is written through: it forgets what was not synced at a power cut.
     package let disk: SimulatedDisk
@@ -154,7 +144,7 @@ public final class ScenarioSession {
         (agent, ownership) = try Self.connectOrOwn(stateDirectory)
         if let ownership, SecureFile.exists(stateDirectory + "/device/state.json") {
             device = try SimulatedDevice(
-                bootingFrom: stateDirectory, clock: clock, keyStore: keyStore, ownership: ownership, plantedFault: devicePlant)
+                bootingFrom: stateDirectory, clock: clock, keyStore: keyStore, ownership: ownership, plantedFault: plantedFault)
         }
     }
 
@@ -295,7 +285,7 @@ public final class ScenarioSession {
             if let error = plan.powerCutError { throw error }
             if SecureFile.exists(stateDirectory + "/device/state.json") {
                 device = try SimulatedDevice(
-                bootingFrom: stateDirectory, clock: clock, keyStore: keyStore, ownership: ownership, plantedFault: devicePlant)
+                bootingFrom: stateDirectory, clock: clock, keyStore: keyStore, ownership: ownership, plantedFault: plantedFault)
             }
         } catch {
             let coded = StoreError(wrapping: error)
@@ -408,7 +398,7 @@ public final class ScenarioSession {
             try requireDevice().powerOff()
             abandonApp()
             device = try SimulatedDevice(
-                bootingFrom: stateDirectory, clock: clock, keyStore: keyStore, ownership: ownership, plantedFault: devicePlant)
+                bootingFrom: stateDirectory, clock: clock, keyStore: keyStore, ownership: ownership, plantedFault: plantedFault)
         case .devicePowerCut(let mode, let seed):
             device?.powerOff()
             abandonApp()
@@ -421,7 +411,7 @@ public final class ScenarioSession {
                     + "\(report.droppedEntryChanges) of \(report.unsyncedEntryChanges) unsynced file creations, renames and removals lost")
             if SecureFile.exists(stateDirectory + "/device/state.json") {
                 device = try SimulatedDevice(
-                bootingFrom: stateDirectory, clock: clock, keyStore: keyStore, ownership: ownership, plantedFault: devicePlant)
+                bootingFrom: stateDirectory, clock: clock, keyStore: keyStore, ownership: ownership, plantedFault: plantedFault)
             }
         case .deviceLock:
             try requireDevice().lock()

@@ -1,4 +1,4 @@
-import DiskModel
+package import DiskModel
 import SystemPackage
 #if canImport(Glibc)
 import Glibc
@@ -10,7 +10,8 @@ import Glibc
 /// `rename` it over the target, then `fsync` the directory so the rename itself is durable. A crash at any
 /// point leaves either the old file or the new one, never a mix.
 package enum SecureFile {
-    /// The steps of ``writeAtomically(_:to:replacing:)``, in order, where a simulated crash can stop it.
+    /// The steps of ``writeAtomically(_:to:replacing:)``, in order, where a simulated crash can stop it
+    /// (``DiskModel/FaultPoint/atomicWrite(_:)``).
     package enum WriteStep: String, Sendable, CaseIterable {
         case createdTemporary = "created-temporary"
         case wroteTemporary = "wrote-temporary"
@@ -19,21 +20,8 @@ package enum SecureFile {
         case syncedDirectory = "synced-directory"
     }
 
-    /// A crash simulated at a ``WriteStep``: the write stops there and, as in a real crash, nothing is
-    /// cleaned up. For crash-consistency tests only.
-    package struct SimulatedCrash: Error, Sendable, Equatable {
-        package let step: WriteStep
-        package init(step: WriteStep) { self.step = step }
-    }
-
-    /// Set (for the current task only) to make the next atomic writes stop at that step, as a crash would.
-    @TaskLocal package static var crashPoint: WriteStep?
-    /// With ``crashPoint``: only atomic writes to a path ending so stop (`nil`: every one).
-    @TaskLocal package static var crashPathSuffix: String?
-
     private static func crashIfRequested(at step: WriteStep, path: String) throws {
-        guard crashPoint == step, crashPathSuffix.map({ path.hasSuffix($0) }) ?? true else { return }
-        throw SimulatedCrash(step: step)
+        try FaultPoint.reach(.atomicWrite(step), path: path)
     }
 
     /// Files holding keys: owner read/write only.
@@ -221,4 +209,10 @@ package enum SecureFile {
     package static func folder(containing path: String) -> String {
         DiskPath.folder(containing: path)
     }
+}
+
+extension FaultPoint {
+    /// An atomic write of a key file (``SecureFile/writeAtomically(_:to:replacing:)``) at `step`; a plan's path
+    /// suffix picks the file.
+    package static func atomicWrite(_ step: SecureFile.WriteStep) -> FaultPoint { FaultPoint("atomic-write \(step.rawValue)") }
 }
