@@ -423,7 +423,7 @@ public final class AppSimulationContext {
         case .crashInsideMerge:
             await crash()
             var store = simulation.store(self)
-            store.plantedCrashInsideMerge = true
+            store.faultPlan = FaultPoint.Plan(.inboxMergeApplied)
             running = await environment.launch(launchOptions, store: store)
             await crash()
         case .reboot:

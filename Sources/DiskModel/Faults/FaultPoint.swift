@@ -57,17 +57,19 @@ package struct FaultPoint: Hashable, Sendable, CustomStringConvertible {
     /// The plan of the current task, if any: set only by tests and the harness.
     @TaskLocal package static var plan: Plan?
 
-    /// What the current task's plan does at `point` on `path`, or `nil` for nothing.
-    package static func planned(at point: FaultPoint, path: String? = nil) -> Effect? {
+    /// What `plan` (the current task's, by default) does at `point` on `path`, or `nil` for nothing.
+    ///
+    /// A plan passed in is one carried by a configuration to work on threads the task's plan does not reach.
+    package static func planned(at point: FaultPoint, path: String? = nil, by plan: Plan? = plan) -> Effect? {
         guard let plan, plan.point == point else { return nil }
         if let suffix = plan.pathSuffix, path?.hasSuffix(suffix) != true { return nil }
         return plan.effect
     }
 
-    /// Announces that an operation reached `point`: throws ``SimulatedCrash`` when the current task's plan
-    /// crashes it there, and does nothing otherwise.
-    package static func reach(_ point: FaultPoint, path: String? = nil) throws(SimulatedCrash) {
-        if planned(at: point, path: path) == .crash { throw SimulatedCrash(point: point) }
+    /// Announces that an operation reached `point`: throws ``SimulatedCrash`` when `plan` (the current task's,
+    /// by default) crashes it there, and does nothing otherwise.
+    package static func reach(_ point: FaultPoint, path: String? = nil, by plan: Plan? = plan) throws(SimulatedCrash) {
+        if planned(at: point, path: path, by: plan) == .crash { throw SimulatedCrash(point: point) }
     }
 }
 

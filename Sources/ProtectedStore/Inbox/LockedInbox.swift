@@ -32,9 +32,9 @@ public struct LockedInbox: Sendable {
     /// Simulation only: the merge stops at the first span it cannot read and truncates the whole inbox, as
     /// it did before damaged bytes were moved aside (`--plant merge-truncates-unread`).
     package var truncatesUnread = false
-    /// Simulation only: the process dies inside the merge, once its records were applied and before its
-    /// transaction commits (`AppSimulationStep.crashInsideMerge`).
-    package var crashesInsideMerge = false
+    /// Simulation only: the store's fault plan (``StoreConfiguration/faultPlan``), for a merge on a store thread;
+    /// the task's plan when it is `nil`.
+    package var faultPlan: FaultPoint.Plan?
     /// The append-only file of sealed records.
     var inboxPath: String { files.inbox }
     /// The inbox key file: public key in the clear, private key wrapped by the store key.
@@ -61,7 +61,7 @@ public struct LockedInbox: Sendable {
     public init(configuration: StoreConfiguration) {
         self.init(files: configuration.files, maximumSize: configuration.inboxMaximumSize)
         truncatesUnread = configuration.plantedFault == .mergeTruncatesUnread
-        crashesInsideMerge = configuration.plantedCrashInsideMerge
+        faultPlan = configuration.faultPlan
     }
 
     // MARK: Appending (works while locked)
@@ -405,7 +405,7 @@ public struct LockedInbox: Sendable {
                 try ledger.setHighestSequence(highest)
                 try ledger.forgetEarlierThan(generation)
                 highestMerged = highest
-                if crashesInsideMerge { throw SimulatedCrash(point: .inboxMergeApplied) }
+                try FaultPoint.reach(.inboxMergeApplied, by: faultPlan ?? FaultPoint.plan)
             }
         }
         // Records almost always apply: try them all in one transaction first, without a savepoint, and only
@@ -421,7 +421,7 @@ public struct LockedInbox: Sendable {
             try applyAll(isolated: true)
         }
         readAhead.release()
-        try FaultPoint.reach(.inboxMergeCommitted)
+        try FaultPoint.reach(.inboxMergeCommitted, by: faultPlan ?? FaultPoint.plan)
         // Sequences keep increasing across merges: the base moves past every record this inbox held (and past
         // the highest merged, which heals a base that was lost or lowered) before the records go.
         if mayTruncate {
@@ -691,7 +691,8 @@ extension FaultPoint {
     /// An append's `fsync`, once its records are written (``FaultPoint/Effect/fail(_:)``).
     package static let inboxAppendSync = FaultPoint("inbox append sync")
     /// The records were applied inside the merge's transaction, and the process dies before it commits
-    /// (planted through ``StoreConfiguration``, as the merge may run on a store thread).
+    /// (`AppSimulationStep.crashInsideMerge` plans it through ``StoreConfiguration/faultPlan``, as the merge
+    /// runs on a store thread).
     package static let inboxMergeApplied = FaultPoint("inbox merge applied")
     /// The merge transaction committed, and the process dies before the inbox is truncated.
     package static let inboxMergeCommitted = FaultPoint("inbox merge committed")

@@ -25,8 +25,10 @@ public struct StoreConfiguration: Sendable {
     public var inboxMaximumSize: Int = LockedInbox.defaultMaximumSize
     /// Simulation only: a bug planted on purpose; the store acts on ``PlantedFault/mergeTruncatesUnread``.
     package var plantedFault: PlantedFault?
-    /// Simulation only: the process dies inside an inbox merge, before its transaction commits.
-    package var plantedCrashInsideMerge = false
+    /// Simulation only: a fault plan for the store's work on its own threads, which the task's
+    /// ``FaultPoint/plan`` does not reach (``FaultPoint/inboxMergeApplied``: the process dies inside an inbox
+    /// merge, before its transaction commits).
+    package var faultPlan: FaultPoint.Plan?
 
     /// A store at `path`.
     ///

@@ -11,7 +11,7 @@ import Glibc
 /// point leaves either the old file or the new one, never a mix.
 package enum SecureFile {
     /// The steps of ``writeAtomically(_:to:replacing:)``, in order, where a simulated crash can stop it
-    /// (``DiskModel/FaultPoint/atomicWrite(_:)``).
+    /// (`FaultPoint.atomicWrite(_:)`).
     package enum WriteStep: String, Sendable, CaseIterable {
         case createdTemporary = "created-temporary"
         case wroteTemporary = "wrote-temporary"
