@@ -72,24 +72,30 @@ let package = Package(
         .target(name: "StoreErrors", swiftSettings: strictSettings),
         // The helpers every layer shares to coordinate threads: a value behind a lock.
         .target(name: "StoreConcurrency", swiftSettings: strictSettings),
+        // The disk as the simulators see it, below the key layer: the model that forgets unsynced writes (power
+        // cuts), the plans that fail the N-th file-system call, and the path and POSIX helpers they share.
+        .target(
+            name: "DiskModel",
+            dependencies: ["StoreConcurrency", .product(name: "SystemPackage", package: "swift-system")],
+            swiftSettings: strictSettings),
         .target(
             name: "SecureKeys",
             dependencies: [
-                "StoreErrors", "StoreConcurrency", "CSodium",
+                "StoreErrors", "StoreConcurrency", "DiskModel", "CSodium",
                 .product(name: "SystemPackage", package: "swift-system"),
             ],
             swiftSettings: strictSettings),
         .target(
             name: "EncryptedSQLite",
             dependencies: [
-                "StoreErrors", "StoreConcurrency", "CSQLCipher", "CDiskVFS", "SecureKeys",
+                "StoreErrors", "StoreConcurrency", "CSQLCipher", "CDiskVFS", "DiskModel", "SecureKeys",
                 .product(name: "SystemPackage", package: "swift-system"),
             ],
             swiftSettings: strictSettings),
         .target(
             name: "ProtectedData",
             dependencies: [
-                "StoreErrors", "StoreConcurrency", "SecureKeys",
+                "StoreErrors", "StoreConcurrency", "DiskModel", "SecureKeys",
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SystemPackage", package: "swift-system"),
@@ -113,7 +119,7 @@ let package = Package(
         .executableTarget(
             name: "protected-store",
             dependencies: [
-                "SecureKeys", "StoreConcurrency", "EncryptedSQLite", "ProtectedData", "ProtectedStore", "ProtectedStoreHarness", "CEditLine", "TPMKeys", "LinuxDevice",
+                "SecureKeys", "StoreConcurrency", "DiskModel", "EncryptedSQLite", "ProtectedData", "ProtectedStore", "ProtectedStoreHarness", "CEditLine", "TPMKeys", "LinuxDevice",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SystemPackage", package: "swift-system"),
@@ -124,7 +130,7 @@ let package = Package(
         .target(
             name: "ProtectedStore",
             dependencies: [
-                "StoreErrors", "StoreConcurrency", "SecureKeys", "EncryptedSQLite", "ProtectedData",
+                "StoreErrors", "StoreConcurrency", "DiskModel", "SecureKeys", "EncryptedSQLite", "ProtectedData",
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -134,7 +140,7 @@ let package = Package(
         .target(
             name: "ProtectedStoreHarness",
             dependencies: [
-                "ProtectedStore", "ProtectedData", "SecureKeys", "StoreConcurrency",
+                "ProtectedStore", "ProtectedData", "SecureKeys", "StoreConcurrency", "DiskModel",
                 .product(name: "SystemPackage", package: "swift-system"),
             ],
             swiftSettings: strictSettings
@@ -143,29 +149,29 @@ let package = Package(
         .target(
             name: "ProtectedStoreTesting",
             dependencies: [
-                "ProtectedStore", "ProtectedData", "SecureKeys",
+                "ProtectedStore", "ProtectedData", "SecureKeys", "DiskModel",
             ],
             swiftSettings: strictSettings
         ),
 
         // What every test target shares: a temporary directory that cleans up after itself, hex helpers.
         .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: strictSettings),
-        .testTarget(name: "SecureKeysTests", dependencies: ["SecureKeys", "StoreConcurrency", "TestSupport"], swiftSettings: strictSettings),
+        .testTarget(name: "SecureKeysTests", dependencies: ["SecureKeys", "StoreConcurrency", "DiskModel", "TestSupport"], swiftSettings: strictSettings),
         .testTarget(name: "StoreConcurrencyTests", dependencies: ["StoreConcurrency"], swiftSettings: strictSettings),
         .testTarget(
-            name: "EncryptedSQLiteTests", dependencies: ["EncryptedSQLite", "SecureKeys", "TestSupport"],
+            name: "EncryptedSQLiteTests", dependencies: ["EncryptedSQLite", "SecureKeys", "DiskModel", "TestSupport"],
             swiftSettings: strictSettings),
         .testTarget(
             name: "ProtectedStoreTests",
             dependencies: [
-                "ProtectedStore", "ProtectedData", "EncryptedSQLite", "SecureKeys", "StoreConcurrency", "TestSupport",
+                "ProtectedStore", "ProtectedData", "EncryptedSQLite", "SecureKeys", "StoreConcurrency", "DiskModel", "TestSupport",
             ],
             swiftSettings: strictSettings
         ),
         .testTarget(
             name: "ProtectedStoreHarnessTests",
             dependencies: [
-                "ProtectedStoreHarness", "ProtectedStore", "TestSupport",
+                "ProtectedStoreHarness", "ProtectedStore", "DiskModel", "TestSupport",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictSettings
@@ -178,7 +184,7 @@ let package = Package(
         .testTarget(
             name: "CommandLineTests",
             dependencies: [
-                "protected-store", "TestSupport", "ProtectedStore", "ProtectedData", "SecureKeys", "ProtectedStoreHarness",
+                "protected-store", "TestSupport", "ProtectedStore", "ProtectedData", "SecureKeys", "DiskModel", "ProtectedStoreHarness",
             ],
             swiftSettings: strictSettings
         ),
@@ -206,12 +212,12 @@ let package = Package(
             swiftSettings: strictSettings
         ),
         .testTarget(
-            name: "TPMKeysTests", dependencies: ["TPMKeys", "ProtectedData", "SecureKeys", "TestSupport"],
+            name: "TPMKeysTests", dependencies: ["TPMKeys", "ProtectedData", "SecureKeys", "DiskModel", "TestSupport"],
             swiftSettings: strictSettings),
         .testTarget(
             name: "ProtectedDataTests",
             dependencies: [
-                "ProtectedData", "SecureKeys", "StoreConcurrency", "TestSupport", .product(name: "Clocks", package: "swift-clocks"),
+                "ProtectedData", "SecureKeys", "StoreConcurrency", "DiskModel", "TestSupport", .product(name: "Clocks", package: "swift-clocks"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ],
             swiftSettings: strictSettings

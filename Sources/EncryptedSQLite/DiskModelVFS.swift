@@ -1,3 +1,4 @@
+internal import DiskModel
 internal import CDiskVFS
 internal import CSQLCipher
 internal import SecureKeys
@@ -76,7 +77,7 @@ enum DiskModelVFS {
             case nil:
                 return 0
             case .fail(let code):
-                return code
+                return code.rawValue
             case .writePart(let bytes):
                 partial?.pointee = Int32(bytes)
                 return ENOSPC

@@ -1,3 +1,4 @@
+package import DiskModel
 import Foundation
 import SecureKeys
 
@@ -24,25 +25,6 @@ public enum DeviceKeyMigration: Sendable {
         /// The key was already sealed, with no plain file left: nothing was done.
         case alreadyMigrated
     }
-
-    /// Where a migration can be stopped, for crash tests. The write of the sealed file stops at
-    /// `SecureFile.crashPoint` with a path suffix of `uid.tpm`.
-    package enum Fault: Sendable, Hashable {
-        /// The process dies once the sealed file is durable, before it is unsealed again.
-        case crashAfterSealing
-        /// The process dies once the sealed file is shown to hold the key, before the plain file is removed.
-        case crashAfterVerifying
-        /// Removing the plain file fails with `EIO`.
-        case plainKeyRemovalFails
-        /// The process dies once the plain file is unlinked, before its folder is synced.
-        case crashAfterRemovingPlainKey
-    }
-
-    /// A crash simulated inside a migration.
-    package struct SimulatedCrash: Error, Sendable, Equatable {}
-
-    /// Set (for the current task only) to stop a migration there.
-    @TaskLocal package static var fault: Fault?
 
     /// Seals the device key of the device in `stateDirectory` with `store`, and removes its plain file.
     ///
@@ -85,17 +67,29 @@ public enum DeviceKeyMigration: Sendable {
             // Only this device's key is sealed: a foreign uid.key would otherwise be made permanent.
             try DeviceStateFile.verify(contents, deviceKey: plainKey, path: layout.statePath)
             try store.keep(plainKey, in: files)
-            if fault == .crashAfterSealing { throw SimulatedCrash() }
+            try FaultPoint.reach(.migrationSealed)
         }
         let unsealed = try store.load(from: files)
         defer { unsealed.wipe() }
-        if fault == .crashAfterVerifying {
+        if FaultPoint.planned(at: .migrationVerified) == .crash {
             // The check below happens inside finishMigration; a crash after it is one before the unlink.
             let plainKey = try FileDeviceKeyStore().load(from: files)
             defer { plainKey.wipe() }
-            if plainKey.constantTimeEquals(unsealed) { throw SimulatedCrash() }
+            if plainKey.constantTimeEquals(unsealed) { throw SimulatedCrash(point: .migrationVerified) }
         }
         try files.finishMigration(unsealed: unsealed)
         return wasSealed ? .finishedInterrupted : .migrated
     }
+}
+
+extension FaultPoint {
+    /// A migration to a sealed device key made the sealed file durable, before it is unsealed again (the write
+    /// itself stops at ``FaultPoint/atomicWrite(_:)`` with a path suffix of `uid.tpm`).
+    package static let migrationSealed = FaultPoint("migration sealed")
+    /// A migration showed the sealed file holds the key, before the plain file is removed.
+    package static let migrationVerified = FaultPoint("migration verified")
+    /// A migration removes the plain key file (``FaultPoint/Effect/fail(_:)``).
+    package static let migrationRemovingPlainKey = FaultPoint("migration removing the plain key")
+    /// A migration unlinked the plain key file, before its folder is synced.
+    package static let migrationRemovedPlainKey = FaultPoint("migration removed the plain key")
 }

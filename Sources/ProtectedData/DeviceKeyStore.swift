@@ -1,3 +1,4 @@
+import DiskModel
 import Foundation
 public import SecureKeys
 
@@ -205,11 +206,11 @@ extension DeviceKeyFiles {
                 "\(plainKeyPath) and \(sealedKeyPath) hold different device keys (a migration to the TPM left both); "
                     + "both were left as they are", path: plainKeyPath)
         }
-        if DeviceKeyMigration.fault == .plainKeyRemovalFails {
-            throw SecureKeysError.io("cannot remove", path: plainKeyPath, errno: EIO)
+        if case .fail(let code)? = FaultPoint.planned(at: .migrationRemovingPlainKey, path: plainKeyPath) {
+            throw SecureKeysError.io("cannot remove", path: plainKeyPath, errno: code)
         }
         try DiskIO.unlink(plainKeyPath)
-        if DeviceKeyMigration.fault == .crashAfterRemovingPlainKey { throw DeviceKeyMigration.SimulatedCrash() }
+        try FaultPoint.reach(.migrationRemovedPlainKey)
         try DiskIO.syncDirectory(folder)
     }
 }

@@ -1,3 +1,4 @@
+package import DiskModel
 import Foundation
 internal import Logging
 public import SecureKeys
@@ -79,34 +80,6 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
         var wipePending = false
         var wipeRecorded = false
     }
-
-    /// Bugs planted on purpose, so the simulator's own tests can show it finds them.
-    package enum PlantedFault: String, Sendable, CaseIterable {
-        /// Boot does not finish an interrupted erase: the keybag and the device key stay on disk for good
-        /// after a state that says wiped.
-        case wipeNotRolledForward = "wipe-not-rolled-forward"
-    }
-
-    /// Where the erase can be stopped, for tests of an interrupted wipe.
-    package enum WipeFault: Sendable, Hashable {
-        /// Recording the wiped state fails with `EIO`: nothing is removed.
-        case recordingFails
-        /// The process dies once the wiped state is durable, before a key file is removed (a
-        /// ``SimulatedCrash`` is thrown and nothing more is done).
-        case crashAfterRecording
-        /// Removing the keybag fails with `EIO`.
-        case keybagRemovalFails
-        /// Removing the device key fails with `EIO`.
-        case deviceKeyRemovalFails
-        /// Removing the sealed device key (`hardware/uid.tpm`) fails with `EIO`.
-        case sealedKeyRemovalFails
-    }
-
-    /// A crash simulated inside an erase (``WipeFault/crashAfterRecording``).
-    package struct SimulatedCrash: Error, Sendable, Equatable {}
-
-    /// Set (for the current task only) to make erases fail or stop there.
-    @TaskLocal package static var wipeFault: WipeFault?
 
     /// The state directory.
     public let directory: String
@@ -350,7 +323,7 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     private static func takeOwnership(of directory: String, given: StateDirectoryLock?) throws -> StateDirectoryLock {
         guard let given else { return try StateDirectoryLock.acquire(directory) }
         precondition(
-            SimulatedDisk.normalize(given.directory) == SimulatedDisk.normalize(directory),
+            DiskPath.normalize(given.directory) == DiskPath.normalize(directory),
             "the ownership lock is of \(given.directory), not of the device's directory \(directory)")
         precondition(given.isHeld, "the ownership lock of \(directory) was released")
         return given
@@ -636,7 +609,7 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
             let moved = try attempt {
                 try keybag.sealingPasscodeSecret(passcode: passcode, deviceKey: deviceKey, sealer: sealer, random: random)
             }
-            if Self.keybagMoveFault == .crashBeforeWriting { throw SimulatedCrash() }
+            try FaultPoint.reach(.keybagMoveSealed)
             try moved.write(to: layout.keybagPath)
             state.withLock { $0.keybag = moved }
             return true
@@ -644,16 +617,6 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
         logger.debug("keybag moved to version 2: the TPM checks the passcode")
         return moved
     }
-
-    /// Where a move of the keybag to version 2 can be stopped, for crash tests (the write itself stops at
-    /// `SecureFile.crashPoint`).
-    package enum KeybagMoveFault: Sendable, Hashable {
-        /// The process dies once the passcode secret is sealed, before the new keybag is written.
-        case crashBeforeWriting
-    }
-
-    /// Set (for the current task only) to stop a keybag move there.
-    @TaskLocal package static var keybagMoveFault: KeybagMoveFault?
 
     // MARK: Store keys
 
@@ -842,8 +805,8 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     private func finishWipe(_ state: inout State) throws {
         if !state.wipeRecorded {
             do {
-                if Self.wipeFault == .recordingFails {
-                    throw SecureKeysError.io("cannot write", path: layout.statePath, errno: EIO)
+                if case .fail(let code)? = FaultPoint.planned(at: .wipeRecording, path: layout.statePath) {
+                    throw SecureKeysError.io("cannot write", path: layout.statePath, errno: code)
                 }
                 try DeviceStateFile.write(state.persisted, deviceKey: nil, to: layout.statePath)
             } catch {
@@ -851,7 +814,7 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
             }
             state.wipeRecorded = true
         }
-        if Self.wipeFault == .crashAfterRecording { throw SimulatedCrash() }
+        try FaultPoint.reach(.wipeRecorded)
         try Self.removeKeyFiles(layout)
         state.wipePending = false
     }
@@ -864,11 +827,10 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     private static func removeKeyFiles(_ layout: DeviceLayout) throws {
         let files = layout.keyFiles
         do {
-            for (path, fault) in [
-                (layout.keybagPath, WipeFault.keybagRemovalFails), (files.plainKeyPath, .deviceKeyRemovalFails),
-                (files.sealedKeyPath, .sealedKeyRemovalFails),
-            ] {
-                if wipeFault == fault { throw SecureKeysError.io("cannot remove", path: path, errno: EIO) }
+            for path in [layout.keybagPath, files.plainKeyPath, files.sealedKeyPath] {
+                if case .fail(let code)? = FaultPoint.planned(at: .wipeRemovingKeyFile, path: path) {
+                    throw SecureKeysError.io("cannot remove", path: path, errno: code)
+                }
                 try DiskIO.unlink(path)
             }
             try DiskIO.syncDirectory(SecureFile.folder(containing: layout.keybagPath))
@@ -884,4 +846,18 @@ extension Duration {
     var milliseconds: Int64 {
         components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000
     }
+}
+
+extension FaultPoint {
+    /// An erase records the wiped state (``FaultPoint/Effect/fail(_:)``: nothing is removed).
+    package static let wipeRecording = FaultPoint("wipe recording")
+    /// An erase recorded the wiped state durably, before a key file is removed (a crash there is rolled forward
+    /// at the next boot).
+    package static let wipeRecorded = FaultPoint("wipe recorded")
+    /// An erase removes a key file: the keybag, the device key or the sealed device key, picked by the plan's
+    /// path suffix (``FaultPoint/Effect/fail(_:)``).
+    package static let wipeRemovingKeyFile = FaultPoint("wipe removing a key file")
+    /// A move of the keybag to version 2 sealed the passcode secret, before the new keybag is written (the
+    /// write itself stops at ``FaultPoint/atomicWrite(_:)``).
+    package static let keybagMoveSealed = FaultPoint("keybag move sealed")
 }

@@ -1,3 +1,4 @@
+internal import DiskModel
 import Foundation
 public import ProtectedStore
 internal import SecureKeys
@@ -463,7 +464,7 @@ public final class AppSimulationContext {
         case .crashInsideMerge:
             await crash()
             var store = simulation.store(self)
-            store.plantedCrashInsideMerge = true
+            store.faultPlan = FaultPoint.Plan(.inboxMergeApplied)
             running = await environment.launch(launchOptions, store: store)
             await crash()
         case .reboot:

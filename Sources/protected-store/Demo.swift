@@ -1,3 +1,4 @@
+import DiskModel
 import ArgumentParser
 import Foundation
 import ProtectedData

@@ -1,3 +1,4 @@
+import DiskModel
 import ArgumentParser
 import Foundation
 import ProtectedStoreHarness
@@ -96,7 +97,7 @@ struct SessionOptions: ParsableArguments {
     var fastKDF = false
 
     @Option(help: "Plant a bug in the app (the simulator's self-test): to replay a script `simulate --plant` minimized.")
-    var plant: DataController.PlantedFault?
+    var plant: PlantedFault?
 
     @OptionGroup var keyStore: KeyStoreOptions<FileKeyStoreByDefault>
 

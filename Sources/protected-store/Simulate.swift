@@ -1,3 +1,4 @@
+import DiskModel
 import ArgumentParser
 import Foundation
 import ProtectedStore
@@ -40,7 +41,7 @@ extension ProtectedStoreCommand {
         @OptionGroup var logging: LoggingOptions
 
         @Option(help: "Plant a bug in the app, to see the simulator catch it (its self-test; `run --plant` replays it).")
-        var plant: DataController.PlantedFault?
+        var plant: PlantedFault?
 
         func validate() throws {
             if seeds < 1 { throw ValidationError("--seeds must be at least 1, got \(seeds)") }
@@ -114,4 +115,4 @@ extension ProtectedStoreCommand {
     }
 }
 
-extension DataController.PlantedFault: ExpressibleByArgument {}
+extension PlantedFault: ExpressibleByArgument {}

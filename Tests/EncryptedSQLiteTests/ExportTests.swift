@@ -1,3 +1,4 @@
+import DiskModel
 import TestSupport
 import Foundation
 import SecureKeys

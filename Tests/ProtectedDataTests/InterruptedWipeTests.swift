@@ -1,3 +1,4 @@
+import DiskModel
 import TestSupport
 import Foundation
 import SecureKeys
@@ -30,8 +31,8 @@ struct InterruptedWipeTests {
     }
 
     /// The third wrong passcode, with `fault` injected into the erase it starts.
-    private func typo(_ fixture: DeviceFixture, fault: SimulatedDevice.WipeFault) -> DeviceError? {
-        SimulatedDevice.$wipeFault.withValue(fault) {
+    private func typo(_ fixture: DeviceFixture, fault: FaultPoint.Plan) -> DeviceError? {
+        FaultPoint.$plan.withValue(fault) {
             do {
                 try fixture.unlock("0000")
                 return nil
@@ -46,8 +47,11 @@ struct InterruptedWipeTests {
 
     @Test(
         "an unlink that fails during the wipe is reported as wipe-incomplete (never device-wiped), and the next attempt finishes the erase",
-        arguments: [SimulatedDevice.WipeFault.keybagRemovalFails, .deviceKeyRemovalFails])
-    func failedUnlinkIsFinishedAtTheNextAttempt(fault: SimulatedDevice.WipeFault) throws {
+        arguments: [
+            FaultPoint.Plan(.wipeRemovingKeyFile, .fail(.ioError), pathSuffix: "/device.keybag"),
+            FaultPoint.Plan(.wipeRemovingKeyFile, .fail(.ioError), pathSuffix: "/uid.key"),
+        ])
+    func failedUnlinkIsFinishedAtTheNextAttempt(fault: FaultPoint.Plan) throws {
         let fixture = try deviceOneTypoFromWipe()
         let error = try #require(typo(fixture, fault: fault))
         #expect(error.code == .wipeIncomplete)
@@ -65,7 +69,7 @@ struct InterruptedWipeTests {
     @Test("an unlink that fails during the wipe is finished by the next boot, before anything reads the key files")
     func failedUnlinkIsFinishedAtBoot() throws {
         let fixture = try deviceOneTypoFromWipe()
-        #expect(typo(fixture, fault: .deviceKeyRemovalFails)?.code == .wipeIncomplete)
+        #expect(typo(fixture, fault: .init(.wipeRemovingKeyFile, .fail(.ioError), pathSuffix: "/uid.key"))?.code == .wipeIncomplete)
         #expect(FileManager.default.fileExists(atPath: fixture.directory.file("hardware/uid.key")))
         try fixture.reboot()
         #expect(keyFilesLeft(fixture).isEmpty, "boot left \(keyFilesLeft(fixture))")
@@ -76,8 +80,8 @@ struct InterruptedWipeTests {
     @Test("a crash right after the wipe recorded itself leaves the keys on disk; the next boot removes them (rolls forward)")
     func crashAfterRecordingIsRolledForward() throws {
         let fixture = try deviceOneTypoFromWipe()
-        #expect(throws: SimulatedDevice.SimulatedCrash()) {
-            try SimulatedDevice.$wipeFault.withValue(.crashAfterRecording) { try fixture.unlock("0000") }
+        #expect(throws: SimulatedCrash(point: .wipeRecorded)) {
+            try FaultPoint.$plan.withValue(.init(.wipeRecorded)) { try fixture.unlock("0000") }
         }
         #expect(try stateSaysWiped(fixture))
         #expect(keyFilesLeft(fixture).count == 2)
@@ -89,8 +93,8 @@ struct InterruptedWipeTests {
     @Test("the planted wipe-not-rolled-forward leaves the keys of an interrupted wipe on disk after boot (what the roll-forward prevents)")
     func plantedFaultKeepsTheKeys() throws {
         let fixture = try deviceOneTypoFromWipe()
-        #expect(throws: SimulatedDevice.SimulatedCrash()) {
-            try SimulatedDevice.$wipeFault.withValue(.crashAfterRecording) { try fixture.unlock("0000") }
+        #expect(throws: SimulatedCrash(point: .wipeRecorded)) {
+            try FaultPoint.$plan.withValue(.init(.wipeRecorded)) { try fixture.unlock("0000") }
         }
         fixture.device.powerOff()
         fixture.device = try SimulatedDevice(
@@ -102,7 +106,7 @@ struct InterruptedWipeTests {
     @Test("a wipe that cannot record itself removes nothing, says wipe-incomplete, holds no key, and the next attempt records it and erases")
     func failedRecordingIsRetried() throws {
         let fixture = try deviceOneTypoFromWipe()
-        #expect(typo(fixture, fault: .recordingFails)?.code == .wipeIncomplete)
+        #expect(typo(fixture, fault: .init(.wipeRecording, .fail(.ioError)))?.code == .wipeIncomplete)
         #expect(try !stateSaysWiped(fixture), "the state says wiped although its write failed")
         #expect(keyFilesLeft(fixture).count == 2, "keys removed before the erase was recorded")
         #expect(fixture.available.isEmpty)

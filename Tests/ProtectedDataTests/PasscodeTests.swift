@@ -1,3 +1,4 @@
+import DiskModel
 import Clocks
 import Foundation
 import SecureKeys
@@ -87,11 +88,9 @@ struct PasscodeTests {
         arguments: SecureFile.WriteStep.allCases)
     func crashDuringPasscodeChange(step: SecureFile.WriteStep) throws {
         let fixture = try DeviceFixture()
-        #expect(throws: SecureFile.SimulatedCrash(step: step)) {
-            try SecureFile.$crashPathSuffix.withValue("device.keybag") {
-                try SecureFile.$crashPoint.withValue(step) {
-                    try fixture.device.changePasscode(from: try SecureBytes(utf8: "1234"), to: try SecureBytes(utf8: "5678"))
-                }
+        #expect(throws: SimulatedCrash(point: .atomicWrite(step))) {
+            try FaultPoint.$plan.withValue(.init(.atomicWrite(step), pathSuffix: "device.keybag")) {
+                try fixture.device.changePasscode(from: try SecureBytes(utf8: "1234"), to: try SecureBytes(utf8: "5678"))
             }
         }
         try fixture.reboot()
@@ -109,26 +108,20 @@ struct PasscodeTests {
         let fixture = try DeviceFixture(wipeAfterFailures: 3)
         try fixture.reboot()
         // A crash right after the count was written, before the answer: the attempt stays counted.
-        #expect(throws: SecureFile.SimulatedCrash(step: .syncedDirectory)) {
-            try SecureFile.$crashPathSuffix.withValue("state.json") {
-                try SecureFile.$crashPoint.withValue(.syncedDirectory) { try fixture.unlock("0000") }
-            }
+        #expect(throws: SimulatedCrash(point: .atomicWrite(.syncedDirectory))) {
+            try FaultPoint.$plan.withValue(.init(.atomicWrite(.syncedDirectory), pathSuffix: "state.json")) { try fixture.unlock("0000") }
         }
         try fixture.reboot()
         #expect(fixture.device.failedPasscodeAttempts == 1)
         // A count that cannot be written refuses the attempt unchecked: not even the right passcode unlocks.
-        #expect(throws: SecureFile.SimulatedCrash(step: .createdTemporary)) {
-            try SecureFile.$crashPathSuffix.withValue("state.json") {
-                try SecureFile.$crashPoint.withValue(.createdTemporary) { try fixture.unlock("1234") }
-            }
+        #expect(throws: SimulatedCrash(point: .atomicWrite(.createdTemporary))) {
+            try FaultPoint.$plan.withValue(.init(.atomicWrite(.createdTemporary), pathSuffix: "state.json")) { try fixture.unlock("1234") }
         }
         #expect(fixture.device.lockState != .unlocked)
         // Two more wrong ones, the last interrupted after its count: the boot finishes the erase.
         #expect(errorCode { try fixture.unlock("0000") } == "wrong-passcode")
-        #expect(throws: SecureFile.SimulatedCrash(step: .syncedDirectory)) {
-            try SecureFile.$crashPathSuffix.withValue("state.json") {
-                try SecureFile.$crashPoint.withValue(.syncedDirectory) { try fixture.unlock("0000") }
-            }
+        #expect(throws: SimulatedCrash(point: .atomicWrite(.syncedDirectory))) {
+            try FaultPoint.$plan.withValue(.init(.atomicWrite(.syncedDirectory), pathSuffix: "state.json")) { try fixture.unlock("0000") }
         }
         try fixture.reboot()
         #expect(fixture.device.lockState == .wiped)

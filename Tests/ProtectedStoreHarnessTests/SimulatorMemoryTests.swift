@@ -1,3 +1,4 @@
+import DiskModel
 import Foundation
 import ProtectedStore
 import SecureKeys
@@ -60,7 +61,7 @@ struct SimulatorMemoryTests {
     @Test("a run that kept no commands finds the same violation, and is shrunk to the same script, as one that kept them")
     @MainActor
     func unrecordedRunShrinksTheSame() async throws {
-        let fault = DataController.PlantedFault.keepCoordinatorAfterClose
+        let fault = PlantedFault.keepCoordinatorAfterClose
         var found: (seed: UInt64, run: SimulationRun)?
         for seed: UInt64 in 1...40 {
             let run = try await Simulator.run(seed: seed, steps: 200, plantedFault: fault, recording: false)

@@ -1,3 +1,4 @@
+import DiskModel
 import TestSupport
 import Foundation
 import ProtectedStore
@@ -61,7 +62,7 @@ struct SimulatorTests {
     @Test(
         "a planted bug is found, minimized, and the script fails with the bug and holds without it",
         arguments: [
-            (DataController.PlantedFault.keepCoordinatorAfterClose, 5, 40),
+            (PlantedFault.keepCoordinatorAfterClose, 5, 40),
             (.missingInboxFsync, 6, 40),
             (.missingDirectoryFsync, 6, 40),
             // Found through the generator's damage mode: an inbox record's length made to claim past the end.
@@ -70,7 +71,7 @@ struct SimulatorTests {
             // eight erases its device, so the search is longer.
             (.wipeNotRolledForward, 10, 80),
         ])
-    func findsPlantedBug(fault: DataController.PlantedFault, longestScript: Int, seeds: UInt64) async throws {
+    func findsPlantedBug(fault: PlantedFault, longestScript: Int, seeds: UInt64) async throws {
         var found: (seed: UInt64, run: SimulationRun)?
         for seed: UInt64 in 1...seeds {
             let run = try await Simulator.run(seed: seed, steps: 200, plantedFault: fault)

@@ -1,3 +1,4 @@
+import DiskModel
 import EncryptedSQLite
 import Foundation
 import SecureKeys
@@ -78,12 +79,16 @@ struct InboxDamageTests {
         let fixture = try InboxFixture()
         try fixture.put("kept", "1")
         let before = fixture.inboxBytes
-        for fault in [LockedInbox.WriteFault.shortWrite(bytes: 40, errno: ENOSPC), .shortWrite(bytes: 1, errno: EFBIG), .sync(errno: EIO)] {
+        for fault in [
+            FaultPoint.Plan(.inboxAppendWrite, .failAfterWriting(bytes: 40, .noSpace)),
+            FaultPoint.Plan(.inboxAppendWrite, .failAfterWriting(bytes: 1, .fileTooLarge)),
+            FaultPoint.Plan(.inboxAppendSync, .fail(.ioError)),
+        ] {
             let error = #expect(throws: StoreError.self) {
-                try LockedInbox.$writeFault.withValue(fault) { try fixture.inbox.append(.put(key: "failed", value: "x")) }
+                try FaultPoint.$plan.withValue(fault) { try fixture.inbox.append(.put(key: "failed", value: "x")) }
             }
             // No space and the file-size limit are a full disk; a failed fsync is an I/O error.
-            if case .sync = fault { #expect(error?.code == .ioError, "\(fault)") } else { #expect(error?.code == .diskFull, "\(fault)") }
+            if fault.point == .inboxAppendSync { #expect(error?.code == .ioError, "\(fault)") } else { #expect(error?.code == .diskFull, "\(fault)") }
             #expect(fixture.inboxBytes == before, "\(fault)")
         }
         try fixture.put("later", "2")
@@ -250,8 +255,8 @@ struct InboxDamageTests {
         try fixture.setInbox(fixture.inboxBytes + garbage)
         try fixture.put("second", "2")
         var applied: [String] = []
-        #expect(throws: LockedInbox.SimulatedCrash(point: .afterCommit)) {
-            try LockedInbox.$crashPoint.withValue(.afterCommit) { _ = try fixture.merge(counting: &applied) }
+        #expect(throws: SimulatedCrash(point: .inboxMergeCommitted)) {
+            try FaultPoint.$plan.withValue(.init(.inboxMergeCommitted)) { _ = try fixture.merge(counting: &applied) }
         }
         let report = try fixture.merge(counting: &applied)
         #expect(try fixture.value("first") == "1" && fixture.value("second") == "2")

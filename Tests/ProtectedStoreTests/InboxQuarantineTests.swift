@@ -1,3 +1,4 @@
+import DiskModel
 import Foundation
 import SecureKeys
 import TestSupport
@@ -129,8 +130,8 @@ struct InboxQuarantineTests {
             #expect(try ledger.handledCount() == 400, "after 2,000 merged records, only the last merge's 400 ids")
         }
         try fixture.inbox.append(contentsOf: (0..<300).map { .put(key: "c\($0)", value: "v") })
-        #expect(throws: LockedInbox.SimulatedCrash(point: .afterCommit)) {
-            try LockedInbox.$crashPoint.withValue(.afterCommit) { _ = try fixture.merge(counting: &applied) }
+        #expect(throws: SimulatedCrash(point: .inboxMergeCommitted)) {
+            try FaultPoint.$plan.withValue(.init(.inboxMergeCommitted)) { _ = try fixture.merge(counting: &applied) }
         }
         #expect(try ledger.handledCount() == 300)
         let replay = try fixture.merge(counting: &applied)

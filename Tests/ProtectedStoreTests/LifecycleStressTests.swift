@@ -1,3 +1,4 @@
+import DiskModel
 import Foundation
 import ProtectedData
 import SecureKeys

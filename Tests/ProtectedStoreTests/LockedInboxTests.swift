@@ -1,3 +1,4 @@
+import DiskModel
 import TestSupport
 import EncryptedSQLite
 import Foundation
@@ -97,8 +98,8 @@ struct LockedInboxTests {
     func tornLastRecord() throws {
         let fixture = try InboxFixture()
         try fixture.put("kept", "yes")
-        #expect(throws: LockedInbox.SimulatedCrash(point: .duringAppend)) {
-            try LockedInbox.$crashPoint.withValue(.duringAppend) { try fixture.inbox.append(.put(key: "torn", value: "no")) }
+        #expect(throws: SimulatedCrash(point: .inboxAppendTorn)) {
+            try FaultPoint.$plan.withValue(.init(.inboxAppendTorn)) { try fixture.inbox.append(.put(key: "torn", value: "no")) }
         }
         #expect(try fixture.inbox.pendingCount() == 1)
         var applied: [String] = []
@@ -115,8 +116,8 @@ struct LockedInboxTests {
         try fixture.put("once", "1")
         try fixture.put("twice?", "2")
         var applied: [String] = []
-        #expect(throws: LockedInbox.SimulatedCrash(point: .afterCommit)) {
-            try LockedInbox.$crashPoint.withValue(.afterCommit) { _ = try fixture.merge(counting: &applied) }
+        #expect(throws: SimulatedCrash(point: .inboxMergeCommitted)) {
+            try FaultPoint.$plan.withValue(.init(.inboxMergeCommitted)) { _ = try fixture.merge(counting: &applied) }
         }
         #expect(try fixture.value("once") == "1" && fixture.value("twice?") == "2", "the merge committed")
         #expect(try fixture.inbox.pendingCount() == 2, "the inbox was not truncated")

@@ -2,6 +2,7 @@ import TestSupport
 import Foundation
 import Testing
 
+@testable import DiskModel
 @testable import SecureKeys
 
 #if canImport(Glibc)
@@ -37,7 +38,7 @@ struct DiskFaultPlanTests {
         #expect(Self.errnoOf { try file.sync() } == nil)
         #expect(Self.errnoOf { try file.write([3]) } == nil)
         #expect(plan.callsSeen == 4 && plan.fired)
-        #expect(plan.failures == [.init(ordinal: 2, call: .write, path: SimulatedDisk.normalize(directory.file("log")))])
+        #expect(plan.failures == [.init(ordinal: 2, call: .write, path: DiskPath.normalize(directory.file("log")))])
         #expect(contents(directory.file("log")) == [1, 3], "the failed write wrote nothing")
     }
 
@@ -154,14 +155,19 @@ struct DiskFaultPlanTests {
         #expect(Self.errnoOf { try DiskIO.makeDirectory(directory.file("after")) } == nil)
     }
 
-    @Test("arming refuses an ordinal below 1, no kinds, and a power cut where no simulated disk covers the folder")
+    @Test("arming refuses an ordinal below 1, no kinds, and a power cut where no simulated disk covers the folder; the key layer reports each as invalid-argument")
     func armRefusesBadPlans() {
         let directory = TemporaryDirectory()
-        #expect(throws: SecureKeysError.self) { try DiskFaultPlan.arm(under: directory.path, failingCall: 0, fault: .ioError) }
-        #expect(throws: SecureKeysError.self) { try DiskFaultPlan.arm(under: directory.path, failingCall: 1, fault: .ioError, calls: []) }
-        #expect(throws: SecureKeysError.self) {
-            try DiskFaultPlan.arm(under: directory.path, failingCall: 1, fault: .powerCut(.drop, seed: 0))
+        func refusal(_ arm: () throws -> DiskFaultPlan) -> String? {
+            do { _ = try arm() } catch let error as DiskError { return SecureKeysError(error).description } catch { return "\(error)" }
+            return nil
         }
+        #expect(refusal { try DiskFaultPlan.arm(under: directory.path, failingCall: 0, fault: .ioError) }
+            == "invalid-argument: a fault plan fails call 1 or later, not 0")
+        #expect(refusal { try DiskFaultPlan.arm(under: directory.path, failingCall: 1, fault: .ioError, calls: []) }
+            == "invalid-argument: a fault plan needs at least one kind of call to count")
+        #expect(refusal { try DiskFaultPlan.arm(under: directory.path, failingCall: 1, fault: .powerCut(.drop, seed: 0)) }
+            == "invalid-argument: a power cut needs a simulated disk covering the folder")
     }
 
     @Test("an atomic write under every single fault leaves the old file or the new one, never a temporary, and says when it failed")

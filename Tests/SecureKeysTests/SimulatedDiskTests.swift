@@ -2,6 +2,7 @@ import TestSupport
 import Foundation
 import Testing
 
+@testable import DiskModel
 @testable import SecureKeys
 
 #if canImport(Glibc)
@@ -177,7 +178,7 @@ struct SimulatedDiskTests {
     @Test("a planted missing fsync is skipped only for its purpose")
     func plantedFaults() throws {
         let fixture = Fixture()
-        fixture.disk.plantedFault = .skipInboxSync
+        fixture.disk.plantedFault = .missingInboxFsync
         let file = try DiskIO.open(fixture.root + "/inbox", flags: O_WRONLY | O_CREAT | O_APPEND)
         try DiskIO.syncDirectory(fixture.root)
         try file.write([1])
@@ -186,7 +187,7 @@ struct SimulatedDiskTests {
         try fixture.cut(.drop)
         #expect(fixture.contents("inbox") == [], "the append was never synced")
 
-        fixture.disk.plantedFault = .skipNewFileDirectorySync
+        fixture.disk.plantedFault = .missingDirectoryFsync
         try SecureFile.writeAtomically([5], to: fixture.root + "/key", replacing: false)
         try fixture.cut(.drop)
         #expect(fixture.contents("key") == nil, "the new key's folder was never synced")

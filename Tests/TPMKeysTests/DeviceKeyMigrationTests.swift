@@ -1,3 +1,4 @@
+import DiskModel
 import Foundation
 import SecureKeys
 import TestSupport
@@ -13,7 +14,7 @@ struct DeviceKeyMigrationTests {
     /// Where a migration is stopped.
     enum Stop: Sendable, CustomTestStringConvertible {
         case write(SecureFile.WriteStep)
-        case migration(DeviceKeyMigration.Fault)
+        case migration(FaultPoint.Plan)
 
         var testDescription: String {
             switch self {
@@ -23,8 +24,8 @@ struct DeviceKeyMigrationTests {
         }
 
         static let all: [Stop] = SecureFile.WriteStep.allCases.map(Stop.write) + [
-            .migration(.crashAfterSealing), .migration(.crashAfterVerifying), .migration(.plainKeyRemovalFails),
-            .migration(.crashAfterRemovingPlainKey),
+            .migration(.init(.migrationSealed)), .migration(.init(.migrationVerified)),
+            .migration(.init(.migrationRemovingPlainKey, .fail(.ioError))), .migration(.init(.migrationRemovedPlainKey)),
         ]
     }
 
@@ -62,11 +63,9 @@ struct DeviceKeyMigrationTests {
         do {
             switch stop {
             case .write(let step):
-                _ = try SecureFile.$crashPoint.withValue(step) {
-                    try SecureFile.$crashPathSuffix.withValue("/uid.tpm") { try migrate() }
-                }
+                _ = try FaultPoint.$plan.withValue(.init(.atomicWrite(step), pathSuffix: "/uid.tpm")) { try migrate() }
             case .migration(let fault):
-                _ = try DeviceKeyMigration.$fault.withValue(fault) { try migrate() }
+                _ = try FaultPoint.$plan.withValue(fault) { try migrate() }
             }
             thrown = nil
         } catch {
@@ -99,8 +98,8 @@ struct DeviceKeyMigrationTests {
     @Test("a boot that finds both files prefers uid.tpm and finishes the migration; a failed unlink there fails the boot and keeps both")
     func bootFinishesAnInterruptedMigration() throws {
         let fixture = try fileDevice()
-        #expect(throws: DeviceKeyMigration.SimulatedCrash.self) {
-            try DeviceKeyMigration.$fault.withValue(.crashAfterVerifying) {
+        #expect(throws: SimulatedCrash(point: .migrationVerified)) {
+            try FaultPoint.$plan.withValue(.init(.migrationVerified)) {
                 _ = try DeviceKeyMigration.migrate(stateDirectory: fixture.directory.path, to: fixture.tpmStore)
             }
         }
@@ -108,7 +107,7 @@ struct DeviceKeyMigrationTests {
         #expect(fixture.files.storeKindForBoot == .tpm)
         #expect(errorCode { try fixture.reboot(keyStore: FileDeviceKeyStore()) } == "key-store-mismatch")
 
-        #expect(errorCode { try DeviceKeyMigration.$fault.withValue(.plainKeyRemovalFails) { try fixture.reboot() } } == "io-error")
+        #expect(errorCode { try FaultPoint.$plan.withValue(.init(.migrationRemovingPlainKey, .fail(.ioError))) { try fixture.reboot() } } == "io-error")
         #expect(fixture.exists(fixture.files.plainKeyPath) && fixture.exists(fixture.files.sealedKeyPath))
 
         try fixture.reboot()

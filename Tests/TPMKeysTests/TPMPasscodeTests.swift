@@ -1,3 +1,4 @@
+import DiskModel
 import Foundation
 import TestSupport
 import Testing
@@ -228,9 +229,9 @@ struct TPMPasscodeTests {
         do {
             switch stop {
             case .write(let step):
-                _ = try SecureFile.$crashPoint.withValue(step) { try SecureFile.$crashPathSuffix.withValue("/device.keybag") { try move() } }
+                _ = try FaultPoint.$plan.withValue(.init(.atomicWrite(step), pathSuffix: "/device.keybag")) { try move() }
             case .beforeWriting:
-                _ = try SimulatedDevice.$keybagMoveFault.withValue(.crashBeforeWriting) { try move() }
+                _ = try FaultPoint.$plan.withValue(.init(.keybagMoveSealed)) { try move() }
             }
         } catch {
             thrown = error
@@ -253,11 +254,9 @@ struct TPMPasscodeTests {
     func stoppedPasscodeChange(step: SecureFile.WriteStep) throws {
         let fixture = try TPMFixture()
         let device = try #require(fixture.device)
-        #expect(throws: SecureFile.SimulatedCrash.self) {
-            try SecureFile.$crashPoint.withValue(step) {
-                try SecureFile.$crashPathSuffix.withValue("/device.keybag") {
-                    try device.changePasscode(from: SecureBytes(utf8: "1234"), to: SecureBytes(utf8: "5678"))
-                }
+        #expect(throws: SimulatedCrash(point: .atomicWrite(step))) {
+            try FaultPoint.$plan.withValue(.init(.atomicWrite(step), pathSuffix: "/device.keybag")) {
+                try device.changePasscode(from: SecureBytes(utf8: "1234"), to: SecureBytes(utf8: "5678"))
             }
         }
         try fixture.reboot()

@@ -1,3 +1,4 @@
+import DiskModel
 import Foundation
 import SecureKeys
 import TestSupport
@@ -25,7 +26,7 @@ struct TPMWipeTests {
     func interruptedWipeIsRolledForward() throws {
         let fixture = try TPMFixture(wipeAfterFailures: 1)
         try fixture.reboot()
-        #expect(SimulatedDevice.$wipeFault.withValue(.sealedKeyRemovalFails) { errorCode { try fixture.unlock("0000") } }
+        #expect(FaultPoint.$plan.withValue(.init(.wipeRemovingKeyFile, .fail(.ioError), pathSuffix: "/uid.tpm")) { errorCode { try fixture.unlock("0000") } }
             == "wipe-incomplete")
         #expect(fixture.exists(fixture.files.sealedKeyPath))
         #expect(!fixture.exists(fixture.directory.file("device/device.keybag")))

@@ -1,3 +1,4 @@
+internal import DiskModel
 internal import Foundation
 internal import ProtectedData
 internal import SecureKeys
@@ -10,7 +11,8 @@ public import StoreErrors
 extension StoreError {
     /// Wraps an error from a lower layer, keeping it as the `cause`.
     ///
-    /// A `SecureKeysError` or `DeviceError` keeps its code word and message. `CancellationError` becomes
+    /// A `SecureKeysError` or `DeviceError` keeps its code word and message (a simulated disk's error is the key layer's `io-error` or
+    /// `invalid-argument`). `CancellationError` becomes
     /// `StoreError.Code.cancelled`. A `StoreError` (every failure of the SQL layer is one) is returned as it is.
     /// Anything else becomes `StoreError.Code.storeError` with the error as its cause.
     ///
@@ -31,6 +33,8 @@ extension StoreError {
             self.init(
                 code: full ? .diskFull : readOnly ? .readOnly : error.code, message: error.message, cause: error,
                 function: function, file: file, line: line)
+        case let error as DiskError:
+            self.init(wrapping: SecureKeysError(error), function: function, file: file, line: line)
         case let error as DeviceError:
             self.init(code: error.code, message: error.message, cause: error, function: function, file: file, line: line)
         case is CancellationError:

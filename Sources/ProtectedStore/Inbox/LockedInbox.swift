@@ -1,3 +1,4 @@
+package import DiskModel
 public import EncryptedSQLite
 internal import Dispatch
 internal import Logging
@@ -19,36 +20,6 @@ internal import Glibc
 /// by the store key. Every append is `fsync`ed before it returns; appends and merges exclude each other with
 /// `flock`, so a record appended during a merge is never truncated away.
 public struct LockedInbox: Sendable {
-    /// Where a crash can be simulated, for crash-consistency tests.
-    package enum CrashPoint: Sendable, Hashable {
-        /// Half of the record is written and synced, then the process dies: a torn last record.
-        case duringAppend
-        /// The merge transaction committed, and the process dies before the inbox is truncated.
-        case afterCommit
-        /// The records were applied inside the merge's transaction, and the process dies before it commits.
-        case insideMerge
-    }
-
-    /// A crash simulated at a ``CrashPoint``; nothing is cleaned up, as in a real crash.
-    package struct SimulatedCrash: Error, Sendable, Equatable {
-        package let point: CrashPoint
-    }
-
-    /// Set (for the current task only) to stop appends or merges where a crash would.
-    @TaskLocal package static var crashPoint: CrashPoint?
-
-    /// An I/O failure an append meets, for the tests of what a failed append leaves behind.
-    package enum WriteFault: Sendable, Hashable {
-        /// The write stores `bytes` bytes of the records, then fails with `errno` (`ENOSPC`, `EIO`, `EFBIG`):
-        /// a short write, as a full disk or a file-size limit ends one.
-        case shortWrite(bytes: Int, errno: Int32)
-        /// The records are written, then `fsync` fails with `errno`.
-        case sync(errno: Int32)
-    }
-
-    /// Set (for the current task only) to make appends fail as a full disk or a failing device would.
-    @TaskLocal package static var writeFault: WriteFault?
-
     /// The files of the store the inbox belongs to.
     public let files: StoreFiles
     /// The largest the inbox file may grow, in bytes: an append that would make it larger is refused with
@@ -57,9 +28,9 @@ public struct LockedInbox: Sendable {
     /// Simulation only: the merge stops at the first span it cannot read and truncates the whole inbox, as
     /// it did before damaged bytes were moved aside (`--plant merge-truncates-unread`).
     package var truncatesUnread = false
-    /// Simulation only: the process dies inside the merge, once its records were applied and before its
-    /// transaction commits (`AppSimulationStep.crashInsideMerge`).
-    package var crashesInsideMerge = false
+    /// Simulation only: the store's fault plan (``StoreConfiguration/faultPlan``), for a merge on a store thread;
+    /// the task's plan when it is `nil`.
+    package var faultPlan: FaultPoint.Plan?
     /// The append-only file of sealed records.
     var inboxPath: String { files.inbox }
     /// The inbox key file: public key in the clear, private key wrapped by the store key.
@@ -85,8 +56,8 @@ public struct LockedInbox: Sendable {
     /// - Parameter configuration: the store's configuration.
     public init(configuration: StoreConfiguration) {
         self.init(files: configuration.files, maximumSize: configuration.inboxMaximumSize)
-        truncatesUnread = configuration.plantedMergeTruncatesUnread
-        crashesInsideMerge = configuration.plantedCrashInsideMerge
+        truncatesUnread = configuration.plantedFault == .mergeTruncatesUnread
+        faultPlan = configuration.faultPlan
     }
 
     // MARK: Appending (works while locked)
@@ -196,31 +167,30 @@ public struct LockedInbox: Sendable {
         // The size under the lock: another process may have appended or merged since the open.
         let size = try cutTornTail(of: file, size: try Self.size(of: file))
         var records = try makeRecords(size)
-        if Self.crashPoint == .duringAppend { records = Array(records.prefix(records.count / 2)) }
+        let torn = FaultPoint.planned(at: .inboxAppendTorn) == .crash
+        if torn { records = Array(records.prefix(records.count / 2)) }
         guard size + records.count <= maximumSize else {
             throw StoreError.inboxFull(path: inboxPath, size: size, adding: records.count, maximum: maximumSize)
         }
         do {
-            switch Self.writeFault {
-            case .shortWrite(let bytes, let code)?:
+            if case .failAfterWriting(let bytes, let code)? = FaultPoint.planned(at: .inboxAppendWrite, path: inboxPath) {
                 try file.write(records.prefix(bytes))
                 throw SecureKeysError.io("cannot write", path: inboxPath, errno: code)
-            case .sync(let code)?:
-                try file.write(records)
-                throw SecureKeysError.io("cannot fsync", path: inboxPath, errno: code)
-            case nil:
-                try file.write(records)
             }
-            if Self.crashPoint == .duringAppend {
+            try file.write(records)
+            if case .fail(let code)? = FaultPoint.planned(at: .inboxAppendSync, path: inboxPath) {
+                throw SecureKeysError.io("cannot fsync", path: inboxPath, errno: code)
+            }
+            if torn {
                 try file.sync(purpose: .inboxAppend)
-                throw SimulatedCrash(point: .duringAppend)
+                throw SimulatedCrash(point: .inboxAppendTorn)
             }
             try file.sync(purpose: .inboxAppend)
             // The folder too, every time: the file's name is durable only once its folder is synced, and an
             // earlier append — of this process or another — that created the file may have failed before it
             // synced the folder (found by the simulator: a power cut then lost this acknowledged append with the
             // whole file). One more fsync per append call; a batch pays it once.
-            try SecureFile.syncDirectory(SecureFile.folder(containing: files.database))
+            try DiskIO.syncDirectory(SecureFile.folder(containing: files.database))
         } catch let crash as SimulatedCrash {
             throw crash
         } catch {
@@ -431,7 +401,7 @@ public struct LockedInbox: Sendable {
                 try ledger.setHighestSequence(highest)
                 try ledger.forgetEarlierThan(generation)
                 highestMerged = highest
-                if crashesInsideMerge { throw SimulatedCrash(point: .insideMerge) }
+                try FaultPoint.reach(.inboxMergeApplied, by: faultPlan ?? FaultPoint.plan)
             }
         }
         // Records almost always apply: try them all in one transaction first, without a savepoint, and only
@@ -447,7 +417,7 @@ public struct LockedInbox: Sendable {
             try applyAll(isolated: true)
         }
         readAhead.release()
-        if Self.crashPoint == .afterCommit { throw SimulatedCrash(point: .afterCommit) }
+        try FaultPoint.reach(.inboxMergeCommitted, by: faultPlan ?? FaultPoint.plan)
         // Sequences keep increasing across merges: the base moves past every record this inbox held (and past
         // the highest merged, which heals a base that was lost or lowered) before the records go.
         if mayTruncate {
@@ -706,4 +676,20 @@ public struct LockedInbox: Sendable {
         guard fstat(file.descriptor, &info) == 0 else { throw SecureKeysError.io("cannot stat", path: file.path, errno: errno) }
         return Int(info.st_size)
     }
+}
+
+extension FaultPoint {
+    /// Half of an append's records are written and synced, then the process dies: a torn last record.
+    package static let inboxAppendTorn = FaultPoint("inbox append torn")
+    /// An append's write (``FaultPoint/Effect/failAfterWriting(bytes:_:)``: a short write, as a full disk or
+    /// a file-size limit ends one).
+    package static let inboxAppendWrite = FaultPoint("inbox append write")
+    /// An append's `fsync`, once its records are written (``FaultPoint/Effect/fail(_:)``).
+    package static let inboxAppendSync = FaultPoint("inbox append sync")
+    /// The records were applied inside the merge's transaction, and the process dies before it commits
+    /// (`AppSimulationStep.crashInsideMerge` plans it through ``StoreConfiguration/faultPlan``, as the merge
+    /// runs on a store thread).
+    package static let inboxMergeApplied = FaultPoint("inbox merge applied")
+    /// The merge transaction committed, and the process dies before the inbox is truncated.
+    package static let inboxMergeCommitted = FaultPoint("inbox merge committed")
 }

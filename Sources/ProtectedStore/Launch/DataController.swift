@@ -1,3 +1,4 @@
+package import DiskModel
 internal import Logging
 public import ProtectedData
 internal import SecureKeys
@@ -49,27 +50,6 @@ public final class DataController {
         }
     }
 
-    /// Bugs the simulator's own tests plant, to prove its invariants catch them.
-    package enum PlantedFault: String, Sendable, CaseIterable {
-        /// The seed's bug in another guise: the coordinator is kept after its store closed, so app code
-        /// holds a coordinator with no usable store behind it.
-        case keepCoordinatorAfterClose = "keep-coordinator-after-close"
-        /// An inbox append returns before the inbox is synced: a power cut loses an acknowledged write. Planted
-        /// in the simulated disk (SecureKeys' `SimulatedDisk`), which the harness sets from this value.
-        case missingInboxFsync = "missing-inbox-fsync"
-        /// A new key file's folder is not synced after the file is linked in: a power cut loses the key, and
-        /// with it the store. Planted in the simulated disk, as ``missingInboxFsync``.
-        case missingDirectoryFsync = "missing-directory-fsync"
-        /// Boot does not finish an erase that recorded itself: the keybag and the device key stay on disk after
-        /// a wipe. Planted in the simulated device (ProtectedData's `SimulatedDevice`), which the harness boots
-        /// with it.
-        case wipeNotRolledForward = "wipe-not-rolled-forward"
-        /// The inbox merge stops at the first span it cannot read (a damaged or torn record) and truncates
-        /// the whole inbox anyway, as it did before damaged bytes were moved aside: the intact records after
-        /// the damage are lost. Planted in the store's ``StoreConfiguration``.
-        case mergeTruncatesUnread = "merge-truncates-unread"
-    }
-
     /// A registration made by ``observe(_:)``.
     @MainActor
     public final class Observation {
@@ -115,7 +95,7 @@ public final class DataController {
     ///     `ManualClock` in tests, where advancing it expires what became due.
     public init(configuration: Configuration, keys: any KeySource, clock: any Clock<Duration> = ContinuousClock()) {
         var configuration = configuration
-        configuration.store.plantedMergeTruncatesUnread = configuration.plantedFault == .mergeTruncatesUnread
+        configuration.store.plantedFault = configuration.plantedFault
         self.configuration = configuration
         self.keys = keys
         self.clock = Timekeeper(clock)

@@ -1,3 +1,4 @@
+package import DiskModel
 public import EncryptedSQLite
 public import SecureKeys
 
@@ -22,10 +23,12 @@ public struct StoreConfiguration: Sendable {
     /// The largest the locked inbox file may grow, in bytes (``LockedInbox/defaultMaximumSize``, 256 MiB, by
     /// default): an append that would pass it is refused with `StoreError.Code.inboxFull` and writes nothing.
     public var inboxMaximumSize: Int = LockedInbox.defaultMaximumSize
-    /// Simulation only: the inbox merge truncates what it could not read (`--plant merge-truncates-unread`).
-    package var plantedMergeTruncatesUnread = false
-    /// Simulation only: the process dies inside an inbox merge, before its transaction commits.
-    package var plantedCrashInsideMerge = false
+    /// Simulation only: a bug planted on purpose; the store acts on ``PlantedFault/mergeTruncatesUnread``.
+    package var plantedFault: PlantedFault?
+    /// Simulation only: a fault plan for the store's work on its own threads, which the task's
+    /// ``FaultPoint/plan`` does not reach (``FaultPoint/inboxMergeApplied``: the process dies inside an inbox
+    /// merge, before its transaction commits).
+    package var faultPlan: FaultPoint.Plan?
 
     /// A store at `path`.
     ///

@@ -124,6 +124,6 @@ struct StoreCreationMarker: Sendable, Equatable {
     static func remove(at path: String, syncingFolder: Bool = true) throws {
         guard SecureFile.exists(path) else { return }
         try DiskIO.unlink(path)
-        if syncingFolder { try SecureFile.syncDirectory(SecureFile.folder(containing: path)) }
+        if syncingFolder { try DiskIO.syncDirectory(SecureFile.folder(containing: path)) }
     }
 }

@@ -1,3 +1,4 @@
+package import DiskModel
 package import SecureKeys
 
 /// What `fault next-io` plans for the next command.

@@ -1,3 +1,4 @@
+import DiskModel
 import ProtectedData
 import ProtectedStore
 import SecureKeys
@@ -61,7 +62,7 @@ final class InProcessDevice: DeviceBackend {
     /// The device, once set up or booted.
     private(set) var device: SimulatedDevice?
     /// The bug planted in the device at each boot (the simulator's self-test).
-    var plantedFault: SimulatedDevice.PlantedFault?
+    var plantedFault: PlantedFault?
     private let stateDirectory: String
     private let clock: ManualClock
     private let keyStore: any DeviceKeyStore

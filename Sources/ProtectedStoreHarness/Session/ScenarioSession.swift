@@ -1,3 +1,4 @@
+package import DiskModel
 import Foundation
 import Glibc
 public import ProtectedData
@@ -96,14 +97,10 @@ public final class ScenarioSession {
         ran.removeFirst(count)
     }
     /// A bug to plant in every app this session launches (the simulator's self-test).
-    package var plantedFault: DataController.PlantedFault? {
+    package var plantedFault: PlantedFault? {
         didSet {
-            (backend as? InProcessDevice)?.plantedFault = plantedFault == .wipeNotRolledForward ? .wipeNotRolledForward : nil
-            disk.plantedFault = switch plantedFault {
-            case .missingInboxFsync: .skipInboxSync
-            case .missingDirectoryFsync: .skipNewFileDirectorySync
-            case .keepCoordinatorAfterClose, .wipeNotRolledForward, .mergeTruncatesUnread, nil: nil
-            }
+            (backend as? InProcessDevice)?.plantedFault = plantedFault
+            disk.plantedFault = plantedFault
         }
     }
     /// The disk every file of the session is written through: it forgets what was not synced at a power cut.

@@ -1,3 +1,4 @@
+import DiskModel
 import ProtectedStore
 import SecureKeys
 

@@ -1,3 +1,4 @@
+package import DiskModel
 package import ProtectedStore
 import ProtectedData
 
@@ -10,7 +11,7 @@ public enum Shrinker {
     /// A run that did not record its commands (a long seed) has them drawn again from `seed`, up to the
     /// violation's step: the same seed gives the same commands.
     package static func minimize(
-        _ run: SimulationRun, seed: UInt64, plantedFault: DataController.PlantedFault? = nil
+        _ run: SimulationRun, seed: UInt64, plantedFault: PlantedFault? = nil
     ) async throws -> (commands: [ScenarioCommand], violation: Violation) {
         guard var violation = run.violation else { return (run.commands, Violation(step: 0, invariant: "", message: "", expectation: nil)) }
         var recorded = run.commands

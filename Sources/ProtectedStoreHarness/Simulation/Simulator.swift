@@ -1,3 +1,4 @@
+package import DiskModel
 import Foundation
 package import ProtectedStore
 import ProtectedData
@@ -132,7 +133,7 @@ public enum Simulator {
     /// `afterEachStep`, for tests, is called with the step's number, and the sizes of what the run still keeps,
     /// once its checks passed (to sample what the process holds while a long seed runs).
     package static func run(
-        seed: UInt64, steps: Int, plantedFault: DataController.PlantedFault? = nil, recording: Bool = true,
+        seed: UInt64, steps: Int, plantedFault: PlantedFault? = nil, recording: Bool = true,
         afterEachStep: ((Int, RetainedRecords) -> Void)? = nil
     ) async throws -> SimulationRun {
         var generator = CommandGenerator(seed: seed)
@@ -146,14 +147,14 @@ public enum Simulator {
 
     /// Runs exactly `commands`, with the same checks.
     package static func replay(
-        _ commands: [ScenarioCommand], seed: UInt64, plantedFault: DataController.PlantedFault? = nil
+        _ commands: [ScenarioCommand], seed: UInt64, plantedFault: PlantedFault? = nil
     ) async throws -> SimulationRun {
         var iterator = commands.makeIterator()
         return try await simulate(seed: seed, plantedFault: plantedFault, recording: true) { _ in iterator.next() }
     }
 
     private static func simulate(
-        seed: UInt64, plantedFault: DataController.PlantedFault?, recording: Bool,
+        seed: UInt64, plantedFault: PlantedFault?, recording: Bool,
         afterEachStep: ((Int, RetainedRecords) -> Void)? = nil, next: (SimulationModel) -> ScenarioCommand?
     ) async throws -> SimulationRun {
         let directory = try TemporaryStateDirectories.make(prefix: "protected-store-sim")

@@ -1,7 +1,7 @@
+package import DiskModel
+package import SystemPackage
 #if canImport(Glibc)
 import Glibc
-#elseif canImport(Darwin)
-import Darwin
 #endif
 
 /// The one seam between the project and the file system for every file it writes outside SQLite: key files,
@@ -16,19 +16,22 @@ import Darwin
 package enum DiskIO {
     /// A file open for writing (and reading), closed with ``close()``.
     package struct File {
-        /// The file descriptor.
-        package let descriptor: Int32
+        /// The open file.
+        package let fileDescriptor: FileDescriptor
         /// The path it was opened at, for errors.
         package let path: String
         private let disk: SimulatedDisk?
         private let handle: Int
 
-        fileprivate init(descriptor: Int32, path: String, disk: SimulatedDisk?, handle: Int) {
-            self.descriptor = descriptor
+        fileprivate init(_ fileDescriptor: FileDescriptor, path: String, disk: SimulatedDisk?, handle: Int) {
+            self.fileDescriptor = fileDescriptor
             self.path = path
             self.disk = disk
             self.handle = handle
         }
+
+        /// The raw descriptor, for the calls swift-system does not wrap (`flock`, `fstat`).
+        package var descriptor: Int32 { fileDescriptor.rawValue }
 
         /// Writes every byte at the current offset (at the end, for a file opened with `O_APPEND`), retrying
         /// short and interrupted writes.
@@ -46,23 +49,32 @@ package enum DiskIO {
                 var part = Array(bytes.prefix(count))
                 defer { secureZero(&part) }  // a key file's bytes, maybe
                 try writeAll(part)
-                throw SecureKeysError.io("cannot write", path: path, errno: ENOSPC)
+                throw SecureKeysError.io("cannot write", path: path, errno: Errno.noSpace)
             }
         }
 
         private func writeAll(_ bytes: [UInt8]) throws {
-            guard let disk else { return try SecureFile.writeAll(bytes, to: descriptor, path: path) }
-            var info = stat()
-            guard fstat(descriptor, &info) == 0 else { throw SecureKeysError.io("cannot stat", path: path, errno: errno) }
-            let size = Int(info.st_size)
+            guard let disk else { return try writeBytes(bytes) }
+            let size = try size()
             let appending = fcntl(descriptor, F_GETFL) & O_APPEND != 0
-            let offset = appending ? size : Int(lseek(descriptor, 0, SEEK_CUR))
+            var offset = size
+            if !appending {
+                do throws(Errno) { offset = Int(try systemCall { try fileDescriptor.seek(offset: 0, from: .current) }) } catch {
+                    throw SecureKeysError.io("cannot seek", path: path, errno: error)
+                }
+            }
             let previous = try read(from: offset, count: max(0, min(bytes.count, size - offset)))
-            try SecureFile.writeAll(bytes, to: descriptor, path: path)
+            try writeBytes(bytes)
             let recorded = bytes.withUnsafeBytes { new in
                 previous.withUnsafeBytes { disk.wrote(handle, offset: offset, bytes: new, previous: $0, sizeBefore: size) }
             }
-            guard recorded else { throw SecureKeysError.io("cannot write (the power was cut)", path: path, errno: EIO) }
+            guard recorded else { throw SecureKeysError.io("cannot write (the power was cut)", path: path, errno: Errno.ioError) }
+        }
+
+        private func writeBytes(_ bytes: [UInt8]) throws {
+            do throws(Errno) { try systemCall { try fileDescriptor.writeAll(bytes) } } catch {
+                throw SecureKeysError.io("cannot write", path: path, errno: error)
+            }
         }
 
         /// Cuts the file to `size` bytes.
@@ -73,17 +85,15 @@ package enum DiskIO {
             var removed: [UInt8] = []
             var sizeBefore = 0
             if disk != nil {
-                var info = stat()
-                guard fstat(descriptor, &info) == 0 else { throw SecureKeysError.io("cannot stat", path: path, errno: errno) }
-                sizeBefore = Int(info.st_size)
+                sizeBefore = try self.size()
                 removed = try read(from: size, count: max(0, sizeBefore - size))
             }
-            guard ftruncate(descriptor, off_t(size)) == 0 else {
-                throw SecureKeysError.io("cannot truncate", path: path, errno: errno)
+            do throws(Errno) { try systemCall { try fileDescriptor.resize(to: Int64(size)) } } catch {
+                throw SecureKeysError.io("cannot truncate", path: path, errno: error)
             }
             if let disk {
                 let recorded = removed.withUnsafeBytes { disk.truncated(handle, to: size, removed: $0, sizeBefore: sizeBefore) }
-                guard recorded else { throw SecureKeysError.io("cannot truncate (the power was cut)", path: path, errno: EIO) }
+                guard recorded else { throw SecureKeysError.io("cannot truncate (the power was cut)", path: path, errno: Errno.ioError) }
             }
         }
 
@@ -95,21 +105,27 @@ package enum DiskIO {
             try DiskIO.failIfPlanned(.sync, "cannot fsync", path: path)
             if let disk {
                 guard disk.synced(handle, purpose: purpose) else {
-                    throw SecureKeysError.io("cannot fsync (the power was cut)", path: path, errno: EIO)
+                    throw SecureKeysError.io("cannot fsync (the power was cut)", path: path, errno: Errno.ioError)
                 }
                 return
             }
-            guard fsync(descriptor) == 0 else { throw SecureKeysError.io("cannot fsync", path: path, errno: errno) }
+            do throws(Errno) { try fileDescriptor.sync() } catch { throw SecureKeysError.io("cannot fsync", path: path, errno: error) }
         }
 
         /// Closes the descriptor.
         package func close() {
             disk?.closed(handle)
-            _ = Glibc.close(descriptor)
+            try? fileDescriptor.close()
+        }
+
+        private func size() throws -> Int {
+            do throws(Errno) { return Int(try fileDescriptor.stat().size) } catch { throw SecureKeysError.io("cannot stat", path: path, errno: error) }
         }
 
         private func read(from offset: Int, count: Int) throws -> [UInt8] {
-            try SecureFile.readAll(from: descriptor, offset: offset, count: count, path: path)
+            do throws(Errno) { return try fileDescriptor.read(exactly: count, at: offset) } catch {
+                throw SecureKeysError.io("cannot read", path: path, errno: error)
+            }
         }
     }
 
@@ -122,14 +138,18 @@ package enum DiskIO {
         let disk = SimulatedDisk.covering(path)
         let existed = disk != nil && SecureFile.exists(path)
         let truncating = flags & O_TRUNC != 0
-        let descriptor = Glibc.open(path, (flags & ~O_TRUNC) | O_CLOEXEC | O_NOFOLLOW, mode_t(mode))
-        guard descriptor >= 0 else { throw SecureKeysError.io("cannot open", path: path, errno: errno) }
-        guard let disk else {
-            let file = File(descriptor: descriptor, path: path, disk: nil, handle: 0)
-            if truncating { try file.truncate(to: 0) }
-            return file
+        let options = FileDescriptor.OpenOptions(rawValue: (flags & ~O_ACCMODE & ~O_TRUNC) | O_CLOEXEC | O_NOFOLLOW)
+        let descriptor: FileDescriptor
+        do throws(Errno) {
+            descriptor = try systemCall {
+                try FileDescriptor.open(
+                    FilePath(path), FileDescriptor.AccessMode(rawValue: flags & O_ACCMODE), options: options,
+                    permissions: FilePermissions(rawValue: mode_t(mode)))
+            }
+        } catch {
+            throw SecureKeysError.io("cannot open", path: path, errno: error)
         }
-        let file = File(descriptor: descriptor, path: path, disk: disk, handle: disk.opened(path, created: !existed))
+        let file = File(descriptor, path: path, disk: disk, handle: disk?.opened(path, created: !existed) ?? 0)
         if truncating { try file.truncate(to: 0) }
         return file
     }
@@ -143,10 +163,13 @@ package enum DiskIO {
             disk.syncedDirectory(path, purpose: purpose)
             return
         }
-        let descriptor = Glibc.open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard descriptor >= 0 else { throw SecureKeysError.io("cannot open directory", path: path, errno: errno) }
-        defer { _ = Glibc.close(descriptor) }
-        guard fsync(descriptor) == 0 else { throw SecureKeysError.io("cannot fsync directory", path: path, errno: errno) }
+        let directory: FileDescriptor
+        do throws(Errno) { directory = try systemCall { try FileDescriptor.open(FilePath(path), .readOnly, options: [.directory, .closeOnExec]) } } catch {
+            throw SecureKeysError.io("cannot open directory", path: path, errno: error)
+        }
+        do throws(Errno) { try systemCall { try directory.closeAfter { try directory.sync() } } } catch {
+            throw SecureKeysError.io("cannot fsync directory", path: path, errno: error)
+        }
     }
 
     /// `rename(from, to)`, replacing `to`.
@@ -154,8 +177,10 @@ package enum DiskIO {
     /// - Throws: `SecureKeysError.Code.ioError` naming `to`.
     package static func rename(_ from: String, to: String) throws {
         try failIfPlanned(.rename, "cannot rename onto", path: to)
-        try SimulatedDisk.covering(to)?.willRename(from, to: to)
-        guard Glibc.rename(from, to) == 0 else { throw SecureKeysError.io("cannot rename onto", path: to, errno: errno) }
+        do throws(DiskError) { try SimulatedDisk.covering(to)?.willRename(from, to: to) } catch { throw SecureKeysError(error) }
+        do throws(Errno) { try retryOnInterrupt { Glibc.rename(from, to) } } catch {
+            throw SecureKeysError.io("cannot rename onto", path: to, errno: error)
+        }
     }
 
     /// `link(from, to)`: a second name for a file; fails with `EEXIST` rather than replace `to`.
@@ -163,10 +188,9 @@ package enum DiskIO {
     /// - Throws: `SecureKeysError.Code.alreadyExists` when `to` exists, `SecureKeysError.Code.ioError` otherwise.
     package static func link(_ from: String, to: String) throws {
         try failIfPlanned(.link, "cannot create", path: to)
-        guard Glibc.link(from, to) == 0 else {
-            let code = errno
-            if code == EEXIST { throw SecureKeysError.alreadyExists(path: to) }
-            throw SecureKeysError.io("cannot create", path: to, errno: code)
+        do throws(Errno) { try retryOnInterrupt { Glibc.link(from, to) } } catch {
+            if error == .fileExists { throw SecureKeysError.alreadyExists(path: to) }
+            throw SecureKeysError.io("cannot create", path: to, errno: error)
         }
         SimulatedDisk.covering(to)?.linked(from, to: to)
     }
@@ -176,10 +200,10 @@ package enum DiskIO {
     /// - Throws: `SecureKeysError.Code.ioError` when it exists and cannot be removed.
     package static func unlink(_ path: String) throws {
         try failIfPlanned(.unlink, "cannot remove", path: path)
-        try SimulatedDisk.covering(path)?.willRemove(path)
-        guard Glibc.unlink(path) == 0 || errno == ENOENT else {
-            throw SecureKeysError.io("cannot remove", path: path, errno: errno)
-        }
+        do throws(DiskError) { try SimulatedDisk.covering(path)?.willRemove(path) } catch { throw SecureKeysError(error) }
+        do throws(Errno) { try retryOnInterrupt { Glibc.unlink(path) } } catch where error != .noSuchFileOrDirectory {
+            throw SecureKeysError.io("cannot remove", path: path, errno: error)
+        } catch {}
     }
 
     /// Removes the empty folder at `path`; a missing one is not an error. Counted as an unlink.
@@ -187,10 +211,10 @@ package enum DiskIO {
     /// - Throws: `SecureKeysError.Code.ioError` when it exists and cannot be removed (not empty, among others).
     package static func removeDirectory(_ path: String) throws {
         try failIfPlanned(.unlink, "cannot remove", path: path)
-        try SimulatedDisk.covering(path)?.willRemove(path)
-        guard rmdir(path) == 0 || errno == ENOENT else {
-            throw SecureKeysError.io("cannot remove", path: path, errno: errno)
-        }
+        do throws(DiskError) { try SimulatedDisk.covering(path)?.willRemove(path) } catch { throw SecureKeysError(error) }
+        do throws(Errno) { try retryOnInterrupt { rmdir(path) } } catch where error != .noSuchFileOrDirectory {
+            throw SecureKeysError.io("cannot remove", path: path, errno: error)
+        } catch {}
     }
 
     /// Creates the folder at `path`; an existing one is not an error.
@@ -200,9 +224,9 @@ package enum DiskIO {
     @discardableResult
     package static func makeDirectory(_ path: String, mode: UInt32 = 0o700) throws -> Bool {
         try failIfPlanned(.makeDirectory, "cannot create directory", path: path)
-        guard mkdir(path, mode_t(mode)) == 0 else {
-            if errno == EEXIST { return false }
-            throw SecureKeysError.io("cannot create directory", path: path, errno: errno)
+        do throws(Errno) { try retryOnInterrupt { mkdir(path, mode_t(mode)) } } catch {
+            if error == .fileExists { return false }
+            throw SecureKeysError.io("cannot create directory", path: path, errno: error)
         }
         SimulatedDisk.covering(path)?.madeDirectory(path)
         return true
@@ -213,7 +237,7 @@ package enum DiskIO {
         switch DiskFaultPlan.action(for: call, path: path) {
         case nil: return
         case .fail(let code): throw SecureKeysError.io(operation, path: path, errno: code)
-        case .writePart: throw SecureKeysError.io(operation, path: path, errno: ENOSPC)  // only writes are short
+        case .writePart: throw SecureKeysError.io(operation, path: path, errno: Errno.noSpace)  // only writes are short
         }
     }
 }

@@ -1,7 +1,6 @@
+import DiskModel
 #if canImport(Glibc)
 import Glibc
-#elseif canImport(Darwin)
-import Darwin
 #endif
 
 /// The check every folder holding keys passes before anything in it is used: owned by this user, writable by
@@ -76,10 +75,10 @@ package enum PrivateDirectory {
     ///
     /// - Throws: as ``check(_:ancestors:)``.
     package static func checkFoldersAbove(_ path: String) throws {
-        var parent = folder(containing: withoutTrailingSlashes(path))
+        var parent = DiskPath.folder(containing: withoutTrailingSlashes(path))
         var info = stat()
         while lstat(parent, &info) != 0 && errno == ENOENT && parent != "/" && parent != "." {
-            parent = folder(containing: parent)
+            parent = DiskPath.folder(containing: parent)
         }
         guard let resolved = realpath(parent, nil) else {
             throw SecureKeysError.io("cannot resolve the folder holding", path: path, errno: errno)
@@ -105,14 +104,8 @@ package enum PrivateDirectory {
                     path: path)
             }
             guard folder != "/" else { return }
-            folder = self.folder(containing: folder)
+            folder = DiskPath.folder(containing: folder)
         }
-    }
-
-    /// The folder holding `path` (`/` for a top-level one, `.` for a bare name).
-    private static func folder(containing path: String) -> String {
-        guard let slash = path.lastIndex(of: "/") else { return "." }
-        return slash == path.startIndex ? "/" : String(path[..<slash])
     }
 
     /// `path` without the trailing slashes that would make `open` follow a final link.

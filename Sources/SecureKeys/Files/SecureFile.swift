@@ -1,9 +1,7 @@
-import Foundation
-
+package import DiskModel
+import SystemPackage
 #if canImport(Glibc)
 import Glibc
-#elseif canImport(Darwin)
-import Darwin
 #endif
 
 /// Key files on disk: private permissions, atomic replacement, and reads that refuse what is not a plain file.
@@ -12,7 +10,8 @@ import Darwin
 /// `rename` it over the target, then `fsync` the directory so the rename itself is durable. A crash at any
 /// point leaves either the old file or the new one, never a mix.
 package enum SecureFile {
-    /// The steps of ``writeAtomically(_:to:replacing:)``, in order, where a simulated crash can stop it.
+    /// The steps of ``writeAtomically(_:to:replacing:)``, in order, where a simulated crash can stop it
+    /// (`FaultPoint.atomicWrite(_:)`).
     package enum WriteStep: String, Sendable, CaseIterable {
         case createdTemporary = "created-temporary"
         case wroteTemporary = "wrote-temporary"
@@ -21,21 +20,8 @@ package enum SecureFile {
         case syncedDirectory = "synced-directory"
     }
 
-    /// A crash simulated at a ``WriteStep``: the write stops there and, as in a real crash, nothing is
-    /// cleaned up. For crash-consistency tests only.
-    package struct SimulatedCrash: Error, Sendable, Equatable {
-        package let step: WriteStep
-        package init(step: WriteStep) { self.step = step }
-    }
-
-    /// Set (for the current task only) to make the next atomic writes stop at that step, as a crash would.
-    @TaskLocal package static var crashPoint: WriteStep?
-    /// With ``crashPoint``: only atomic writes to a path ending so stop (`nil`: every one).
-    @TaskLocal package static var crashPathSuffix: String?
-
     private static func crashIfRequested(at step: WriteStep, path: String) throws {
-        guard crashPoint == step, crashPathSuffix.map({ path.hasSuffix($0) }) ?? true else { return }
-        throw SimulatedCrash(step: step)
+        try FaultPoint.reach(.atomicWrite(step), path: path)
     }
 
     /// Files holding keys: owner read/write only.
@@ -160,15 +146,9 @@ package enum SecureFile {
     ///
     /// - Throws: `SecureKeysError.Code.ioError` naming `path`, also when the file ends before `count` bytes.
     package static func readAll(from descriptor: Int32, offset: Int, count: Int, path: String) throws -> [UInt8] {
-        var bytes = [UInt8](repeating: 0, count: count)
-        var done = 0
-        while done < count {
-            let got = bytes.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress! + done, count - done, off_t(offset + done)) }
-            if got < 0, errno == EINTR { continue }
-            guard got > 0 else { throw SecureKeysError.io("cannot read", path: path, errno: got < 0 ? errno : EIO) }
-            done += got
+        do throws(Errno) { return try FileDescriptor(rawValue: descriptor).read(exactly: count, at: offset) } catch {
+            throw SecureKeysError.io("cannot read", path: path, errno: error)
         }
-        return bytes
     }
 
     /// Reads a file that holds a raw secret straight into guarded memory, zeroing the temporary copy.
@@ -224,27 +204,15 @@ package enum SecureFile {
         try crashIfRequested(at: .syncedDirectory, path: path)
     }
 
-    /// Writes every byte of `bytes` to an open file, retrying short and interrupted writes.
-    ///
-    /// - Throws: `SecureKeysError.Code.ioError` naming `path`.
-    package static func writeAll(_ bytes: [UInt8], to descriptor: Int32, path: String) throws {
-        var done = 0
-        while done < bytes.count {
-            let count = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress! + done, $0.count - done) }
-            if count < 0, errno == EINTR { continue }
-            guard count > 0 else { throw SecureKeysError.io("cannot write", path: path, errno: errno) }
-            done += count
-        }
-    }
-
-    /// The folder that holds `path` (`.` for a bare file name).
+    /// The folder that holds `path` (`.` for a bare file name), the key layer's name for
+    /// `DiskPath.folder(containing:)`.
     package static func folder(containing path: String) -> String {
-        let folder = (path as NSString).deletingLastPathComponent
-        return folder.isEmpty ? "." : folder
+        DiskPath.folder(containing: path)
     }
+}
 
-    /// `fsync`s a directory so that a rename or a new entry in it survives a crash.
-    package static func syncDirectory(_ path: String) throws {
-        try DiskIO.syncDirectory(path)
-    }
+extension FaultPoint {
+    /// An atomic write of a key file (``SecureFile/writeAtomically(_:to:replacing:)``) at `step`; a plan's path
+    /// suffix picks the file.
+    package static func atomicWrite(_ step: SecureFile.WriteStep) -> FaultPoint { FaultPoint("atomic-write \(step.rawValue)") }
 }

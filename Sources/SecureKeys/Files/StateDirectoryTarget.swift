@@ -2,8 +2,6 @@ import Foundation
 
 #if canImport(Glibc)
 import Glibc
-#elseif canImport(Darwin)
-import Darwin
 #endif
 
 /// The check a file written for the user to take away (a backup, an export) passes before it is written: it

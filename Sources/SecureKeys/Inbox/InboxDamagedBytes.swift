@@ -72,7 +72,7 @@ package enum InboxDamagedBytes {
                 copied += span.length
             }
             try file.sync()
-            if !existed { try SecureFile.syncDirectory(SecureFile.folder(containing: path)) }
+            if !existed { try DiskIO.syncDirectory(SecureFile.folder(containing: path)) }
         } catch {
             // Best effort: what was written of a failed copy is not a span; the inbox keeps the bytes.
             try? file.truncate(to: size)

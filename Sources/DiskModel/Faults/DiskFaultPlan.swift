@@ -1,8 +1,7 @@
 import StoreConcurrency
+package import SystemPackage
 #if canImport(Glibc)
 import Glibc
-#elseif canImport(Darwin)
-import Darwin
 #endif
 
 /// A planned I/O failure: the N-th file-system call under a folder fails as a full disk, a failing disk or a
@@ -83,8 +82,8 @@ package final class DiskFaultPlan: @unchecked Sendable {
 
     /// What a counted call must do instead of its work.
     package enum Action: Sendable, Equatable {
-        /// Fail with this `errno`, doing nothing.
-        case fail(errno: Int32)
+        /// Fail with this error number, doing nothing.
+        case fail(errno: Errno)
         /// Write the first `count` bytes of the write, then fail with `ENOSPC`.
         case writePart(count: Int)
     }
@@ -117,7 +116,7 @@ package final class DiskFaultPlan: @unchecked Sendable {
         var seen = 0
         var failures: [Failure] = []
         var powerCutReport: SimulatedDisk.PowerCutReport?
-        var powerCutError: SecureKeysError?
+        var powerCutError: DiskError?
         /// The planned cut was decided (it may still be running on another thread).
         var cutStarted = false
         var isArmed = true
@@ -134,23 +133,22 @@ package final class DiskFaultPlan: @unchecked Sendable {
     ///   - persistence: whether the calls after it fail too (a power cut always makes them fail).
     ///   - calls: the kinds of call counted (all of them by default; a short-write sweep counts writes only).
     /// - Returns: the plan, armed until ``disarm()``.
-    /// - Throws: `SecureKeysError.Code.invalidArgument` for an ordinal below 1, an empty set of calls, or a
+    /// - Throws: ``DiskError/invalidArgument(message:path:)`` for an ordinal below 1, an empty set of calls, or a
     ///   power cut planned where no ``SimulatedDisk`` covers `root`.
     @discardableResult
     package static func arm(
         under root: String, failingCall: Int, fault: Fault, persistence: Persistence = .transient,
         calls: Set<Call> = Set(Call.allCases)
-    ) throws -> DiskFaultPlan {
+    ) throws(DiskError) -> DiskFaultPlan {
         guard failingCall >= 1 else {
-            throw SecureKeysError(code: .invalidArgument, message: "a fault plan fails call 1 or later, not \(failingCall)")
+            throw .invalidArgument(message: "a fault plan fails call 1 or later, not \(failingCall)")
         }
         guard !calls.isEmpty else {
-            throw SecureKeysError(code: .invalidArgument, message: "a fault plan needs at least one kind of call to count")
+            throw .invalidArgument(message: "a fault plan needs at least one kind of call to count")
         }
-        let root = SimulatedDisk.normalize(root)
+        let root = DiskPath.normalize(root)
         if case .powerCut = fault, SimulatedDisk.covering(root) == nil {
-            throw SecureKeysError(
-                code: .invalidArgument, message: "a power cut needs a simulated disk covering the folder", path: root)
+            throw .invalidArgument(message: "a power cut needs a simulated disk covering the folder", path: root)
         }
         let plan = DiskFaultPlan(root: root, calls: calls, failingCall: failingCall, fault: fault, persistence: persistence)
         registry.withLock { $0.append(plan) }
@@ -188,7 +186,7 @@ package final class DiskFaultPlan: @unchecked Sendable {
     package var powerCutReport: SimulatedDisk.PowerCutReport? { state.withLock { $0.powerCutReport } }
 
     /// Why the planned power cut could not rewrite the folder, if it could not (the call failed anyway).
-    package var powerCutError: SecureKeysError? { state.withLock { $0.powerCutError } }
+    package var powerCutError: DiskError? { state.withLock { $0.powerCutError } }
 
     // MARK: Asked by DiskIO and the SQLite VFS
 
@@ -199,7 +197,7 @@ package final class DiskFaultPlan: @unchecked Sendable {
     package static func isArmed(over path: String) -> Bool {
         registry.withLock { plans in
             guard !plans.isEmpty else { return false }
-            let absolute = SimulatedDisk.normalize(path)
+            let absolute = DiskPath.normalize(path)
             return plans.contains { absolute == $0.root || absolute.hasPrefix($0.root + "/") }
         }
     }
@@ -215,11 +213,11 @@ package final class DiskFaultPlan: @unchecked Sendable {
     package static func action(for kind: Call, path: String, byteCount: Int = 0) -> Action? {
         let plan: DiskFaultPlan? = registry.withLock { plans in
             guard !plans.isEmpty else { return nil }
-            let absolute = SimulatedDisk.normalize(path)
+            let absolute = DiskPath.normalize(path)
             return plans.first { absolute == $0.root || absolute.hasPrefix($0.root + "/") }
         }
         guard let plan else { return nil }
-        return plan.count(kind, path: SimulatedDisk.normalize(path), byteCount: byteCount)
+        return plan.count(kind, path: DiskPath.normalize(path), byteCount: byteCount)
     }
 
     private func count(_ kind: Call, path: String, byteCount: Int) -> Action? {
@@ -240,13 +238,13 @@ package final class DiskFaultPlan: @unchecked Sendable {
             guard fails else { return .none }
             progress.failures.append(Failure(ordinal: ordinal, call: kind, path: path))
             switch fault {
-            case .noSpace: return .act(.fail(errno: ENOSPC))
-            case .ioError: return .act(.fail(errno: EIO))
+            case .noSpace: return .act(.fail(errno: .noSpace))
+            case .ioError: return .act(.fail(errno: .ioError))
             case .shortWrite:
-                guard kind == .write, firstFailure, byteCount > 1 else { return .act(.fail(errno: ENOSPC)) }
+                guard kind == .write, firstFailure, byteCount > 1 else { return .act(.fail(errno: .noSpace)) }
                 return .act(.writePart(count: max(1, byteCount / 2)))
             case .powerCut(let mode, let seed):
-                if alreadyCut { return .act(.fail(errno: EIO)) }
+                if alreadyCut { return .act(.fail(errno: .ioError)) }
                 progress.cutStarted = true
                 return .cut(mode, seed)
             }
@@ -259,18 +257,16 @@ package final class DiskFaultPlan: @unchecked Sendable {
         case .cut(let mode, let seed):
             // Outside the lock: the cut takes the disk's own locks, and SQLite's callbacks may be on this stack.
             var random = SplitMix64(seed: seed)
-            do {
+            do throws(DiskError) {
                 guard let disk = SimulatedDisk.covering(root) else {
-                    throw SecureKeysError.io("no simulated disk covers the folder to cut", path: root, errno: ENODEV)
+                    throw .io(operation: "no simulated disk covers the folder to cut", path: root, errno: .operationNotSupportedByDevice)
                 }
                 let report = try disk.powerCut(mode, random: &random)
                 state.withLock { $0.powerCutReport = report }
             } catch {
-                let failure = error as? SecureKeysError
-                    ?? SecureKeysError.io("the planned power cut failed: \(error)", path: root, errno: EIO)
-                state.withLock { $0.powerCutError = failure }
+                state.withLock { $0.powerCutError = error }
             }
-            return .fail(errno: EIO)
+            return .fail(errno: .ioError)
         }
     }
 }

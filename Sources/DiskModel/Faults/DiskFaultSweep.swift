@@ -88,7 +88,7 @@ package enum DiskFaultSweep {
     ///   - operation: the operation under the fault.
     ///   - check: what must hold after the round (retry, relaunch, reboot).
     /// - Returns: what the sweep covered.
-    /// - Throws: what `setUp` or `check` throw, or `SecureKeysError.Code.invalidArgument` when the operation
+    /// - Throws: what `setUp` or `check` throw, or ``DiskError/invalidArgument(message:path:)`` when the operation
     ///   still made calls after `limit` rounds.
     package static func run<Fixture>(
         _ kind: Kind, limit: Int = 1000, isolation: isolated (any Actor)? = #isolation,
@@ -113,6 +113,6 @@ package enum DiskFaultSweep {
                 return report
             }
         }
-        throw SecureKeysError(code: .invalidArgument, message: "the operation still made file-system calls after \(limit) rounds")
+        throw DiskError.invalidArgument(message: "the operation still made file-system calls after \(limit) rounds")
     }
 }

@@ -1,0 +1,26 @@
+import DiskModel
+import Testing
+
+@testable import SecureKeys
+
+/// The path arithmetic the key files, the private-folder check and the disk model share.
+@Suite("Disk paths")
+struct DiskPathTests {
+    @Test("The folder holding a path: its parent, / for a top-level entry, . for a bare name, trailing slashes ignored")
+    func folderContaining() {
+        #expect(DiskPath.folder(containing: "/home/me/state/app.sqlite.key") == "/home/me/state")
+        #expect(DiskPath.folder(containing: "/state") == "/")
+        #expect(DiskPath.folder(containing: "/") == "/")
+        #expect(DiskPath.folder(containing: "app.sqlite") == ".")
+        #expect(DiskPath.folder(containing: "state/keys/") == "state")
+        #expect(DiskPath.folder(containing: "state//keybag") == "state")
+        #expect(SecureFile.folder(containing: "/home/me/state/keybag") == "/home/me/state")
+    }
+
+    @Test("A normalized path is absolute, without . or .. or doubled slashes")
+    func normalize() {
+        #expect(DiskPath.normalize("/a//b/./c/../d") == "/a/b/d")
+        #expect(DiskPath.normalize("/") == "/")
+        #expect(DiskPath.normalize("relative").hasSuffix("/relative"))
+    }
+}
