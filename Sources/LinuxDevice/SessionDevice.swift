@@ -7,7 +7,7 @@ import StoreConcurrency
 
 /// A real device on a Linux desktop, locked by the user's session.
 ///
-/// It runs the keybag state machine of a `SimulatedDevice` (passcode, class keys, grace period, wrong-passcode
+/// It runs the keybag state machine of a `KeybagDevice` (passcode, class keys, grace period, wrong-passcode
 /// delays, persisted in a state directory) on the real clock (`ContinuousClock`), locked by the user's session
 /// through a ``SessionLockSource``.
 ///
@@ -25,7 +25,7 @@ import StoreConcurrency
 /// reboot). Call ``close()`` when done: it stops the lock source and powers the device off.
 public final class SessionDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     /// The keybag state machine.
-    public let device: SimulatedDevice
+    public let device: KeybagDevice
     /// The session's lock, followed on its own thread.
     public let lockSource: SessionLockSource
     private let sessionEvents: EventHub<SessionLockEvent>
@@ -44,10 +44,10 @@ public final class SessionDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     ///   - keyStore: where the device key is kept; `nil`: sealed by the machine's TPM when one answers at
     ///     `TPMDeviceKeyStore.defaultTCTI`, else a 0600 file (`TPMDeviceKeyStore.automatic(for:tcti:)`).
     /// - Throws: `DeviceError.Code.noBus`, `DeviceError.Code.noLogind`, `DeviceError.Code.noSession`
-    ///   before anything is written; then as `SimulatedDevice/setUp(in:passcode:configuration:clock:random:ownership:allowsEmptyPasscode:)`
+    ///   before anything is written; then as `KeybagDevice/setUp(in:passcode:configuration:clock:random:ownership:allowsEmptyPasscode:)`
     ///   (`DeviceError.Code.deviceExists`: a device is never replaced).
     public static func setUp(
-        in directory: String, passcode: SecureBytes, configuration: SimulatedDevice.Configuration = .init(),
+        in directory: String, passcode: SecureBytes, configuration: KeybagDevice.Configuration = .init(),
         systemBus: Bus = .system, sessionBus: Bus? = .session, keyStore: (any DeviceKeyStore)? = nil
     ) throws -> SessionDevice {
         try SessionDevice(systemBus: systemBus, sessionBus: sessionBus) {
@@ -66,7 +66,7 @@ public final class SessionDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     ///   - keyStore: where the device key is kept; `nil`: the store the device's files say it uses
     ///     (`TPMDeviceKeyStore.automatic(for:tcti:)`).
     /// - Throws: `DeviceError.Code.noBus`, `DeviceError.Code.noLogind`, `DeviceError.Code.noSession`;
-    ///   as `SimulatedDevice/init(bootingFrom:clock:random:ownership:)` (`DeviceError.Code.noDevice` when
+    ///   as `KeybagDevice/init(bootingFrom:clock:random:ownership:)` (`DeviceError.Code.noDevice` when
     ///   nothing was set up: set up explicitly, it is never done here).
     public convenience init(
         bootingFrom directory: String, systemBus: Bus = .system, sessionBus: Bus? = .session,
@@ -79,7 +79,7 @@ public final class SessionDevice: KeyAvailabilityMonitor, StoreKeyProvider {
 
     /// How the keybag state machine is made.
     private enum Making {
-        case setUp(passcode: SecureBytes, configuration: SimulatedDevice.Configuration)
+        case setUp(passcode: SecureBytes, configuration: KeybagDevice.Configuration)
         case boot
     }
 
@@ -88,14 +88,14 @@ public final class SessionDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     /// It is where its key store is chosen.
     private static func makeDevice(
         _ making: Making, in directory: String, keyStore: (any DeviceKeyStore)?
-    ) throws -> SimulatedDevice {
+    ) throws -> KeybagDevice {
         let keyStore = keyStore ?? TPMDeviceKeyStore.automatic(for: directory)
         switch making {
         case .setUp(let passcode, let configuration):
-            return try SimulatedDevice.setUp(
+            return try KeybagDevice.setUp(
                 in: directory, passcode: passcode, configuration: configuration, clock: ContinuousClock(), keyStore: keyStore)
         case .boot:
-            return try SimulatedDevice(bootingFrom: directory, clock: ContinuousClock(), keyStore: keyStore)
+            return try KeybagDevice(bootingFrom: directory, clock: ContinuousClock(), keyStore: keyStore)
         }
     }
 
@@ -103,7 +103,7 @@ public final class SessionDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     ///
     /// Nothing is written if the session cannot be followed. A lock seen in between is applied as soon as the device
     /// exists.
-    private init(systemBus: Bus, sessionBus: Bus?, makeDevice: () throws -> SimulatedDevice) throws {
+    private init(systemBus: Bus, sessionBus: Bus?, makeDevice: () throws -> KeybagDevice) throws {
         let target = LockTarget()
         let hub = EventHub<SessionLockEvent>()
         let logger = LogSubsystem.device.makeLogger()
@@ -117,7 +117,7 @@ public final class SessionDevice: KeyAvailabilityMonitor, StoreKeyProvider {
             hub.enqueue(event)
             hub.deliverPending()
         }
-        let device: SimulatedDevice
+        let device: KeybagDevice
         do {
             device = try makeDevice()
         } catch {
@@ -144,7 +144,7 @@ public final class SessionDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     ///
     /// - Throws: `DeviceError.Code.noBus` when the system bus was lost, before or during the unlock (the device
     ///   is locked then, and the passcode was not tried when it was lost before); otherwise as
-    ///   `SimulatedDevice/unlock(passcode:)`.
+    ///   `KeybagDevice/unlock(passcode:)`.
     public func unlock(passcode: SecureBytes) throws {
         let systemBus = lockSource.status.systemBus
         guard lockSource.status.connected else { throw DeviceError.busLost(systemBus) }
@@ -160,7 +160,7 @@ public final class SessionDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     public func lock() { device.lock() }
 
     /// Whether the device is locked, and what its keys are doing.
-    public var lockState: SimulatedDevice.LockState { device.lockState }
+    public var lockState: KeybagDevice.LockState { device.lockState }
 
     /// Registers `handler` for every later session event, on the lock source's thread.
     ///
@@ -206,14 +206,14 @@ public final class SessionDevice: KeyAvailabilityMonitor, StoreKeyProvider {
 
     /// Creates a new store's key on the device.
     ///
-    /// - Throws: as `SimulatedDevice/createStoreKey(forStoreAt:protectionClass:)`.
+    /// - Throws: as `KeybagDevice/createStoreKey(forStoreAt:protectionClass:)`.
     public func createStoreKey(forStoreAt storePath: String, protectionClass: ProtectionClass) throws -> SecureBytes {
         try device.createStoreKey(forStoreAt: storePath, protectionClass: protectionClass)
     }
 
     /// What the device records of the store's key (its key file's header), or `nil` without one.
     ///
-    /// - Throws: as `SimulatedDevice/storeKeyRecord(forStoreAt:)`.
+    /// - Throws: as `KeybagDevice/storeKeyRecord(forStoreAt:)`.
     public func storeKeyRecord(forStoreAt storePath: String) throws -> StoreKeyRecord? {
         try device.storeKeyRecord(forStoreAt: storePath)
     }
@@ -230,21 +230,21 @@ public final class SessionDevice: KeyAvailabilityMonitor, StoreKeyProvider {
 /// ``attach(_:sessionLocked:)``, with no grace period, as is the session's lock then.
 private final class LockTarget: Sendable {
     private struct State {
-        var device: SimulatedDevice?
+        var device: KeybagDevice?
         var lockedBeforeAttach = false
     }
 
     private let state = LockedState(State())
 
     func lock() {
-        let device = state.withLock { state -> SimulatedDevice? in
+        let device = state.withLock { state -> KeybagDevice? in
             if state.device == nil { state.lockedBeforeAttach = true }
             return state.device
         }
         device?.lock()
     }
 
-    func attach(_ device: SimulatedDevice, sessionLocked: Bool) {
+    func attach(_ device: KeybagDevice, sessionLocked: Bool) {
         let locks = state.withLock { state -> Bool in
             state.device = device
             return state.lockedBeforeAttach || sessionLocked

@@ -88,7 +88,7 @@ public enum DeviceKeyStoreKind: String, Sendable, Hashable, CaseIterable, Custom
 /// The key is the secret every class key is entangled with (<doc:/SecureKeys/KeyFileFormats>, "Keybag").
 ///
 /// A store never replaces a key it keeps and never writes one unwrapped except as ``FileDeviceKeyStore``
-/// does by definition. ``SimulatedDevice`` takes one at set-up and boot; ``FileDeviceKeyStore`` is the default.
+/// does by definition. ``KeybagDevice`` takes one at set-up and boot; ``FileDeviceKeyStore`` is the default.
 public protocol DeviceKeyStore: Sendable {
     /// Which kind of store this is, and so which file of ``DeviceKeyFiles`` it keeps.
     var kind: DeviceKeyStoreKind { get }

@@ -2,7 +2,7 @@ public import SecureKeys
 
 /// The one set of rules a device's settings and passcodes obey, whoever asks.
 ///
-/// The command line and the scenario parser check them early to name the option. ``SimulatedDevice`` checks them
+/// The command line and the scenario parser check them early to name the option. ``KeybagDevice`` checks them
 /// again at set-up and at a passcode change, so a device agent's client, or a library caller, cannot get past
 /// them. The device state file is range-checked against the same limits when it is read.
 public enum DeviceRules: Sendable {
@@ -88,7 +88,7 @@ public enum DeviceRules: Sendable {
     /// Checks every setting of a configuration.
     ///
     /// - Throws: `DeviceError.Code.invalidDeviceSetting` naming the first that is out of range.
-    public static func check(_ configuration: SimulatedDevice.Configuration) throws(DeviceError) {
+    public static func check(_ configuration: KeybagDevice.Configuration) throws(DeviceError) {
         try checkGracePeriod(configuration.gracePeriod)
         try checkWipeAfterFailures(configuration.attemptPolicy.wipeAfterFailures)
     }

@@ -34,7 +34,7 @@ public final class ProtectedStoreTestEnvironment {
     /// The passcode the device was set up with.
     public let passcode: String
     /// The device, a new instance after ``reboot()``.
-    public private(set) var device: SimulatedDevice
+    public private(set) var device: KeybagDevice
     /// Controllers made by ``makeController(_:queueCapacity:)`` that are still alive.
     private var controllers: [DataController] = []
 
@@ -47,7 +47,7 @@ public final class ProtectedStoreTestEnvironment {
     public init(passcode: String = "1234", gracePeriod: Duration = .seconds(10)) throws {
         self.passcode = passcode
         stateDirectory = NSTemporaryDirectory() + "protected-store-testing-\(UUID().uuidString)"
-        device = try SimulatedDevice.setUp(
+        device = try KeybagDevice.setUp(
             in: stateDirectory, passcode: try SecureBytes(utf8: passcode),
             configuration: .init(gracePeriod: gracePeriod, kdf: .minimal), clock: clock)
     }
@@ -158,6 +158,6 @@ public final class ProtectedStoreTestEnvironment {
         controllers.removeAll()
         device.powerOff()
         try whileOff()
-        device = try SimulatedDevice(bootingFrom: stateDirectory, clock: clock)
+        device = try KeybagDevice(bootingFrom: stateDirectory, clock: clock)
     }
 }

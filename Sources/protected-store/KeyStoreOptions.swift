@@ -136,7 +136,7 @@ extension ProtectedStoreCommand.Device {
         private func moveKeybag() throws {
             let ownership = try StateDirectoryLock.acquire(stateDirectory)
             defer { ownership.release() }
-            let device = try SimulatedDevice(bootingFrom: stateDirectory, keyStore: TPMDeviceKeyStore(tcti: tcti), ownership: ownership)
+            let device = try KeybagDevice(bootingFrom: stateDirectory, keyStore: TPMDeviceKeyStore(tcti: tcti), ownership: ownership)
             defer { device.powerOff() }
             guard device.keybagVersion == Keybag.formatVersion else {
                 print("keybag: version 2 already: the TPM checks the passcode")

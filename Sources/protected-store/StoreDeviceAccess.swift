@@ -65,9 +65,9 @@ struct StoreDeviceAccess {
             return StoreDeviceAccess(keys: agent, end: { agent.disconnect() })
         }
         let ownership = try StateDirectoryLock.acquire(directory)
-        let device: SimulatedDevice
+        let device: KeybagDevice
         do {
-            device = try SimulatedDevice(
+            device = try KeybagDevice(
                 bootingFrom: directory, keyStore: options.keyStore.store(for: directory), ownership: ownership)
         } catch {
             ownership.release()

@@ -51,7 +51,7 @@ struct Timeline {
     }
 
     /// The state after the step, in the reader's words, then a blank line.
-    func state(device: SimulatedDevice?, controller: DataController?) {
+    func state(device: KeybagDevice?, controller: DataController?) {
         let phone = device.map { Self.words(for: $0.lockState) } ?? "not set up"
         var parts = ["phone: \(phone)"]
         if let controller {
@@ -66,7 +66,7 @@ struct Timeline {
     }
 
     /// The lock state as someone holding the phone would say it.
-    static func words(for state: SimulatedDevice.LockState) -> String {
+    static func words(for state: KeybagDevice.LockState) -> String {
         switch state {
         case .beforeFirstUnlock: "restarted, passcode not typed yet"
         case .unlocked: "unlocked"

@@ -10,11 +10,11 @@ import Testing
 /// The app's own key source of the article's test — here the simulated device behind it, locked with no grace
 /// period, on a temporary state directory.
 final class MyKeychainKeySource: KeyAvailabilityMonitor, StoreKeyProvider {
-    private let device: SimulatedDevice
+    private let device: KeybagDevice
     private let passcode = "1234"
 
     init(service: String) throws {
-        device = try SimulatedDevice.setUp(
+        device = try KeybagDevice.setUp(
             in: temporaryStateDirectory(), passcode: SecureBytes(utf8: passcode),
             configuration: .init(gracePeriod: .zero, kdf: .minimal))
     }

@@ -35,7 +35,7 @@ struct ReadmeAppDelegateSnippet {
         let dataController: DataController
         var observation: DataController.Observation?
 
-        init(keys: any DataController.KeySource) {   // a SimulatedDevice in this package; an OS-backed source in an app
+        init(keys: any DataController.KeySource) {   // a KeybagDevice in this package; an OS-backed source in an app
             dataController = DataController(
                 configuration: .init(store: StoreConfiguration(path: documents + "/Test.sqlite", protectionClass: .complete)),
                 keys: keys)

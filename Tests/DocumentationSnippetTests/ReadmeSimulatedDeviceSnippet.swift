@@ -5,7 +5,7 @@ import Testing
 
 // snippet.readme-simulated-device
 import ProtectedStore
-import ProtectedData   // SimulatedDevice: not re-exported by ProtectedStore
+import ProtectedData   // KeybagDevice: not re-exported by ProtectedStore
 // snippet.hide
 
 /// The README's first run and later runs of an app on the simulated device.
@@ -15,14 +15,14 @@ struct ReadmeSimulatedDeviceSnippet {
     /// One run of the app, as the README shows it; returns once the store is ready after the unlock.
     static func run(
         isFirstRun: Bool, stateDirectory: String, passcode: String, store: StoreConfiguration
-    ) async throws -> (SimulatedDevice, DataController) {
+    ) async throws -> (KeybagDevice, DataController) {
         // snippet.show
 
         // The first run sets up a device, left unlocked as a phone is after its set-up; every later run is a boot,
         // after which nothing is available until the first unlock.
         let device = isFirstRun
-            ? try SimulatedDevice.setUp(in: stateDirectory, passcode: try SecureBytes(utf8: passcode))
-            : try SimulatedDevice(bootingFrom: stateDirectory)
+            ? try KeybagDevice.setUp(in: stateDirectory, passcode: try SecureBytes(utf8: passcode))
+            : try KeybagDevice(bootingFrom: stateDirectory)
         let dataController = DataController(configuration: .init(store: store), keys: device)
         dataController.launch(LaunchOptions(reason: .location, inBackground: true))
         // snippet.hide

@@ -71,7 +71,7 @@ struct LogindRestartTests {
     @Test("the system bus going away locks the served device and ends the agent with a failure; started again on the bus come back, it follows the session's locks")
     func busLossEndsTheAgent() async throws {
         let directory = TemporaryDirectory()
-        try SimulatedDevice.setUp(
+        try KeybagDevice.setUp(
             in: directory.path, passcode: SecureBytes(utf8: SessionDeviceTests.passcode),
             configuration: SessionDeviceTests.configuration
         ).powerOff()

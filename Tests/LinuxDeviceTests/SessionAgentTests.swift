@@ -12,7 +12,7 @@ struct SessionAgentTests {
     func servedDeviceFollowsTheSession() async throws {
         let logind = try MockLogind()
         let directory = TemporaryDirectory()
-        try SimulatedDevice.setUp(
+        try KeybagDevice.setUp(
             in: directory.path, passcode: SecureBytes(utf8: SessionDeviceTests.passcode),
             configuration: SessionDeviceTests.configuration
         ).powerOff()
@@ -97,7 +97,7 @@ struct SessionAgentTests {
     func sessionStatusShowsTheDevice() async throws {
         let logind = try MockLogind()
         let directory = TemporaryDirectory()
-        try SimulatedDevice.setUp(
+        try KeybagDevice.setUp(
             in: directory.path, passcode: SecureBytes(utf8: SessionDeviceTests.passcode),
             configuration: SessionDeviceTests.configuration
         ).powerOff()

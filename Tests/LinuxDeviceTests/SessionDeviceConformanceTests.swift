@@ -16,7 +16,7 @@ struct SessionDeviceConformanceTests {
         let directory = TemporaryDirectory()
         let device = try SessionDevice.setUp(
             in: directory.path, passcode: SecureBytes(utf8: "1234"),
-            configuration: SimulatedDevice.Configuration(gracePeriod: .zero, kdf: .minimal),
+            configuration: KeybagDevice.Configuration(gracePeriod: .zero, kdf: .minimal),
             systemBus: logind.bus.bus, sessionBus: nil)
         defer { device.close() }
         let stores = directory.file("stores")

@@ -10,7 +10,7 @@ import Testing
 @Suite("SessionDevice", .serialized, .enabled(if: MockBuses.available, Comment(rawValue: MockBuses.missing)))
 struct SessionDeviceTests {
     static let passcode = "1234"
-    static let configuration = SimulatedDevice.Configuration(gracePeriod: .milliseconds(300), kdf: .minimal)
+    static let configuration = KeybagDevice.Configuration(gracePeriod: .milliseconds(300), kdf: .minimal)
 
     /// A device set up on `directory`, with a class-A store key made while it is unlocked.
     struct Fixture {

@@ -10,7 +10,7 @@ import StoreConcurrency
 @Suite("Simulated device: concurrent passcode attempts take turns")
 struct ConcurrentAttemptTests {
     /// Six wrong passcodes tried at once from six threads; the error code each got.
-    private func sixAtOnce(_ device: SimulatedDevice) -> [String] {
+    private func sixAtOnce(_ device: KeybagDevice) -> [String] {
         let codes = LockedState<[String]>([])
         let start = DispatchSemaphore(value: 0)
         let done = DispatchGroup()
@@ -30,10 +30,10 @@ struct ConcurrentAttemptTests {
 
     /// A device at `failures` wrong passcodes, with the default Argon2id cost: an attempt takes long enough
     /// (tens of milliseconds) that six started together overlap.
-    private func device(at failures: Int, wipeAfter: Int?) throws -> (TemporaryDirectory, ManualClock, SimulatedDevice) {
+    private func device(at failures: Int, wipeAfter: Int?) throws -> (TemporaryDirectory, ManualClock, KeybagDevice) {
         let directory = TemporaryDirectory()
         let clock = ManualClock()
-        let device = try SimulatedDevice.setUp(
+        let device = try KeybagDevice.setUp(
             in: directory.path, passcode: try SecureBytes(utf8: "1234"),
             configuration: .init(attemptPolicy: .init(wipeAfterFailures: wipeAfter), kdf: .default), clock: clock)
         device.lock()

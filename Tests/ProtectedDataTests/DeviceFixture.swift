@@ -11,10 +11,10 @@ final class DeviceFixture: @unchecked Sendable {
     let directory = TemporaryDirectory()
     let clock = ManualClock()
     let passcode = "1234"
-    var device: SimulatedDevice
+    var device: KeybagDevice
 
     init(gracePeriod: Duration = .seconds(10), wipeAfterFailures: Int? = nil) throws {
-        device = try SimulatedDevice.setUp(
+        device = try KeybagDevice.setUp(
             in: directory.path, passcode: try SecureBytes(utf8: "1234"),
             configuration: .init(
                 gracePeriod: gracePeriod, attemptPolicy: .init(wipeAfterFailures: wipeAfterFailures), kdf: .minimal),
@@ -25,7 +25,7 @@ final class DeviceFixture: @unchecked Sendable {
     /// is: two devices never own one directory at once.
     func reboot() throws {
         device.powerOff()
-        device = try SimulatedDevice(bootingFrom: directory.path, clock: clock)
+        device = try KeybagDevice(bootingFrom: directory.path, clock: clock)
     }
 
     func unlock(_ passcode: String? = nil) throws {

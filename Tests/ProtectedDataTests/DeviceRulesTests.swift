@@ -11,7 +11,7 @@ struct DeviceRulesTests {
     private func setUp(passcode: String, wipeAfter: Int? = nil, grace: Duration = .seconds(10), allowsEmpty: Bool = false) -> String? {
         let directory = TemporaryDirectory()
         return errorCode {
-            let device = try SimulatedDevice.setUp(
+            let device = try KeybagDevice.setUp(
                 in: directory.path, passcode: try SecureBytes(utf8: passcode),
                 configuration: .init(gracePeriod: grace, attemptPolicy: .init(wipeAfterFailures: wipeAfter), kdf: .minimal),
                 clock: ManualClock(), allowsEmptyPasscode: allowsEmpty)

@@ -42,7 +42,7 @@ struct DeviceStateFileTests {
     /// The error a boot of the fixture's directory throws.
     private func bootError(_ fixture: DeviceFixture) -> (any Error)? {
         do {
-            fixture.device = try SimulatedDevice(bootingFrom: fixture.directory.path, clock: fixture.clock)
+            fixture.device = try KeybagDevice(bootingFrom: fixture.directory.path, clock: fixture.clock)
             return nil
         } catch {
             return error
@@ -189,7 +189,7 @@ struct DeviceStateFileTests {
             }
             """
         try Data(legacy.utf8).write(to: URL(fileURLWithPath: statePath(fixture)))
-        fixture.device = try SimulatedDevice(bootingFrom: fixture.directory.path, clock: fixture.clock)
+        fixture.device = try KeybagDevice(bootingFrom: fixture.directory.path, clock: fixture.clock)
         #expect(fixture.device.failedPasscodeAttempts == 3)
         fixture.device.powerOff()
         let upgraded = try readJSON(fixture)
@@ -200,7 +200,7 @@ struct DeviceStateFileTests {
         #expect((bootError(fixture) as? DeviceError)?.code == .deviceStateDamaged)
         // Until the first unlock records the option, a version-1 file is still an old device's.
         try Data(legacy.utf8).write(to: URL(fileURLWithPath: statePath(fixture)))
-        fixture.device = try SimulatedDevice(bootingFrom: fixture.directory.path, clock: fixture.clock)
+        fixture.device = try KeybagDevice(bootingFrom: fixture.directory.path, clock: fixture.clock)
         fixture.clock.advance(by: .seconds(60))
         try fixture.unlock("1234")
         fixture.device.powerOff()

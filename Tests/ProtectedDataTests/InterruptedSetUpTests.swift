@@ -11,8 +11,8 @@ struct InterruptedSetUpTests {
     let directory = TemporaryDirectory()
     var layout: DeviceLayout { DeviceLayout(root: directory.path) }
 
-    func setUp() throws -> SimulatedDevice {
-        try SimulatedDevice.setUp(in: directory.path, passcode: try SecureBytes(utf8: "1234"), configuration: .init(kdf: .minimal))
+    func setUp() throws -> KeybagDevice {
+        try KeybagDevice.setUp(in: directory.path, passcode: try SecureBytes(utf8: "1234"), configuration: .init(kdf: .minimal))
     }
 
     /// What a set-up that stopped after its key files and before its state file leaves.
@@ -27,7 +27,7 @@ struct InterruptedSetUpTests {
     func setUpAgainAfterAnInterruptedOne() throws {
         try interruptedSetUp()
         #expect {
-            try SimulatedDevice(bootingFrom: directory.path)
+            try KeybagDevice(bootingFrom: directory.path)
         } throws: { error in
             let error = error as? DeviceError
             return error?.code == .noDevice && error?.message.contains("stopped part-way") == true
@@ -36,7 +36,7 @@ struct InterruptedSetUpTests {
         #expect(device.lockState == .unlocked)
         #expect(!FileManager.default.fileExists(atPath: layout.setUpMarkerPath), "the marker outlived the set-up")
         device.powerOff()
-        let booted = try SimulatedDevice(bootingFrom: directory.path)
+        let booted = try KeybagDevice(bootingFrom: directory.path)
         try booted.unlock(passcode: try SecureBytes(utf8: "1234"))
     }
 

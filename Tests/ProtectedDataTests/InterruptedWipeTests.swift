@@ -97,7 +97,7 @@ struct InterruptedWipeTests {
             try FaultPoint.$plan.withValue(.init(.wipeRecorded)) { try fixture.unlock("0000") }
         }
         fixture.device.powerOff()
-        fixture.device = try SimulatedDevice(
+        fixture.device = try KeybagDevice(
             bootingFrom: fixture.directory.path, clock: fixture.clock, plantedFault: .wipeNotRolledForward)
         #expect(keyFilesLeft(fixture).count == 2)
         #expect(fixture.device.lockState == .wiped && !fixture.device.isErasePending)
@@ -127,7 +127,7 @@ struct InterruptedWipeTests {
         object["failedPasscodeAttempts"] = 0
         try JSONSerialization.data(withJSONObject: object).write(to: URL(fileURLWithPath: path))
         #expect(throws: (any Error).self) {
-            fixture.device = try SimulatedDevice(bootingFrom: fixture.directory.path, clock: fixture.clock)
+            fixture.device = try KeybagDevice(bootingFrom: fixture.directory.path, clock: fixture.clock)
         }
         #expect(keyFilesLeft(fixture).isEmpty)
     }

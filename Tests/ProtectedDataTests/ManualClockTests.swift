@@ -90,7 +90,7 @@ struct ManualClockTests {
     func gracePeriodEndsOnAdvance() throws {
         let directory = TemporaryDirectory()
         let clock = ManualClock()
-        let device = try SimulatedDevice.setUp(
+        let device = try KeybagDevice.setUp(
             in: directory.path, passcode: try SecureBytes(utf8: "1"), configuration: .init(gracePeriod: .seconds(10), kdf: .minimal),
             clock: clock)
         let received = LockedState<[ProtectedDataEvent]>([])

@@ -83,7 +83,7 @@ struct MonitorTests {
     func timerEndsGracePeriod() async throws {
         let directory = TemporaryDirectory()
         let clock = TestClock<Duration>()
-        let device = try SimulatedDevice.setUp(
+        let device = try KeybagDevice.setUp(
             in: directory.path, passcode: try SecureBytes(utf8: "1"), configuration: .init(kdf: .minimal), clock: clock)
         let (_, events, subscription) = device.events()
         device.lock()

@@ -119,12 +119,12 @@ struct StateDirectoryLockTests {
     func bootedDeviceOwnsItsDirectory() throws {
         let fixture = try DeviceFixture()
         #expect(StateDirectoryLock.holder(of: fixture.directory.path) == getpid())
-        let error = deviceError { _ = try SimulatedDevice(bootingFrom: fixture.directory.path, clock: fixture.clock) }
+        let error = deviceError { _ = try KeybagDevice(bootingFrom: fixture.directory.path, clock: fixture.clock) }
         #expect(error?.code == .stateInUse)
         #expect(error?.holderProcessID == getpid())
         fixture.device.powerOff()
         #expect(StateDirectoryLock.holder(of: fixture.directory.path) == nil)
-        let rebooted = try SimulatedDevice(bootingFrom: fixture.directory.path, clock: fixture.clock)
+        let rebooted = try KeybagDevice(bootingFrom: fixture.directory.path, clock: fixture.clock)
         #expect(rebooted.lockState == .beforeFirstUnlock)
         #expect(StateDirectoryLock.holder(of: fixture.directory.path) == getpid())
     }
@@ -133,21 +133,21 @@ struct StateDirectoryLockTests {
     func ownershipStaysWithTheCaller() throws {
         let directory = TemporaryDirectory()
         let lock = try StateDirectoryLock.acquire(directory.path)
-        var device: SimulatedDevice? = try SimulatedDevice.setUp(
+        var device: KeybagDevice? = try KeybagDevice.setUp(
             in: directory.path, passcode: try SecureBytes(utf8: "1234"), configuration: .init(kdf: .minimal),
             clock: ManualClock(), ownership: lock)
         device?.powerOff()
         #expect(lock.isHeld)
-        #expect(deviceError { _ = try SimulatedDevice(bootingFrom: directory.path, clock: ManualClock()) }?.code == .stateInUse)
+        #expect(deviceError { _ = try KeybagDevice(bootingFrom: directory.path, clock: ManualClock()) }?.code == .stateInUse)
         // The agent's reboot: a new device on the same lock, then the old one freed.
-        let rebooted = try SimulatedDevice(bootingFrom: directory.path, clock: ManualClock(), ownership: lock)
+        let rebooted = try KeybagDevice(bootingFrom: directory.path, clock: ManualClock(), ownership: lock)
         device = nil
         #expect(lock.isHeld)
         #expect(StateDirectoryLock.holder(of: directory.path) == getpid())
         rebooted.powerOff()
         #expect(lock.isHeld)
         lock.release()
-        _ = try SimulatedDevice(bootingFrom: directory.path, clock: ManualClock())
+        _ = try KeybagDevice(bootingFrom: directory.path, clock: ManualClock())
     }
 
     /// The `SecureKeysError` `body` throws, or `nil`.

@@ -48,12 +48,12 @@ final class BackupFixture {
 /// A second, new device: where a backup is restored.
 final class NewDevice {
     let directory = TemporaryDirectory()
-    let device: SimulatedDevice
+    let device: KeybagDevice
     var storePath: String { directory.file("app.sqlite") }
     var configuration: StoreConfiguration { StoreConfiguration(path: storePath) }
 
     init() throws {
-        device = try SimulatedDevice.setUp(
+        device = try KeybagDevice.setUp(
             in: directory.path, passcode: try SecureBytes(utf8: "another-device-5678"), configuration: .init(kdf: .minimal))
         try device.unlock(passcode: try SecureBytes(utf8: "another-device-5678"))
     }

@@ -10,7 +10,7 @@ import SecureKeys
 final class ControllerFixture {
     let directory = TemporaryDirectory()
     let clock = ManualClock()
-    var device: SimulatedDevice
+    var device: KeybagDevice
     var controller: DataController
     var protectionClass: ProtectionClass
     var queueCapacity: Int
@@ -32,7 +32,7 @@ final class ControllerFixture {
         self.protectionClass = protectionClass
         self.queueCapacity = queueCapacity
         self.attachDelay = attachDelay
-        device = try SimulatedDevice.setUp(
+        device = try KeybagDevice.setUp(
             in: directory.path, passcode: try SecureBytes(utf8: "1234"), configuration: .init(kdf: .minimal), clock: clock)
         controller = DataController(
             configuration: .init(store: .init(path: directory.file("app.sqlite"))), keys: device, clock: clock)
@@ -57,7 +57,7 @@ final class ControllerFixture {
     func rebootDevice() async throws {
         await controller.terminate()
         device.powerOff()
-        device = try SimulatedDevice(bootingFrom: directory.path, clock: clock)
+        device = try KeybagDevice(bootingFrom: directory.path, clock: clock)
         controller = makeController()
     }
 

@@ -14,7 +14,7 @@ import Testing
     func eraseClosesAStoreOfAnyClass(protectionClass: ProtectionClass) async throws {
         let fixture = try ControllerFixture(protectionClass: protectionClass)
         fixture.device.powerOff()
-        fixture.device = try SimulatedDevice.setUp(
+        fixture.device = try KeybagDevice.setUp(
             in: fixture.directory.file("erasing"), passcode: try SecureBytes(utf8: "1234"),
             configuration: .init(attemptPolicy: .init(wipeAfterFailures: 2), kdf: .minimal), clock: fixture.clock)
         fixture.controller = fixture.makeController()

@@ -16,7 +16,7 @@ final class FaultFixture {
     let directory = TemporaryDirectory()
     let disk: SimulatedDisk
     let clock = ManualClock()
-    var device: SimulatedDevice?
+    var device: KeybagDevice?
     var passcode = "1234"
     /// Every value acknowledged so far: a put or an inbox append that returned.
     var acknowledged: [String: String] = [:]
@@ -46,7 +46,7 @@ final class FaultFixture {
     }
 
     func setUpDevice(wipeAfter: Int? = nil) throws {
-        device = try SimulatedDevice.setUp(
+        device = try KeybagDevice.setUp(
             in: root, passcode: try SecureBytes(utf8: passcode),
             configuration: .init(attemptPolicy: .init(wipeAfterFailures: wipeAfter), kdf: .minimal), clock: clock)
     }
@@ -60,7 +60,7 @@ final class FaultFixture {
             var random = SplitMix64(seed: 7)
             try disk.powerCut(.drop, random: &random)
         }
-        device = try SimulatedDevice(bootingFrom: root, clock: clock)
+        device = try KeybagDevice(bootingFrom: root, clock: clock)
     }
 
     func unlock(_ passcode: String? = nil) throws {

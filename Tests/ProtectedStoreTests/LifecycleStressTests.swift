@@ -38,7 +38,7 @@ private final class Run {
     var random: SplitMix64
     let directory = TemporaryDirectory()
     let clock = ManualClock()
-    let device: SimulatedDevice
+    let device: KeybagDevice
     /// The live controller of each slot (a slot is one store file).
     var controllers: [Int: DataController] = [:]
     /// Coordinators kept after they were handed out: calls on them after their store closed must fail cleanly.
@@ -70,7 +70,7 @@ private final class Run {
     init(seed: UInt64) throws {
         self.seed = seed
         random = SplitMix64(seed: seed &+ 0x5EED)
-        device = try SimulatedDevice.setUp(
+        device = try KeybagDevice.setUp(
             in: directory.path, passcode: try SecureBytes(utf8: "1234"), configuration: .init(kdf: .minimal), clock: clock)
     }
 

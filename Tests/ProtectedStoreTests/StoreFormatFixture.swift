@@ -42,14 +42,14 @@ struct StoreFormatFixture {
     }
 
     /// The fixture's device, booted and unlocked.
-    func unlockedDevice() throws -> SimulatedDevice {
-        let device = try SimulatedDevice(bootingFrom: directory.path)
+    func unlockedDevice() throws -> KeybagDevice {
+        let device = try KeybagDevice(bootingFrom: directory.path)
         try device.unlock(passcode: SecureBytes(utf8: Self.passcode))
         return device
     }
 
     /// The store key in hex, for the SQLCipher 4 oracle only (a test-only key).
-    func storeKeyHex(_ device: SimulatedDevice) throws -> String {
+    func storeKeyHex(_ device: KeybagDevice) throws -> String {
         guard case .available(let key) = try device.lookUpStoreKey(forStoreAt: storePath) else {
             throw StoreError(code: .protectedDataUnavailable, message: "the fixture's store key is not available")
         }

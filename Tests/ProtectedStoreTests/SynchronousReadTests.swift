@@ -15,7 +15,7 @@ struct SynchronousReadTests {
 
     /// A store on a new simulated device, its pool limited to one reader.
     static func storeWithOneReader(in directory: TemporaryDirectory) async throws -> StoreCoordinator {
-        let device = try SimulatedDevice.setUp(
+        let device = try KeybagDevice.setUp(
             in: directory.path, passcode: try SecureBytes(utf8: "1234"), configuration: .init(kdf: .minimal), clock: ManualClock())
         var configuration = StoreConfiguration(path: directory.file("app.sqlite"))
         configuration.maximumReaderCount = 1

@@ -46,7 +46,7 @@ struct TPMDeviceKeyStoreTests {
         let before = try fixture.bytes(fixture.files.sealedKeyPath)
         let other = try SoftwareTPM()
         let store = TPMDeviceKeyStore(tcti: other.tcti)
-        #expect(errorCode { _ = try SimulatedDevice(bootingFrom: fixture.directory.path, clock: fixture.clock, keyStore: store) }
+        #expect(errorCode { _ = try KeybagDevice(bootingFrom: fixture.directory.path, clock: fixture.clock, keyStore: store) }
             == "sealed-by-another-tpm")
         #expect(errorMessage { _ = try store.load(from: fixture.files) }?.contains("sealed by another TPM") == true)
         #expect(try fixture.bytes(fixture.files.sealedKeyPath) == before)
@@ -107,7 +107,7 @@ struct TPMDeviceKeyStoreTests {
         #expect(!closed.isPresent)
         let directory = TemporaryDirectory()
         #expect(errorCode {
-            _ = try SimulatedDevice.setUp(
+            _ = try KeybagDevice.setUp(
                 in: directory.path, passcode: SecureBytes(utf8: "1234"), configuration: .init(kdf: .minimal),
                 keyStore: TPMDeviceKeyStore(tcti: "swtpm:host=127.0.0.1,port=\(port)"))
         } == "tpm-unavailable")

@@ -12,7 +12,7 @@ final class TPMFixture: @unchecked Sendable {  // one test's own object, used fr
     let directory = TemporaryDirectory()
     let clock = ManualClock()
     let tpm: SoftwareTPM
-    var device: SimulatedDevice?
+    var device: KeybagDevice?
 
     var files: DeviceKeyFiles { DeviceKeyFiles(stateDirectory: directory.path) }
     var tpmStore: TPMDeviceKeyStore { TPMDeviceKeyStore(tcti: tpm.tcti) }
@@ -20,7 +20,7 @@ final class TPMFixture: @unchecked Sendable {  // one test's own object, used fr
     /// Sets up a device whose key `keyStore` keeps (the TPM store when `nil`).
     init(keyStore: (any DeviceKeyStore)? = nil, wipeAfterFailures: Int? = nil) throws {
         tpm = try SoftwareTPM()
-        device = try SimulatedDevice.setUp(
+        device = try KeybagDevice.setUp(
             in: directory.path, passcode: SecureBytes(utf8: "1234"),
             configuration: .init(attemptPolicy: .init(wipeAfterFailures: wipeAfterFailures), kdf: .minimal), clock: clock,
             keyStore: keyStore ?? TPMDeviceKeyStore(tcti: tpm.tcti))
@@ -30,7 +30,7 @@ final class TPMFixture: @unchecked Sendable {  // one test's own object, used fr
     func reboot(keyStore: (any DeviceKeyStore)? = nil) throws {
         device?.powerOff()
         device = nil
-        device = try SimulatedDevice(bootingFrom: directory.path, clock: clock, keyStore: keyStore ?? tpmStore)
+        device = try KeybagDevice(bootingFrom: directory.path, clock: clock, keyStore: keyStore ?? tpmStore)
     }
 
     /// Boots with the store the files call for (`--key-store auto`).

@@ -19,10 +19,10 @@ enum Fixture {
     static func prepare() throws {
         if !FileManager.default.fileExists(atPath: root + "/device/state.json") {
             try? FileManager.default.removeItem(atPath: root)
-            _ = try SimulatedDevice.setUp(
+            _ = try KeybagDevice.setUp(
                 in: root, passcode: SecureBytes(utf8: passcode), configuration: .init(kdf: .minimal))
         }
-        let device = try SimulatedDevice(bootingFrom: root)
+        let device = try KeybagDevice(bootingFrom: root)
         try device.unlock(passcode: SecureBytes(utf8: passcode))
         for (name, bytes) in [("1mb", 1 << 20), ("100k-rows", -100_000), ("100mb", 100 << 20), ("1gb", 1 << 30)] where !FileManager.default.fileExists(atPath: storePath(name)) {
             let key = try device.createStoreKey(forStoreAt: storePath(name), protectionClass: .complete)
@@ -50,9 +50,9 @@ enum Fixture {
 
 let benchmarks: @Sendable () -> Void = {
     try! Fixture.prepare()
-    let unlocked = try! SimulatedDevice(bootingFrom: Fixture.root)
+    let unlocked = try! KeybagDevice(bootingFrom: Fixture.root)
     try! unlocked.unlock(passcode: SecureBytes(utf8: Fixture.passcode))
-    let locked = try! SimulatedDevice(bootingFrom: Fixture.root)  // booted, never unlocked
+    let locked = try! KeybagDevice(bootingFrom: Fixture.root)  // booted, never unlocked
 
     let latency = Benchmark.Configuration(
         metrics: [.wallClock], timeUnits: .microseconds, warmupIterations: 5, maxDuration: .seconds(5), maxIterations: 300)
@@ -76,7 +76,7 @@ let benchmarks: @Sendable () -> Void = {
     // 4. Unlock → store attached → queue drained, for a 100,000-row store with 10 operations waiting.
     // Argon2id runs at its minimal cost here (about 0.05 ms); its real cost is the next benchmark.
     Benchmark("Unlock → attached → drained: 100k-row store, 10 queued operations", configuration: latency) { @MainActor benchmark in
-        let device = try SimulatedDevice(bootingFrom: Fixture.root)
+        let device = try KeybagDevice(bootingFrom: Fixture.root)
         let controller = Fixture.controller(store: "100k-rows", keys: device)
         controller.launch(LaunchOptions(reason: .location))
         await controller.waitUntilIdle()
@@ -106,7 +106,7 @@ let benchmarks: @Sendable () -> Void = {
         "Drain 100,000 queued operations (unlock → all run)",
         configuration: .init(metrics: [.wallClock, .mallocCountTotal], timeUnits: .milliseconds, warmupIterations: 1, maxDuration: .seconds(10), maxIterations: 20)
     ) { @MainActor benchmark in
-        let device = try SimulatedDevice(bootingFrom: Fixture.root)
+        let device = try KeybagDevice(bootingFrom: Fixture.root)
         let controller = Fixture.controller(store: "1mb", keys: device)
         controller.launch(LaunchOptions(reason: .location))
         await controller.waitUntilIdle()
@@ -127,7 +127,7 @@ let benchmarks: @Sendable () -> Void = {
         "Enqueue 100,000 operations while locked",
         configuration: .init(metrics: [.wallClock, .mallocCountTotal, bytesPerOperation], timeUnits: .milliseconds, warmupIterations: 1, maxDuration: .seconds(10), maxIterations: 20)
     ) { @MainActor benchmark in
-        let device = try SimulatedDevice(bootingFrom: Fixture.root)
+        let device = try KeybagDevice(bootingFrom: Fixture.root)
         let controller = Fixture.controller(store: "1mb", keys: device)
         controller.launch(LaunchOptions(reason: .location))
         await controller.waitUntilIdle()

@@ -90,14 +90,14 @@ struct LaunchError: Error, CustomStringConvertible {
 /// with the store's default settings (4 KiB pages, a 32 MiB page cache, WAL, `synchronous = FULL`).
 @MainActor
 final class App {
-    let device: SimulatedDevice
+    let device: KeybagDevice
     var store: StoreConfiguration
     private var controller: DataController?
 
     init(directory: String) throws {
         // Argon2id at its minimal cost: the device is set up before anything is measured, and no workload
         // unlocks it again.
-        device = try SimulatedDevice.setUp(
+        device = try KeybagDevice.setUp(
             in: directory + "/device", passcode: SecureBytes(utf8: "peer-benchmark"), configuration: .init(kdf: .minimal))
         store = StoreConfiguration(path: directory + "/store.sqlite", migrator: Self.migrator)
     }

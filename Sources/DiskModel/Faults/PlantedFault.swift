@@ -14,7 +14,7 @@ package enum PlantedFault: String, Sendable, CaseIterable {
     /// it the store. Planted in the ``SimulatedDisk``, as ``missingInboxFsync``.
     case missingDirectoryFsync = "missing-directory-fsync"
     /// Boot does not finish an erase that recorded itself: the keybag and the device key stay on disk after a
-    /// wipe. Planted in the keybag device (`SimulatedDevice`), which the harness boots with it.
+    /// wipe. Planted in the keybag device (`KeybagDevice`), which the harness boots with it.
     case wipeNotRolledForward = "wipe-not-rolled-forward"
     /// The inbox merge stops at the first span it cannot read (a damaged or torn record) and truncates the
     /// whole inbox anyway: the intact records after the damage are lost. Planted in the store's configuration.

@@ -71,7 +71,7 @@ public struct DeviceAgentStatus: Sendable, Hashable {
     /// The agent's process id.
     public var agentProcessID: Int32
     /// The lock state, or `nil` when no device is set up in the agent's state directory yet.
-    public var lockState: SimulatedDevice.LockState?
+    public var lockState: KeybagDevice.LockState?
     /// The protection classes whose keys the agent holds now.
     public var availability: ProtectedDataAvailability
     /// Consecutive wrong passcodes, from every client, persisted across reboots and agent restarts.
@@ -91,7 +91,7 @@ public struct DeviceAgentStatus: Sendable, Hashable {
     ///   - failedPasscodeAttempts: consecutive wrong passcodes.
     ///   - clock: the device clock's time.
     public init(
-        agentProcessID: Int32, lockState: SimulatedDevice.LockState?, availability: ProtectedDataAvailability,
+        agentProcessID: Int32, lockState: KeybagDevice.LockState?, availability: ProtectedDataAvailability,
         failedPasscodeAttempts: Int, clock: Duration
     ) {
         self.agentProcessID = agentProcessID

@@ -413,7 +413,7 @@ private struct FrameReader {
         let lockKind = try u8("lock state")
         let remaining = try duration("grace period left")
         guard lockKind == 3 || remaining == .zero else { throw Malformed(reason: "a grace period left for lock state \(lockKind)") }
-        let lockState: SimulatedDevice.LockState?
+        let lockState: KeybagDevice.LockState?
         switch lockKind {
         case 0: lockState = nil
         case 1: lockState = .beforeFirstUnlock

@@ -80,7 +80,7 @@ public final class DeviceAgent: Sendable {
     }
 
     private struct State {
-        var device: SimulatedDevice?
+        var device: KeybagDevice?
         var subscription: EventSubscription?
         var connections: [Int: AgentConnection] = [:]
         var nextConnectionID = 0
@@ -141,7 +141,7 @@ public final class DeviceAgent: Sendable {
         try SecureFile.createDirectory(at: stateDirectory)
         ownership = try StateDirectoryLock.acquire(stateDirectory, as: .deviceAgent)
         if SecureFile.exists(layout.statePath) {
-            let device = try SimulatedDevice(bootingFrom: stateDirectory, clock: deviceClock, keyStore: configuration.keyStore, ownership: ownership)
+            let device = try KeybagDevice(bootingFrom: stateDirectory, clock: deviceClock, keyStore: configuration.keyStore, ownership: ownership)
             state.withLock { $0.device = device }
         }
         try SecureFile.createDirectory(at: layout.agentDirectory)
@@ -325,7 +325,7 @@ public final class DeviceAgent: Sendable {
             case .setUp(let passcode, let gracePeriod, let wipeAfterFailures, let allowsEmptyPasscode):
                 // The device checks the settings and the passcode (DeviceRules), as for every other caller.
                 guard state.withLock({ $0.device }) == nil else { throw DeviceError.deviceExists(at: stateDirectory) }
-                let device = try SimulatedDevice.setUp(
+                let device = try KeybagDevice.setUp(
                     in: stateDirectory, passcode: passcode,
                     configuration: .init(
                         gracePeriod: gracePeriod, attemptPolicy: .init(wipeAfterFailures: wipeAfterFailures), kdf: configuration.kdf),
@@ -362,7 +362,7 @@ public final class DeviceAgent: Sendable {
                 let hadProtectedData = old.availability.availableClasses.count > 1
                 state.withLock { $0.subscription = nil }
                 old.powerOff()
-                let device = try SimulatedDevice(
+                let device = try KeybagDevice(
                     bootingFrom: stateDirectory, clock: deviceClock, keyStore: configuration.keyStore, ownership: ownership)
                 state.withLock { $0.device = device }
                 watch(device)
@@ -381,7 +381,7 @@ public final class DeviceAgent: Sendable {
         serial.withLock { state.withLock { $0.device }?.lock() }
     }
 
-    private func requireDevice() throws -> SimulatedDevice {
+    private func requireDevice() throws -> KeybagDevice {
         guard let device = state.withLock({ $0.device }) else {
             throw DeviceError(code: .noDevice, message: "no device is set up in \(stateDirectory); run `device setup` first")
         }
@@ -389,7 +389,7 @@ public final class DeviceAgent: Sendable {
     }
 
     /// Sends every event of `device` to every client, with the state after it.
-    private func watch(_ device: SimulatedDevice) {
+    private func watch(_ device: KeybagDevice) {
         let subscription = device.subscribe { [weak self] event in self?.broadcast(event) }.subscription
         state.withLock { $0.subscription = subscription }
     }

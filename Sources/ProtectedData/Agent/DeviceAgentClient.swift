@@ -131,13 +131,13 @@ public final class DeviceAgentClient: KeyAvailabilityMonitor, StoreKeyProvider {
 
     /// Unlocks the device. A wrong passcode counts toward the delay and the wipe, whichever process sent it.
     ///
-    /// - Throws: as `SimulatedDevice.unlock(passcode:)`.
+    /// - Throws: as `KeybagDevice.unlock(passcode:)`.
     public func unlock(passcode: SecureBytes) throws { _ = try link.requestStatus(.unlock(passcode: passcode)) }
 
     /// Checks the passcode as an unlock attempt even when the device is already unlocked (a wrong one counts
     /// toward the delay and the wipe, whichever process sent it); a right one unlocks a locked device.
     ///
-    /// - Throws: as `SimulatedDevice.authenticate(passcode:)`.
+    /// - Throws: as `KeybagDevice.authenticate(passcode:)`.
     public func authenticate(passcode: SecureBytes) throws { _ = try link.requestStatus(.authenticate(passcode: passcode)) }
 
     /// Locks the device; every client gets *will become unavailable*.
@@ -145,7 +145,7 @@ public final class DeviceAgentClient: KeyAvailabilityMonitor, StoreKeyProvider {
 
     /// Changes the passcode.
     ///
-    /// - Throws: as `SimulatedDevice.changePasscode(from:to:allowsEmptyPasscode:)`.
+    /// - Throws: as `KeybagDevice.changePasscode(from:to:allowsEmptyPasscode:)`.
     public func changePasscode(from old: SecureBytes, to new: SecureBytes, allowsEmptyPasscode: Bool = false) throws {
         _ = try link.requestStatus(.changePasscode(old: old, new: new, allowsEmptyPasscode: allowsEmptyPasscode))
     }

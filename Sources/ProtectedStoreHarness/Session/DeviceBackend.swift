@@ -4,7 +4,7 @@ import ProtectedStore
 import SecureKeys
 
 /// The device's lock state, what is available and the failed passcode attempts, as a session reports them.
-typealias DeviceFacts = (lockState: SimulatedDevice.LockState, availability: ProtectedDataAvailability, failedAttempts: Int)
+typealias DeviceFacts = (lockState: KeybagDevice.LockState, availability: ProtectedDataAvailability, failedAttempts: Int)
 
 /// The device a scenario session's device commands go to: the device in this process, or the device agent
 /// that serves the state directory.
@@ -60,7 +60,7 @@ let noScenarioDevice = DeviceError(code: .noDevice, message: "no device is set u
 @MainActor
 final class InProcessDevice: DeviceBackend {
     /// The device, once set up or booted.
-    private(set) var device: SimulatedDevice?
+    private(set) var device: KeybagDevice?
     /// The bug planted in the device at each boot (the simulator's self-test).
     var plantedFault: PlantedFault?
     private let stateDirectory: String
@@ -87,11 +87,11 @@ final class InProcessDevice: DeviceBackend {
     /// Boots the device kept in the state directory, if one is set up there.
     private func bootIfSetUp() throws {
         guard SecureFile.exists(stateDirectory + "/device/state.json") else { return }
-        device = try SimulatedDevice(
+        device = try KeybagDevice(
             bootingFrom: stateDirectory, clock: clock, keyStore: keyStore, ownership: ownership, plantedFault: plantedFault)
     }
 
-    private func requireDevice() throws -> SimulatedDevice {
+    private func requireDevice() throws -> KeybagDevice {
         guard let device else { throw noScenarioDevice }
         return device
     }
@@ -106,7 +106,7 @@ final class InProcessDevice: DeviceBackend {
         // The session's own device owns the directory, so a set-up would be refused as state-in-use: say
         // what it would find instead.
         if device != nil { throw DeviceError.deviceExists(at: stateDirectory) }
-        device = try SimulatedDevice.setUp(
+        device = try KeybagDevice.setUp(
             in: stateDirectory, passcode: passcode,
             configuration: .init(gracePeriod: gracePeriod, attemptPolicy: .init(wipeAfterFailures: wipeAfterFailures), kdf: kdf),
             clock: clock, keyStore: keyStore, ownership: ownership, allowsEmptyPasscode: allowsEmptyPasscode)
@@ -115,7 +115,7 @@ final class InProcessDevice: DeviceBackend {
     func reboot(endingApp endApp: () -> Void) throws {
         try requireDevice().powerOff()
         endApp()
-        device = try SimulatedDevice(
+        device = try KeybagDevice(
             bootingFrom: stateDirectory, clock: clock, keyStore: keyStore, ownership: ownership, plantedFault: plantedFault)
     }
 

@@ -33,7 +33,7 @@ public final class ScenarioSession {
     public var output: (String) -> Void
 
     /// The device, once set up or booted in this process; `nil` while a device agent owns it (see ``agent``).
-    public var device: SimulatedDevice? { (backend as? InProcessDevice)?.device }
+    public var device: KeybagDevice? { (backend as? InProcessDevice)?.device }
     /// The device agent's client when a `protected-store device serve` owns the state directory: the device's
     /// commands go to it, and the app asks it for the store's key.
     public var agent: DeviceAgentClient? { (backend as? AgentDevice)?.client }

@@ -375,7 +375,7 @@ public enum Simulator {
     ///
     /// The attempt may have been refused before it was checked, because its count could not be written; then it
     /// changed neither the count nor the delay, and erased nothing.
-    private static func learnRefusedAttempt(device: SimulatedDevice, model: inout SimulationModel) {
+    private static func learnRefusedAttempt(device: KeybagDevice, model: inout SimulationModel) {
         model.wiped = device.lockState == .wiped
         model.delayUntil = device.passcodeRetryDelay.map { model.now + $0 }
     }

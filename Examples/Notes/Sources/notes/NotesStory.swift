@@ -22,7 +22,7 @@ final class NotesStory {
     /// The virtual clock of the device and the controller.
     let clock = ManualClock()
     /// The phone's Data Protection, simulated: passcode, keybag, lock, grace period.
-    let device: SimulatedDevice
+    let device: KeybagDevice
     /// The app's data controller: two-phase launch, the operation queue, the store's coordinator.
     let controller: DataController
     /// The list screen, following the store.
@@ -57,7 +57,7 @@ final class NotesStory {
         // here (the library writes key files 0600 and refuses to read one that others can read).
         try FileManager.default.createDirectory(atPath: container, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         try FileManager.default.setAttributes([.posixPermissions: 0o700], ofItemAtPath: root)
-        device = try SimulatedDevice.setUp(
+        device = try KeybagDevice.setUp(
             in: root + "/device", passcode: SecureBytes(utf8: passcode),
             // Argon2id at its minimal cost keeps the example fast; a real passcode gets the default cost.
             configuration: .init(kdf: .minimal), clock: clock)

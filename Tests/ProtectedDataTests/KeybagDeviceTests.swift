@@ -7,16 +7,16 @@ import Testing
 @testable import ProtectedData
 
 @Suite("Simulated device: lock states and class keys")
-struct SimulatedDeviceTests {
+struct KeybagDeviceTests {
     @Test("set-up leaves the device unlocked with every class available, and a second set-up is refused")
     func setUpLeavesDeviceUnlocked() throws {
         let fixture = try DeviceFixture()
         #expect(fixture.device.lockState == .unlocked)
         #expect(fixture.available == Set(ProtectionClass.allCases))
         // While the first device runs, the directory is its own; once it is off, the set-up finds the device.
-        #expect(errorCode { _ = try SimulatedDevice.setUp(in: fixture.directory.path, passcode: try SecureBytes(utf8: "9")) } == "state-in-use")
+        #expect(errorCode { _ = try KeybagDevice.setUp(in: fixture.directory.path, passcode: try SecureBytes(utf8: "9")) } == "state-in-use")
         fixture.device.powerOff()
-        #expect(errorCode { _ = try SimulatedDevice.setUp(in: fixture.directory.path, passcode: try SecureBytes(utf8: "9")) } == "device-exists")
+        #expect(errorCode { _ = try KeybagDevice.setUp(in: fixture.directory.path, passcode: try SecureBytes(utf8: "9")) } == "device-exists")
         let mode = try (FileManager.default.attributesOfItem(atPath: fixture.directory.file("device"))[.posixPermissions] as! NSNumber).intValue
         #expect(mode == 0o700)
     }
@@ -24,7 +24,7 @@ struct SimulatedDeviceTests {
     @Test("booting a directory with no device fails with no-device")
     func bootWithoutDevice() {
         let directory = TemporaryDirectory()
-        #expect(errorCode { _ = try SimulatedDevice(bootingFrom: directory.path, clock: TestClock<Duration>()) } == "no-device")
+        #expect(errorCode { _ = try KeybagDevice(bootingFrom: directory.path, clock: TestClock<Duration>()) } == "no-device")
     }
 
     @Test("after a reboot only class none is available until the first unlock, then every class")

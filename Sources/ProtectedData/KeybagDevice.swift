@@ -4,20 +4,26 @@ internal import Logging
 public import SecureKeys
 import StoreConcurrency
 
+/// The keybag device's former name, which called the production keybag "simulated".
+@available(*, deprecated, renamed: "KeybagDevice")
+public typealias SimulatedDevice = KeybagDevice
 
-/// The device a store lives on: a passcode, a keybag of class keys, lock and unlock, a grace period, and
-/// the wrong-passcode delays — persisted in a state directory, so a new instance on the same directory is a
-/// reboot.
+/// A device's keybag and its lock state, persisted in a state directory.
 ///
-/// One device at a time owns a state directory: set-up and boot take its ``StateDirectoryLock`` before they
+/// It holds a passcode, a keybag of class keys, lock and unlock, a grace period, and the wrong-passcode delays.
+/// A new instance on the same directory is a reboot. It is the production keybag: the desktop's
+/// `SessionDevice` and the device agent run it, and the command-line tool's simulated device is one on a
+/// manual clock.
+///
+/// One device at a time owns a state directory. Set-up and boot take its ``StateDirectoryLock`` before they
 /// look at a file, and keep it until ``powerOff()`` or until the device is freed. A second device on the
-/// directory — in another process, or in this one before the first is powered off — is refused with
+/// directory, in another process or in this one before the first is powered off, is refused with
 /// `DeviceError.Code.stateInUse`.
 ///
 /// Time comes from an injected clock: `ContinuousClock` by default, a ``ManualClock`` in tests and scripts.
-/// The end of a grace period is a timer on that clock — on a manual clock it fires inside the `advance` that
-/// passes it — and every query also applies deadlines that have passed, so the answer is never stale.
-public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
+/// The end of a grace period is a timer on that clock (on a manual clock it fires inside the `advance` that
+/// passes it), and every query also applies deadlines that have passed, so the answer is never stale.
+public final class KeybagDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     /// How a device is set up.
     public struct Configuration: Sendable {
         /// How long class A and B keys stay after a lock. iOS uses about 10 seconds.
@@ -130,7 +136,7 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
         random: any RandomSource = SystemRandom(),
         keyStore: any DeviceKeyStore = FileDeviceKeyStore(),
         ownership: StateDirectoryLock? = nil, allowsEmptyPasscode: Bool = false
-    ) throws -> SimulatedDevice {
+    ) throws -> KeybagDevice {
         try DeviceRules.check(configuration)
         try DeviceRules.checkNewPasscode(passcode, allowsEmpty: allowsEmptyPasscode)
         // The lock first: the files below are looked at only by the directory's one owner.
@@ -173,7 +179,7 @@ public final class SimulatedDevice: KeyAvailabilityMonitor, StoreKeyProvider {
         var state = State(persisted: persisted, keybag: keybag, deviceKey: deviceKey)
         for protectionClass in ProtectionClass.allCases { state.heldKeys[protectionClass] = keys[protectionClass] }
         state.isLocked = false
-        return SimulatedDevice(
+        return KeybagDevice(
             layout: layout, state: state, clock: Timekeeper(clock), random: random, sealer: keyStore.passcodeSecretSealer,
             ownership: lock, releasesOwnership: ownership == nil)
     }
