@@ -48,17 +48,26 @@ public final class KeybagDevice: KeyAvailabilityMonitor, StoreKeyProvider {
 
     /// Whether the device is locked, and what that means for its keys.
     public enum LockState: Sendable, Hashable, CustomStringConvertible {
-        /// Booted and not unlocked since: only class `ProtectionClass/none` is available.
+        /// Booted and not unlocked since.
+        ///
+        /// Only class `ProtectionClass/none` is available.
         case beforeFirstUnlock
-        /// Unlocked: every class is available.
+        /// Unlocked.
+        ///
+        /// Every class is available.
         case unlocked
-        /// Locked, within the grace period: class A and B keys are still held for `remaining`.
+        /// Locked, within the grace period.
+        ///
+        /// Class A and B keys are still held for `remaining`.
         case lockedInGracePeriod(remaining: Duration)
-        /// Locked after the grace period: classes C and D are available.
+        /// Locked after the grace period.
+        ///
+        /// Classes C and D are available.
         case locked
-        /// Erased after too many wrong passcodes: no key is held, and no passcode is tried again. An erase that
-        /// could not remove a key file yet (`DeviceError.Code.wipeIncomplete`) is finished at the next
-        /// attempt or boot.
+        /// Erased after too many wrong passcodes.
+        ///
+        /// No key is held, and no passcode is tried again. An erase that could not remove a key file yet
+        /// (`DeviceError.Code.wipeIncomplete`) is finished at the next attempt or boot.
         case wiped
 
         /// The state in words (`locked (grace 4s left)`).
@@ -81,8 +90,9 @@ public final class KeybagDevice: KeyAvailabilityMonitor, StoreKeyProvider {
         var isLocked = true
         var graceDeadline: Timekeeper.Instant?
         var lastFailure: Timekeeper.Instant?
-        /// Wiped in memory, but the erase on disk is not finished: the wiped state is not recorded yet
-        /// (``wipeRecorded``), or a key file is not removed yet.
+        /// Wiped in memory, but the erase on disk is not finished.
+        ///
+        /// The wiped state is not recorded yet (``wipeRecorded``), or a key file is not removed yet.
         var wipePending = false
         var wipeRecorded = false
     }
@@ -92,25 +102,34 @@ public final class KeybagDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     private let layout: DeviceLayout
     private let clock: Timekeeper
     private let random: any RandomSource
-    /// What releases the passcode secret of a version-2 keybag: the key store's TPM; `nil` for the file store.
+    /// What releases the passcode secret of a version-2 keybag.
+    ///
+    /// This is the key store's TPM, or `nil` for the file store.
     private let sealer: (any PasscodeSecretSealer)?
     private let state: LockedState<State>
     /// The directory's lock, held for the device's life.
     private let ownership: StateDirectoryLock
-    /// Whether the device took ``ownership`` itself, and so gives it up at power-off; a lock the caller
-    /// passed in is the caller's to release.
+    /// Whether the device took ``ownership`` itself, and so gives it up at power-off.
+    ///
+    /// A lock the caller passed in is the caller's to release.
     private let releasesOwnership: Bool
     private let hub = EventHub<ProtectedDataEvent>()
-    /// Held by a passcode attempt from its check through Argon2id to the count, so concurrent attempts are
-    /// evaluated one at a time against the count the previous one left; queries never take it.
+    /// Held by a passcode attempt from its check through Argon2id to the count.
+    ///
+    /// Concurrent attempts are so evaluated one at a time against the count the previous one left. Queries never take
+    /// it.
     private let attemptTurn = NSLock()
-    /// `protected-store.device`: lock states and store-key look-ups; never a passcode or key byte.
+    /// The `protected-store.device` logger.
+    ///
+    /// It logs lock states and store-key look-ups, never a passcode or key byte.
     private let logger = LogSubsystem.device.makeLogger()
 
     // MARK: Set-up and boot
 
-    /// Sets up a new device in `directory`: a device key, a keybag with fresh class keys, the settings.
-    /// The device is left unlocked, as a phone is after its set-up.
+    /// Sets up a new device in `directory`.
+    ///
+    /// It makes a device key, a keybag with fresh class keys, and the settings. The device is left unlocked, as a phone
+    /// is after its set-up.
     ///
     /// - Parameters:
     ///   - directory: the state directory; created when missing.
@@ -184,8 +203,9 @@ public final class KeybagDevice: KeyAvailabilityMonitor, StoreKeyProvider {
             ownership: lock, releasesOwnership: ownership == nil)
     }
 
-    /// Boots the device kept in `directory`: a reboot. Before the first unlock only class
-    /// `ProtectionClass/none` is available.
+    /// Boots the device kept in `directory`, as a reboot does.
+    ///
+    /// Before the first unlock only class `ProtectionClass/none` is available.
     ///
     /// - Parameters:
     ///   - directory: the state directory.
@@ -291,11 +311,12 @@ public final class KeybagDevice: KeyAvailabilityMonitor, StoreKeyProvider {
             ownership: lock, releasesOwnership: ownership == nil)
     }
 
-    /// Makes the folders and the set-up marker, after checking that no device is there — or finishing off what
-    /// a set-up that stopped part-way left: key files without a state file, beside the marker, protect nothing
-    /// (no store key can be made before the state file exists), and are removed, durably, before new ones are
-    /// written. Key files without a state file and without the marker are a device's whose state file went:
-    /// never removed, `device-exists`.
+    /// Makes the folders and the set-up marker, after checking that no device is there.
+    ///
+    /// Otherwise it finishes off what a set-up that stopped part-way left. Key files without a state file, beside the
+    /// marker, protect nothing (no store key can be made before the state file exists), and are removed, durably,
+    /// before new ones are written. Key files without a state file and without the marker are a device's whose state
+    /// file went. They are never removed, and the result is `device-exists`.
     private static func startSetUp(_ layout: DeviceLayout) throws {
         if SecureFile.exists(layout.statePath) { throw DeviceError.deviceExists(at: layout.root) }
         let leftovers = ([layout.keybagPath] + layout.keyFiles.all).filter(SecureFile.exists)
@@ -325,7 +346,9 @@ public final class KeybagDevice: KeyAvailabilityMonitor, StoreKeyProvider {
         self.releasesOwnership = releasesOwnership
     }
 
-    /// The lock of `directory`: `given` (checked to be that directory's, and held), or a new one.
+    /// The lock of `directory`.
+    ///
+    /// This is `given` (checked to be that directory's, and held), or a new one.
     private static func takeOwnership(of directory: String, given: StateDirectoryLock?) throws -> StateDirectoryLock {
         guard let given else { return try StateDirectoryLock.acquire(directory) }
         precondition(
@@ -337,10 +360,14 @@ public final class KeybagDevice: KeyAvailabilityMonitor, StoreKeyProvider {
 
     // MARK: Reading the state
 
-    /// Whether the device erased its keys (`wipe-after`): every store closes, whatever its class.
+    /// Whether the device erased its keys (`wipe-after`).
+    ///
+    /// If so, every store closes, whatever its class.
     public var hasErasedKeys: Bool { state.withLock { $0.persisted.wiped } }
 
-    /// The format version of the device's keybag (2: the TPM checks the passcode); `nil` once erased.
+    /// The format version of the device's keybag, or `nil` once erased.
+    ///
+    /// In version 2 the TPM checks the passcode.
     package var keybagVersion: UInt8? { state.withLock { $0.keybag?.version } }
 
     /// Whether the device is locked, and what its keys are doing.
@@ -355,12 +382,14 @@ public final class KeybagDevice: KeyAvailabilityMonitor, StoreKeyProvider {
         }
     }
 
-    /// Whether an erase began and is not finished on disk yet (`DeviceError.Code.wipeIncomplete`): the key
-    /// files may still be there until the next attempt or boot. Package-only, for the simulator's oracle.
+    /// Whether an erase began and is not finished on disk yet (`DeviceError.Code.wipeIncomplete`).
+    ///
+    /// The key files may still be there until the next attempt or boot. Package-only, for the simulator's oracle.
     package var isErasePending: Bool { state.withLock { $0.wipePending } }
 
-    /// The files that hold the device's keys — the keybag and the device key, plain or sealed — which an erase
-    /// removes. Package-only, for the simulator's oracle.
+    /// The files that hold the device's keys, which an erase removes.
+    ///
+    /// These are the keybag and the device key, plain or sealed. Package-only, for the simulator's oracle.
     package var keyFilePaths: [String] { [layout.keybagPath] + layout.keyFiles.all }
 
     /// Consecutive wrong passcodes so far (persisted across reboots).
@@ -374,7 +403,9 @@ public final class KeybagDevice: KeyAvailabilityMonitor, StoreKeyProvider {
         state.withLock { remainingDelay(in: $0) }
     }
 
-    /// The public half of the class-B key pair: always available, to seal data while locked.
+    /// The public half of the class-B key pair.
+    ///
+    /// It is always available, to seal data while locked.
     public var completeUnlessOpenPublicKey: [UInt8]? { state.withLock { $0.keybag?.completeUnlessOpenPublicKey } }
 
     public func isProtectedDataAvailable(for protectionClass: ProtectionClass) -> Bool {
@@ -397,8 +428,9 @@ public final class KeybagDevice: KeyAvailabilityMonitor, StoreKeyProvider {
         }
     }
 
-    /// The key of `protectionClass` while it is held. Package-only: the simulator checks that keys it saw
-    /// are wiped; app code asks for store keys instead.
+    /// The key of `protectionClass` while it is held.
+    ///
+    /// Package-only. The simulator checks that keys it saw are wiped; app code asks for store keys instead.
     package func classKey(_ protectionClass: ProtectionClass) -> SecureBytes? {
         refresh()
         return state.withLock { $0.heldKeys[protectionClass] }
@@ -406,17 +438,20 @@ public final class KeybagDevice: KeyAvailabilityMonitor, StoreKeyProvider {
 
     // MARK: Lock and unlock
 
-    /// Unlocks with the passcode: unwraps the class keys (Argon2id) and delivers *did become available*.
-    /// Unlocking an unlocked device succeeds and changes nothing.
+    /// Unlocks with the passcode.
+    ///
+    /// It unwraps the class keys (Argon2id) and delivers *did become available*. Unlocking an unlocked device succeeds
+    /// and changes nothing.
     ///
     /// - Throws: `DeviceError.Code.wrongPasscode` (counted, persisted), `DeviceError.Code.passcodeDelay`
     ///   during a delay (not counted), `DeviceError.Code.deviceWiped`.
     public func unlock(passcode: SecureBytes) throws { try unlock(passcode: passcode, checkingWhenUnlocked: false) }
 
-    /// Checks the passcode whether the device is locked or not, as an unlock attempt: a wrong one is counted
-    /// (delay, erase) exactly as ``unlock(passcode:)`` counts it, and a right one unlocks a locked device. For
-    /// a command that asks for the passcode to authorise something of its own (an export) on a device another
-    /// process may already have unlocked.
+    /// Checks the passcode, whether the device is locked or not, as an unlock attempt.
+    ///
+    /// A wrong one is counted (delay, erase) exactly as ``unlock(passcode:)`` counts it, and a right one unlocks a
+    /// locked device. For a command that asks for the passcode to authorise something of its own (an export) on a
+    /// device another process may already have unlocked.
     ///
     /// - Throws: as ``unlock(passcode:)``.
     public func authenticate(passcode: SecureBytes) throws { try unlock(passcode: passcode, checkingWhenUnlocked: true) }
@@ -459,10 +494,12 @@ public final class KeybagDevice: KeyAvailabilityMonitor, StoreKeyProvider {
         }
     }
 
-    /// A device set up before its state file was authenticated has a keybag without the option that says so;
-    /// the first unlock records it (the option is bound to the wrapped keys, so it needs the passcode). From
-    /// then on a version-1 state file is refused. Best effort: a failed write leaves the old keybag, intact,
-    /// and the next unlock tries again.
+    /// Records the authenticated-state option in the keybag of an older device.
+    ///
+    /// A device set up before its state file was authenticated has a keybag without the option that says so. The first
+    /// unlock records it (the option is bound to the wrapped keys, so it needs the passcode). From then on a version-1
+    /// state file is refused. Best effort: a failed write leaves the old keybag, intact, and the next unlock tries
+    /// again.
     private func recordAuthenticatedState(in keybag: Keybag, passcode: SecureBytes, deviceKey: SecureBytes) {
         guard !keybag.options.contains(.authenticatedDeviceState) else { return }
         do {
@@ -476,15 +513,18 @@ public final class KeybagDevice: KeyAvailabilityMonitor, StoreKeyProvider {
         }
     }
 
-    /// Locks the device: delivers *will become unavailable* now, and wipes class A and B keys when the grace
-    /// period ends. Locking a locked device changes nothing.
+    /// Locks the device.
+    ///
+    /// It delivers *will become unavailable* now, and wipes class A and B keys when the grace period ends. Locking a
+    /// locked device changes nothing.
     public func lock() { lock(withGracePeriod: true) }
 
-    /// Locks the device and wipes class A and B keys now, with no grace period: for a device that comes into
-    /// being while the user's session is already locked (a device set up by `device serve --session` behind a
-    /// locked screen), whose keys nobody was using. Delivers *will become unavailable*, then *did become
-    /// unavailable*. On a device locked in its grace period, the grace period ends now; on a locked one, nothing
-    /// changes.
+    /// Locks the device and wipes class A and B keys now, with no grace period.
+    ///
+    /// This is for a device that comes into being while the user's session is already locked (a device set up by
+    /// `device serve --session` behind a locked screen), whose keys nobody was using. Delivers *will become
+    /// unavailable*, then *did become unavailable*. On a device locked in its grace period, the grace period ends now.
+    /// On a locked one, nothing changes.
     public func lockWithoutGracePeriod() { lock(withGracePeriod: false) }
 
     private func lock(withGracePeriod: Bool) {
@@ -514,8 +554,10 @@ public final class KeybagDevice: KeyAvailabilityMonitor, StoreKeyProvider {
         clock.schedule(at: deadline) { [weak self] in self?.refresh() }
     }
 
-    /// Applies what the clock says has happened since the last look: ends a grace period (wiping class A
-    /// keys and the class B private key). Idempotent; the grace timer and every query call it.
+    /// Applies what the clock says has happened since the last look.
+    ///
+    /// It ends a grace period, wiping class A keys and the class B private key. Idempotent; the grace timer and every
+    /// query call it.
     func refresh() {
         state.withLock { state in
             guard state.isLocked, let deadline = state.graceDeadline, clock.now >= deadline else { return }
@@ -529,10 +571,11 @@ public final class KeybagDevice: KeyAvailabilityMonitor, StoreKeyProvider {
         hub.deliverPending()
     }
 
-    /// Turns the device off, as before a reboot: every key in memory is zeroed now — class keys, the device
-    /// key — whoever still holds a reference to one, and the device answers "nothing available" from then on.
-    /// The state directory's lock is released (unless the caller passed it in as `ownership`), so the next
-    /// boot, in this process or another, may take it: boot again with
+    /// Turns the device off, as before a reboot.
+    ///
+    /// Every key in memory is zeroed now (class keys, the device key), whoever still holds a reference to one, and the
+    /// device answers "nothing available" from then on. The state directory's lock is released (unless the caller
+    /// passed it in as `ownership`), so the next boot, in this process or another, may take it. Boot again with
     /// ``init(bootingFrom:clock:random:keyStore:ownership:)``.
     public func powerOff() {
         state.withLock { state in
@@ -554,10 +597,12 @@ public final class KeybagDevice: KeyAvailabilityMonitor, StoreKeyProvider {
         if releasesOwnership { ownership.release() }
     }
 
-    /// Changes the passcode: the class keys are rewrapped and the keybag replaced atomically, so a crash at
-    /// any point leaves the old or the new passcode working, never neither. No store needs rekeying. On a
-    /// version-2 keybag the TPM checks the old passcode and seals a new passcode secret under the new one; the
-    /// sealed secret is inside the keybag, so the same rename switches both.
+    /// Changes the passcode.
+    ///
+    /// The class keys are rewrapped and the keybag replaced atomically, so a crash at any point leaves the old or the
+    /// new passcode working, never neither. No store needs rekeying. On a version-2 keybag the TPM checks the old
+    /// passcode and seals a new passcode secret under the new one. The sealed secret is inside the keybag, so the same
+    /// rename switches both.
     ///
     /// - Parameters:
     ///   - old: the passcode now.
@@ -584,11 +629,12 @@ public final class KeybagDevice: KeyAvailabilityMonitor, StoreKeyProvider {
         logger.debug("passcode changed: class keys rewrapped")
     }
 
-    /// Moves the keybag to version 2, checking `passcode` as an unlock attempt (counted): the same class keys,
-    /// now also wrapped with a passcode secret the key store's TPM seals under an authValue derived from the
-    /// passcode, so the TPM checks and counts every later passcode. The new keybag is written atomically (a
-    /// temporary file, `fsync`, `rename`, `fsync` of the folder): until the rename the old keybag is the
-    /// device's, and after it the new one, whatever crash comes between. The lock state does not change.
+    /// Moves the keybag to version 2, checking `passcode` as an unlock attempt (counted).
+    ///
+    /// The class keys stay the same, now also wrapped with a passcode secret the key store's TPM seals under an
+    /// authValue derived from the passcode, so the TPM checks and counts every later passcode. The new keybag is
+    /// written atomically (a temporary file, `fsync`, `rename`, `fsync` of the folder). Until the rename the old keybag
+    /// is the device's, and after it the new one, whatever crash comes between. The lock state does not change.
     ///
     /// - Parameter passcode: the device's passcode.
     /// - Returns: `true` when the keybag was moved, `false` when it was version 2 already (the passcode is then
@@ -668,8 +714,10 @@ public final class KeybagDevice: KeyAvailabilityMonitor, StoreKeyProvider {
         }
     }
 
-    /// What the header of the store's key file records — its identifier, class and store format — or `nil`
-    /// without a key file. Read while locked too: the store key stays wrapped.
+    /// What the header of the store's key file records, or `nil` without a key file.
+    ///
+    /// The header records the store's identifier, class and store format. It is read while locked too, as the store key
+    /// stays wrapped.
     ///
     /// - Throws: `SecureKeysError` when the key file is damaged or not a regular file.
     public func storeKeyRecord(forStoreAt storePath: String) throws -> StoreKeyRecord? {
@@ -703,8 +751,9 @@ public final class KeybagDevice: KeyAvailabilityMonitor, StoreKeyProvider {
         return remaining > .zero ? remaining : nil
     }
 
-    /// Refuses an attempt on a wiped device — finishing its erase first, if it is not finished — or during a
-    /// delay.
+    /// Refuses an attempt on a wiped device or during a delay.
+    ///
+    /// On a wiped device it first finishes the erase, if it is not finished.
     private func checkAttemptAllowed(_ state: inout State) throws {
         if state.persisted.wiped {
             if state.wipePending { try finishWipe(&state) }
@@ -784,8 +833,10 @@ public final class KeybagDevice: KeyAvailabilityMonitor, StoreKeyProvider {
         }
     }
 
-    /// Erases the device: the keybag and the device key are destroyed, so nothing wrapped by them can be read
-    /// again. This is the user's "Erase Data after 10 failed attempts" setting, never a recovery step.
+    /// Erases the device.
+    ///
+    /// The keybag and the device key are destroyed, so nothing wrapped by them can be read again. This is the user's
+    /// "Erase Data after 10 failed attempts" setting, never a recovery step.
     ///
     /// In memory the device is wiped at once: every key zeroed, no passcode tried again. On disk the erase
     /// first records itself (`wiped: true`, durable), then removes the key files and syncs their folders;
@@ -807,7 +858,9 @@ public final class KeybagDevice: KeyAvailabilityMonitor, StoreKeyProvider {
         try finishWipe(&state)
     }
 
-    /// The erase on disk, from wherever it stopped: record it, then remove the key files.
+    /// The erase on disk, from wherever it stopped.
+    ///
+    /// It records the erase, then removes the key files.
     private func finishWipe(_ state: inout State) throws {
         if !state.wipeRecorded {
             do {
@@ -825,9 +878,11 @@ public final class KeybagDevice: KeyAvailabilityMonitor, StoreKeyProvider {
         state.wipePending = false
     }
 
-    /// Removes the keybag and the device key — its file and its sealed blob, whichever store kept it, so no
-    /// TPM is needed to erase — and syncs their folders: removed for good only then, as a power cut must not
-    /// bring the keys back. A missing file is not an error, so this finishes any erase.
+    /// Removes the keybag and the device key, and syncs their folders.
+    ///
+    /// The device key goes as its file and its sealed blob, whichever store kept it, so no TPM is needed to erase. The
+    /// keys are removed for good only once the folders are synced, as a power cut must not bring them back. A missing
+    /// file is not an error, so this finishes any erase.
     ///
     /// - Throws: `DeviceError.Code.wipeIncomplete` naming the file that stays.
     private static func removeKeyFiles(_ layout: DeviceLayout) throws {
@@ -855,13 +910,17 @@ extension Duration {
 }
 
 extension FaultPoint {
-    /// An erase records the wiped state (``FaultPoint/Effect/fail(_:)``: nothing is removed).
+    /// An erase records the wiped state.
+    ///
+    /// With ``FaultPoint/Effect/fail(_:)``, nothing is removed.
     package static let wipeRecording = FaultPoint("wipe recording")
     /// An erase recorded the wiped state durably, before a key file is removed (a crash there is rolled forward
     /// at the next boot).
     package static let wipeRecorded = FaultPoint("wipe recorded")
-    /// An erase removes a key file: the keybag, the device key or the sealed device key, picked by the plan's
-    /// path suffix (``FaultPoint/Effect/fail(_:)``).
+    /// An erase removes a key file.
+    ///
+    /// The file is the keybag, the device key or the sealed device key, picked by the plan's path suffix
+    /// (``FaultPoint/Effect/fail(_:)``).
     package static let wipeRemovingKeyFile = FaultPoint("wipe removing a key file")
     /// A move of the keybag to version 2 sealed the passcode secret, before the new keybag is written (the
     /// write itself stops at ``FaultPoint/atomicWrite(_:)``).
