@@ -5,7 +5,9 @@ public import ProtectedData
 @_spi(Testing) public import ProtectedStore
 public import SecureKeys
 
-/// An `expect` that did not hold: what the line wanted and what was there.
+/// An `expect` that did not hold.
+///
+/// It says what the line wanted and what was there.
 public struct ExpectationFailure: Error, Sendable, Hashable, CustomStringConvertible {
     /// What the `expect` line wanted.
     public let expected: String
@@ -15,13 +17,17 @@ public struct ExpectationFailure: Error, Sendable, Hashable, CustomStringConvert
     public var description: String { "expected \(expected), got \(got)" }
 }
 
-/// Runs the command language against a real device and a real store (SQLCipher files, libsodium keys) in one
-/// state directory, with a manual clock: what the shell, scenario scripts and the simulator drive.
+/// Runs the command language against a real device and a real store in one state directory, with a manual clock.
+///
+/// The store is made of SQLCipher files and libsodium keys. This is what the shell, scenario scripts and the simulator
+/// drive.
 ///
 /// After every command, the work the app started runs until it is idle, so the next line sees its effect.
 @MainActor
 public final class ScenarioSession {
-    /// The state directory: the device and the store.
+    /// The state directory.
+    ///
+    /// It holds the device and the store.
     public let stateDirectory: String
     /// Where the session's device keeps its key.
     public let keyStore: any DeviceKeyStore
@@ -32,13 +38,18 @@ public final class ScenarioSession {
     /// Where the session writes what commands print (values read, errors, status).
     public var output: (String) -> Void
 
-    /// The device, once set up or booted in this process; `nil` while a device agent owns it (see ``agent``).
+    /// The device, once set up or booted in this process.
+    ///
+    /// It is `nil` while a device agent owns it (see ``agent``).
     public var device: KeybagDevice? { (backend as? InProcessDevice)?.device }
-    /// The device agent's client when a `protected-store device serve` owns the state directory: the device's
-    /// commands go to it, and the app asks it for the store's key.
+    /// The device agent's client when a `protected-store device serve` owns the state directory.
+    ///
+    /// The device's commands go to it, and the app asks it for the store's key.
     public var agent: DeviceAgentClient? { (backend as? AgentDevice)?.client }
-    /// Where the device's commands go: the device in this process, which holds the state directory's lock for
-    /// the session's life, or the agent that serves the directory.
+    /// Where the device's commands go.
+    ///
+    /// This is the device in this process, which holds the state directory's lock for the session's life, or the agent
+    /// that serves the directory.
     private var backend: any DeviceBackend
     /// The running app's controller, if an app runs.
     public private(set) var controller: DataController?
@@ -47,42 +58,63 @@ public final class ScenarioSession {
     /// The error of the last command that failed, `nil` after a command that succeeded.
     public private(set) var lastError: StoreError?
 
-    /// What the store acknowledged, in the order it happened: the oracle's input.
+    /// What the store acknowledged, in the order it happened.
+    ///
+    /// This is the oracle's input.
     public enum JournalEntry: Sendable, Hashable {
         /// A UI-facing put or delete completed.
         case applied(InboxEntry.Change)
-        /// A merge handled the oldest pending inbox records: applied `merged` of them and moved `quarantined`
-        /// (records of a kind the app cannot apply) to the store's quarantine.
+        /// A merge handled the oldest pending inbox records.
+        ///
+        /// It applied `merged` of them and moved `quarantined` (records of a kind the app cannot apply) to the store's
+        /// quarantine.
         case inboxMerged(Int, quarantined: Int)
-        /// `inbox retry` applied `merged` quarantined records; `stillQuarantined` stay.
+        /// `inbox retry` applied `merged` quarantined records.
+        ///
+        /// `stillQuarantined` stay.
         case quarantineRetried(merged: Int, stillQuarantined: Int)
-        /// `inbox discard` removed `removed` quarantined records (`which`: the id asked for, `nil` for all).
+        /// `inbox discard` removed `removed` quarantined records.
+        ///
+        /// `which` is the id asked for, or `nil` for all.
         case quarantineDiscarded(which: String?, removed: Int)
-        /// A UI-facing `get` read `value` (`nil`: missing) for `key`.
+        /// A UI-facing `get` read `value` for `key`.
+        ///
+        /// A `nil` value means missing.
         case read(key: String, value: String?)
-        /// A `ui` operation ran; whether the store was ready (with a coordinator) when it did.
+        /// A `ui` operation ran.
+        ///
+        /// It records whether the store was ready (with a coordinator) when it did.
         case ran(String, storeWasReady: Bool)
     }
 
     /// Everything acknowledged so far, in order.
     public private(set) var journal: [JournalEntry] = []
-    /// Every value written (puts and inbox puts): what must never be found in a file in the clear.
+    /// Every value written, by puts and inbox puts.
+    ///
+    /// None of these may ever be found in a file in the clear.
     public private(set) var writtenValues: Set<String> = []
-    /// Whether ``writtenValues`` is kept. The simulator, which searches the files for its seed's value prefixes
-    /// instead, turns it off: a long seed writes a new value every few steps.
+    /// Whether ``writtenValues`` is kept.
+    ///
+    /// The simulator, which searches the files for its seed's value prefixes instead, turns it off, as a long seed
+    /// writes a new value every few steps.
     package var recordsWrittenValues = true
-    /// For each file damaged and not restored since: its contents before the last damage (what `damage FILE
-    /// restore` puts back) and after it (what nothing may overwrite or remove while it is damaged). Key files
-    /// hold only wrapped keys, never a secret in the clear.
+    /// The contents of each file damaged and not restored since.
+    ///
+    /// For each, the contents before the last damage (what `damage FILE restore` puts back) and after it (what nothing
+    /// may overwrite or remove while it is damaged). Key files hold only wrapped keys, never a secret in the clear.
     package internal(set) var damagedFiles: [DamagedFile: (original: [UInt8], damaged: [UInt8])] = [:]
-    /// For each file replaced by a link or a FIFO (`damage FILE link|fifo`) and not restored since: what is in
-    /// its place (a symbolic link, or a FIFO), and whether the file existed (it was moved to `FILE.aside`).
+    /// Each file replaced by a link or a FIFO (`damage FILE link
+    ///
+    /// fifo`) and not restored since.|For each, what is in its place (a symbolic link, or a FIFO), and whether the file
+    /// existed (it was moved to `FILE.aside`).
     package internal(set) var replacedFiles: [DamagedFile: (isLink: Bool, movedAside: Bool)] = [:]
-    /// Journal entries dropped by ``forgetJournal(first:)`` once checked: with ``journal``'s count, how many
-    /// entries the session ever journaled.
+    /// Journal entries dropped by ``forgetJournal(first:)`` once checked.
+    ///
+    /// With ``journal``'s count, they give how many entries the session ever journaled.
     package private(set) var forgottenJournalEntries = 0
-    /// How many entries the session ever journaled (those forgotten included): it moves whenever the store
-    /// acknowledged something.
+    /// How many entries the session ever journaled, those forgotten included.
+    ///
+    /// It moves whenever the store acknowledged something.
     package var journaledCount: Int { forgottenJournalEntries + journal.count }
 
     /// Drops the oldest `count` journal entries, already absorbed and checked, so that a long simulated seed
@@ -103,30 +135,38 @@ public final class ScenarioSession {
             disk.plantedFault = plantedFault
         }
     }
-    /// The disk every file of the session is written through: it forgets what was not synced at a power cut.
+    /// The disk every file of the session is written through.
+    ///
+    /// It forgets what was not synced at a power cut.
     package let disk: SimulatedDisk
     /// What the last `device power-cut` did.
     package private(set) var lastPowerCut: SimulatedDisk.PowerCutReport?
     /// The fault `fault next-io` planned, waiting for the next command.
     package private(set) var plannedFault: ScenarioFault?
-    /// The plan of the last command that ran under a `fault next-io`, disarmed: the calls it counted and failed.
+    /// The plan of the last command that ran under a `fault next-io`, disarmed.
+    ///
+    /// It holds the calls it counted and failed.
     package private(set) var lastFault: DiskFaultPlan?
 
     /// What looks for plaintext in the state directory's files, kept from scan to scan.
     var plaintextScanner = PlaintextScanner()
     private let started: ManualClock.Instant
-    /// Apps that crashed or died in a reboot, whose memory and threads are freed at the end of the command
-    /// (``releaseAbandonedApps()``): never cleaned up by the app, as a killed process is not.
+    /// Apps that crashed or died in a reboot, whose memory and threads are freed at the end of the command.
+    ///
+    /// They are freed by ``releaseAbandonedApps()``, never cleaned up by the app, as a killed process is not.
     private var abandoned: [DataController] = []
     private var operationError: StoreError?
 
     /// The store every app in this session uses.
     public var storePath: String { stateDirectory + "/app.sqlite" }
-    /// Its files: key file, inbox, journal.
+    /// Its files.
+    ///
+    /// These are the key file, inbox and journal.
     public var storeFiles: StoreFiles { StoreFiles(database: storePath) }
 
-    /// Opens a session on `stateDirectory`. A device already kept there is booted: starting again on the
-    /// same directory is a reboot.
+    /// Opens a session on `stateDirectory`.
+    ///
+    /// A device already kept there is booted, so starting again on the same directory is a reboot.
     ///
     /// - Parameters:
     ///   - stateDirectory: the state directory.
@@ -224,8 +264,10 @@ public final class ScenarioSession {
         return nil
     }
 
-    /// Ends the session as a process that exits cleanly does: the app, if one runs, is terminated — its store
-    /// closed and checkpointed, its threads ended — and what killed apps held is released. Prints nothing.
+    /// Ends the session as a process that exits cleanly does.
+    ///
+    /// The app, if one runs, is terminated (its store closed and checkpointed, its threads ended), and what killed apps
+    /// held is released. Prints nothing.
     ///
     /// Call it before the process exits: a store thread still closing while `exit` runs the libraries' exit
     /// handlers crashes the process (`StoreThreadCensus`). The session can run commands again afterwards.
@@ -263,18 +305,21 @@ public final class ScenarioSession {
             + (appRan ? ", so the app was ended with it (`app launch` starts it again)" : ""))
     }
 
-    /// Frees what the apps killed by the command held, as the kernel does for a killed process: their store
-    /// keys, connections and threads. Their files were made dead when they died, so closing them writes nothing
-    /// (``abandonApp()``). Kept alive instead, every crash, reboot and power cut of a long simulation left a
-    /// store key, an inbox key and threads behind, until the process ran out of memory mappings.
+    /// Frees what the apps killed by the command held, as the kernel does for a killed process.
+    ///
+    /// This is their store keys, connections and threads. Their files were made dead when they died, so closing them
+    /// writes nothing (``abandonApp()``). Kept alive instead, every crash, reboot and power cut of a long simulation
+    /// left a store key, an inbox key and threads behind, until the process ran out of memory mappings.
     private func releaseAbandonedApps() async {
         let killed = abandoned
         abandoned.removeAll()
         for controller in killed { await controller.releaseAbandonedStore() }
     }
 
-    /// Ends the fault a command ran under: says which call failed and, after a planned power cut, boots the
-    /// device again as `device power-cut` does (the app died with the power).
+    /// Ends the fault a command ran under.
+    ///
+    /// It says which call failed and, after a planned power cut, boots the device again as `device power-cut` does (the
+    /// app died with the power).
     private func finish(_ plan: DiskFaultPlan) {
         plan.disarm()
         lastFault = plan
@@ -297,8 +342,9 @@ public final class ScenarioSession {
         }
     }
 
-    /// For a passcode delay, the command that ends it: the session's device counts the delay on the manual
-    /// clock, which only `clock advance` moves.
+    /// For a passcode delay, the command that ends it.
+    ///
+    /// The session's device counts the delay on the manual clock, which only `clock advance` moves.
     static func clockHint(for error: any Error) -> String {
         guard let device = error as? DeviceError, let wait = device.retryAfter else { return "" }
         return " (`clock advance \(wait.scriptText)`)"
@@ -308,13 +354,17 @@ public final class ScenarioSession {
         await controller?.waitUntilIdle()
     }
 
-    /// A command's passcode as the device takes it: the command's own guarded bytes (not a copy), or none.
+    /// A command's passcode as the device takes it.
+    ///
+    /// This is the command's own guarded bytes (not a copy), or none.
     private static func bytes(of passcode: ScenarioPasscode?) throws -> SecureBytes {
         if let passcode { return passcode.bytes }
         return try SecureBytes(count: 0)
     }
 
-    /// What the app asks for keys and availability: the device in this process, or the agent.
+    /// What the app asks for keys and availability.
+    ///
+    /// This is the device in this process, or the agent.
     private func requireKeys() throws -> any KeyAvailabilityMonitor & StoreKeyProvider {
         try backend.keys()
     }
@@ -499,7 +549,9 @@ public final class ScenarioSession {
         "\(record.id) kind \(record.kind ?? "?") (\(record.attempts) attempt\(record.attempts == 1 ? "" : "s")): \(record.reason)"
     }
 
-    /// A record id as the tool prints it: 32 hex digits.
+    /// A record id as the tool prints it.
+    ///
+    /// It has 32 hex digits.
     private static func recordID(_ text: String) throws -> InboxEntry.ID {
         let digits = Array(text.utf8)
         guard digits.count == 32, let bytes = Optional(stride(from: 0, to: 32, by: 2).compactMap({ UInt8(String(decoding: digits[$0..<$0 + 2], as: UTF8.self), radix: 16) })),
@@ -510,10 +562,12 @@ public final class ScenarioSession {
         return InboxEntry.ID(bytes: bytes)
     }
 
-    /// The app's process dies without any clean-up: the controller and its store connection are dropped
-    /// where they stand. The files it had open are dead from now on (`SimulatedDisk.killOpenHandles()`: the
-    /// session's only long-lived handles are the app's connections): nothing it does later — the close that
-    /// frees its memory at the end of the command — reaches the disk, as nothing of a killed process does.
+    /// The app's process dies without any clean-up.
+    ///
+    /// The controller and its store connection are dropped where they stand. The files it had open are dead from now on
+    /// (`SimulatedDisk.killOpenHandles()`); the session's only long-lived handles are the app's connections. Nothing it
+    /// does later, such as the close that frees its memory at the end of the command, reaches the disk, as nothing of a
+    /// killed process does.
     private func abandonApp() {
         guard let controller else { return }
         controller.abandon()
@@ -526,10 +580,11 @@ public final class ScenarioSession {
     /// one that may hold a passcode).
     nonisolated public static let shellHistoryFileName = "shell-history"
 
-    /// For a command whose passcodes the shell is about to ask for (`device unlock`, `device change-passcode`
-    /// typed without them): when there is no device to take them, reports `no-device` as running the command
-    /// would — printed, and kept for `expect error` — so that nobody types a passcode for nothing. The
-    /// device agent, when one serves the directory, is asked first.
+    /// Reports `no-device` before the shell asks for passcodes, when there is no device to take them.
+    ///
+    /// This is for a command whose passcodes the shell is about to ask for (`device unlock`, `device change-passcode`
+    /// typed without them). It reports `no-device` as running the command would (printed, and kept for `expect error`),
+    /// so that nobody types a passcode for nothing. The device agent, when one serves the directory, is asked first.
     ///
     /// - Returns: `true` when there is no device and the command was refused; `false` when there is one and
     ///   the passcodes are to be asked for.
