@@ -3,8 +3,10 @@ import Foundation
 import ProtectedData
 import SecureKeys
 
-/// One conversation with a TPM 2.0 through tpm2-tss's Enhanced System API: the TCTI (how commands reach the
-/// TPM: `device:/dev/tpmrm0`, `swtpm:host=…,port=…`) and the ESYS context, freed together in `deinit`.
+/// One conversation with a TPM 2.0 through tpm2-tss's Enhanced System API.
+///
+/// It holds the TCTI (how commands reach the TPM, such as `device:/dev/tpmrm0` or `swtpm:host=…,port=…`) and the ESYS
+/// context, freed together in `deinit`.
 ///
 /// Every command that carries the device key runs in a salted HMAC session with AES-128-CFB parameter
 /// encryption (TPM 2.0 Part 1, "Parameter Encryption"), so the key crosses the bus to the TPM encrypted.
@@ -19,10 +21,12 @@ final class TPMConnection {
     let tcti: String
     private var tctiContext: OpaquePointer?
     private var context: OpaquePointer?
-    /// `ESYS_TR_NONE`: no handle, no session.
+    /// `ESYS_TR_NONE`, which means no handle and no session.
     private static let noHandle = ESYS_TR(ESYS_TR_NONE)
 
-    /// Why sealing or unsealing failed: the one error those methods throw, mapped by the key store.
+    /// Why sealing or unsealing failed.
+    ///
+    /// This is the one error those methods throw, mapped by the key store.
     enum Failure: Error, CustomStringConvertible {
         /// The TPM is unavailable or refused a command (`tpm-unavailable`, `tpm-failure`).
         case device(DeviceError)
@@ -100,7 +104,9 @@ final class TPMConnection {
 
     // MARK: Reading the TPM
 
-    /// The TPM's manufacturer, up to four ASCII letters (`IBM` for swtpm): proof that a TPM 2.0 answers.
+    /// The TPM's manufacturer, up to four ASCII letters (`IBM` for swtpm).
+    ///
+    /// It is proof that a TPM 2.0 answers.
     ///
     /// - Throws: `DeviceError.Code.tpmUnavailable` when it does not answer.
     func manufacturer() throws(DeviceError) -> String {
@@ -120,13 +126,15 @@ final class TPMConnection {
 
     // MARK: The storage key
 
-    /// The primary storage key of the owner hierarchy, created from the fixed template
-    /// (`protectedstore_tpm_primary_template`): the same key every time on this TPM, until its owner hierarchy
-    /// is cleared. The caller flushes ``PrimaryKey/handle``.
+    /// The primary storage key of the owner hierarchy, created from the fixed template.
+    ///
+    /// The template is `protectedstore_tpm_primary_template`. The key is the same every time on this TPM, until its
+    /// owner hierarchy is cleared. The caller flushes ``PrimaryKey/handle``.
     struct PrimaryKey {
         var handle: ESYS_TR
-        /// The key's TPM name (hash algorithm ‖ digest of its public area): what tells this TPM's key from
-        /// another's.
+        /// The key's TPM name (hash algorithm ‖ digest of its public area).
+        ///
+        /// It is what tells this TPM's key from another's.
         var name: [UInt8]
     }
 
@@ -176,24 +184,29 @@ final class TPMConnection {
         return session
     }
 
-    /// Flushes a transient object or a session; a failure is ignored (the resource manager flushes what a
-    /// connection left when it closes).
+    /// Flushes a transient object or a session.
+    ///
+    /// A failure is ignored (the resource manager flushes what a connection left when it closes).
     func flush(_ handle: ESYS_TR) {
         _ = Esys_FlushContext(context, handle)
     }
 
     // MARK: Sealing
 
-    /// What sealing returns: the sealed object's public and private areas, marshalled (the private one is
-    /// encrypted by the TPM under `primary`), and the primary key's name.
+    /// What sealing returns.
+    ///
+    /// This is the sealed object's public and private areas, marshalled (the private one is encrypted by the TPM under
+    /// `primary`), and the primary key's name.
     struct Sealed {
         var primaryName: [UInt8]
         var publicArea: [UInt8]
         var privateArea: [UInt8]
     }
 
-    /// What a sealed object is: the device key (empty authValue, `noDA`), or a keybag's passcode secret
-    /// (authValue derived from the passcode, dictionary-attack protected).
+    /// What a sealed object is.
+    ///
+    /// It is the device key (empty authValue, `noDA`), or a keybag's passcode secret (authValue derived from the
+    /// passcode, dictionary-attack protected).
     enum SealedObjectKind {
         case deviceKey
         case passcodeSecret
@@ -279,11 +292,12 @@ final class TPMConnection {
         }
     }
 
-    /// Overwrites the copy of the last `Create`'s sensitive input that tpm2-tss keeps in the context (its
-    /// stored input parameters, and the command buffer they were marshalled into), which `Esys_Finalize` frees
-    /// without zeroing: a second `Create` under `parent`, of an empty sensitive area, is stored in the same
-    /// place. Its object is discarded, and its result does not matter: the input is stored before the command
-    /// is sent.
+    /// Overwrites the copy of the last `Create`'s sensitive input that tpm2-tss keeps in the context.
+    ///
+    /// That copy is its stored input parameters, and the command buffer they were marshalled into, which
+    /// `Esys_Finalize` frees without zeroing. A second `Create` under `parent`, of an empty sensitive area, is stored
+    /// in the same place. Its object is discarded, and its result does not matter, as the input is stored before the
+    /// command is sent.
     private func overwriteStoredSensitive(parent: ESYS_TR, session: ESYS_TR) {
         var empty = TPM2B_SENSITIVE_CREATE()
         var template = TPM2B_PUBLIC()
@@ -303,12 +317,17 @@ final class TPMConnection {
     enum UnsealFailure: Error {
         /// This TPM's primary storage key is not the one the object was sealed under.
         case otherPrimary
-        /// The TPM refused to load the object under the right primary key: it is not what the TPM wrote.
+        /// The TPM refused to load the object under the right primary key.
+        ///
+        /// It is not what the TPM wrote.
         case rejected(String)
-        /// The TPM refused the authValue (`TPM_RC_AUTH_FAIL`, `TPM_RC_BAD_AUTH`): for a passcode secret, a wrong
-        /// passcode, which the TPM counted.
+        /// The TPM refused the authValue (`TPM_RC_AUTH_FAIL`, `TPM_RC_BAD_AUTH`).
+        ///
+        /// For a passcode secret, this is a wrong passcode, which the TPM counted.
         case authorizationFailed
-        /// The TPM is in dictionary-attack lockout (`TPM_RC_LOCKOUT`): it did not check the authValue.
+        /// The TPM is in dictionary-attack lockout (`TPM_RC_LOCKOUT`).
+        ///
+        /// It did not check the authValue.
         case lockout
     }
 
@@ -383,9 +402,11 @@ final class TPMConnection {
         }
     }
 
-    /// What a response code of the TPM itself says about an authorization (TPM 2.0 Part 2, "Response Code
-    /// Details"): `TPM_RC_AUTH_FAIL` (format 1, 0x08E, with the session's number) or `TPM_RC_BAD_AUTH` (0x0A2) is a
-    /// wrong authValue; `TPM_RC_LOCKOUT` (the warning 0x921) is the dictionary-attack lockout. `nil` otherwise.
+    /// What a response code of the TPM itself says about an authorization.
+    ///
+    /// See TPM 2.0 Part 2, "Response Code Details". `TPM_RC_AUTH_FAIL` (format 1, 0x08E, with the session's number) or
+    /// `TPM_RC_BAD_AUTH` (0x0A2) is a wrong authValue. `TPM_RC_LOCKOUT` (the warning 0x921) is the dictionary-attack
+    /// lockout. `nil` otherwise.
     static func authorizationFailure(_ rc: TSS2_RC) -> UnsealFailure? {
         guard rc & 0xFFFF_0000 == 0 else { return nil }  // another layer's code (tpm2-tss's own)
         if rc & 0x80 != 0 {
@@ -395,7 +416,9 @@ final class TPMConnection {
         return rc & 0xFFF == 0x921 ? .lockout : nil
     }
 
-    /// Sets the authValue tpm2-tss uses for `object` in HMAC sessions; the `TPM2B_AUTH` passed is zeroed after.
+    /// Sets the authValue tpm2-tss uses for `object` in HMAC sessions.
+    ///
+    /// The `TPM2B_AUTH` passed is zeroed after.
     private func setAuthorization(of object: ESYS_TR, to authValue: SecureBytes) throws(Failure) {
         var auth = TPM2B_AUTH()
         defer { withUnsafeMutableBytes(of: &auth) { secureZero($0) } }
@@ -413,12 +436,13 @@ final class TPMConnection {
         }
     }
 
-    /// Overwrites the copy of the last authValue tpm2-tss keeps in `session` (its session value, the session key
-    /// followed by the authValue of the object the session last authorized, freed unzeroed when the session is
-    /// flushed): one more command in the session authorizes `primary` with 32 random bytes set as its authValue.
-    /// The primary key's authValue is empty, so the TPM refuses the command (`TPM_RC_BAD_AUTH`; the primary key is
-    /// `noDA`, so the refusal is not counted) and does nothing; what matters is the session value it was computed
-    /// with. The primary key's authValue is set back to empty after.
+    /// Overwrites the copy of the last authValue tpm2-tss keeps in `session`.
+    ///
+    /// That copy is its session value, the session key followed by the authValue of the object the session last
+    /// authorized, freed unzeroed when the session is flushed. One more command in the session authorizes `primary`
+    /// with 32 random bytes set as its authValue. The primary key's authValue is empty, so the TPM refuses the command
+    /// (`TPM_RC_BAD_AUTH`; the primary key is `noDA`, so the refusal is not counted) and does nothing. What matters is
+    /// the session value it was computed with. The primary key's authValue is set back to empty after.
     private func overwriteSessionValue(
         _ session: ESYS_TR, primary: ESYS_TR, publicArea: inout TPM2B_PUBLIC, privateArea: inout TPM2B_PRIVATE
     ) {
@@ -441,8 +465,10 @@ final class TPMConnection {
         _ = Esys_TR_SetAuth(context, object, &empty)
     }
 
-    /// The TPM's dictionary-attack state: `TPM2_PT_LOCKOUT_COUNTER`, `TPM2_PT_MAX_AUTH_FAIL`,
-    /// `TPM2_PT_LOCKOUT_INTERVAL` (seconds), `TPM2_PT_LOCKOUT_RECOVERY` (seconds).
+    /// The TPM's dictionary-attack state.
+    ///
+    /// It holds `TPM2_PT_LOCKOUT_COUNTER`, `TPM2_PT_MAX_AUTH_FAIL`, `TPM2_PT_LOCKOUT_INTERVAL` (seconds) and
+    /// `TPM2_PT_LOCKOUT_RECOVERY` (seconds).
     struct DictionaryAttackState: Equatable {
         var counter: UInt32
         var maximum: UInt32
@@ -467,9 +493,10 @@ final class TPMConnection {
         return DictionaryAttackState(counter: counter, maximum: maximum, interval: interval, recovery: recovery)
     }
 
-    /// Reads up to `count` TPM properties from the tag `first` on (`TPM2_GetCapability` of
-    /// `TPM2_CAP_TPM_PROPERTIES`): the properties in the order the TPM returned them (`nil` when it returned no
-    /// data).
+    /// Reads up to `count` TPM properties from the tag `first` on.
+    ///
+    /// It uses `TPM2_GetCapability` of `TPM2_CAP_TPM_PROPERTIES`, and returns the properties in the order the TPM
+    /// returned them (`nil` when it returned no data).
     ///
     /// - Throws: what `failure` makes of tpm2-tss's text when the TPM does not answer.
     private func tpmProperties(
@@ -488,9 +515,11 @@ final class TPMConnection {
         return properties
     }
 
-    /// tpm2-tss decrypts a response parameter in place, in the context's one command/response buffer, and
-    /// keeps that buffer until the context is finalized (freed, not zeroed). The next command's response
-    /// overwrites it: 64 random bytes cover the header, the parameter size and a 32-byte key behind them.
+    /// Overwrites the response buffer tpm2-tss keeps in the context.
+    ///
+    /// tpm2-tss decrypts a response parameter in place, in the context's one command/response buffer, and keeps that
+    /// buffer until the context is finalized (freed, not zeroed). The next command's response overwrites it. 64 random
+    /// bytes cover the header, the parameter size and a 32-byte key behind them.
     private func scrubResponseBuffer() {
         var random: UnsafeMutablePointer<TPM2B_DIGEST>?
         _ = Esys_GetRandom(context, Self.noHandle, Self.noHandle, Self.noHandle, 48, &random)
@@ -525,14 +554,17 @@ final class TPMConnection {
 }
 
 extension TSS2_RC {
-    /// Whether this is `TSS2_RC_SUCCESS`: for the calls whose failure is ignored (a best-effort overwrite).
+    /// Whether this is `TSS2_RC_SUCCESS`.
+    ///
+    /// For the calls whose failure is ignored (a best-effort overwrite).
     fileprivate var isSuccess: Bool { self == TSS2_RC_SUCCESS }
 
     /// tpm2-tss's text for this response code (`tpm:error(2.0): integrity check failed`).
     fileprivate var text: String { String(cString: Tss2_RC_Decode(self)) }
 
-    /// Throws what `failure` makes of this response code and its text unless it is success: the one check of a
-    /// tpm2-tss response code.
+    /// Throws what `failure` makes of this response code and its text unless it is success.
+    ///
+    /// This is the one check of a tpm2-tss response code.
     fileprivate func check<Failure: Error>(orThrow failure: (TSS2_RC, String) -> Failure) throws(Failure) {
         guard isSuccess else { throw failure(self, text) }
     }
