@@ -5,9 +5,10 @@ public import SecureKeys
 import StoreConcurrency
 import SystemPackage
 
-/// The one process that owns a state directory's device — keybag, passcode attempts and delays, grace timer,
-/// class keys in guarded memory — and answers every other process over a Unix-domain socket, as a phone's
-/// keybag service answers an app, its extensions and its widgets.
+/// The one process that owns a state directory's device and answers every other process over a Unix-domain socket.
+///
+/// It holds the keybag, passcode attempts and delays, grace timer, and class keys in guarded memory. It answers as a
+/// phone's keybag service answers an app, its extensions and its widgets.
 ///
 /// Clients (``DeviceAgentClient``) find the socket from the state directory alone: at ``socketPath(in:)``, or —
 /// for an agent given a ``Configuration/runtimeDirectory`` — where the state directory's `agent/socket-location`
@@ -28,27 +29,36 @@ public final class DeviceAgent: Sendable {
     public struct Configuration: Sendable {
         /// The Argon2id cost for a device set up through the agent.
         public var kdf: PasscodeKDF
-        /// Clients served at once (1 to 4096); one more is refused with `agent-refused` until one leaves.
+        /// Clients served at once (1 to 4096).
+        ///
+        /// One more is refused with `agent-refused` until one leaves.
         public var maximumClients: Int
-        /// How long a new client may wait before it begins its `hello`, and how long a request (`hello`
-        /// included) may take to arrive whole once its first byte has (1 ms to a day): a client that stays
-        /// silent, stalls or dies part-way is cut off then.
+        /// How long a client may wait before its `hello`, and a request may take to arrive whole (1 ms to a day).
+        ///
+        /// The first is how long a new client may wait before it begins its `hello`. The second is how long a request
+        /// (`hello` included) may take to arrive whole once its first byte has. A client that stays silent, stalls or
+        /// dies part-way is cut off then.
         public var requestTimeout: Duration
-        /// Where the device keeps its key: a file (the default) or a TPM (`TPMKeys`).
+        /// Where the device keeps its key.
+        ///
+        /// It is a file (the default) or a TPM (`TPMKeys`).
         public var keyStore: any DeviceKeyStore
-        /// Whether the device runs on the real clock (`ContinuousClock`): its grace periods end in real time,
-        /// and clients may not move its clock (`device serve --session`). `false`: a virtual clock that clients'
-        /// `advanceClock` moves, so scripts in several processes agree.
+        /// Whether the device runs on the real clock (`ContinuousClock`).
+        ///
+        /// If so, its grace periods end in real time, and clients may not move its clock (`device serve --session`). If
+        /// `false`, a virtual clock that clients' `advanceClock` moves, so scripts in several processes agree.
         public var realClock: Bool
-        /// The user's runtime directory (`$XDG_RUNTIME_DIR`) to listen in, instead of the state directory: the
-        /// socket is `protected-store/device-DEV-INODE.sock` there (a short path, whatever the state directory's),
-        /// and the state directory's `agent/socket-location` names it for clients (`AgentSocketLocation`).
-        /// `nil`: `STATE-DIR/agent/device.sock`.
+        /// The user's runtime directory (`$XDG_RUNTIME_DIR`) to listen in, instead of the state directory.
+        ///
+        /// The socket is `protected-store/device-DEV-INODE.sock` there (a short path, whatever the state directory's),
+        /// and the state directory's `agent/socket-location` names it for clients (`AgentSocketLocation`). If `nil`,
+        /// `STATE-DIR/agent/device.sock`.
         public var runtimeDirectory: String?
-        /// Whether something outside the clients holds the device locked now — the session's screen lock for
-        /// `device serve --session` — asked when a device is set up through the agent: a device set up while it
-        /// says so comes up locked with its class A keys and class B private key already wiped (no grace period:
-        /// nobody was using it unlocked). `nil`: nothing does.
+        /// Whether something outside the clients holds the device locked now.
+        ///
+        /// This is the session's screen lock for `device serve --session`, asked when a device is set up through the
+        /// agent. A device set up while it says so comes up locked with its class A keys and class B private key
+        /// already wiped (no grace period, as nobody was using it unlocked). `nil` when nothing does.
         public var heldLocked: (@Sendable () -> Bool)?
 
         /// A configuration.
@@ -89,22 +99,31 @@ public final class DeviceAgent: Sendable {
 
     /// The state directory the agent owns.
     public let stateDirectory: String
-    /// Where clients connect: in the state directory, or in the runtime directory
-    /// (``Configuration/runtimeDirectory``).
+    /// Where clients connect.
+    ///
+    /// This is in the state directory, or in the runtime directory (``Configuration/runtimeDirectory``).
     public let socketPath: String
     /// The state directory's `agent/socket-location`, when the socket is in the runtime directory.
     private let socketLocationPath: String?
     private let configuration: Configuration
     private let ownership: StateDirectoryLock
-    /// The device's clock: virtual, moved by clients' `advanceClock`, so scripts in several processes agree.
+    /// The device's virtual clock, moved by clients' `advanceClock`.
+    ///
+    /// Scripts in several processes so agree.
     private let clock = ManualClock()
-    /// The clock the device runs on: ``clock``, or the real one (``Configuration/realClock``).
+    /// The clock the device runs on.
+    ///
+    /// This is ``clock``, or the real one (``Configuration/realClock``).
     private let deviceClock: any Clock<Duration>
-    /// When the agent started, on the real clock: its status's clock reads the time since.
+    /// When the agent started, on the real clock.
+    ///
+    /// Its status's clock reads the time since.
     private let started = ContinuousClock.now
     private let listener: FileDescriptor
-    /// One request at a time reaches the device, and the events it causes are sent to every client before its
-    /// answer: a client that asks for the status has seen every event that came before.
+    /// Lets one request at a time reach the device.
+    ///
+    /// The events it causes are sent to every client before its answer, so a client that asks for the status has seen
+    /// every event that came before.
     private let serial = NSLock()
     private let state = LockedState(State())
     private let logger = LogSubsystem.device.makeLogger()
@@ -176,8 +195,10 @@ public final class DeviceAgent: Sendable {
         if let device = state.withLock({ $0.device }) { watch(device) }
     }
 
-    /// Removes what a killed agent left at `path`; nothing there is not an error. A plain `unlink`, not
-    /// `DiskIO`'s: neither entry is durable device state (the socket itself is removed the same way).
+    /// Removes what a killed agent left at `path`.
+    ///
+    /// Nothing there is not an error. A plain `unlink`, not `DiskIO`'s, as neither entry is durable device state (the
+    /// socket itself is removed the same way).
     ///
     /// - Throws: `SecureKeysError` with `io-error` naming the entry when it stays.
     private static func removeStale(_ path: String) throws {
@@ -234,8 +255,10 @@ public final class DeviceAgent: Sendable {
         }
     }
 
-    /// Stops accepting, removes the socket and cuts every client off. ``serve()`` returns; the device is
-    /// powered off (its state is on disk) and the directory given up when the agent is freed.
+    /// Stops accepting, removes the socket and cuts every client off.
+    ///
+    /// ``serve()`` returns. The device is powered off (its state is on disk) and the directory given up when the agent
+    /// is freed.
     public func stop() {
         // Still the directory's owner: no other agent can have bound this path. Gone, it tells a client at once
         // that nobody serves here. Removed before anything can make serve() return (`stopped`, the listener's
@@ -374,9 +397,10 @@ public final class DeviceAgent: Sendable {
         }
     }
 
-    /// Locks the device, as a client's `lock` does — for a lock from outside the clients: the session's lock
-    /// (`device serve --session`). Taken in turn with the clients' requests, so every client sees the events
-    /// in order. Without a device, nothing happens.
+    /// Locks the device, as a client's `lock` does, for a lock from outside the clients.
+    ///
+    /// This is the session's lock (`device serve --session`). Taken in turn with the clients' requests, so every client
+    /// sees the events in order. Without a device, nothing happens.
     public func lockDevice() {
         serial.withLock { state.withLock { $0.device }?.lock() }
     }
@@ -415,8 +439,10 @@ public final class DeviceAgent: Sendable {
     }
 }
 
-/// One client's socket: sends from any thread (answers, pushed events) one frame at a time; closed only by
-/// the thread that reads it, after which sends fail instead of reaching a reused descriptor.
+/// One client's socket.
+///
+/// It sends from any thread (answers, pushed events) one frame at a time. It is closed only by the thread that reads
+/// it, after which sends fail instead of reaching a reused descriptor.
 private final class AgentConnection: Sendable {
     let id: Int
     let descriptor: FileDescriptor
@@ -427,14 +453,18 @@ private final class AgentConnection: Sendable {
         self.descriptor = descriptor
     }
 
-    /// Sends a frame without ever waiting: `false` when the client is gone or its socket's buffer is full —
-    /// hundreds of frames it has not read, so it has stopped reading (and the agent, which sends inside its
-    /// one-request-at-a-time turn, must not wait for it at the others' cost).
+    /// Sends a frame without ever waiting.
+    ///
+    /// It returns `false` when the client is gone or its socket's buffer is full. That is hundreds of frames it has not
+    /// read, so it has stopped reading, and the agent, which sends inside its one-request-at-a-time turn, must not wait
+    /// for it at the others' cost.
     func send(_ frame: SecureBytes) -> Bool {
         closed.withLock { closed in !closed && FrameChannel.send(frame, on: descriptor, within: .zero) }
     }
 
-    /// Sends why the connection ends, if the client has room for it; its reader then closes it.
+    /// Sends why the connection ends, if the client has room for it.
+    ///
+    /// Its reader then closes it.
     func refuse(_ error: DeviceError) {
         if let frame = try? AgentWireFormat.encode(.failure(AgentFailure(error)), id: 0) { _ = send(frame) }
     }
