@@ -1,20 +1,25 @@
 public import SecureKeys
 
-/// The answer to "can I have this store's key now?": three ways, because only one of them may ever lead to
-/// creating a key.
+/// The answer to "can I have this store's key now?"
+///
+/// It comes in three ways, because only one of them may ever lead to creating a key.
 public enum StoreKeyLookup: Sendable {
-    /// The source holds the store's key and can unwrap it now: here is the store key.
+    /// The source holds the store's key and can unwrap it now.
+    ///
+    /// Here is the store key.
     case available(SecureBytes)
-    /// The source holds the store's key but cannot give it now (locked, or before the first unlock). Wait for
-    /// the device's *did become available* event; never create a key in this state.
+    /// The source holds the store's key but cannot give it now (locked, or before the first unlock).
+    ///
+    /// Wait for the device's *did become available* event. Never create a key in this state.
     case locked(ProtectionClass)
-    /// The source holds no key for the store: the store was never created. Only this case may create a key,
-    /// and only when no store file exists either.
+    /// The source holds no key for the store, so the store was never created.
+    ///
+    /// Only this case may create a key, and only when no store file exists either.
     case absent
 }
 
 extension StoreKeyLookup: CustomStringConvertible {
-    /// `available`, `locked (CLASS)` or `absent`; never the key.
+    /// `available`, `locked (CLASS)` or `absent`, never the key.
     public var description: String {
         switch self {
         case .available: "available"
@@ -24,18 +29,23 @@ extension StoreKeyLookup: CustomStringConvertible {
     }
 }
 
-/// What a key source records of one store's key, beside the key itself: which key it is, the class that
-/// protects it and the format of the store it opens. Nothing in it is secret; a source answers it while locked.
+/// What a key source records of one store's key, beside the key itself.
+///
+/// This is which key it is, the class that protects it and the format of the store it opens. Nothing in it is secret,
+/// and a source answers it while locked.
 ///
 /// The attach needs it to open a store with the settings it was written with (``storeFormat``) and to tell an
 /// interrupted creation from a lost store (``storeID``: the creation marker names the key a creation made).
 public struct StoreKeyRecord: Sendable, Hashable {
-    /// A random identifier the source gave this key when it made it (`StoreKeyFile.storeIDLength` bytes,
-    /// not secret): a key made again for the same store path has another one.
+    /// A random identifier the source gave this key when it made it.
+    ///
+    /// It is `StoreKeyFile.storeIDLength` bytes, not secret. A key made again for the same store path has another one.
     public var storeID: [UInt8]
     /// The class whose key protects the store key.
     public var protectionClass: ProtectionClass
-    /// The format of the store file this key opens: `StoreFormat.current` for a key made by
+    /// The format of the store file this key opens.
+    ///
+    /// This is `StoreFormat.current` for a key made by
     /// ``StoreKeyProvider/createStoreKey(forStoreAt:protectionClass:)``.
     public var storeFormat: StoreFormat
 
@@ -56,8 +66,9 @@ public struct StoreKeyRecord: Sendable, Hashable {
         self.init(storeID: keyFile.storeID, protectionClass: keyFile.protectionClass, storeFormat: keyFile.storeFormat)
     }
 
-    /// The record in the header of the store key file beside the store at `storePath` (`StoreFiles/key`), or
-    /// `nil` when there is none. Reads the header only: the store key stays wrapped.
+    /// The record in the header of the store key file beside the store at `storePath`, or `nil` when there is none.
+    ///
+    /// The file is `StoreFiles/key`. Reads the header only, so the store key stays wrapped.
     ///
     /// - Throws: `SecureKeysError` when the key file is damaged, of an unknown version, or not a regular file.
     public static func ofKeyFile(forStoreAt storePath: String) throws -> StoreKeyRecord? {
@@ -67,8 +78,10 @@ public struct StoreKeyRecord: Sendable, Hashable {
     }
 }
 
-/// Where a store coordinator gets its store keys: the simulated device, the Linux session device, the device
-/// agent's client, or a source of the app's own (a keychain, a TPM, a secret service, memory).
+/// Where a store coordinator gets its store keys.
+///
+/// This is the simulated device, the Linux session device, the device agent's client, or a source of the app's own (a
+/// keychain, a TPM, a secret service, memory).
 ///
 /// The source decides where keys live. The library never reads or writes a key file behind its back: what
 /// it needs of a key — the key itself, its identifier, the store's format — it asks through these calls. The
@@ -124,8 +137,10 @@ public protocol StoreKeyProvider: Sendable {
     /// - Throws: when the source cannot tell (a damaged or unreadable key, a peer that does not answer): never
     ///   a reason to make a new key, and the attach fails with the error.
     func lookUpStoreKey(forStoreAt storePath: String) throws -> StoreKeyLookup
-    /// Creates the key of a new store; only after a look-up said ``StoreKeyLookup/absent``. The new key records
-    /// `protectionClass` and `StoreFormat.current`, and a new random identifier.
+    /// Creates the key of a new store.
+    ///
+    /// Only after a look-up said ``StoreKeyLookup/absent``. The new key records `protectionClass` and
+    /// `StoreFormat.current`, and a new random identifier.
     ///
     /// - Returns: the new store key, which the caller owns (it wipes it).
     /// - Throws: when the class key is not held now (the device locked between the look-up and this call),
@@ -134,9 +149,11 @@ public protocol StoreKeyProvider: Sendable {
     ///   controller waits for *did become available*; nothing may be made then. `already-exists` when the source
     ///   holds a key for the store. Any other error fails the attach and is presented.
     func createStoreKey(forStoreAt storePath: String, protectionClass: ProtectionClass) throws -> SecureBytes
-    /// What the source records of the store's key — its identifier, class and the store's format — or `nil`
-    /// when it holds no key for the store. Never the key; answered while locked too. Called at the attach
-    /// after a look-up said ``StoreKeyLookup/available(_:)`` and after ``createStoreKey(forStoreAt:protectionClass:)``.
+    /// What the source records of the store's key, or `nil` when it holds no key for the store.
+    ///
+    /// The record is its identifier, class and the store's format, never the key. It is answered while locked too.
+    /// Called at the attach after a look-up said ``StoreKeyLookup/available(_:)`` and after
+    /// ``createStoreKey(forStoreAt:protectionClass:)``.
     ///
     /// A default implementation reads the header of the library's store key file beside the store
     /// (``StoreKeyRecord/ofKeyFile(forStoreAt:)``): right for a source that keeps its keys in `StoreKeyFile`s,
@@ -144,22 +161,23 @@ public protocol StoreKeyProvider: Sendable {
     ///
     /// - Throws: when the source cannot tell (a damaged record); the attach fails with the error.
     func storeKeyRecord(forStoreAt storePath: String) throws -> StoreKeyRecord?
-    /// The store's key file as it must read once the store is rewritten in `format`: the same store key and
-    /// store identifier, wrapped again by the class key with `format` recorded. Nothing is written: the
-    /// store's rewrite (`migrate`) puts it in place of `<store>.key` at its commit point. Called only by a
-    /// rewrite, and only for a source that keeps its keys in the library's key files (`StoreKeyFile`).
+    /// The store's key file as it must read once the store is rewritten in `format`.
+    ///
+    /// It has the same store key and store identifier, wrapped again by the class key with `format` recorded. Nothing
+    /// is written; the store's rewrite (`migrate`) puts it in place of `<store>.key` at its commit point. Called only
+    /// by a rewrite, and only for a source that keeps its keys in the library's key files (`StoreKeyFile`).
     ///
     /// A default implementation refuses (`key-source-unsupported`, naming the source): a source that keeps
     /// keys elsewhere cannot migrate its stores.
     ///
     /// - Throws: when the class key is not held now, `protected-data-unavailable`; the key file's errors.
     func storeKeyFile(forStoreAt storePath: String, recording format: StoreFormat) throws -> StoreKeyFile
-    /// Moves the key the source holds for the store at `storePath` to the store at `destination`, which must
-    /// have none: the same key and the same record (identifier, class, format); afterwards the source holds
-    /// none for `storePath`. Never a copy left behind that a later look-up could give for both, never a key
-    /// lost: if it throws, the key is at one of the two paths. It may need the source unlocked (a source that
-    /// binds a wrapped key to its store's path wraps it again); a restore calls it unlocked, having just made a
-    /// key.
+    /// Moves the key the source holds for the store at `storePath` to the store at `destination`, which must have none.
+    ///
+    /// The key and the record (identifier, class, format) stay the same, and afterwards the source holds none for
+    /// `storePath`. Never a copy left behind that a later look-up could give for both, never a key lost. If it throws,
+    /// the key is at one of the two paths. It may need the source unlocked (a source that binds a wrapped key to its
+    /// store's path wraps it again). A restore calls it unlocked, having just made a key.
     ///
     /// Called by a restore (`StoreBackup.restore`): to put the key it made for the staged store in place at
     /// the target, to keep a replaced store's key aside with its files (`<store>.replaced-…/<name>`), and to
@@ -178,16 +196,18 @@ public protocol StoreKeyProvider: Sendable {
 }
 
 extension StoreKeyProvider {
-    /// The record in the header of the library's store key file beside the store, or `nil` without one: for a
-    /// source that keeps its keys in `StoreKeyFile`s.
+    /// The record in the header of the library's store key file beside the store, or `nil` without one.
+    ///
+    /// For a source that keeps its keys in `StoreKeyFile`s.
     ///
     /// - Throws: `SecureKeysError` when the key file is damaged or not a regular file.
     public func storeKeyRecord(forStoreAt storePath: String) throws -> StoreKeyRecord? {
         try StoreKeyRecord.ofKeyFile(forStoreAt: storePath)
     }
 
-    /// Refuses: this source cannot wrap a store key again in a key file, so its stores cannot be rewritten in
-    /// another format.
+    /// Refuses to wrap the store key again.
+    ///
+    /// This source cannot wrap a store key again in a key file, so its stores cannot be rewritten in another format.
     ///
     /// - Throws: `key-source-unsupported` naming the source's type.
     public func storeKeyFile(forStoreAt storePath: String, recording format: StoreFormat) throws -> StoreKeyFile {
@@ -197,8 +217,9 @@ extension StoreKeyProvider {
             path: storePath)
     }
 
-    /// Moves the library's store key file beside the store at `storePath` to the store at `destination`:
-    /// `link`, then `unlink`, each folder synced. For a source that keeps its keys in `StoreKeyFile`s.
+    /// Moves the library's store key file beside the store at `storePath` to the store at `destination`.
+    ///
+    /// It uses `link`, then `unlink`, each folder synced. For a source that keeps its keys in `StoreKeyFile`s.
     ///
     /// - Throws: `key-source-unsupported` when there is no key file at `storePath` but the source records a
     ///   key for it (it keeps keys elsewhere and must implement this call); `store-unavailable` when it holds
