@@ -32,8 +32,9 @@ public final class SessionLockSource: Sendable {
         public var session: LogindSession
         /// The session's `LockedHint`, as last read from logind.
         public var lockedHint: Bool
-        /// Whether `LockedHint` has been seen `true` since the start: `false` on a desktop whose locker
-        /// never sets it, where only the screen saver signals tell.
+        /// Whether `LockedHint` has been seen `true` since the start.
+        ///
+        /// It is `false` on a desktop whose locker never sets it, where only the screen saver signals tell.
         public var lockedHintSeen: Bool
         /// The session bus of the screen-saver fallback, or `nil` when none was asked for.
         public var sessionBus: Bus?
@@ -43,13 +44,18 @@ public final class SessionLockSource: Sendable {
         public var screenSaverActive: Bool
         /// Whether the machine is between `PrepareForSleep(true)` and `(false)`.
         public var sleeping: Bool
-        /// Whether systemd-logind owns its name on the bus: `false` from the moment it leaves (a lock) until it
-        /// is back.
+        /// Whether systemd-logind owns its name on the bus.
+        ///
+        /// It is `false` from the moment it leaves (a lock) until it is back.
         public var logindRunning: Bool
-        /// Whether the system bus is still connected: `false` once it is lost or the source is stopped.
+        /// Whether the system bus is still connected.
+        ///
+        /// It is `false` once it is lost or the source is stopped.
         public var connected: Bool
 
-        /// Whether the session is locked: `LockedHint`, or an active screen saver.
+        /// Whether the session is locked.
+        ///
+        /// It is locked when `LockedHint` says so, or a screen saver is active.
         public var isLocked: Bool { lockedHint || screenSaverActive }
     }
 
@@ -81,17 +87,19 @@ public final class SessionLockSource: Sendable {
     /// The session followed.
     public var session: LogindSession { watch.session }
 
-    /// The fds the source opened — its buses' sockets, its wake eventfd and its event loop's epoll fd — as they
-    /// were at start. For tests
-    /// that check ``stop()`` closes them.
+    /// The fds the source opened, as they were at start.
+    ///
+    /// These are its buses' sockets, its wake eventfd and its event loop's epoll fd. For tests that check ``stop()``
+    /// closes them.
     package var descriptors: [Int32] { watch.descriptors }
 
     /// What the source knows now.
     public var status: Status { watch.status }
 
-    /// Stops the thread (joined: it has ended when this returns) and closes the buses. No event is reported
-    /// after it returns. Stopping twice is harmless; stopping from an event handler ends the thread after the
-    /// handler returns, without waiting for it.
+    /// Stops the thread and closes the buses.
+    ///
+    /// The thread is joined, so it has ended when this returns. No event is reported after it returns. Stopping twice
+    /// is harmless. Stopping from an event handler ends the thread after the handler returns, without waiting for it.
     public func stop() {
         guard let running = thread.withLock({ thread -> NamedThread? in
             defer { thread = nil }
@@ -134,8 +142,9 @@ final class SessionWatch: @unchecked Sendable {
     private let emit: @Sendable (SessionLockEvent) -> Void
     /// Written by ``requestStop()`` to wake the loop.
     private let wake: Int32
-    /// The `sd_event` loop the buses are attached to; freed by the loop thread when it ends, or by
-    /// ``closeBeforeStart()``.
+    /// The `sd_event` loop the buses are attached to.
+    ///
+    /// It is freed by the loop thread when it ends, or by ``closeBeforeStart()``.
     private var event: OpaquePointer?
     /// The loop's source for ``wake``.
     private var wakeSource: OpaquePointer?
@@ -172,7 +181,9 @@ final class SessionWatch: @unchecked Sendable {
 
     // MARK: Setting up
 
-    /// Subscribe, then read: a change between the two is seen twice, never missed (swayidle's order).
+    /// Subscribes to logind, then reads its state.
+    ///
+    /// A change between the two is seen twice, never missed (swayidle's order).
     private func subscribeToLogind() throws(DeviceError) {
         let service = LogindSession.service
         let path = session.path
@@ -237,8 +248,9 @@ final class SessionWatch: @unchecked Sendable {
         "type='signal',sender='org.freedesktop.DBus.Local',path='/org/freedesktop/DBus/Local',"
         + "interface='org.freedesktop.DBus.Local',member='Disconnected'"
 
-    /// The screen savers' `ActiveChanged` on the session bus. Best effort: a missing bus or screen saver is
-    /// said in the status, not thrown.
+    /// Subscribes to the screen savers' `ActiveChanged` on the session bus.
+    ///
+    /// Best effort: a missing bus or screen saver is said in the status, not thrown.
     private func openScreenSaverFallback(_ bus: Bus) {
         let connection: BusConnection
         do {
@@ -284,8 +296,10 @@ final class SessionWatch: @unchecked Sendable {
         sessionConnection = connection
     }
 
-    /// Makes the `sd_event` loop the thread runs: both buses attached to it (sd-bus then processes them and
-    /// keeps their timeouts), and the wake eventfd as an I/O source that only wakes the loop.
+    /// Makes the `sd_event` loop the thread runs.
+    ///
+    /// Both buses are attached to it (sd-bus then processes them and keeps their timeouts), and the wake eventfd as an
+    /// I/O source that only wakes the loop.
     private func makeEventLoop() throws(DeviceError) {
         var made: OpaquePointer?
         var result = sd_event_new(&made)
@@ -305,8 +319,10 @@ final class SessionWatch: @unchecked Sendable {
         wakeSource = source
     }
 
-    /// Closes the buses and frees the event loop: the end of the thread, or what `init` opened when the thread
-    /// could not start (or a throw in `init`, through `deinit`). Closing twice is harmless.
+    /// Closes the buses and frees the event loop.
+    ///
+    /// This is the end of the thread, or what `init` opened when the thread could not start (or a throw in `init`,
+    /// through `deinit`). Closing twice is harmless.
     private func closeBusesAndLoop() {
         system.close()
         sessionConnection?.close()
@@ -322,8 +338,9 @@ final class SessionWatch: @unchecked Sendable {
         closeBusesAndLoop()
     }
 
-    /// Closes the wake fd, once the thread has been joined (nothing polls it any more). Closing twice is
-    /// harmless; `deinit` closes it if nothing did.
+    /// Closes the wake fd, once the thread has been joined (nothing polls it any more).
+    ///
+    /// Closing twice is harmless. `deinit` closes it if nothing did.
     func closeWake() {
         state.withLock { state in
             guard !state.wakeClosed else { return }
@@ -339,7 +356,9 @@ final class SessionWatch: @unchecked Sendable {
 
     // MARK: Events
 
-    /// logind left the bus (`owner` empty), a lock; or it is back, and the session's state is read afresh.
+    /// Handles logind leaving the bus or coming back.
+    ///
+    /// logind left the bus (`owner` empty), which is a lock. Or it is back, and the session's state is read afresh.
     private func logindOwnerChanged(to owner: String) {
         let running = !owner.isEmpty
         state.withLock { $0.logindRunning = running }
@@ -350,9 +369,11 @@ final class SessionWatch: @unchecked Sendable {
         }
     }
 
-    /// Reads `LockedHint` from logind and reports what changed: a change from what was read last, a lock
-    /// whenever the value read is `true` and `announced` (a signal named `LockedHint`), and — `afresh`, when
-    /// logind is back — the value read, whatever was read before.
+    /// Reads `LockedHint` from logind and reports what changed.
+    ///
+    /// It reports a change from what was read last, and a lock whenever the value read is `true` and `announced` (a
+    /// signal named `LockedHint`). With `afresh`, when logind is back, it reports the value read, whatever was read
+    /// before.
     private func rereadLockedHint(announced: Bool, afresh: Bool = false) {
         let reading = Result { () throws(BusFailure) -> Bool in
             try system.boolProperty(LogindSession.service, session.path, LogindSession.sessionInterface, "LockedHint")
@@ -413,8 +434,10 @@ final class SessionWatch: @unchecked Sendable {
         }
     }
 
-    /// The thread: run the event loop one iteration at a time (each dispatches what is ready on the buses or
-    /// the wake fd, waiting until something is), and report a bus that closed, until stopped.
+    /// Runs the event loop one iteration at a time until stopped.
+    ///
+    /// Each iteration dispatches what is ready on the buses or the wake fd, waiting until something is. It reports a
+    /// bus that closed.
     func run() {
         while !state.withLock({ $0.stopped }), let event {
             // An error (EINTR) only goes round again: the loop ends when asked to.
