@@ -3,9 +3,11 @@ public import ProtectedStore
 internal import ProtectedData
 internal import SecureKeys
 
-/// A conformance suite for a key source: runs the contract written on `StoreKeyProvider` against a source of
-/// the app's own (a keychain, a TPM, a secret service, memory) and says which rules it breaks — as swift-metrics
-/// ships `MetricsTestKit` for the backends written against it.
+/// A conformance suite for a key source.
+///
+/// It runs the contract written on `StoreKeyProvider` against a source of the app's own (a keychain, a TPM, a secret
+/// service, memory) and says which rules it breaks, as swift-metrics ships `MetricsTestKit` for the backends written
+/// against it.
 ///
 /// ```swift
 /// import ProtectedStoreTesting
@@ -26,11 +28,17 @@ internal import SecureKeys
 public enum StoreKeySourceConformance: Sendable {
     /// One rule of the contract on `StoreKeyProvider`.
     public enum Rule: String, Sendable, CaseIterable, CustomStringConvertible {
-        /// A store that was never created: the look-up says `absent` and the source records no key.
+        /// A store that was never created looks up as `absent`.
+        ///
+        /// The look-up says `absent` and the source records no key.
         case absentBeforeCreation = "absent-before-creation"
-        /// Unlocked, the source makes a new store's key: 32 bytes, not wiped.
+        /// Unlocked, the source makes a new store's key.
+        ///
+        /// The key is 32 bytes, not wiped.
         case createsAKey = "creates-a-key"
-        /// The new key's record: its class, a 16-byte identifier, the current store format.
+        /// The new key's record is right.
+        ///
+        /// It has its class, a 16-byte identifier and the current store format.
         case recordsTheNewKey = "records-the-new-key"
         /// The look-up gives back the key that was made.
         case looksUpTheSameKey = "looks-up-the-same-key"
@@ -38,23 +46,29 @@ public enum StoreKeySourceConformance: Sendable {
         case neverReplacesAKey = "never-replaces-a-key"
         /// Two stores get two keys with two identifiers.
         case oneKeyPerStore = "one-key-per-store"
-        /// Locked, the look-up says `locked` with the store's class: never `absent`, never the key.
+        /// Locked, the look-up says `locked` with the store's class.
+        ///
+        /// Never `absent`, never the key.
         case lockedWhileLocked = "locked-while-locked"
         /// Locked, the source still records the key, unchanged.
         case recordsWhileLocked = "records-while-locked"
         /// Locked, a creation throws `protected-data-unavailable` and makes nothing.
         case neverMintsWhileLocked = "never-mints-while-locked"
-        /// A key the source returned is the caller's: locking the source does not wipe it.
+        /// A key the source returned is the caller's.
+        ///
+        /// Locking the source does not wipe it.
         case neverWipesAReturnedKey = "never-wipes-a-returned-key"
         /// Unlocked again, the look-up gives the same key.
         case availableAfterUnlock = "available-after-unlock"
-        /// A key moved to another store path (`moveStoreKey(from:to:)`, what a restore does) is there, the same
-        /// key with the same record, and gone from where it was; a move onto a store with a key is refused and
-        /// changes neither.
+        /// A key moved to another store path is there, and gone from where it was.
+        ///
+        /// The move is `moveStoreKey(from:to:)`, what a restore does, and the key and its record stay the same. A move
+        /// onto a store with a key is refused and changes neither.
         case movesAKey = "moves-a-key"
-        /// Through the library's attach: a new store attaches, keeps what was written across an attach, waits
-        /// (`protected-data-unavailable`) while locked, and a store whose file went missing is reported
-        /// (`store-unavailable`), never made again empty.
+        /// A store works through the library's attach.
+        ///
+        /// A new store attaches, keeps what was written across an attach, waits (`protected-data-unavailable`) while
+        /// locked, and a store whose file went missing is reported (`store-unavailable`), never made again empty.
         case attachesThroughTheLibrary = "attaches-through-the-library"
 
         /// The rule's kebab-case name.
@@ -65,15 +79,16 @@ public enum StoreKeySourceConformance: Sendable {
     public struct Failure: Error, Sendable, Hashable, CustomStringConvertible {
         /// The rule broken.
         public var rule: Rule
-        /// What the source did, in words; never a key.
+        /// What the source did, in words, never a key.
         public var message: String
 
         /// `RULE: MESSAGE`.
         public var description: String { "\(rule): \(message)" }
     }
 
-    /// Runs every ``Rule`` against `source` and returns the rules it breaks; an empty array when it keeps the
-    /// contract.
+    /// Runs every ``Rule`` against `source` and returns the rules it breaks.
+    ///
+    /// The array is empty when it keeps the contract.
     ///
     /// - Parameters:
     ///   - source: the key source under test, unlocked or locked (the suite unlocks it first).
@@ -109,7 +124,9 @@ public enum StoreKeySourceConformance: Sendable {
 
         func fail(_ rule: Rule, _ message: String) { failures.append(Failure(rule: rule, message: message)) }
 
-        /// Runs `body`, recording what it throws as a failure of `rule`; `nil` then.
+        /// Runs `body`, recording what it throws as a failure of `rule`.
+        ///
+        /// Returns `nil` then.
         func attempt<Result>(_ rule: Rule, _ what: String, _ body: () throws -> Result) -> Result? {
             do {
                 return try body()
@@ -261,8 +278,9 @@ public enum StoreKeySourceConformance: Sendable {
             await checkAttach(lock: lock, unlock: unlock)
         }
 
-        /// A move to a new store path and back; a move onto `occupied` (a store with a key, when there is one)
-        /// refused. Unlocked.
+        /// Checks a move to a new store path and back, unlocked.
+        ///
+        /// A move onto `occupied` (a store with a key, when there is one) must be refused.
         func checkMove(_ storePath: String, key: SecureBytes, record: StoreKeyRecord, onto occupied: (path: String, record: StoreKeyRecord)?) {
             let rule = Rule.movesAKey
             let moved = store("moved")
@@ -302,7 +320,9 @@ public enum StoreKeySourceConformance: Sendable {
             }
         }
 
-        /// The library's attach over the source: create, write, close, attach again and read; locked; a lost store.
+        /// Checks the library's attach over the source.
+        ///
+        /// It creates, writes, closes, attaches again and reads, then checks while locked, and with a lost store.
         func checkAttach(lock: () async throws -> Void, unlock: () async throws -> Void) async {
             let configuration = StoreConfiguration(path: store("attached"), protectionClass: protectionClass)
             let rule = Rule.attachesThroughTheLibrary
