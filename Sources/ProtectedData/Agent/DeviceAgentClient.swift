@@ -4,8 +4,10 @@ public import SecureKeys
 import StoreConcurrency
 import SystemPackage
 
-/// A process's view of the device when a ``DeviceAgent`` owns it: the same key-availability monitor and
-/// store-key provider a `DataController` takes, answered by the agent over its socket.
+/// A process's view of the device when a ``DeviceAgent`` owns it.
+///
+/// It is the same key-availability monitor and store-key provider a `DataController` takes, answered by the agent over
+/// its socket.
 ///
 /// Events the agent pushes are delivered in order, on the client's reader thread, to every subscriber. A
 /// handler must not call this client and wait for its answer — the answer would arrive on that very thread —
@@ -96,8 +98,9 @@ public final class DeviceAgentClient: KeyAvailabilityMonitor, StoreKeyProvider {
     /// The device's state as the agent last sent it (with an answer or an event), without asking.
     public var lastKnownStatus: DeviceAgentStatus { link.lastStatus }
 
-    /// Whether the agent's device erased its keys, as its last status said (an agent that went away is not
-    /// an erase: stores of class B, C and D stay open then).
+    /// Whether the agent's device erased its keys, as its last status said.
+    ///
+    /// An agent that went away is not an erase, and stores of class B, C and D stay open then.
     public var hasErasedKeys: Bool { lastKnownStatus.lockState == .wiped }
 
     public func isProtectedDataAvailable(for protectionClass: ProtectionClass) -> Bool {
@@ -112,10 +115,11 @@ public final class DeviceAgentClient: KeyAvailabilityMonitor, StoreKeyProvider {
 
     // MARK: Asking the device
 
-    /// Sets up a device in the agent's directory (it holds none yet); it is left unlocked.
+    /// Sets up a device in the agent's directory, which holds none yet.
+    ///
+    /// It is left unlocked.
     ///
     /// - Throws: `DeviceError.Code.deviceExists` when there is one; `SecureKeysError` with
-
     ///   `invalid-argument` for a grace period outside 0 to 100 years; `invalid-device-setting` for an empty
     ///   passcode unless `allowsEmptyPasscode`, or a setting outside the device's rules.
     public func setUp(
@@ -134,13 +138,17 @@ public final class DeviceAgentClient: KeyAvailabilityMonitor, StoreKeyProvider {
     /// - Throws: as `KeybagDevice.unlock(passcode:)`.
     public func unlock(passcode: SecureBytes) throws { _ = try link.requestStatus(.unlock(passcode: passcode)) }
 
-    /// Checks the passcode as an unlock attempt even when the device is already unlocked (a wrong one counts
-    /// toward the delay and the wipe, whichever process sent it); a right one unlocks a locked device.
+    /// Checks the passcode as an unlock attempt even when the device is already unlocked.
+    ///
+    /// A wrong one counts toward the delay and the wipe, whichever process sent it. A right one unlocks a locked
+    /// device.
     ///
     /// - Throws: as `KeybagDevice.authenticate(passcode:)`.
     public func authenticate(passcode: SecureBytes) throws { _ = try link.requestStatus(.authenticate(passcode: passcode)) }
 
-    /// Locks the device; every client gets *will become unavailable*.
+    /// Locks the device.
+    ///
+    /// Every client gets *will become unavailable*.
     public func lock() throws { _ = try link.requestStatus(.lock) }
 
     /// Changes the passcode.
@@ -177,17 +185,20 @@ public final class DeviceAgentClient: KeyAvailabilityMonitor, StoreKeyProvider {
         return key
     }
 
-    /// What the device records of the store's key, or `nil` when it holds none: read here, from the header of
-    /// the store's key file, which needs no class key and changes nothing (the agent writes it; this process
-    /// only reads it, as the user who owns the state directory).
+    /// What the device records of the store's key, or `nil` when it holds none.
+    ///
+    /// It is read here, from the header of the store's key file, which needs no class key and changes nothing. The
+    /// agent writes it, and this process only reads it, as the user who owns the state directory.
     ///
     /// - Throws: `SecureKeysError` when the key file is damaged or not a regular file.
     public func storeKeyRecord(forStoreAt storePath: String) throws -> StoreKeyRecord? {
         try StoreKeyRecord.ofKeyFile(forStoreAt: storePath)
     }
 
-    /// The agent may run in another directory: paths go absolute. One the wire format cannot carry is refused
-    /// here, for this call alone (the agent would take it for a broken client and close the connection).
+    /// Makes `path` absolute, as the agent may run in another directory.
+    ///
+    /// A path the wire format cannot carry is refused here, for this call alone (the agent would take it for a broken
+    /// client and close the connection).
     private static func absolute(_ path: String) throws -> String {
         let absolute = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
         guard !absolute.utf8.contains(0), absolute.utf8.count <= 4096 else {
@@ -196,7 +207,9 @@ public final class DeviceAgentClient: KeyAvailabilityMonitor, StoreKeyProvider {
         return absolute
     }
 
-    /// `duration` if the wire format carries it (0 to 100 years); this call alone is refused otherwise.
+    /// `duration` if the wire format carries it (0 to 100 years).
+    ///
+    /// This call alone is refused otherwise.
     private static func checked(_ duration: Duration, _ what: String) throws -> Duration {
         guard duration >= .zero, duration <= AgentWireFormat.maximumRequestDuration else {
             throw SecureKeysError(
@@ -207,8 +220,10 @@ public final class DeviceAgentClient: KeyAvailabilityMonitor, StoreKeyProvider {
     }
 }
 
-/// The connection itself: requests out, answers matched to them by id, events to the hub — on a reader thread
-/// that holds this object (not the client), so the client can be released.
+/// The connection itself.
+///
+/// It sends requests out, matches answers to them by id, and passes events to the hub, on a reader thread that holds
+/// this object (not the client), so the client can be released.
 private final class AgentLink: @unchecked Sendable {
     // @unchecked Sendable: every `var` is read and written only while `condition` is locked.
     private let descriptor: FileDescriptor
@@ -222,8 +237,10 @@ private final class AgentLink: @unchecked Sendable {
     private var status: DeviceAgentStatus
     private var shutDownOnce = false
 
-    /// How long a request may wait for its answer: an unlock at the default Argon2id cost takes well under a
-    /// second, so an agent this slow is stopped (Ctrl-Z) or stuck, and the connection is given up.
+    /// How long a request may wait for its answer.
+    ///
+    /// An unlock at the default Argon2id cost takes well under a second, so an agent this slow is stopped (Ctrl-Z) or
+    /// stuck, and the connection is given up.
     private static let answerTimeout = Duration.seconds(30)
 
     init(descriptor: FileDescriptor, stateDirectory: String) {
@@ -256,8 +273,9 @@ private final class AgentLink: @unchecked Sendable {
         }
     }
 
-    /// Sends `request` and waits for its answer, at most `timeout`; a failure is thrown as the error it was in
-    /// the agent. An answer that does not come in time ends the connection.
+    /// Sends `request` and waits for its answer, at most `timeout`.
+    ///
+    /// A failure is thrown as the error it was in the agent. An answer that does not come in time ends the connection.
     func request(_ request: AgentRequest, within timeout: Duration = answerTimeout) throws -> AgentReply {
         let id = try locked { () throws -> UInt32 in
             if let gone { throw gone }
