@@ -3,18 +3,21 @@ import ProtectedData
 import Glibc
 import SystemPackage
 
-/// A failed D-Bus call: the error's D-Bus name when the peer answered with one, its message, and the errno
-/// sd-bus returned. Internal: callers turn it into a `DeviceError` that says what was asked.
+/// A failed D-Bus call.
+///
+/// It holds the error's D-Bus name when the peer answered with one, its message, and the errno sd-bus returned.
+/// Internal: callers turn it into a `DeviceError` that says what was asked.
 struct BusFailure: Error, Sendable, CustomStringConvertible {
-    /// `org.freedesktop.DBus.Error.ServiceUnknown`, `org.freedesktop.login1.NoSessionForPID`, …; `nil` when
-    /// the call failed locally (a lost connection).
+    /// The error's D-Bus name, or `nil` when the call failed locally (a lost connection).
+    ///
+    /// For example `org.freedesktop.DBus.Error.ServiceUnknown` or `org.freedesktop.login1.NoSessionForPID`.
     var name: String?
     /// The peer's message, or the system error's text.
     var message: String
     /// The errno sd-bus returned (positive).
     var errno: Int32
 
-    /// Whether nobody owns the destination name: the service is not running.
+    /// Whether nobody owns the destination name, as the service is not running.
     var isServiceMissing: Bool {
         name == "org.freedesktop.DBus.Error.ServiceUnknown" || name == "org.freedesktop.DBus.Error.NameHasNoOwner"
     }
@@ -31,8 +34,9 @@ enum BusArgument {
     case string(String)
 }
 
-/// One sd-bus connection (systemd's D-Bus library, libsystemd): opened at an explicit address, freed in
-/// `deinit`, closed even when opening fails.
+/// One sd-bus connection (systemd's D-Bus library, libsystemd).
+///
+/// It is opened at an explicit address, freed in `deinit`, and closed even when opening fails.
 ///
 /// sd-bus is not thread-safe: a connection is used by one thread at a time — the thread that opens and sets
 /// it up, then only the lock source's loop thread, which closes it before it is joined.
@@ -81,11 +85,14 @@ final class BusConnection: @unchecked Sendable {
         return fd >= 0 ? fd : nil
     }
 
-    /// Whether the connection is still open: `false` once it is closed or the peer hung up.
+    /// Whether the connection is still open.
+    ///
+    /// It is `false` once it is closed or the peer hung up.
     var isOpen: Bool { handle.map { sd_bus_is_open($0) > 0 } ?? false }
 
-    /// Attaches the connection to `event`: from then on the loop reads, writes and dispatches it (signals to
-    /// their matches) and keeps its timeouts.
+    /// Attaches the connection to `event`.
+    ///
+    /// From then on the loop reads, writes and dispatches it (signals to their matches) and keeps its timeouts.
     ///
     /// - Returns: sd-bus's result: negative, an errno, on failure.
     func attach(to event: OpaquePointer) -> Int32 {
@@ -123,7 +130,9 @@ final class BusConnection: @unchecked Sendable {
         }
     }
 
-    /// Reads the property `interface.member` of `path`: the reply, positioned inside its variant.
+    /// Reads the property `interface.member` of `path`.
+    ///
+    /// It returns the reply, positioned inside its variant.
     func property(_ destination: String, _ path: String, _ interface: String, _ member: String, type: String)
         throws(BusFailure) -> BusMessage
     {
@@ -155,8 +164,10 @@ final class BusConnection: @unchecked Sendable {
         return try reply.readString()
     }
 
-    /// Adds a match rule: `handler` is called on the loop thread with each message it matches. The match lives
-    /// as long as the connection (a floating slot), and `handler` must too: the caller keeps it.
+    /// Adds a match rule.
+    ///
+    /// `handler` is called on the loop thread with each message it matches. The match lives as long as the connection
+    /// (a floating slot), and `handler` must too, so the caller keeps it.
     ///
     /// Sent to the bus synchronously (`AddMatch`), so no signal sent after this returns is missed.
     func addMatch(_ rule: String, _ handler: SignalHandler) throws(BusFailure) {
@@ -183,7 +194,9 @@ final class SignalHandler: @unchecked Sendable {
     init(_ handle: @escaping (BusMessage) -> Void) { self.handle = handle }
 }
 
-/// The C callback every match shares: the user data is the match's ``SignalHandler``.
+/// The C callback every match shares.
+///
+/// The user data is the match's ``SignalHandler``.
 private let dispatchSignal: sd_bus_message_handler_t = { message, userdata, _ in
     guard let message, let userdata else { return 0 }
     Unmanaged<SignalHandler>.fromOpaque(userdata).takeUnretainedValue().handle(BusMessage(borrowing: message))
@@ -191,12 +204,12 @@ private let dispatchSignal: sd_bus_message_handler_t = { message, userdata, _ in
 }
 
 extension BusFailure {
-    /// A local failure: the errno sd-bus returned (negative), in words.
+    /// A local failure, the errno sd-bus returned (negative), in words.
     static func local(_ result: Int32) -> BusFailure {
         BusFailure(name: nil, message: Errno(rawValue: -result).description, errno: -result)
     }
 
-    /// A failed call: the peer's D-Bus error, or the local errno.
+    /// A failed call, with the peer's D-Bus error or the local errno.
     fileprivate init(_ error: sd_bus_error, _ result: Int32) {
         if let name = error.name {
             self.init(

@@ -2,10 +2,11 @@ import Glibc
 import SecureKeys
 package import SystemPackage
 
-/// The few Unix-domain socket calls the device agent and its clients make, with `EINTR` retried and
-/// `SIGPIPE` never raised. Descriptors are swift-system's `FileDescriptor`s and failures its `Errno`; the calls
-/// swift-system has no wrapper for (`socket`, `bind`, `connect`, `send` with `MSG_NOSIGNAL`, `poll`) are made
-/// on the descriptor's raw value.
+/// The few Unix-domain socket calls the device agent and its clients make.
+///
+/// `EINTR` is retried and `SIGPIPE` never raised. Descriptors are swift-system's `FileDescriptor`s and failures its
+/// `Errno`. The calls swift-system has no wrapper for (`socket`, `bind`, `connect`, `send` with `MSG_NOSIGNAL`, `poll`)
+/// are made on the descriptor's raw value.
 package enum UnixSocket {
     /// `sockaddr_un` for `path`.
     ///
@@ -24,8 +25,10 @@ package enum UnixSocket {
         return address
     }
 
-    /// A listening socket at `path`, readable and writable by its owner only. Whatever was at `path` is
-    /// removed first: only the holder of the state directory's lock calls this, so it is a stale socket.
+    /// A listening socket at `path`, readable and writable by its owner only.
+    ///
+    /// Whatever was at `path` is removed first. Only the holder of the state directory's lock calls this, so it is a
+    /// stale socket.
     static func listen(at path: String, backlog: Int32) throws -> FileDescriptor {
         var address = try address(path)
         let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
@@ -42,7 +45,9 @@ package enum UnixSocket {
         return FileDescriptor(rawValue: descriptor)
     }
 
-    /// A connected socket to `path`, or the `errno` of the failure (`ENOENT`, `ECONNREFUSED`: no agent).
+    /// A connected socket to `path`, or the `errno` of the failure.
+    ///
+    /// `ENOENT` or `ECONNREFUSED` means no agent.
     package static func connect(to path: String) throws -> Result<FileDescriptor, Errno> {
         var address = try address(path)
         let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
@@ -72,9 +77,11 @@ package enum UnixSocket {
         return credentials.uid
     }
 
-    /// Sends all of `bytes`. With a `deadline`, never blocks past it: a peer that stops reading makes the send
-    /// fail then, whatever it reads in between (`.now` fails at once if the peer's buffer is full). Without one,
-    /// blocks as long as it takes. `false` when the peer is gone or too slow.
+    /// Sends all of `bytes`.
+    ///
+    /// With a `deadline`, never blocks past it. A peer that stops reading makes the send fail then, whatever it reads
+    /// in between (`.now` fails at once if the peer's buffer is full). Without one, blocks as long as it takes. `false`
+    /// when the peer is gone or too slow.
     static func sendAll(_ descriptor: FileDescriptor, _ bytes: UnsafeRawBufferPointer, deadline: ContinuousClock.Instant?) -> Bool {
         var offset = 0
         while offset < bytes.count {
@@ -92,8 +99,9 @@ package enum UnixSocket {
         return true
     }
 
-    /// Waits until `descriptor` is ready for `events` (or closed or failed, which the next call reports), or
-    /// `deadline` passes: `false` then.
+    /// Waits until `descriptor` is ready for `events`, or `deadline` passes.
+    ///
+    /// Being closed or failed also ends the wait, and the next call reports it. `false` when the deadline passes.
     static func wait(_ descriptor: FileDescriptor, for events: Int16, until deadline: ContinuousClock.Instant) -> Bool {
         while true {
             let left = ContinuousClock.now.duration(to: deadline)
@@ -105,7 +113,9 @@ package enum UnixSocket {
         }
     }
 
-    /// `left` in whole milliseconds for `poll(2)`: at least 1, at most `Int32.max`, never a trap.
+    /// `left` in whole milliseconds for `poll(2)`.
+    ///
+    /// It is at least 1, at most `Int32.max`, never a trap.
     private static func pollMilliseconds(_ left: Duration) -> Int32 {
         let (seconds, attoseconds) = left.components
         guard seconds < Int64(Int32.max / 1000) else { return Int32.max }
@@ -122,7 +132,9 @@ package enum UnixSocket {
         case broken
     }
 
-    /// Reads exactly `buffer.count` bytes; with a `deadline`, the whole read must end by it.
+    /// Reads exactly `buffer.count` bytes.
+    ///
+    /// With a `deadline`, the whole read must end by it.
     static func receiveExactly(
         _ descriptor: FileDescriptor, into buffer: UnsafeMutableRawBufferPointer, deadline: ContinuousClock.Instant?
     ) -> ReadResult {
@@ -141,7 +153,9 @@ package enum UnixSocket {
     }
 }
 
-/// Frames over a connected socket: a 4-byte length, then the body (``AgentWireFormat``).
+/// Frames over a connected socket.
+///
+/// A frame is a 4-byte length, then the body (``AgentWireFormat``).
 enum FrameChannel {
     /// What reading a frame gave.
     enum Received {
@@ -151,13 +165,16 @@ enum FrameChannel {
         case closed
         /// The peer closed, failed or stalled in the middle of a frame.
         case broken
-        /// The length prefix is out of bounds: the stream cannot be trusted past it.
+        /// The length prefix is out of bounds.
+        ///
+        /// The stream cannot be trusted past it.
         case malformed(AgentWireFormat.Malformed)
     }
 
-    /// Reads one frame. Its first byte may take `firstByteTimeout` (`nil`: as long as it takes — a client may be
-    /// idle between requests); from that byte, the rest of the frame — length and body — must arrive within
-    /// `timeout`.
+    /// Reads one frame.
+    ///
+    /// Its first byte may take `firstByteTimeout` (`nil` for as long as it takes, as a client may be idle between
+    /// requests). From that byte, the rest of the frame, length and body, must arrive within `timeout`.
     static func receive(_ descriptor: FileDescriptor, firstByteTimeout: Duration?, timeout: Duration?) -> Received {
         var prefix: UInt32 = 0
         var deadline: ContinuousClock.Instant?
@@ -188,8 +205,9 @@ enum FrameChannel {
         return read == .complete ? .body(body) : .broken
     }
 
-    /// Sends a whole frame, within `timeout` (`nil`: as long as it takes); `false` when the peer is gone or
-    /// does not take it in time.
+    /// Sends a whole frame, within `timeout`.
+    ///
+    /// `nil` means as long as it takes. Returns `false` when the peer is gone or does not take it in time.
     static func send(_ frame: SecureBytes, on descriptor: FileDescriptor, within timeout: Duration?) -> Bool {
         let deadline = timeout.map { ContinuousClock.now + $0 }
         return (try? frame.withUnsafeBytes { UnixSocket.sendAll(descriptor, $0, deadline: deadline) }) ?? false
