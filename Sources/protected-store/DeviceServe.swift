@@ -7,7 +7,7 @@ import StoreConcurrency
 import SystemPackage
 
 extension ProtectedStoreCommand {
-    /// `device …`: the device as a service for several processes.
+    /// The `device …` commands, the device as a service for several processes.
     struct Device: ParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Run the device as a service that several processes share.",
@@ -16,8 +16,9 @@ extension ProtectedStoreCommand {
 }
 
 extension ProtectedStoreCommand.Device {
-    /// `device serve`: one process owns the device state; shells, scripts and apps on the same state directory
-    /// go through it.
+    /// The `device serve` command, in which one process owns the device state.
+    ///
+    /// Shells, scripts and apps on the same state directory go through it.
     struct Serve: ParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Own a state directory's device and serve it to other processes over a Unix socket.",
@@ -120,8 +121,10 @@ extension ProtectedStoreCommand.Device {
             if let status = stoppedBy.withLock({ $0 }) { throw ExitCode(status) }
         }
 
-        /// Whether the session holds the device locked now: locked, asleep, logind gone, or its bus lost (a lock can no
-        /// longer be seen) — as the source's events lock it.
+        /// Whether the session holds the device locked now, as the source's events lock it.
+        ///
+        /// It does when the session is locked or asleep, when logind is gone, or when its bus is lost (a lock can no
+        /// longer be seen).
         static func heldLocked(by source: SessionLockSource) -> @Sendable () -> Bool {
             {
                 let status = source.status
@@ -129,8 +132,10 @@ extension ProtectedStoreCommand.Device {
             }
         }
 
-        /// `$XDG_RUNTIME_DIR`, where a session agent listens (the user's own folder, which logind makes and
-        /// removes at logout): a user service and a login session have it.
+        /// `$XDG_RUNTIME_DIR`, where a session agent listens.
+        ///
+        /// It is the user's own folder, which logind makes and removes at logout. A user service and a login session
+        /// have it.
         ///
         /// - Throws: `agent-failed` when it is not set, or not an absolute path.
         static func runtimeDirectory() throws -> String {
@@ -144,8 +149,9 @@ extension ProtectedStoreCommand.Device {
     }
 }
 
-/// SIGINT and SIGTERM for `device serve`: a plain handler that writes the signal's number into a pipe, and a
-/// thread that reads it and stops the agent.
+/// SIGINT and SIGTERM for `device serve`.
+///
+/// A plain handler writes the signal's number into a pipe, and a thread reads it and stops the agent.
 ///
 /// Not a dispatch source: one is armed asynchronously, after `resume()` returns, so a signal sent as soon as
 /// the agent said it serves could find it unarmed and be ignored (a test's SIGTERM was, and the agent served
@@ -183,8 +189,10 @@ enum StopSignals {
     }
 }
 
-/// The pipe's writing end, read by the signal handler: a global first touched (and so initialised) before the
-/// handler is installed, so the handler only ever takes the initialised fast path and reads plain memory.
+/// The pipe's writing end, read by the signal handler.
+///
+/// It is a global first touched (and so initialised) before the handler is installed, so the handler only ever takes
+/// the initialised fast path and reads plain memory.
 nonisolated(unsafe) private let stopPipe: UnsafeMutablePointer<Int32> = {
     let pointer = UnsafeMutablePointer<Int32>.allocate(capacity: 1)
     pointer.initialize(to: -1)

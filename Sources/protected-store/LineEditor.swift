@@ -5,9 +5,10 @@ import SecureKeys
 import Glibc
 import SystemPackage
 
-/// The shell's lines at a terminal, read with libedit: the line can be edited (arrows, Ctrl-A, Ctrl-E, …), the up
-/// and down arrows walk through the history, which is kept in a file of the state directory, Ctrl-C clears the
-/// line and Ctrl-D on an empty line ends the input.
+/// The shell's lines at a terminal, read with libedit.
+///
+/// The line can be edited (arrows, Ctrl-A, Ctrl-E, …), and the up and down arrows walk through the history, which is
+/// kept in a file of the state directory. Ctrl-C clears the line and Ctrl-D on an empty line ends the input.
 ///
 /// A line that may hold a passcode (``ScenarioSyntax/holdsPasscode``) or a value the app stores
 /// (``ScenarioSyntax/holdsValue``), or that names no command, is never kept
@@ -19,9 +20,13 @@ import SystemPackage
 final class LineEditor {
     /// What ``readLine(prompt:)`` read.
     enum Input {
-        /// A line, without its line feed, in guarded memory: wipe it once it is parsed.
+        /// A line, without its line feed, in guarded memory.
+        ///
+        /// Wipe it once it is parsed.
         case line(SecureBytes)
-        /// Ctrl-C (SIGINT) while the line was typed: what was typed is dropped.
+        /// Ctrl-C (SIGINT) while the line was typed.
+        ///
+        /// What was typed is dropped.
         case interrupted
         /// Ctrl-D on an empty line, or the terminal went away.
         case end
@@ -163,8 +168,10 @@ final class LineEditor {
         save(to: historyFile)
     }
 
-    /// Writes the history to a new file next to `path` (mode 0600 from its creation, never following a link),
-    /// then renames it over `path`: a crash leaves the old history or the new one, never half of it.
+    /// Writes the history to a new file next to `path`, then renames it over `path`.
+    ///
+    /// The new file has mode 0600 from its creation and never follows a link. A crash leaves the old history or the new
+    /// one, never half of it.
     private func save(to path: String) {
         let temporary = path + ".new"
         let descriptor: FileDescriptor
@@ -208,8 +215,10 @@ final class LineEditor {
     }
 }
 
-/// The prompt libedit's prompt function returns: set by ``LineEditor/readLine(prompt:)`` around `el_gets`,
-/// read by the function (a C function pointer, which cannot capture it), on the same thread.
+/// The prompt libedit's prompt function returns.
+///
+/// It is set by ``LineEditor/readLine(prompt:)`` around `el_gets` and read by the function (a C function pointer, which
+/// cannot capture it), on the same thread.
 nonisolated(unsafe) private let currentPrompt: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?> = {
     let pointer = UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>.allocate(capacity: 1)
     pointer.initialize(to: nil)
@@ -217,9 +226,10 @@ nonisolated(unsafe) private let currentPrompt: UnsafeMutablePointer<UnsafeMutabl
 }()
 
 
-/// The SIGINT handler's pipe while a line is read: the handler writes a byte to the write end (`[1]`), which
-/// ``readCharacter`` waits on beside the terminal. Made once, by the first ``LineEditor``; both ends are
-/// non-blocking, so the handler never blocks on a full pipe.
+/// The SIGINT handler's pipe while a line is read.
+///
+/// The handler writes a byte to the write end (`[1]`), which ``readCharacter`` waits on beside the terminal. Made once,
+/// by the first ``LineEditor``. Both ends are non-blocking, so the handler never blocks on a full pipe.
 nonisolated(unsafe) private let interruptPipe: UnsafeMutablePointer<Int32> = {
     let pointer = UnsafeMutablePointer<Int32>.allocate(capacity: 2)
     pointer.initialize(repeating: -1, count: 2)
@@ -232,8 +242,10 @@ private func drainInterrupts() {
     while read(interruptPipe[0], &byte, 1) > 0 {}
 }
 
-/// Reads one character for libedit (its `EL_GETCFN`), as its own reader does — a byte at a time from standard
-/// input, decoded by the C library into a wide character — but waiting on the SIGINT handler's pipe as well.
+/// Reads one character for libedit (its `EL_GETCFN`), as its own reader does.
+///
+/// It reads a byte at a time from standard input, decoded by the C library into a wide character, but waits on the
+/// SIGINT handler's pipe as well.
 ///
 /// - Returns: 1 with the character; 0 at the end of input; -1 with `errno` `EINTR` after Ctrl-C (libedit then
 ///   ends the line it reads without returning it), or with the error of a failed read.

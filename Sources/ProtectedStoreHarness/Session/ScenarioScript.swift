@@ -3,8 +3,9 @@ import Glibc
 public import SecureKeys
 import SystemPackage
 
-/// A scenario script: its commands with their line numbers, parsed completely before anything runs, so a
-/// mistake on line 50 never runs lines 1 to 49.
+/// A scenario script, its commands with their line numbers.
+///
+/// It is parsed completely before anything runs, so a mistake on line 50 never runs lines 1 to 49.
 public struct ScenarioScript: Sendable {
     /// The file the script came from, as named in messages.
     public let name: String
@@ -17,8 +18,9 @@ public struct ScenarioScript: Sendable {
         public let name: String
         /// The line number, from 1.
         public let line: Int
-        /// Where on the line, from 1, in Unicode scalars: set for the tokenizer's errors (a quote left open,
-        /// an unknown escape, a backslash outside quotes).
+        /// Where on the line, from 1, in Unicode scalars.
+        ///
+        /// It is set for the tokenizer's errors (a quote left open, an unknown escape, a backslash outside quotes).
         public let column: Int?
         /// What is wrong with the line.
         public let message: String
@@ -34,8 +36,10 @@ public struct ScenarioScript: Sendable {
         public var description: String { "\(name):\(line):" + (column.map { "\($0):" } ?? "") + " \(message)" }
     }
 
-    /// Parses a script's text: lines end at a line feed, a carriage return before it is dropped (CRLF), and
-    /// a byte order mark at the start is skipped.
+    /// Parses a script's text.
+    ///
+    /// Lines end at a line feed, a carriage return before it is dropped (CRLF), and a byte order mark at the start is
+    /// skipped.
     ///
     /// - Throws: ``ParseFailure`` for the first line that cannot be parsed.
     public init(name: String, text: String) throws {
@@ -45,9 +49,11 @@ public struct ScenarioScript: Sendable {
         self.lines = lines
     }
 
-    /// Parses a script whose UTF-8 text is in guarded memory (as `protected-store run` reads a file or standard
-    /// input): its lines are read where they are, and its passcodes go from there to guarded memory of their
-    /// own, never through a `String`. Lines end as in ``init(name:text:)``. The caller wipes `utf8`.
+    /// Parses a script whose UTF-8 text is in guarded memory.
+    ///
+    /// This is how `protected-store run` reads a file or standard input. Its lines are read where they are, and its
+    /// passcodes go from there to guarded memory of their own, never through a `String`. Lines end as in
+    /// ``init(name:text:)``. The caller wipes `utf8`.
     ///
     /// A byte that is not UTF-8 reads as U+FFFD, as `String(decoding:as:)` repairs it.
     ///
@@ -81,8 +87,10 @@ public struct ScenarioScript: Sendable {
         return lines
     }
 
-    /// Where the lines of `text` are: split at line feeds (a byte that is one in UTF-8 and nothing else), after
-    /// a byte order mark at the start. The tokenizer drops a carriage return ending a line.
+    /// Where the lines of `text` are.
+    ///
+    /// They are split at line feeds (a byte that is one in UTF-8 and nothing else), after a byte order mark at the
+    /// start. The tokenizer drops a carriage return ending a line.
     static func lines(of text: UnsafeRawBufferPointer) -> [Range<Int>] {
         var start = text.count >= 3 && text[0] == 0xEF && text[1] == 0xBB && text[2] == 0xBF ? 3 : 0
         var lines: [Range<Int>] = []
@@ -96,8 +104,9 @@ public struct ScenarioScript: Sendable {
         return lines
     }
 
-    /// Where the first byte that is not UTF-8 is, checked in place: its line and column (from 1, the column in
-    /// bytes) and its offset; `nil` when every byte is.
+    /// Where the first byte that is not UTF-8 is, checked in place.
+    ///
+    /// It gives its line and column (from 1, the column in bytes) and its offset, or `nil` when every byte is UTF-8.
     static func firstInvalidUTF8(_ bytes: UnsafeRawBufferPointer) -> (line: Int, column: Int, offset: Int)? {
         var iterator = bytes.makeIterator()
         var parser = Unicode.UTF8.ForwardParser()
@@ -153,8 +162,9 @@ public struct ScenarioScript: Sendable {
         try self.init(name: path, utf8: text)
     }
 
-    /// Everything `descriptor` reads until its end, in guarded memory (storage outgrown is zeroed as it is
-    /// released); `nil` when reading fails.
+    /// Everything `descriptor` reads until its end, in guarded memory.
+    ///
+    /// Storage outgrown is zeroed as it is released. Returns `nil` when reading fails.
     ///
     /// - Throws: `SecureKeysError` with `out-of-memory` when the guarded memory cannot be allocated.
     package static func readToEnd(_ descriptor: Int32) throws -> SecureBytes? {
