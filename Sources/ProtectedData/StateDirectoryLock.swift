@@ -4,7 +4,9 @@ import SecureKeys
 import StoreConcurrency
 import SystemPackage
 
-/// Exclusive ownership of a state directory: one process at a time runs a device on it.
+/// Exclusive ownership of a state directory.
+///
+/// One process at a time runs a device on it.
 ///
 /// Two processes that each booted a device on one directory would each keep their own passcode counter and
 /// keys in memory and overwrite each other's state file: a second shell could reset the wrong-passcode count
@@ -33,7 +35,7 @@ public final class StateDirectoryLock: Sendable {
 
     /// The state directory this lock owns.
     public let directory: String
-    /// The descriptor that holds the `flock`; `nil` once released.
+    /// The descriptor that holds the `flock`, or `nil` once released.
     private let descriptor: LockedState<FileDescriptor?>
 
     private init(directory: String, descriptor: FileDescriptor) {
@@ -126,8 +128,10 @@ public final class StateDirectoryLock: Sendable {
         return StateDirectoryLock(directory: directory, descriptor: descriptor)
     }
 
-    /// The lock file is a regular file of this user's with no other name: a hard link to another file (made
-    /// while the directory was open to others) would have its content replaced by a process id.
+    /// Checks that the lock file is a regular file of this user's with no other name.
+    ///
+    /// A hard link to another file (made while the directory was open to others) would have its content replaced by a
+    /// process id.
     private static func checkLockFile(_ descriptor: FileDescriptor, path: String, directory: String) throws {
         var info = stat()
         guard fstat(descriptor.rawValue, &info) == 0 else { throw SecureKeysError.io("cannot stat", path: path, errno: errno) }
@@ -165,8 +169,9 @@ public final class StateDirectoryLock: Sendable {
         }
     }
 
-    /// Gives the directory up: the lock file stays, emptied, for the next owner. Idempotent; freeing the
-    /// lock releases it too.
+    /// Gives the directory up.
+    ///
+    /// The lock file stays, emptied, for the next owner. Idempotent; freeing the lock releases it too.
     public func release() {
         descriptor.withLock { descriptor in
             guard let held = descriptor else { return }
@@ -192,7 +197,9 @@ public final class StateDirectoryLock: Sendable {
         holderAndOwner(of: directory)?.0
     }
 
-    /// Whether a device agent holds `directory` now (its socket may not be there yet: it is made just after).
+    /// Whether a device agent holds `directory` now.
+    ///
+    /// Its socket may not be there yet, as it is made just after.
     package static func isHeldByAgent(_ directory: String) -> Bool {
         holderAndOwner(of: directory)?.1 == .deviceAgent
     }
@@ -229,7 +236,9 @@ public final class StateDirectoryLock: Sendable {
         return (id, lines.dropFirst().first == Substring(agentMark) ? .deviceAgent : .process)
     }
 
-    /// Whether a process with id `id` exists (`EPERM`: it does, as another user's).
+    /// Whether a process with id `id` exists.
+    ///
+    /// `EPERM` means it does, as another user's.
     private static func isAlive(_ id: Int32) -> Bool {
         kill(id, 0) == 0 || errno == EPERM
     }

@@ -9,7 +9,9 @@ import Glibc
 /// `top -H`, a debugger and `/proc/PID/task/*/comm`. A thread nobody joins is detached when its handle is
 /// released: it runs to its end and then frees what it holds.
 package final class NamedThread: Sendable {
-    /// Why a thread could not be started: `pthread_create`'s error number (`EAGAIN`: out of threads).
+    /// Why a thread could not be started.
+    ///
+    /// It holds `pthread_create`'s error number (`EAGAIN` when out of threads).
     package struct StartFailure: Error, Sendable {
         /// The error number.
         package let errno: Int32
@@ -18,7 +20,9 @@ package final class NamedThread: Sendable {
     /// The thread's name, as given.
     package let name: String
     private let thread: pthread_t
-    /// Whether ``join()`` has run (or the handle detached the thread): a thread is joined or detached once.
+    /// Whether ``join()`` has run, or the handle detached the thread.
+    ///
+    /// A thread is joined or detached once.
     private let settled = LockedState(false)
 
     /// Starts `body` on a new thread named `name`.
@@ -46,8 +50,10 @@ package final class NamedThread: Sendable {
     /// Whether the calling code runs on this thread.
     package var isCurrent: Bool { pthread_equal(thread, pthread_self()) != 0 }
 
-    /// Waits until the thread has ended. Called on the thread itself, it cannot wait for itself: it detaches the
-    /// thread instead, which then ends when its body returns.
+    /// Waits until the thread has ended.
+    ///
+    /// Called on the thread itself, it cannot wait for itself. It detaches the thread instead, which then ends when its
+    /// body returns.
     ///
     /// - Returns: `true` when the thread has ended; `false` when this was its own thread (detached) or it was
     ///   joined before.
@@ -62,7 +68,9 @@ package final class NamedThread: Sendable {
         return true
     }
 
-    /// Marks the thread joined or detached; `false` when it already was.
+    /// Marks the thread joined or detached.
+    ///
+    /// Returns `false` when it already was.
     private func settle() -> Bool {
         settled.withLock { settled in
             defer { settled = true }

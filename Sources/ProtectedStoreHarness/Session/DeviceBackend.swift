@@ -6,8 +6,9 @@ import SecureKeys
 /// The device's lock state, what is available and the failed passcode attempts, as a session reports them.
 typealias DeviceFacts = (lockState: KeybagDevice.LockState, availability: ProtectedDataAvailability, failedAttempts: Int)
 
-/// The device a scenario session's device commands go to: the device in this process, or the device agent
-/// that serves the state directory.
+/// The device a scenario session's device commands go to.
+///
+/// This is the device in this process, or the device agent that serves the state directory.
 ///
 /// The session runs each device command once, on whichever backend it has; the backend decides what the
 /// command means where the device lives (an agent cannot cut this process's power, say).
@@ -21,17 +22,21 @@ protocol DeviceBackend: AnyObject {
     /// - Throws: `no-device` when no device is set up.
     func keys() throws -> any KeyAvailabilityMonitor & StoreKeyProvider
 
-    /// Sets up a device; it is left unlocked.
+    /// Sets up a device.
+    ///
+    /// It is left unlocked.
     ///
     /// - Throws: `device-exists` when there is one; the device's errors for a setting outside its rules.
     func setUp(passcode: SecureBytes, gracePeriod: Duration, wipeAfterFailures: Int?, allowsEmptyPasscode: Bool) throws
 
-    /// Powers the device off and boots it again before the first unlock; `endApp` runs between the two, as
-    /// the app dies with the device.
+    /// Powers the device off and boots it again before the first unlock.
+    ///
+    /// `endApp` runs between the two, as the app dies with the device.
     func reboot(endingApp endApp: () -> Void) throws
 
-    /// Cuts the power: the device goes, `endApp` runs, `cut` does to the disk what the cut does, and the
-    /// device boots again from what the disk kept.
+    /// Cuts the power and boots the device again from what the disk kept.
+    ///
+    /// The device goes, `endApp` runs, and `cut` does to the disk what the cut does.
     func cutPower(endingApp endApp: () -> Void, _ cut: () throws -> Void) throws
 
     /// Checks that `command` may simulate a power cut of this process's disk.
@@ -56,7 +61,9 @@ protocol DeviceBackend: AnyObject {
 /// The `no-device` error, with the command that sets one up.
 let noScenarioDevice = DeviceError(code: .noDevice, message: "no device is set up; run `device setup --passcode P` first")
 
-/// The device in this process: a keybag device in the state directory, owned through the session's lock.
+/// The device in this process.
+///
+/// It is a keybag device in the state directory, owned through the session's lock.
 @MainActor
 final class InProcessDevice: DeviceBackend {
     /// The device, once set up or booted.
@@ -143,8 +150,9 @@ final class InProcessDevice: DeviceBackend {
     }
 }
 
-/// The device a `protected-store device serve` agent owns, reached through its client: the device's commands
-/// go to the agent, and the app asks it for the store's key.
+/// The device a `protected-store device serve` agent owns, reached through its client.
+///
+/// The device's commands go to the agent, and the app asks it for the store's key.
 @MainActor
 final class AgentDevice: DeviceBackend {
     /// The agent's client.

@@ -1,15 +1,18 @@
 import Glibc
 import SystemPackage
 
-/// A search of a folder's regular files for plaintext: values that must never reach a file in the clear, and
-/// SQLite's plaintext header.
+/// A search of a folder's regular files for plaintext.
+///
+/// It looks for values that must never reach a file in the clear, and for SQLite's plaintext header.
 ///
 /// It keeps what it read from scan to scan: the buffer files are read into, and each file's signature, so
 /// that a scan after every simulated step reads only the files that changed.
 struct PlaintextScanner {
     /// Size and modification time of each file at its last scan.
     private var scannedFiles: [String: [Int]] = [:]
-    /// What files are read into: kept from scan to scan, as the simulator scans after every step.
+    /// What files are read into.
+    ///
+    /// It is kept from scan to scan, as the simulator scans after every step.
     private var scanBuffer: [UInt8] = []
 
     /// The first of `patterns` found in each file under `folder` but those `skip` names, as
@@ -38,7 +41,9 @@ struct PlaintextScanner {
         return findings
     }
 
-    /// Calls `body` with the contents of the file at `path`, read into ``scanBuffer``; `nil` if it cannot be read.
+    /// Calls `body` with the contents of the file at `path`, read into ``scanBuffer``.
+    ///
+    /// Returns `nil` if it cannot be read.
     private mutating func withContents<Result>(of path: String, _ body: (UnsafeRawBufferPointer) -> Result) -> Result? {
         guard let file = try? FileDescriptor.open(FilePath(path), .readOnly, options: .closeOnExec) else { return nil }
         let length: Int
@@ -64,7 +69,9 @@ struct PlaintextScanner {
         }
     }
 
-    /// Whether `needle` occurs in `haystack`: `memchr` to the next candidate first byte, `memcmp` to confirm.
+    /// Whether `needle` occurs in `haystack`.
+    ///
+    /// It uses `memchr` to the next candidate first byte, then `memcmp` to confirm.
     static func contains(_ haystack: UnsafeRawBufferPointer, _ needle: [UInt8]) -> Bool {
         guard let first = needle.first, needle.count <= haystack.count, let base = haystack.baseAddress else { return false }
         let last = haystack.count - needle.count
