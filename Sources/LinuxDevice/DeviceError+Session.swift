@@ -3,14 +3,18 @@ import Glibc
 import SystemPackage
 
 extension DeviceError {
-    /// `bus` cannot be connected to: `errno` says why.
+    /// `bus` cannot be connected to.
+    ///
+    /// `errno` says why.
     static func noBus(_ bus: Bus, errno: Int32) -> Self {
         Self(
             code: .noBus,
             message: "cannot connect to the \(bus): \(Errno(rawValue: errno).description); the session's lock cannot be followed")
     }
 
-    /// `bus` was lost after the device started following the session: an unlock is refused from then on.
+    /// `bus` was lost after the device started following the session.
+    ///
+    /// An unlock is refused from then on.
     static func busLost(_ bus: Bus) -> Self {
         Self(
             code: .noBus,
@@ -26,7 +30,9 @@ extension DeviceError {
                 + "the session's lock cannot be followed without it")
     }
 
-    /// logind knows no session of the process `pid` nor of the user `uid`; `what` says what was asked.
+    /// logind knows no session of the process `pid` nor of the user `uid`.
+    ///
+    /// `what` says what was asked.
     static func noSession(uid: UInt32, pid: Int32, _ what: String) -> Self {
         Self(
             code: .noSession,

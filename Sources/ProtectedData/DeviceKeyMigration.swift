@@ -2,8 +2,10 @@ package import DiskModel
 import Foundation
 import SecureKeys
 
-/// Moves a device's key from its file (`hardware/uid.key`) into a TPM (`hardware/uid.tpm`) when a TPM
-/// appears, crash-safe: the key is never lost, and never both still on disk unsealed and called migrated.
+/// Moves a device's key from its file into a TPM when a TPM appears, crash-safe.
+///
+/// The key moves from `hardware/uid.key` to `hardware/uid.tpm`. It is never lost, and never both still on disk unsealed
+/// and called migrated.
 ///
 /// The steps, each durable before the next:
 /// 1. the plain key is read and checked against the device (its state file's tag);
@@ -22,7 +24,9 @@ public enum DeviceKeyMigration: Sendable {
         case migrated
         /// A migration that had stopped after sealing was finished (the plain file removed).
         case finishedInterrupted
-        /// The key was already sealed, with no plain file left: nothing was done.
+        /// The key was already sealed, with no plain file left.
+        ///
+        /// Nothing was done.
         case alreadyMigrated
     }
 

@@ -70,11 +70,15 @@ package final class EventHub<Event: Sendable>: Sendable {
     }
 }
 
-/// A registration for events; cancelled explicitly or when released.
+/// A registration for events.
+///
+/// It is cancelled explicitly or when released.
 public final class EventSubscription: Sendable {
     private let cancellation: LockedState<[@Sendable () -> Void]>
 
-    /// A subscription that runs `cancel` once when it ends: when ``cancel()`` is called, or when it is released.
+    /// A subscription that runs `cancel` once when it ends.
+    ///
+    /// It ends when ``cancel()`` is called, or when it is released.
     ///
     /// For a ``KeyAvailabilityMonitor`` an app writes itself: `cancel` removes the subscriber's handler, so no
     /// event reaches it afterwards.

@@ -23,7 +23,9 @@ package struct Subscribers<Subscriber> {
         return lastID
     }
 
-    /// Removes the subscriber numbered `id` and returns it; `nil` when it is gone already.
+    /// Removes the subscriber numbered `id` and returns it.
+    ///
+    /// Returns `nil` when it is gone already.
     @discardableResult
     package mutating func remove(_ id: Int) -> Subscriber? {
         entries.removeValue(forKey: id)

@@ -17,7 +17,9 @@ package struct WaitList: Sendable {
         waiters.append(waiter)
     }
 
-    /// Empties the list; resume what it returns once the owner's lock is released.
+    /// Empties the list.
+    ///
+    /// Resume what it returns once the owner's lock is released.
     package mutating func takeAll() -> Released {
         defer { waiters.removeAll() }
         return Released(waiters: waiters)
@@ -38,8 +40,10 @@ package struct WaitList: Sendable {
 }
 
 extension LockedState {
-    /// Returns once `mustWait` is false: checked under the lock, and if it holds the caller joins the list at
-    /// `list`, resumed by the owner's ``WaitList/takeAll()``.
+    /// Returns once `mustWait` is false.
+    ///
+    /// It is checked under the lock, and if it holds the caller joins the list at `list`, resumed by the owner's
+    /// ``WaitList/takeAll()``.
     package func wait(on list: WritableKeyPath<Value, WaitList>, while mustWait: (Value) -> Bool) async {
         await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
             let waiting = withLock { value -> Bool in

@@ -5,7 +5,9 @@ import SystemPackage
 /// Writes a text file with the system's own words for what went wrong, where Foundation would give an
 /// `NSCocoaErrorDomain` dump.
 enum TextFile {
-    /// A file that could not be written: which, and why, in the system's words (`Permission denied`).
+    /// A file that could not be written.
+    ///
+    /// It says which, and why, in the system's words (`Permission denied`).
     struct WriteFailure: Error, CustomStringConvertible {
         /// The file that could not be written.
         let path: String
@@ -15,7 +17,9 @@ enum TextFile {
         var description: String { "\(path): \(reason)" }
     }
 
-    /// Writes `text` to `path` whole or not at all: into `PATH.partial`, then renamed over `path`.
+    /// Writes `text` to `path` whole or not at all.
+    ///
+    /// It writes into `PATH.partial`, then renames it over `path`.
     ///
     /// - Throws: ``WriteFailure`` naming the file and the reason.
     static func write(_ text: String, to path: String) throws(WriteFailure) {

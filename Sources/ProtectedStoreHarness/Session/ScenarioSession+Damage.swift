@@ -28,7 +28,9 @@ extension ScenarioSession {
     /// Where `damage FILE link|fifo` moves the file it replaces.
     package func asidePath(of file: DamagedFile) -> String { path(of: file) + ".aside" }
 
-    /// Damages `file` in place, through the file seam, and syncs it: damage is durable, as bit rot is.
+    /// Damages `file` in place, through the file seam, and syncs it.
+    ///
+    /// Damage is durable, as bit rot is.
     func damage(_ file: DamagedFile, _ damage: Damage) throws {
         let path = path(of: file)
         if damage == .restore { return try restore(file, at: path) }

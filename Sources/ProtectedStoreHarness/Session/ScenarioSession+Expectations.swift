@@ -9,7 +9,9 @@ extension ScenarioSession {
             ?? (try? StoreKeyFile.load(from: storeFiles.key).protectionClass) ?? .complete
     }
 
-    /// How `expectation` failed against the session as it is now; `nil` when it holds.
+    /// How `expectation` failed against the session as it is now.
+    ///
+    /// Returns `nil` when it holds.
     func check(_ expectation: Expectation) async -> ExpectationFailure? {
         func compare(_ expected: String, _ got: String) -> ExpectationFailure? {
             // A value of a megabyte is shown by its start and its length, not printed whole.
