@@ -103,10 +103,10 @@ public final class ScenarioSession {
     /// For each, the contents before the last damage (what `damage FILE restore` puts back) and after it (what nothing
     /// may overwrite or remove while it is damaged). Key files hold only wrapped keys, never a secret in the clear.
     package internal(set) var damagedFiles: [DamagedFile: (original: [UInt8], damaged: [UInt8])] = [:]
-    /// Each file replaced by a link or a FIFO (`damage FILE link
+    /// Each file replaced by a link or a FIFO (`damage FILE link|fifo`) and not restored since.
     ///
-    /// fifo`) and not restored since.|For each, what is in its place (a symbolic link, or a FIFO), and whether the file
-    /// existed (it was moved to `FILE.aside`).
+    /// For each, what is in its place (a symbolic link, or a FIFO), and whether the file existed (it was moved to
+    /// `FILE.aside`).
     package internal(set) var replacedFiles: [DamagedFile: (isLink: Bool, movedAside: Bool)] = [:]
     /// Journal entries dropped by ``forgetJournal(first:)`` once checked.
     ///
