@@ -107,9 +107,9 @@ public final class DeviceAgent: Sendable {
     private let socketLocationPath: String?
     private let configuration: Configuration
     private let ownership: StateDirectoryLock
-    /// The device's virtual clock, moved by clients' `advanceClock`.
+    /// The device's virtual clock.
     ///
-    /// Scripts in several processes so agree.
+    /// Clients' `advanceClock` moves it, so scripts in several processes agree.
     private let clock = ManualClock()
     /// The clock the device runs on.
     ///
@@ -120,7 +120,7 @@ public final class DeviceAgent: Sendable {
     /// Its status's clock reads the time since.
     private let started = ContinuousClock.now
     private let listener: FileDescriptor
-    /// Lets one request at a time reach the device.
+    /// The lock that lets one request at a time reach the device.
     ///
     /// The events it causes are sent to every client before its answer, so a client that asks for the status has seen
     /// every event that came before.
