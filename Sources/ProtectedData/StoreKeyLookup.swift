@@ -1,8 +1,9 @@
 public import SecureKeys
 
-/// The answer to "can I have this store's key now?"
+/// What a key source answers when asked for a store's key now.
 ///
-/// It comes in three ways, because only one of them may ever lead to creating a key.
+/// It answers "can I have this store's key now?" in three ways, because only one of them may ever lead to creating a
+/// key.
 public enum StoreKeyLookup: Sendable {
     /// The source holds the store's key and can unwrap it now.
     ///
