@@ -17,7 +17,9 @@ package enum DiskPath {
         return "/" + parts.joined(separator: "/")
     }
 
-    /// The folder that holds `path`: `/` for a top-level entry, `.` for a bare file name.
+    /// The folder that holds `path`.
+    ///
+    /// It is `/` for a top-level entry, and `.` for a bare file name.
     package static func folder(containing path: String) -> String {
         let folder = FilePath(path).removingLastComponent()
         return folder.isEmpty ? "." : folder.string

@@ -4,9 +4,11 @@ internal import StoreErrors
 internal import Glibc
 
 extension Database {
-    /// Copies the whole database, as of one read transaction, into a new SQLCipher file at `path` keyed raw
-    /// with `key` and written in `format` (`sqlcipher_export`, SQLCipher's documented way to copy a database
-    /// under another key: every table, index, view and trigger, and `user_version`).
+    /// Copies the whole database, as of one read transaction, into a new SQLCipher file at `path`.
+    ///
+    /// The file is keyed raw with `key` and written in `format`. It uses `sqlcipher_export`, SQLCipher's
+    /// documented way to copy a database under another key, which copies every table, index, view and
+    /// trigger, and `user_version`.
     ///
     /// The copy is taken from a snapshot: the connection attaches the new file (`ATTACH … KEY`, the raw-key
     /// literal bound as a parameter, built in guarded memory), sets every setting of `format` on it (the

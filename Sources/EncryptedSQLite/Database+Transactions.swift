@@ -5,13 +5,17 @@ extension Database {
     public enum TransactionKind: String, Sendable {
         /// Takes no lock until the first read or write (`BEGIN DEFERRED`).
         case deferred = "DEFERRED"
-        /// Takes the write lock at once (`BEGIN IMMEDIATE`): what the store's writes use, so they never fail half-way with `busy`.
+        /// Takes the write lock at once (`BEGIN IMMEDIATE`).
+        ///
+        /// The store's writes use it, so they never fail half-way with `busy`.
         case immediate = "IMMEDIATE"
         /// Takes the exclusive lock at once (`BEGIN EXCLUSIVE`).
         case exclusive = "EXCLUSIVE"
     }
 
-    /// Runs `body` in a transaction: committed when it returns, rolled back when it throws.
+    /// Runs `body` in a transaction.
+    ///
+    /// It is committed when `body` returns, and rolled back when it throws.
     ///
     /// Transactions do not nest: inside one — and every store write (`StoreCoordinator.write`) is inside one
     /// — this fails with `StoreError.Code.misuse` before running `body`, saying so. Use
@@ -53,8 +57,10 @@ extension Database {
         return result
     }
 
-    /// Runs `body` in a savepoint: its changes are kept when it returns, and undone — only them — when it
-    /// throws; then the error reaches the caller unchanged.
+    /// Runs `body` in a savepoint.
+    ///
+    /// Its changes are kept when it returns, and only they are undone when it throws. Then the error reaches
+    /// the caller unchanged.
     ///
     /// Inside a transaction the savepoint nests (`SAVEPOINT`, then `RELEASE`, or `ROLLBACK TO` and `RELEASE`
     /// when `body` throws): what it kept commits or rolls back with the enclosing transaction. Savepoints nest
@@ -111,10 +117,11 @@ extension Database {
         return result
     }
 
-    /// Refuses a statement inside a ``transaction(_:_:)`` body once SQLite has rolled that transaction back on
-    /// its own (after a full disk, an I/O error or an interrupt): the statement would otherwise run, and
-    /// commit, outside any transaction — part of a write committed, the rest lost at the body's end. As
-    /// GRDB does with its aborted transactions.
+    /// Refuses a statement inside a ``transaction(_:_:)`` body once SQLite has rolled that transaction back.
+    ///
+    /// SQLite does so on its own after a full disk, an I/O error or an interrupt. The statement would
+    /// otherwise run, and commit, outside any transaction, with part of a write committed and the rest lost at
+    /// the body's end. GRDB does the same with its aborted transactions.
     func checkTransactionNotAborted() throws {
         guard transactionBodies > 0, let handle, sqlite3_get_autocommit(handle) != 0 else { return }
         throw StoreError(
@@ -123,12 +130,14 @@ extension Database {
             path: path)
     }
 
-    /// The running ``transaction(_:_:)`` body's number, `nil` outside one: a cursor opened in it works only
-    /// while this stays the same.
+    /// The running ``transaction(_:_:)`` body's number, `nil` outside one.
+    ///
+    /// A cursor opened in it works only while this stays the same.
     var currentTransactionID: Int? { transactionBodies > 0 ? startedTransactions : nil }
 
-    /// Keeps `cursor` to end it with the running transaction body; a cursor opened outside one ends on its own
-    /// (last row, error, release).
+    /// Keeps `cursor` to end it with the running transaction body.
+    ///
+    /// A cursor opened outside one ends on its own (last row, error, release).
     func register(_ cursor: CursorState) {
         guard transactionBodies > 0 else { return }
         // Cursors that already ended hold no statement; drop them now and then, so a transaction that opens

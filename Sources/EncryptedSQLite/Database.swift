@@ -20,12 +20,15 @@ public final class Database {
     public let configuration: Configuration
     /// The SQLCipher version the library reports (`PRAGMA cipher_version`).
     public private(set) var cipherVersion: String = ""
-    /// The format settings the connection was opened with, on the linked library; `nil` for the benchmarks'
-    /// unencrypted baseline.
+    /// The format settings the connection was opened with, on the linked library.
+    ///
+    /// It is `nil` for the benchmarks' unencrypted baseline.
     public private(set) var cipherSettings: CipherSettings?
 
-    /// The SQLCipher the process is linked with, read once (`PRAGMA cipher_version` on an in-memory
-    /// connection); `nil` when the linked SQLite is not SQLCipher, or reports a version that does not parse.
+    /// The SQLCipher the process is linked with, read once.
+    ///
+    /// It is read with `PRAGMA cipher_version` on an in-memory connection. It is `nil` when the linked SQLite
+    /// is not SQLCipher, or reports a version that does not parse.
     public static let linkedSQLCipher: SQLCipherVersion? = {
         var connection: OpaquePointer?
         defer { sqlite3_close_v2(connection) }
@@ -41,10 +44,13 @@ public final class Database {
 
     private(set) var handle: OpaquePointer?
     private var cachedStatements: StatementCache
-    /// How many ``transaction(_:_:)`` bodies are running (one, or none: transactions do not nest).
+    /// How many ``transaction(_:_:)`` bodies are running.
+    ///
+    /// It is one, or none, as transactions do not nest.
     var transactionBodies = 0
-    /// How many ``transaction(_:_:)`` bodies have started: the running one's number tells a cursor's
-    /// transaction from a later one.
+    /// How many ``transaction(_:_:)`` bodies have started.
+    ///
+    /// The running one's number tells a cursor's transaction from a later one.
     var startedTransactions = 0
     /// The cursors opened in the running transaction body, ended with it (``DatabaseCursor``).
     var transactionCursors: [CursorState] = []
@@ -52,14 +58,16 @@ public final class Database {
     /// The file this connection counts as open in ``openFiles``, once it is open.
     private var registeredFile: String?
 
-    /// How many connections of this process have each database file open (by its resolved path): a
-    /// write-ahead log is only checked when none does, since an open one is live, not left by a crash.
+    /// How many connections of this process have each database file open, by its resolved path.
+    ///
+    /// A write-ahead log is only checked when none does, since an open one is live, not left by a crash.
     private static let openFiles = LockedState<[String: Int]>([:])
 
-    /// Opens (or creates) the database at `path` with `key`: the store's own open (`StoreCoordinator`), its
-    /// readers', and this package's tests'. Not public: an app opens its store through `StoreConfiguration`,
-    /// and a file of its own choosing only through ``init(openingUntrustedFileAt:key:configuration:)``, whose
-    /// name says what that exposes.
+    /// Opens (or creates) the database at `path` with `key`.
+    ///
+    /// This is the store's own open (`StoreCoordinator`), its readers', and this package's tests'. It is not
+    /// public. An app opens its store through `StoreConfiguration`, and a file of its own choosing only
+    /// through ``init(openingUntrustedFileAt:key:configuration:)``, whose name says what that exposes.
     ///
     /// - Parameters:
     ///   - path: the database file.
@@ -79,8 +87,10 @@ public final class Database {
         try self.init(path: path, keying: .raw(key), configuration: configuration)
     }
 
-    /// Opens (or creates) an encrypted database at a path of the caller's choosing, keyed with a raw 32-byte key
-    /// — a file the store did not make: an export, another program's database, a benchmark's.
+    /// Opens (or creates) an encrypted database at a path of the caller's choosing.
+    ///
+    /// It is keyed with a raw 32-byte key. The file is one the store did not make, such as an export, another
+    /// program's database, or a benchmark's.
     ///
     /// **What this exposes.** The engine is Debian bookworm's SQLCipher 3.4.1 (SQLite 3.15.2, 2016), which
     /// carries no patch for a recorded CVE and compiles in FTS3 and RTREE: CVE-2018-20346 (FTS3 shadow-table
@@ -105,9 +115,11 @@ public final class Database {
         try self.init(path: path, key: key, configuration: configuration)
     }
 
-    /// Opens (or creates) a database keyed by a passphrase, which SQLCipher 3 stretches with PBKDF2-HMAC-SHA1
-    /// (64,000 iterations) on every open: for databases made by other SQLCipher programs, and as the baseline
-    /// the raw-key open is measured against; the store itself never uses it.
+    /// Opens (or creates) a database keyed by a passphrase.
+    ///
+    /// SQLCipher 3 stretches the passphrase with PBKDF2-HMAC-SHA1 (64,000 iterations) on every open. It is
+    /// for databases made by other SQLCipher programs, and the baseline the raw-key open is measured against.
+    /// The store itself never uses it.
     ///
     /// **What this exposes**: a database made by another program is a file the store did not write, parsed by
     /// SQLite 3.15.2 with FTS3 and RTREE compiled in (CVE-2018-20346, CVE-2019-8457 and others: memory
@@ -121,9 +133,11 @@ public final class Database {
         try self.init(path: path, keying: .passphrase(passphrase), configuration: configuration)
     }
 
-    /// Opens (or creates) an **unencrypted** SQLite database: the baseline the encrypted store is measured
-    /// against in `Benchmarks/`, and nothing else. It parses whatever file is at `path`, authenticated by nothing
-    /// (see ``init(openingUntrustedFileAt:key:configuration:)`` for what that exposes on SQLite 3.15.2).
+    /// Opens (or creates) an **unencrypted** SQLite database.
+    ///
+    /// It is the baseline the encrypted store is measured against in `Benchmarks/`, and nothing else. It
+    /// parses whatever file is at `path`, authenticated by nothing (see
+    /// ``init(openingUntrustedFileAt:key:configuration:)`` for what that exposes on SQLite 3.15.2).
     ///
     /// Behind the `Baseline` SPI so an app cannot reach it by accident: the store never calls it, and
     /// `import EncryptedSQLite` alone does not show it. The page size is set with `PRAGMA page_size` (the
@@ -135,11 +149,15 @@ public final class Database {
 
     /// How the connection is keyed.
     private enum Keying {
-        /// A raw 32-byte key, passed as `x'…'`: no key derivation.
+        /// A raw 32-byte key, passed as `x'…'`.
+        ///
+        /// There is no key derivation.
         case raw(SecureBytes)
         /// A passphrase SQLCipher derives the key from.
         case passphrase(SecureBytes)
-        /// No key: plain SQLite, for the benchmarks' baseline only.
+        /// No key, for the benchmarks' baseline only.
+        ///
+        /// This is plain SQLite.
         case none
 
     }
@@ -222,10 +240,12 @@ public final class Database {
         }
     }
 
-    /// Checks the files SQLite opens for the database at `path` before it opens any: the database, its
-    /// write-ahead log and shared-memory index, its rollback journal. Each must be a regular file or absent —
-    /// SQLite follows a link (and then keeps the log beside the link's target, not beside the store) and
-    /// blocks for ever on a FIFO — and nothing is opened to find out (``SecureFile/regularFileSize(at:)``).
+    /// Checks the files SQLite opens for the database at `path` before it opens any.
+    ///
+    /// These are the database, its write-ahead log and shared-memory index, and its rollback journal. Each
+    /// must be a regular file or absent. SQLite follows a link (and then keeps the log beside the link's
+    /// target, not beside the store) and blocks for ever on a FIFO. Nothing is opened to find out
+    /// (``SecureFile/regularFileSize(at:)``).
     ///
     /// Here, the one place every connection opens, rather than in the `protected-store-disk` VFS: an app opens
     /// its store with SQLite's default VFS, which that VFS only wraps in simulation, and the default VFS opens
@@ -271,7 +291,9 @@ public final class Database {
     /// Whether the connection is open.
     public var isOpen: Bool { handle != nil }
 
-    /// Closes the connection; later calls throw `StoreError.Code.closed`. Closing twice is harmless.
+    /// Closes the connection.
+    ///
+    /// Later calls throw `StoreError.Code.closed`. Closing twice is harmless.
     public func close() {
         cachedStatements.removeAll()
         guard let handle else { return }
@@ -307,15 +329,18 @@ public final class Database {
             path: logPath)
     }
 
-    /// Whether a connection has the database at `path` open: one of this process (counted), or of another
-    /// (its lock on the `-shm` index). A rewrite of the store refuses then.
+    /// Whether a connection has the database at `path` open.
+    ///
+    /// It may be one of this process (counted), or of another (its lock on the `-shm` index). A rewrite of the
+    /// store refuses then.
     package static func isOpenByAnyConnection(_ path: String) -> Bool {
         let file = resolved(path)
         return openFiles.withLock { $0[file] != nil } || WriteAheadLogCheck.isOpenInAnotherProcess(databaseAt: path)
     }
 
-    /// `path` with its links and `.`/`..` resolved, so two spellings of one file count as one; `path` itself
-    /// when it cannot be resolved.
+    /// `path` with its links and `.`/`..` resolved, so two spellings of one file count as one.
+    ///
+    /// It is `path` itself when it cannot be resolved.
     private static func resolved(_ path: String) -> String {
         guard let pointer = realpath(path, nil) else { return path }
         defer { free(pointer) }
@@ -369,8 +394,9 @@ public final class Database {
         }
     }
 
-    /// Runs one statement with `arguments` — `[id, title]` or `["id": id, "title": title]` — reusing its
-    /// prepared form (``cachedStatement(_:)``).
+    /// Runs one statement with `arguments`, reusing its prepared form (``cachedStatement(_:)``).
+    ///
+    /// The arguments are for example `[id, title]` or `["id": id, "title": title]`.
     public func execute(_ sql: String, _ arguments: StatementArguments) throws {
         try cachedStatement(sql).execute(arguments)
     }
@@ -420,16 +446,18 @@ public final class Database {
         handle.map { Int(sqlite3_changes($0)) } ?? 0
     }
 
-    /// The rowid of the last row inserted on this connection (`sqlite3_last_insert_rowid`): an
-    /// `INTEGER PRIMARY KEY` column's value when the table has one; 0 before any insert.
+    /// The rowid of the last row inserted on this connection (`sqlite3_last_insert_rowid`).
+    ///
+    /// It is an `INTEGER PRIMARY KEY` column's value when the table has one, and 0 before any insert.
     public var lastInsertedRowID: Int64 {
         handle.map { sqlite3_last_insert_rowid($0) } ?? 0
     }
 
     // MARK: Observation
 
-    /// Runs `body` and returns, with its result, the tables its queries read (for observations: a commit
-    /// that writes none of them cannot change the result).
+    /// Runs `body` and returns, with its result, the tables its queries read.
+    ///
+    /// Observations use it, as a commit that writes none of them cannot change the result.
     package func trackingReads<Result>(_ body: () throws -> Result) rethrows -> (Result, TableRegion) {
         hooks.startTrackingReads()
         do {
@@ -448,8 +476,10 @@ public final class Database {
 
     // MARK: Keys and integrity
 
-    /// Re-encrypts the database under `newKey` (`sqlite3_rekey` with the raw-key form), then checks the result
-    /// on a connection of its own: the file must open with `newKey` and pass `integrity_check`.
+    /// Re-encrypts the database under `newKey` (`sqlite3_rekey` with the raw-key form).
+    ///
+    /// It then checks the result on a connection of its own. The file must open with `newKey` and pass
+    /// `integrity_check`.
     ///
     /// SQLCipher 3 rewrites every page in one transaction; in WAL mode the journal is switched to DELETE for
     /// the rewrite and back afterwards, since a rekey must not leave pages under the old key in the WAL.
@@ -520,7 +550,9 @@ public final class Database {
         return handle
     }
 
-    /// Refuses plain SQLite: with it, `PRAGMA key` is ignored and data would be written in the clear.
+    /// Refuses plain SQLite.
+    ///
+    /// With it, `PRAGMA key` is ignored and data would be written in the clear.
     private func checkSQLCipher() throws {
         let version = try rows("PRAGMA cipher_version").first?[0].string
         guard let version, !version.isEmpty else {
@@ -572,10 +604,11 @@ public final class Database {
         }
     }
 
-    /// Calls `body` with SQLCipher's raw-key literal `x'<64 hex digits>'` — or, with `salt`, the form that also
-    /// sets a new database's 16-byte salt, `x'<64 hex digits of key><32 hex digits of salt>'` ("Raw Key Data
-    /// With Explicit Salt") — built in guarded memory and wiped afterwards, so the key never passes through a
-    /// Swift `String`.
+    /// Calls `body` with SQLCipher's raw-key literal `x'<64 hex digits>'`, built in guarded memory.
+    ///
+    /// With `salt`, it is the form that also sets a new database's 16-byte salt,
+    /// `x'<64 hex digits of key><32 hex digits of salt>'` ("Raw Key Data With Explicit Salt"). The literal is
+    /// wiped afterwards, so the key never passes through a Swift `String`.
     static func withRawKeyLiteral<Result>(
         _ key: SecureBytes, salt: [UInt8]? = nil, _ body: (UnsafeRawBufferPointer) throws -> Result
     ) throws -> Result {

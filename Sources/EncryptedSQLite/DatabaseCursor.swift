@@ -1,5 +1,6 @@
-/// The results of a query read one at a time, as SQLite steps through them: memory stays that of one row
-/// however many rows the query returns (GRDB's `RecordCursor` and `RowCursor`).
+/// The results of a query read one at a time, as SQLite steps through them.
+///
+/// Memory stays that of one row however many rows the query returns (GRDB's `RecordCursor` and `RowCursor`).
 ///
 /// ```swift
 /// try await coordinator.read { db in
@@ -68,8 +69,10 @@ public final class DatabaseCursor<Element> {
 @available(*, unavailable)
 extension DatabaseCursor: Sendable {}
 
-/// What a cursor holds of its connection: its statement while it runs, and the transaction it belongs to.
-/// The connection keeps the states of the cursors opened in its current transaction, to end them with it.
+/// What a cursor holds of its connection.
+///
+/// It holds its statement while it runs, and the transaction it belongs to. The connection keeps the states
+/// of the cursors opened in its current transaction, to end them with it.
 final class CursorState {
     private var statement: Statement?
     private weak var database: Database?
@@ -106,8 +109,10 @@ final class CursorState {
         return statement
     }
 
-    /// Ends the cursor: its statement is reset (releasing its read lock) and its bindings cleared, and the
-    /// statement cache may hand it out again. Harmless when already ended.
+    /// Ends the cursor.
+    ///
+    /// Its statement is reset (releasing its read lock) and its bindings cleared, and the statement cache may
+    /// hand it out again. Harmless when already ended.
     func finish() {
         guard let statement else { return }
         self.statement = nil
@@ -135,8 +140,9 @@ extension Database {
         }
     }
 
-    /// A cursor over the rows of a query, each decoded as `Record` as it is stepped to — the decoding of
-    /// ``fetchAll(_:_:_:)``, one row at a time.
+    /// A cursor over the rows of a query, each decoded as `Record` as it is stepped to.
+    ///
+    /// This is the decoding of ``fetchAll(_:_:_:)``, one row at a time.
     ///
     /// - Parameters:
     ///   - type: the record type; its coding keys name the columns.

@@ -4,16 +4,18 @@ internal import CSQLCipher
 internal import SecureKeys
 internal import Glibc
 
-/// Connects SQLite to the simulated disk: the `protected-store-disk` VFS (Sources/CDiskVFS) reports every write,
-/// truncation, sync and deletion of a store's files to the ``SimulatedDisk`` covering them, and asks the armed
-/// ``DiskFaultPlan`` (if any) before each open, write, sync and truncation (a deletion goes through ``DiskIO``,
-/// which asks it too).
+/// Connects SQLite to the simulated disk.
+///
+/// The `protected-store-disk` VFS (Sources/CDiskVFS) reports every write, truncation, sync and deletion of a
+/// store's files to the ``SimulatedDisk`` covering them. It asks the armed ``DiskFaultPlan`` (if any) before
+/// each open, write, sync and truncation (a deletion goes through ``DiskIO``, which asks it too).
 ///
 /// ``Database`` opens a file through this VFS only when a simulated disk covers its path — in simulation.
 /// Every real app opens with SQLite's default VFS and never reaches this code.
 enum DiskModelVFS {
-    /// The VFS name to open `path` with: this VFS's when a simulated disk covers the path, else `nil` (the
-    /// default VFS).
+    /// The VFS name to open `path` with.
+    ///
+    /// It is this VFS's when a simulated disk covers the path, else `nil` (the default VFS).
     static func name(forOpening path: String) -> String? {
         guard SimulatedDisk.covering(path) != nil else { return nil }
         return registered ? PS_DISK_VFS_NAME : nil

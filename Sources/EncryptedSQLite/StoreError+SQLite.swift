@@ -39,7 +39,9 @@ extension StoreError {
 
     static let sqliteError: Int32 = 1
     static let sqliteIOError: Int32 = 10
-    /// The errors of a write that found no room: no space on the device, past the file-size limit, over quota.
+    /// The errors of a write that found no room.
+    ///
+    /// They are no space on the device, past the file-size limit, and over quota.
     static let noSpaceErrnos: Set<Int32> = [ENOSPC, EFBIG, EDQUOT]
     /// `sqlite3_errstr(SQLITE_ERROR)` in SQLite 3.15.2, which SQLCipher 3.4.1 is built on.
     static let bareErrorMessage = "SQL logic error or missing database"

@@ -36,7 +36,9 @@ struct WriteAheadLogCheck {
         var frame: Int?
         /// Its byte offset in the log.
         var offset: Int
-        /// How many commit frames verify after the damage: the committed transactions recovery would drop.
+        /// How many commit frames verify after the damage.
+        ///
+        /// They are the committed transactions recovery would drop.
         var committedTransactions: Int
 
         /// Where, in words.
@@ -50,8 +52,10 @@ struct WriteAheadLogCheck {
     /// The database's page size, for a header whose page size field is itself damaged.
     let expectedPageSize: Int
 
-    /// Reads the log at ``path`` and returns the damage recovery would step over, or `nil`: no log, an empty
-    /// or sound one, or one whose only failure is a torn last transaction.
+    /// Reads the log at ``path`` and returns the damage recovery would step over, or `nil`.
+    ///
+    /// It returns `nil` for no log, an empty or sound one, or one whose only failure is a torn last
+    /// transaction.
     ///
     /// - Throws: `StoreError.Code.storeUnavailable` when the log exists but cannot be read.
     func findDamage() throws -> Damage? {
@@ -93,7 +97,9 @@ struct WriteAheadLogCheck {
         return try damageInHeader(of: log, header: header, storedChecksum: storedChecksum)
     }
 
-    /// The frames of a log whose header verifies: where recovery stops, and what verifies after it.
+    /// The frames of a log whose header verifies.
+    ///
+    /// They say where recovery stops, and what verifies after it.
     private func damageInFrames(of log: Reader, chain: Chain, seed: Checksum) throws -> Damage? {
         var previous = seed
         var frame = 1
@@ -117,7 +123,9 @@ struct WriteAheadLogCheck {
         return nil
     }
 
-    /// A log whose header fails: whether its frames verify from it under any reading of the damaged header.
+    /// A log whose header fails.
+    ///
+    /// It says whether its frames verify from it under any reading of the damaged header.
     private func damageInHeader(of log: Reader, header: [UInt8], storedChecksum: Checksum) throws -> Damage? {
         let magic = header.uint32(at: 0)
         // Both byte orders: the magic's low bit may be the damaged one (the stated order first).
@@ -144,10 +152,11 @@ struct WriteAheadLogCheck {
         return nil
     }
 
-    /// Whether a connection of another process has the database's log open, so the log is live, not left by a
-    /// crash: SQLite's unix VFS holds a read lock on the "dead man switch" byte of the `-shm` index (byte 128:
-    /// `UNIX_SHM_DMS` in `os_unix.c`, 3.15) for as long as a connection maps it. `F_GETLK` does not see the
-    /// locks of this process; ``Database`` counts its own connections.
+    /// Whether a connection of another process has the database's log open.
+    ///
+    /// Then the log is live, not left by a crash. SQLite's unix VFS holds a read lock on the "dead man switch"
+    /// byte of the `-shm` index (byte 128, `UNIX_SHM_DMS` in `os_unix.c`, 3.15) for as long as a connection
+    /// maps it. `F_GETLK` does not see the locks of this process; ``Database`` counts its own connections.
     static func isOpenInAnotherProcess(databaseAt databasePath: String) -> Bool {
         let descriptor = open(databasePath + "-shm", O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
         guard descriptor >= 0 else { return false }  // no index: no connection has the log open
@@ -218,8 +227,9 @@ struct WriteAheadLogCheck {
 
         static let zero = Checksum(0, 0)
 
-        /// The checksum continued over `bytes` (a multiple of 8 bytes), read as 32-bit words in the log's
-        /// byte order — `walChecksumBytes`.
+        /// The checksum continued over `bytes` (a multiple of 8 bytes).
+        ///
+        /// The bytes are read as 32-bit words in the log's byte order, as `walChecksumBytes` does.
         func adding(_ bytes: ArraySlice<UInt8>, bigEndian: Bool) -> Checksum {
             var s1 = first
             var s2 = second
@@ -257,8 +267,10 @@ struct WriteAheadLogCheck {
 
         func hasSalts(_ frame: [UInt8]) -> Bool { Array(frame[8..<16]) == salts }
 
-        /// Whether `frame` is valid after a frame whose checksum was `previous` — `walDecodeFrame`: the log's
-        /// salts, a page number, and the checksum over its first 8 header bytes and its page.
+        /// Whether `frame` is valid after a frame whose checksum was `previous`.
+        ///
+        /// This follows `walDecodeFrame`. It checks the log's salts, a page number, and the checksum over its
+        /// first 8 header bytes and its page.
         func verifies(_ frame: [UInt8], after previous: Checksum) -> Bool {
             guard hasSalts(frame), frame.uint32(at: 0) != 0 else { return false }
             return checksum(of: frame, after: previous) == Self.storedChecksum(of: frame)

@@ -2,7 +2,9 @@ public import Foundation
 public import StoreErrors
 import SystemPackage
 
-/// An error from the key layer: what went wrong, in words a person can act on, and where.
+/// An error from the key layer.
+///
+/// It says what went wrong, in words a person can act on, and where.
 ///
 /// Messages never contain key material or passcodes: they name the file and the problem only.
 public struct SecureKeysError: Error, Sendable {
@@ -56,7 +58,9 @@ extension StoreError.Code {
     public static let wrongDevice = Self("wrong-device")
     /// A secret was used after it was wiped (for instance a class key after the grace period).
     public static let keyWiped = Self("key-wiped")
-    /// A store file exists but its key file does not: creating a new key would orphan the data.
+    /// A store file exists but its key file does not.
+    ///
+    /// Creating a new key would orphan the data.
     public static let storeExistsWithoutKey = Self("store-exists-without-key")
     /// A file that is never overwritten already exists.
     public static let alreadyExists = Self("already-exists")
@@ -116,7 +120,9 @@ extension SecureKeysError {
         Self(code: .wrongPasscode, message: "wrong passcode", file: file, line: line)
     }
 
-    /// A key file is truncated, altered or not a key file; `what` says how.
+    /// A key file is truncated, altered or not a key file.
+    ///
+    /// `what` says how.
     public static func damaged(
         _ what: String, path: String? = nil, file: StaticString = #fileID, line: UInt = #line
     ) -> Self {
@@ -168,7 +174,9 @@ extension SecureKeysError {
             path: path, file: file, line: line)
     }
 
-    /// The folder (or lock file) at `path` is not safe to keep keys in: `problem` says what was found and the fix.
+    /// The folder (or lock file) at `path` is not safe to keep keys in.
+    ///
+    /// `problem` says what was found and the fix.
     public static func insecureStateDirectory(
         _ problem: String, path: String, file: StaticString = #fileID, line: UInt = #line
     ) -> Self {

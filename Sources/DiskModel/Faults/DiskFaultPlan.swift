@@ -4,8 +4,10 @@ package import SystemPackage
 import Glibc
 #endif
 
-/// A planned I/O failure: the N-th file-system call under a folder fails as a full disk, a failing disk or a
-/// power cut would make it fail — SQLite's `do_ioerr_test` (test/tester.tcl) for the project's own files.
+/// A planned I/O failure.
+///
+/// The N-th file-system call under a folder fails as a full disk, a failing disk or a power cut would make it
+/// fail. It is SQLite's `do_ioerr_test` (test/tester.tcl) for the project's own files.
 ///
 /// While a plan is armed, every ``DiskIO`` call and every write, sync, truncation and open of a store file
 /// through the `protected-store-disk` SQLite VFS whose path is under ``root`` is counted, in one sequence, if
@@ -47,18 +49,25 @@ package final class DiskFaultPlan: @unchecked Sendable {
 
     /// How the failing call fails.
     package enum Fault: Sendable, Hashable, CustomStringConvertible {
-        /// `ENOSPC`: the disk is full. Nothing of the call is done.
+        /// The disk is full (`ENOSPC`).
+        ///
+        /// Nothing of the call is done.
         case noSpace
-        /// `EIO`: the disk failed. Nothing of the call is done.
+        /// The disk failed (`EIO`).
+        ///
+        /// Nothing of the call is done.
         case ioError
-        /// A write stores part of its bytes (half, at least one when it has more than one), then fails with
-        /// `ENOSPC`, as `write(2)` does when the disk fills during it; any other kind of call fails with
-        /// `ENOSPC`. Later failing writes of a persistent plan store nothing.
+        /// A write stores part of its bytes, then fails with `ENOSPC`.
+        ///
+        /// It stores half, at least one when it has more than one, as `write(2)` does when the disk fills during
+        /// it. Any other kind of call fails with `ENOSPC`. Later failing writes of a persistent plan store
+        /// nothing.
         case shortWrite
-        /// The power goes just before the call: the ``SimulatedDisk`` covering ``DiskFaultPlan/root`` is cut
-        /// (``SimulatedDisk/powerCut(_:random:)`` with this mode and seed), the call fails with `EIO`, and so
-        /// does every later counted call — the process is dead as far as the disk can tell — until the plan
-        /// is disarmed. Always persistent.
+        /// The power goes just before the call.
+        ///
+        /// The ``SimulatedDisk`` covering ``DiskFaultPlan/root`` is cut (``SimulatedDisk/powerCut(_:random:)``
+        /// with this mode and seed), and the call fails with `EIO`. So does every later counted call until the
+        /// plan is disarmed, as the process is dead as far as the disk can tell. Always persistent.
         case powerCut(SimulatedDisk.PowerCutMode, seed: UInt64)
 
         /// `ENOSPC`, `EIO`, `short-write` or `power-cut` (the words of the scenario language).
@@ -103,7 +112,9 @@ package final class DiskFaultPlan: @unchecked Sendable {
 
     /// The folder whose calls the plan counts (absolute, standardized).
     package let root: String
-    /// The kinds of call it counts; others pass untouched and uncounted.
+    /// The kinds of call it counts.
+    ///
+    /// Others pass untouched and uncounted.
     package let calls: Set<Call>
     /// The ordinal of the first call that fails, from 1.
     package let failingCall: Int
@@ -124,7 +135,9 @@ package final class DiskFaultPlan: @unchecked Sendable {
 
     private let state = LockedState(Progress())
 
-    /// Arms a plan: from now on the calls under `root` are counted, and the `failingCall`-th fails.
+    /// Arms a plan.
+    ///
+    /// From now on the calls under `root` are counted, and the `failingCall`-th fails.
     ///
     /// - Parameters:
     ///   - root: the folder whose calls count (a test's own directory, a session's state directory).
@@ -163,7 +176,9 @@ package final class DiskFaultPlan: @unchecked Sendable {
         self.persistence = persistence
     }
 
-    /// Disarms the plan: calls under ``root`` are plain calls again. What it saw stays readable.
+    /// Disarms the plan.
+    ///
+    /// Calls under ``root`` are plain calls again. What it saw stays readable.
     package func disarm() {
         state.withLock { $0.isArmed = false }
         Self.registry.withLock { $0.removeAll { $0 === self } }
@@ -178,8 +193,9 @@ package final class DiskFaultPlan: @unchecked Sendable {
     /// The calls it failed, in order.
     package var failures: [Failure] { state.withLock { $0.failures } }
 
-    /// Whether it failed a call: false once an operation made fewer calls than ``failingCall``, which ends a
-    /// sweep.
+    /// Whether it failed a call.
+    ///
+    /// It is false once an operation made fewer calls than ``failingCall``, which ends a sweep.
     package var fired: Bool { state.withLock { !$0.failures.isEmpty } }
 
     /// What the planned power cut did, once it happened.
@@ -192,8 +208,10 @@ package final class DiskFaultPlan: @unchecked Sendable {
 
     private static let registry = LockedState<[DiskFaultPlan]>([])
 
-    /// Whether an armed plan counts the calls under `path`; counts nothing. Outside tests this is what every
-    /// ``DiskIO`` call pays for the plans: a lock and an empty-list check.
+    /// Whether an armed plan counts the calls under `path`.
+    ///
+    /// It counts nothing. Outside tests this is what every ``DiskIO`` call pays for the plans, a lock and an
+    /// empty-list check.
     package static func isArmed(over path: String) -> Bool {
         registry.withLock { plans in
             guard !plans.isEmpty else { return false }

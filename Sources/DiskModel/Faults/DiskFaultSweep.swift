@@ -1,10 +1,14 @@
-/// SQLite's `do_ioerr_test` loop over a ``DiskFaultPlan``: for N = 1, 2, … reset the fixture, fail the N-th
-/// call of an operation, then check what it left — until the operation runs to its end with the fault unused.
+/// SQLite's `do_ioerr_test` loop over a ``DiskFaultPlan``.
+///
+/// For N = 1, 2, … it resets the fixture, fails the N-th call of an operation, then checks what it left. It
+/// stops when the operation runs to its end with the fault unused.
 ///
 /// For the I/O-fault sweeps of the test suite, and for the simulator, which arms the same plans between its
 /// commands.
 package enum DiskFaultSweep {
-    /// One way to fail: a fault, whether it persists, and the kinds of call counted.
+    /// One way to fail.
+    ///
+    /// It is a fault, whether it persists, and the kinds of call counted.
     package struct Kind: Sendable, Hashable, CustomStringConvertible {
         /// How the failing call fails.
         package var fault: DiskFaultPlan.Fault
@@ -34,23 +38,28 @@ package enum DiskFaultSweep {
         /// `ENOSPC transient`, `short-write persistent`, …
         package var description: String { "\(fault) \(persistence.rawValue)" }
 
-        /// The six kinds of SQLite's fault simulation here: `ENOSPC`, `EIO` and a short write, each transient
-        /// and persistent.
+        /// The six kinds of SQLite's fault simulation here.
+        ///
+        /// They are `ENOSPC`, `EIO` and a short write, each transient and persistent.
         package static let errors: [Kind] = [DiskFaultPlan.Fault.noSpace, .ioError, .shortWrite].flatMap { fault in
             DiskFaultPlan.Persistence.allCases.map { Kind(fault, $0) }
         }
 
-        /// A power cut (dropping everything unsynced) before the N-th call: the operation dies there.
+        /// A power cut (dropping everything unsynced) before the N-th call.
+        ///
+        /// The operation dies there.
         package static func powerCut(_ mode: SimulatedDisk.PowerCutMode = .drop, seed: UInt64 = 1) -> Kind {
             Kind(.powerCut(mode, seed: seed), .persistent)
         }
     }
 
-    /// One round: the operation ran with the N-th call failing.
+    /// One round, in which the operation ran with the N-th call failing.
     package struct Round {
         /// The ordinal of the call the plan failed (or would have).
         package var failingCall: Int
-        /// The plan, disarmed: its calls seen, its failures, its power cut.
+        /// The plan, disarmed.
+        ///
+        /// It holds its calls seen, its failures and its power cut.
         package var plan: DiskFaultPlan
         /// What the operation threw, or `nil` when it returned.
         package var error: (any Error)?
@@ -65,7 +74,9 @@ package enum DiskFaultSweep {
 
     /// What a sweep covered.
     package struct Report: Sendable, Equatable, CustomStringConvertible {
-        /// Rounds in which the fault fired: the operation's calls, each failed once.
+        /// Rounds in which the fault fired.
+        ///
+        /// They are the operation's calls, each failed once.
         package var faultPoints = 0
         /// Calls the operation made when nothing failed (the last round).
         package var callsWithoutFault = 0
@@ -76,10 +87,11 @@ package enum DiskFaultSweep {
         package var description: String { "\(faultPoints) fault points (\(callsWithoutFault) calls), \(failedRounds) failed" }
     }
 
-    /// Runs the sweep: for N = 1, 2, …, `setUp` makes a fresh fixture (returning the folder to count calls
-    /// under), the plan is armed, `operation` runs, the plan is disarmed, and `check` looks at what was left.
-    /// Ends after the first round whose fault never fired (`check` runs for it too: the operation must then
-    /// succeed).
+    /// Runs the sweep.
+    ///
+    /// For N = 1, 2, …, `setUp` makes a fresh fixture (returning the folder to count calls under), the plan is
+    /// armed, `operation` runs, the plan is disarmed, and `check` looks at what was left. It ends after the
+    /// first round whose fault never fired. `check` runs for it too, and the operation must then succeed.
     ///
     /// - Parameters:
     ///   - kind: the fault.

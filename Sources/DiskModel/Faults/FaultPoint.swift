@@ -18,16 +18,21 @@ package struct FaultPoint: Hashable, Sendable, CustomStringConvertible {
 
     /// What happens at a planned point.
     package enum Effect: Sendable, Hashable {
-        /// The process dies there: ``SimulatedCrash`` is thrown and nothing is cleaned up.
+        /// The process dies there.
+        ///
+        /// ``SimulatedCrash`` is thrown and nothing is cleaned up.
         case crash
-        /// The call there fails with this error number; the layer names the call and the path.
+        /// The call there fails with this error number.
+        ///
+        /// The layer names the call and the path.
         case fail(Errno)
         /// A write there stores its first `bytes` bytes, then fails with this error number (a short write).
         case failAfterWriting(bytes: Int, Errno)
     }
 
-    /// What a test plans for one task: at ``point``, for a path ending with ``pathSuffix`` (any path when it is
-    /// `nil`), the ``effect``.
+    /// What a test plans for one task.
+    ///
+    /// At ``point``, for a path ending with ``pathSuffix`` (any path when it is `nil`), the ``effect`` happens.
     package struct Plan: Sendable, Hashable, CustomStringConvertible {
         /// Where.
         package var point: FaultPoint
@@ -36,7 +41,7 @@ package struct FaultPoint: Hashable, Sendable, CustomStringConvertible {
         /// Only for a path ending so, or for any path when `nil`.
         package var pathSuffix: String?
 
-        /// A plan: `effect` at `point`, for a path ending with `pathSuffix` (any path when `nil`).
+        /// A plan of `effect` at `point`, for a path ending with `pathSuffix` (any path when `nil`).
         package init(_ point: FaultPoint, _ effect: Effect = .crash, pathSuffix: String? = nil) {
             self.point = point
             self.effect = effect
@@ -54,7 +59,9 @@ package struct FaultPoint: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
-    /// The plan of the current task, if any: set only by tests and the harness.
+    /// The plan of the current task, if any.
+    ///
+    /// Only tests and the harness set it.
     @TaskLocal package static var plan: Plan?
 
     /// What `plan` (the current task's, by default) does at `point` on `path`, or `nil` for nothing.
@@ -66,14 +73,18 @@ package struct FaultPoint: Hashable, Sendable, CustomStringConvertible {
         return plan.effect
     }
 
-    /// Announces that an operation reached `point`: throws ``SimulatedCrash`` when `plan` (the current task's,
-    /// by default) crashes it there, and does nothing otherwise.
+    /// Announces that an operation reached `point`.
+    ///
+    /// It throws ``SimulatedCrash`` when `plan` (the current task's, by default) crashes it there, and does
+    /// nothing otherwise.
     package static func reach(_ point: FaultPoint, path: String? = nil, by plan: Plan? = plan) throws(SimulatedCrash) {
         if planned(at: point, path: path, by: plan) == .crash { throw SimulatedCrash(point: point) }
     }
 }
 
-/// A crash simulated at a ``FaultPoint``: the operation stopped there, as it would if the process had died.
+/// A crash simulated at a ``FaultPoint``.
+///
+/// The operation stopped there, as it would if the process had died.
 package struct SimulatedCrash: Error, Sendable, Hashable {
     /// Where it stopped.
     package let point: FaultPoint

@@ -35,7 +35,9 @@ extension SimulatedDisk {
             }
         }
 
-        /// The operation as pieces a disk keeps or loses independently: sector-aligned parts of a write.
+        /// The operation as pieces a disk keeps or loses independently.
+        ///
+        /// These are sector-aligned parts of a write.
         var pieces: [DataOperation] {
             guard case .write(let offset, let bytes, _, _) = self else { return [self] }
             var pieces: [DataOperation] = []

@@ -4,7 +4,9 @@ import Glibc
 #endif
 import SystemPackage
 
-/// The file-tree work a power cut does on the real folder: list it, empty it, read a file whole, write one anew.
+/// The file-tree work a power cut does on the real folder.
+///
+/// It lists the folder, empties it, reads a file whole and writes one anew.
 enum FileTree {
     static func exists(_ path: String) -> Bool {
         var info = stat()
@@ -16,13 +18,16 @@ enum FileTree {
         return lstat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR
     }
 
-    /// Whether an entry is one the model leaves alone (see ``SimulatedDisk``'s notes): a lock file or a socket.
+    /// Whether an entry is one the model leaves alone, such as a lock file or a socket.
+    ///
+    /// See ``SimulatedDisk``'s notes.
     static func isLeftAlone(_ name: String, type: mode_t) -> Bool {
         (name.hasSuffix(".lock") && type == S_IFREG) || type == S_IFSOCK
     }
 
-    /// Every path under `root` (not `root` itself), with whether it is a folder; `-shm` files, lock files and
-    /// `skipping` left out.
+    /// Every path under `root` (not `root` itself), with whether it is a folder.
+    ///
+    /// `-shm` files, lock files and `skipping` are left out.
     static func list(_ root: String, skipping: String) -> [(String, Bool)] {
         var result: [(String, Bool)] = []
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: root) else { return result }
@@ -41,8 +46,9 @@ enum FileTree {
         return result
     }
 
-    /// Removes `path` and everything under it; with `keepingLockFiles`, but lock files, sockets and the
-    /// folders that hold one.
+    /// Removes `path` and everything under it.
+    ///
+    /// With `keepingLockFiles`, it keeps lock files, sockets and the folders that hold one.
     ///
     /// - Returns: whether something was kept.
     /// - Throws: ``DiskError/io(operation:path:errno:)`` naming what could not be removed.

@@ -41,7 +41,9 @@ extension SimulatedDisk {
             return nextFile
         }
 
-        /// Takes existing paths as durable (`true`: a folder).
+        /// Takes existing paths as durable.
+        ///
+        /// Each path's flag is `true` for a folder.
         mutating func adopt(_ paths: [(String, Bool)]) {
             for (path, isDirectory) in paths {
                 let node: Node = isDirectory ? .directory : .file(newFile())

@@ -12,8 +12,9 @@ extension SimulatedDisk {
         /// Each file keeps a random prefix of its unsynced writes (in 512-byte sectors), each folder a random
         /// prefix of its unsynced entry changes.
         case tornSequence = "torn-sequence"
-        /// Each unsynced 512-byte sector is kept or lost at random, in any combination; entry changes as in
-        /// `tornSequence` (a file system journals metadata in order).
+        /// Each unsynced 512-byte sector is kept or lost at random, in any combination.
+        ///
+        /// Entry changes go as in `tornSequence` (a file system journals metadata in order).
         case tornOp = "torn-op"
     }
 
@@ -33,7 +34,9 @@ extension SimulatedDisk {
         package var files = 0
     }
 
-    /// Cuts the power: the folder is rewritten as the disk kept it, by `mode`, and every handle dies.
+    /// Cuts the power.
+    ///
+    /// The folder is rewritten as the disk kept it, by `mode`, and every handle dies.
     ///
     /// Call it with no write in flight: between commands, or between two calls of an operation (a
     /// ``DiskFaultPlan/Fault/powerCut(_:seed:)`` does so, and the plan then fails the operation's later calls).
@@ -138,7 +141,9 @@ extension SimulatedDisk {
 }
 
 extension SimulatedDisk.Model {
-    /// Where the file's bytes are now: a current name, or the link that keeps it.
+    /// Where the file's bytes are now.
+    ///
+    /// That is a current name, or the link that keeps it.
     func location(of file: Int) -> (path: String, mode: mode_t)? {
         let path = current.first { $0.value == .file(file) }?.key ?? files[file]?.graveyardPath
         guard let path else { return nil }

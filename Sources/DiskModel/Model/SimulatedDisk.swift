@@ -4,7 +4,9 @@ import Glibc
 #endif
 import SystemPackage
 
-/// A disk that forgets what was not synced: the model behind simulated power cuts.
+/// A disk that forgets what was not synced.
+///
+/// It is the model behind simulated power cuts.
 ///
 /// While a `SimulatedDisk` covers a folder, every change the project makes to a file in it — through
 /// ``DiskIO`` for key files, device state and the inbox, through the `protected-store-disk` SQLite VFS for
@@ -59,18 +61,22 @@ package final class SimulatedDisk: @unchecked Sendable {
         Self.registry.withLock { $0.disks.append(self) }
     }
 
-    /// Ends the model: writes under `root` are plain system calls again; handles opened under it are dead.
+    /// Ends the model.
+    ///
+    /// Writes under `root` are plain system calls again, and handles opened under it are dead.
     package func stopModelling() {
         Self.registry.withLock { $0.disks.removeAll { $0 === self } }
         state.withLock { $0.handles.removeAll() }
         _ = try? FileTree.remove(graveyard)
     }
 
-    /// The process writing through this disk was killed (an app crash, or the apps a reboot ends): every handle
-    /// open now is dead from here on — no write, truncation, sync or lock through it reaches the files — as the
-    /// kernel closes a killed process's files and releases its locks. What it wrote stays as it was, durable or
-    /// pending; closing such a handle later (freeing what the dead process held) changes nothing on disk: SQLite
-    /// cannot checkpoint or remove a log through it.
+    /// Kills every handle open now, as when the process writing through this disk was killed.
+    ///
+    /// The kill is an app crash, or the apps a reboot ends. Every handle open now is dead from here on: no
+    /// write, truncation, sync or lock through it reaches the files, as the kernel closes a killed process's
+    /// files and releases its locks. What it wrote stays as it was, durable or pending. Closing such a handle
+    /// later (freeing what the dead process held) changes nothing on disk, so SQLite cannot checkpoint or
+    /// remove a log through it.
     package func killOpenHandles() {
         let handles = state.withLock { model -> [Int] in
             defer { model.handles.removeAll() }
@@ -79,8 +85,9 @@ package final class SimulatedDisk: @unchecked Sendable {
         Self.forget(handles: handles)
     }
 
-    /// A planted bug (for the simulator's self-test), or `nil`; the disk acts on a missing `fsync` and ignores
-    /// the other layers' bugs.
+    /// A planted bug (for the simulator's self-test), or `nil`.
+    ///
+    /// The disk acts on a missing `fsync` and ignores the other layers' bugs.
     package var plantedFault: PlantedFault? {
         get { state.withLock { $0.fault } }
         set { state.withLock { $0.fault = newValue } }
@@ -89,7 +96,9 @@ package final class SimulatedDisk: @unchecked Sendable {
     /// How many power cuts this disk has seen.
     package var powerCuts: Int { state.withLock { $0.epoch } }
 
-    /// Unsynced data pieces and entry changes right now: what a cut could lose.
+    /// Unsynced data pieces and entry changes right now.
+    ///
+    /// This is what a cut could lose.
     package var unsyncedChanges: (pieces: Int, entryChanges: Int) {
         state.withLock { model in
             (model.files.values.reduce(0) { $0 + $1.pending.reduce(0) { $0 + $1.pieceCount } },
@@ -99,7 +108,9 @@ package final class SimulatedDisk: @unchecked Sendable {
 
     // MARK: Recording (DiskIO and the SQLite VFS call these; `path` is under `root`)
 
-    /// A file was opened for writing; returns the handle later records name.
+    /// Records that a file was opened for writing.
+    ///
+    /// It returns the handle later records name.
     ///
     /// - Parameters:
     ///   - created: the open created the file (its entry is a pending change of its folder).
@@ -127,7 +138,9 @@ package final class SimulatedDisk: @unchecked Sendable {
         }
     }
 
-    /// Whether a handle is still good: false after a power cut or once the model stopped.
+    /// Whether a handle is still good.
+    ///
+    /// It is false after a power cut or once the model stopped.
     package func isAlive(_ handle: Int) -> Bool {
         state.withLock { $0.handles[handle] != nil }
     }
@@ -156,8 +169,10 @@ package final class SimulatedDisk: @unchecked Sendable {
         }
     }
 
-    /// Records an `fsync` of an open file: its data is durable. Returns false for a dead handle, and true
-    /// without recording anything when `purpose` is the planted fault's.
+    /// Records an `fsync` of an open file, making its data durable.
+    ///
+    /// Returns false for a dead handle, and true without recording anything when `purpose` is the planted
+    /// fault's.
     package func synced(_ handle: Int, purpose: SyncPurpose = .data) -> Bool {
         state.withLock { model in
             guard let file = model.handles[handle] else { return false }
@@ -180,7 +195,7 @@ package final class SimulatedDisk: @unchecked Sendable {
         Self.forget(handles: [handle])
     }
 
-    /// Records an `fsync` of the folder at `path`: its entry changes are durable.
+    /// Records an `fsync` of the folder at `path`, making its entry changes durable.
     package func syncedDirectory(_ path: String, purpose: SyncPurpose = .data) {
         let path = DiskPath.normalize(path)
         state.withLock { model in
@@ -191,7 +206,9 @@ package final class SimulatedDisk: @unchecked Sendable {
         collectGarbage()
     }
 
-    /// Records `rename(from, to)`; call it before the real rename (it may keep the replaced file's inode).
+    /// Records `rename(from, to)`.
+    ///
+    /// Call it before the real rename, as it may keep the replaced file's inode.
     package func willRename(_ from: String, to: String) throws(DiskError) {
         let (from, to) = (DiskPath.normalize(from), DiskPath.normalize(to))
         let preserved: Result<Void, DiskError> = state.withLock { model in
@@ -214,7 +231,9 @@ package final class SimulatedDisk: @unchecked Sendable {
         state.withLock { model in model.change(in: DiskPath.folder(containing: to), [(to, model.current[from])]) }
     }
 
-    /// Records `unlink(path)` or `rmdir(path)`; call it before the real removal (it may keep the inode).
+    /// Records `unlink(path)` or `rmdir(path)`.
+    ///
+    /// Call it before the real removal, as it may keep the inode.
     package func willRemove(_ path: String) throws(DiskError) {
         let path = DiskPath.normalize(path)
         let preserved: Result<Void, DiskError> = state.withLock { model in
@@ -232,8 +251,10 @@ package final class SimulatedDisk: @unchecked Sendable {
         state.withLock { model in model.change(in: DiskPath.folder(containing: path), [(path, .directory)]) }
     }
 
-    /// Before the last current name of a file goes away while the durable folder still names it, keeps its
-    /// inode reachable (a hard link in the model's own folder): a power cut may bring the name back.
+    /// Keeps a file's inode reachable before its last current name goes away.
+    ///
+    /// This applies while the durable folder still names the file. The inode is kept through a hard link in
+    /// the model's own folder, as a power cut may bring the name back.
     private func preserve(_ path: String, in model: inout Model) throws(DiskError) {
         guard case .file(let file)? = model.current[path],
               model.current.values.filter({ $0 == .file(file) }).count == 1,

@@ -13,13 +13,16 @@ public struct BackupSummary: Sendable, Hashable {
     public let byteCount: UInt64
     /// The format of the database inside it.
     public let storeFormat: StoreFormat
-    /// The recovery key it is sealed to (`RecoveryKey.fingerprint`): only that key's phrase opens it.
+    /// The recovery key it is sealed to (`RecoveryKey.fingerprint`).
+    ///
+    /// Only that key's phrase opens it.
     public let recoveryKeyFingerprint: String
 }
 
 extension StoreCoordinator {
-    /// Writes an encrypted, authenticated copy of the store to a single file that only the recovery phrase
-    /// opens — while the app runs.
+    /// Writes an encrypted, authenticated copy of the store to a single file, while the app runs.
+    ///
+    /// Only the recovery phrase opens the file.
     ///
     /// The copy is read from one snapshot on a connection of its own, on a thread of its own: writes go on
     /// while it runs (a WAL reader never blocks the writer), and transactions the write-ahead log has not
@@ -70,13 +73,17 @@ public struct RestoreSummary: Sendable, Hashable {
     /// The folder the store that was there before was kept in (`<store>.replaced-<time>-<id>/`), or `nil` when
     /// there was none.
     public let keptAside: String?
-    /// The recovery key the backup was sealed to, now written beside the restored store so that its next
-    /// backups are sealed to the same phrase; `nil` if that file could not be written (the restore still
-    /// succeeded; create it again from the phrase's backup, or a new recovery key).
+    /// The recovery key the backup was sealed to, now written beside the restored store.
+    ///
+    /// It is written so that the store's next backups are sealed to the same phrase. It is `nil` if that file
+    /// could not be written. The restore still succeeded; create the file again from the phrase's backup, or
+    /// a new recovery key.
     public let recoveryKeyPath: String?
 }
 
-/// Backing up and restoring a store: the file format is `BackupHeader`'s (<doc:/SecureKeys/KeyFileFormats>, "Backup file").
+/// Backing up and restoring a store.
+///
+/// The file format is `BackupHeader`'s (<doc:/SecureKeys/KeyFileFormats>, "Backup file").
 public enum StoreBackup: Sendable {
     /// How much of the file is read or written at a time.
     static let chunkLength = 1 << 20
@@ -135,8 +142,9 @@ public enum StoreBackup: Sendable {
         }
     }
 
-    /// The files of the store at `storePath` a restore must not overwrite, and moves aside: every file of
-    /// `StoreFiles` and the recovery key file.
+    /// The files of the store at `storePath` a restore must not overwrite, and moves aside.
+    ///
+    /// They are every file of `StoreFiles` and the recovery key file.
     static func files(ofStoreAt storePath: String) -> [String] {
         let files = StoreFiles(database: storePath)
         return [files.database, files.writeAheadLog, files.sharedMemory, files.database + "-journal"]
@@ -146,8 +154,10 @@ public enum StoreBackup: Sendable {
 
     // MARK: Backup
 
-    /// Writes the backup of the attached store `store`, opened in `format` (what its key source records) with
-    /// `storeKey`. The store's key file is never read: the key and the format come from the attach.
+    /// Writes the backup of the attached store `store`.
+    ///
+    /// The store was opened in `format` (what its key source records) with `storeKey`. The store's key file is
+    /// never read, as the key and the format come from the attach.
     static func write(
         store: StoreConfiguration, format: StoreFormat, storeKey: SecureBytes, to path: String,
         recoveryKey: RecoveryKey, replacingExisting: Bool
@@ -419,9 +429,11 @@ public enum StoreBackup: Sendable {
         guard findings == ["ok"] else { throw failure(findings.prefix(3).joined(separator: "; ")) }
     }
 
-    /// Hard-links every one of `existing` into a new folder beside the store, syncs it, then unlinks them from
-    /// their place (the database first) and syncs the store's folder: at every instant the old store is whole
-    /// in its place, in the folder, or both.
+    /// Moves every one of `existing` into a new folder beside the store.
+    ///
+    /// It hard-links them into the folder, syncs it, then unlinks them from their place (the database first)
+    /// and syncs the store's folder. At every instant the old store is whole in its place, in the folder, or
+    /// both.
     private static func keepAside(_ existing: [String], in aside: String, ofStoreAt storePath: String) throws {
         try DiskIO.makeDirectory(aside)
         try DiskIO.syncDirectory(SecureFile.folder(containing: storePath), purpose: .newFileEntry)
@@ -433,7 +445,7 @@ public enum StoreBackup: Sendable {
         try DiskIO.syncDirectory(SecureFile.folder(containing: storePath))
     }
 
-    /// The folder a replaced store is kept in: `<store>.replaced-<time>-<id>`.
+    /// The folder a replaced store is kept in, `<store>.replaced-<time>-<id>`.
     private static func asideFolder(forStoreAt storePath: String) -> String {
         let formatter = DateFormatter()
         formatter.locale = Locale(identifier: "en_US_POSIX")
@@ -442,10 +454,11 @@ public enum StoreBackup: Sendable {
         return storePath + ".replaced-" + formatter.string(from: Date()) + "-" + randomSuffix()
     }
 
-    /// Undoes ``keepAside(_:in:ofStoreAt:)`` (whole or part-done) after a restore failed at its commit: links
-    /// every file of the old store that is not in its place back into it, syncs the store's folder, then removes
-    /// the folder aside. Best effort: where the disk refuses a step, the old store stays whole in the folder
-    /// aside, which is then kept.
+    /// Undoes ``keepAside(_:in:ofStoreAt:)`` (whole or part-done) after a restore failed at its commit.
+    ///
+    /// It links every file of the old store that is not in its place back into it, syncs the store's folder,
+    /// then removes the folder aside. This is best effort. Where the disk refuses a step, the old store stays
+    /// whole in the folder aside, which is then kept.
     private static func putBack(_ existing: [String], from aside: String, ofStoreAt storePath: String) {
         let folder = SecureFile.folder(containing: storePath)
         for file in existing where !fileExists(file) {
@@ -456,8 +469,9 @@ public enum StoreBackup: Sendable {
         if (try? DiskIO.removeDirectory(aside)) != nil { try? DiskIO.syncDirectory(folder) }
     }
 
-    /// Removes the staging copies an interrupted restore left (`<store>.restoring-*`): encrypted copies of a
-    /// backup, never a store anyone used.
+    /// Removes the staging copies an interrupted restore left (`<store>.restoring-*`).
+    ///
+    /// They are encrypted copies of a backup, never a store anyone used.
     private static func removeStagingLeftovers(of storePath: String) {
         let folder = SecureFile.folder(containing: storePath)
         let prefix = (storePath as NSString).lastPathComponent + ".restoring-"

@@ -6,10 +6,12 @@ internal import ProtectedData
 public import SecureKeys
 internal import Glibc
 
-/// Writes that arrive while the store cannot be opened — the device is locked, or has not been unlocked
-/// since boot — sealed to the store's inbox public key and appended to `<store>.inbox`; merged into the store,
-/// exactly once each and in arrival order, when it attaches and whenever it is attached (the data controller
-/// merges appends from its own process at once and polls for other processes' appends).
+/// Writes that arrive while the store cannot be opened.
+///
+/// The device is locked, or has not been unlocked since boot. The writes are sealed to the store's inbox
+/// public key and appended to `<store>.inbox`. They are merged into the store, exactly once each and in arrival
+/// order, when it attaches and whenever it is attached (the data controller merges appends from its own process
+/// at once and polls for other processes' appends).
 ///
 /// Each record is applied in a savepoint of its own: one that cannot be applied (a kind this app version
 /// does not know, a constraint, the app's own error) moves to the store's quarantine, still sealed, and the
@@ -22,26 +24,35 @@ internal import Glibc
 public struct LockedInbox: Sendable {
     /// The files of the store the inbox belongs to.
     public let files: StoreFiles
-    /// The largest the inbox file may grow, in bytes: an append that would make it larger is refused with
-    /// `StoreError.Code.inboxFull` and writes nothing. ``defaultMaximumSize`` unless configured.
+    /// The largest the inbox file may grow, in bytes.
+    ///
+    /// An append that would make it larger is refused with `StoreError.Code.inboxFull` and writes nothing.
+    /// ``defaultMaximumSize`` unless configured.
     public let maximumSize: Int
-    /// Simulation only: the merge stops at the first span it cannot read and truncates the whole inbox, as
+    /// Makes the merge truncate the whole inbox at the first span it cannot read.
+    ///
+    /// Simulation only. The merge stops at the first span it cannot read and truncates the whole inbox, as
     /// it did before damaged bytes were moved aside (`--plant merge-truncates-unread`).
     package var truncatesUnread = false
-    /// Simulation only: the store's fault plan (``StoreConfiguration/faultPlan``), for a merge on a store thread;
-    /// the task's plan when it is `nil`.
+    /// The store's fault plan, for a merge on a store thread.
+    ///
+    /// Simulation only. This is ``StoreConfiguration/faultPlan``; the task's plan is used when it is `nil`.
     package var faultPlan: FaultPoint.Plan?
     /// The append-only file of sealed records.
     var inboxPath: String { files.inbox }
-    /// The inbox key file: public key in the clear, private key wrapped by the store key.
+    /// The inbox key file.
+    ///
+    /// It holds the public key in the clear and the private key wrapped by the store key.
     var keyPath: String { files.inboxKey }
 
-    /// The default cap on the inbox file's size: 256 MiB (64 records of the largest size, or about two
-    /// million small ones).
+    /// The default cap on the inbox file's size.
+    ///
+    /// It is 256 MiB (64 records of the largest size, or about two million small ones).
     public static let defaultMaximumSize = 256 << 20
 
-    /// The inbox of the store whose files are `files` — from the app, or from another process such as an
-    /// extension that has no store open.
+    /// The inbox of the store whose files are `files`.
+    ///
+    /// The caller is the app, or another process such as an extension that has no store open.
     ///
     /// - Parameters:
     ///   - files: the store's files (``StoreConfiguration/files``).
@@ -74,7 +85,9 @@ public struct LockedInbox: Sendable {
         try append(contentsOf: [change])[0]
     }
 
-    /// Seals every change and appends them in order with one `fsync`: all are durable when this returns.
+    /// Seals every change and appends them in order with one `fsync`.
+    ///
+    /// All are durable when this returns.
     ///
     /// One `fsync` costs about as much as sealing three records (on the project's machine: 203 µs against
     /// 64 µs), so a burst of writes — location updates collected while locked — goes much faster as a batch.
@@ -114,8 +127,10 @@ public struct LockedInbox: Sendable {
         }
     }
 
-    /// Seals a record of `kind` whose body is the JSON object `{"key": …, "value": …}`: for the command-line
-    /// tool's `inbox put --kind`, which writes records an app of another version would apply.
+    /// Seals a record of `kind` whose body is the JSON object `{"key": …, "value": …}`.
+    ///
+    /// It serves the command-line tool's `inbox put --kind`, which writes records an app of another version
+    /// would apply.
     package func append(kind: String, key: String, value: String, schemaVersion: Int = 1) throws -> InboxEntry.ID {
         if kind == InboxEntry.putKind { return try append(.put(key: key, value: value)) }
         return try appendPayloads(1) { _, id, sequence in
@@ -124,8 +139,10 @@ public struct LockedInbox: Sendable {
         }[0]
     }
 
-    /// Makes `count` payloads (each with a fresh identifier and its sequence number), seals them all, then
-    /// appends them with one `fsync` — all under the inbox's lock, as a sequence number is the record's offset.
+    /// Makes `count` payloads, seals them all, then appends them with one `fsync`.
+    ///
+    /// Each payload has a fresh identifier and its sequence number. All of it runs under the inbox's lock, as a
+    /// sequence number is the record's offset.
     private func appendPayloads(
         _ count: Int, _ payload: (_ index: Int, _ id: InboxEntry.ID, _ sequence: UInt64) throws -> SecureBytes
     ) throws -> [InboxEntry.ID] {
@@ -155,9 +172,10 @@ public struct LockedInbox: Sendable {
         }
     }
 
-    /// Appends sealed records and `fsync`s them and their folder, under the inbox's
-    /// lock: first cuts off a torn tail an interrupted append left (moved to the damaged-bytes file), so the
-    /// new records never follow half a record; a write or sync that fails cuts the file back to where it was.
+    /// Appends sealed records and `fsync`s them and their folder, under the inbox's lock.
+    ///
+    /// It first cuts off a torn tail an interrupted append left (moved to the damaged-bytes file), so the
+    /// new records never follow half a record. A write or sync that fails cuts the file back to where it was.
     ///
     /// - Parameter makeRecords: seals the records, given the size of the file they will follow.
     private func write(_ makeRecords: (_ size: Int) throws -> [UInt8]) throws {
@@ -201,9 +219,10 @@ public struct LockedInbox: Sendable {
         }
     }
 
-    /// When the file does not end on a record boundary and its last piece is a torn tail, moves the tail to
-    /// the damaged-bytes file and cuts it off (`ftruncate`, `fsync`). Intact records and damage in the middle
-    /// are never touched: the merge reports them.
+    /// Moves a torn tail to the damaged-bytes file and cuts it off.
+    ///
+    /// This happens when the file does not end on a record boundary and its last piece is a torn tail
+    /// (`ftruncate`, `fsync`). Intact records and damage in the middle are never touched. The merge reports them.
     ///
     /// - Returns: the file's size after the cut.
     private func cutTornTail(of file: DiskIO.File, size: Int) throws -> Int {
@@ -219,15 +238,19 @@ public struct LockedInbox: Sendable {
         return offset
     }
 
-    /// Whether the inbox file holds anything: one `stat`, no read, no key — what the controller's poll asks.
+    /// Whether the inbox file holds anything.
+    ///
+    /// It takes one `stat`, no read and no key. This is what the controller's poll asks.
     var hasPendingRecords: Bool {
         var info = stat()
         return lstat(inboxPath, &info) == 0 && (info.st_mode & S_IFMT) == S_IFREG && info.st_size > 0
     }
 
-    /// How many records wait to be merged (no key needed): the intact ones, and those whose checksum fails
-    /// but whose bytes are where their length says (the merge applies or quarantines them). Read as the
-    /// merge reads: regular files only, never following a link, never blocking.
+    /// How many records wait to be merged.
+    ///
+    /// No key is needed. It counts the intact records, and those whose checksum fails but whose bytes are where
+    /// their length says (the merge applies or quarantines them). Read as the merge reads: regular files only,
+    /// never following a link, never blocking.
     ///
     /// - Throws: a `StoreError`: `StoreError.Code.inboxUnusable` when the inbox path is not a regular
     ///   file, `StoreError.Code.ioError` when it cannot be read.
@@ -243,8 +266,10 @@ public struct LockedInbox: Sendable {
         }
     }
 
-    /// How many bytes merges and appends have moved to the damaged-bytes file (`<store>.inbox-damaged`)
-    /// because they were not records: 0 when there is none.
+    /// How many bytes merges and appends have moved to the damaged-bytes file.
+    ///
+    /// The file is `<store>.inbox-damaged`, and the bytes were moved because they were not records. The count
+    /// is 0 when there is none.
     ///
     /// - Throws: as ``pendingCount()``.
     public func damagedByteCount() throws -> Int {
@@ -281,12 +306,13 @@ public struct LockedInbox: Sendable {
         return (file.publicKey, privateKey)
     }
 
-    /// Applies every pending record to `database` in one transaction, in arrival order, and at most once (its
-    /// identifier is recorded in `inbox_applied`); a record that cannot be applied moves to the quarantine (the
-    /// records are then applied again in a new transaction, each in a savepoint of its own). Bytes that are not a record (and a torn tail) are moved to the
-    /// damaged-bytes file first. Then truncates the inbox — only after the commit, and only when everything
-    /// in it was merged, quarantined or moved aside — and forgets the recorded identifiers, which no record
-    /// in the file names any more.
+    /// Applies every pending record to `database` in one transaction, in arrival order, and at most once.
+    ///
+    /// Each record's identifier is recorded in `inbox_applied`. A record that cannot be applied moves to the
+    /// quarantine (the records are then applied again in a new transaction, each in a savepoint of its own).
+    /// Bytes that are not a record (and a torn tail) are moved to the damaged-bytes file first. Then it
+    /// truncates the inbox, only after the commit, and only when everything in it was merged, quarantined or
+    /// moved aside. It then forgets the recorded identifiers, which no record in the file names any more.
     ///
     /// Records are read one window at a time (`pread`, through a read-ahead), never the whole file: what the
     /// merge holds of the inbox is about one window (4 MiB, or one record when it is larger) whatever the
@@ -369,7 +395,9 @@ public struct LockedInbox: Sendable {
 
         let ledger = InboxLedger(database: database)
         var highestMerged: UInt64 = 0
-        /// Applies every record in one transaction; `isolated`, each in a savepoint of its own.
+        /// Applies every record in one transaction.
+        ///
+        /// With `isolated`, each record is applied in a savepoint of its own.
         func applyAll(isolated: Bool) throws {
             try database.transaction {
                 try ledger.prepare()
@@ -450,8 +478,9 @@ public struct LockedInbox: Sendable {
         return report
     }
 
-    /// How many sealed bytes a window of records holds at most (one record when it is larger), and how many
-    /// records: what a merge keeps in memory at once.
+    /// How many sealed bytes and records a window of records holds at most.
+    ///
+    /// A window holds one record when that record is larger. This is what a merge keeps in memory at once.
     static let windowBytes = 4 << 20
     static let windowRecords = 256
 
@@ -490,8 +519,9 @@ public struct LockedInbox: Sendable {
         }
     }
 
-    /// Reads a window's records and opens them on `workers` threads, each into its own part of `buffer`; the
-    /// sealed bytes read are released when this returns.
+    /// Reads a window's records and opens them on `workers` threads, each into its own part of `buffer`.
+    ///
+    /// The sealed bytes read are released when this returns.
     private static func openWindow(
         _ window: [(offset: Int, sealed: Range<Int>, verified: Bool)], from source: InboxReadAhead, into buffer: SecureBytes,
         workers: Int, publicKey: [UInt8], privateKey: SecureBytes
@@ -529,8 +559,10 @@ public struct LockedInbox: Sendable {
     /// A record failed while the batch was applied without savepoints of its own.
     struct RecordNeedsIsolation: Error {}
 
-    /// A record's sealed bytes: in memory, or where they lie in the inbox file (locked by the merge), read
-    /// again only when the record is quarantined — so a merge does not keep them while it applies the record.
+    /// A record's sealed bytes, in memory or where they lie in the inbox file.
+    ///
+    /// The file is locked by the merge. The bytes are read again only when the record is quarantined, so a
+    /// merge does not keep them while it applies the record.
     enum SealedBytes {
         case inMemory([UInt8])
         case inFile(InboxBytesInFile, Range<Int>)
@@ -546,7 +578,9 @@ public struct LockedInbox: Sendable {
         }
     }
 
-    /// A record as far as it could be opened: an entry, or the reason it cannot be read.
+    /// A record as far as it could be opened.
+    ///
+    /// It is an entry, or the reason it cannot be read.
     enum Opened {
         case entry(InboxEntry, sealed: SealedBytes)
         case unreadable(InboxEntry.ID, sealed: [UInt8], reason: String)
@@ -559,7 +593,9 @@ public struct LockedInbox: Sendable {
         }
     }
 
-    /// Opens a sealed record; one that does not open or decode is named by a checksum of its sealed bytes.
+    /// Opens a sealed record.
+    ///
+    /// One that does not open or decode is named by a checksum of its sealed bytes.
     ///
     /// - Parameter checksumVerified: `false` for a record whose frame checksum failed: applied only when its
     ///   seal (authenticated) still opens, which proves its sealed bytes intact.
@@ -618,7 +654,9 @@ public struct LockedInbox: Sendable {
                 : "its checksum fails and it does not open with this store's inbox key (damaged)")
     }
 
-    /// What names a record that cannot be read: a checksum of its sealed bytes.
+    /// What names a record that cannot be read.
+    ///
+    /// It is a checksum of its sealed bytes.
     private static func checksumID(_ sealed: [UInt8]) -> InboxEntry.ID {
         InboxEntry.ID(bytes: KeyDerivation.checksum(of: sealed[...], length: InboxEntry.idLength))
     }
@@ -679,10 +717,14 @@ public struct LockedInbox: Sendable {
 }
 
 extension FaultPoint {
-    /// Half of an append's records are written and synced, then the process dies: a torn last record.
+    /// Half of an append's records are written and synced, then the process dies.
+    ///
+    /// This leaves a torn last record.
     package static let inboxAppendTorn = FaultPoint("inbox append torn")
-    /// An append's write (``FaultPoint/Effect/failAfterWriting(bytes:_:)``: a short write, as a full disk or
-    /// a file-size limit ends one).
+    /// An append's write.
+    ///
+    /// The fault is ``FaultPoint/Effect/failAfterWriting(bytes:_:)``, a short write, as a full disk or a
+    /// file-size limit ends one.
     package static let inboxAppendWrite = FaultPoint("inbox append write")
     /// An append's `fsync`, once its records are written (``FaultPoint/Effect/fail(_:)``).
     package static let inboxAppendSync = FaultPoint("inbox append sync")

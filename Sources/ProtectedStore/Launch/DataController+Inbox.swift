@@ -1,13 +1,16 @@
 internal import SecureKeys
 
-/// The store's locked inbox: appending while the store cannot be opened, and merging once it can.
+/// The store's locked inbox.
+///
+/// It covers appending while the store cannot be opened, and merging once it can.
 extension DataController {
-    /// The store's locked inbox: where writes go while the store cannot be opened.
+    /// The store's locked inbox, where writes go while the store cannot be opened.
     public var inbox: LockedInbox { LockedInbox(configuration: configuration.store) }
 
-    /// Writes `change` even while the store cannot be opened: sealed to the store's inbox public key and
-    /// appended durably before this returns. When the store is attached it is merged at once; otherwise at
-    /// the next attach (the deferred setup).
+    /// Writes `change` even while the store cannot be opened.
+    ///
+    /// It is sealed to the store's inbox public key and appended durably before this returns. When the store is
+    /// attached it is merged at once; otherwise at the next attach (the deferred setup).
     ///
     /// - Parameter change: the write.
     /// - Returns: the record's identifier, which the merge report names.
@@ -32,8 +35,9 @@ extension DataController {
         return ids
     }
 
-    /// Writes the app's own change to the locked inbox (see ``appendToInbox(_:)-(InboxEntry.Change)``); the
-    /// store's ``StoreConfiguration/inboxHandlers`` apply it when it is merged.
+    /// Writes the app's own change to the locked inbox (see ``appendToInbox(_:)-(InboxEntry.Change)``).
+    ///
+    /// The store's ``StoreConfiguration/inboxHandlers`` apply it when it is merged.
     ///
     /// - Parameter change: the change.
     /// - Returns: the record's identifier.
@@ -47,8 +51,9 @@ extension DataController {
         return id
     }
 
-    /// Writes a record of `kind` whose body is `{"key": …, "value": …}`: the command-line tool's way to write a
-    /// change its own app does not know (`inbox put --kind`).
+    /// Writes a record of `kind` whose body is `{"key": …, "value": …}`.
+    ///
+    /// It is the command-line tool's way to write a change its own app does not know (`inbox put --kind`).
     @discardableResult
     package func appendToInbox(kind: String, key: String, value: String) throws -> InboxEntry.ID {
         try refuseAfterTerminate()
@@ -70,8 +75,9 @@ extension DataController {
         return report
     }
 
-    /// Merges what the inbox holds at once when the store is attached (records from this process); the poll
-    /// picks up other processes' appends.
+    /// Merges what the inbox holds at once when the store is attached.
+    ///
+    /// These are records from this process. The poll picks up other processes' appends.
     func mergeInboxIfReady() {
         guard let coordinator = machine.store else { return }
         work.begin()

@@ -5,17 +5,24 @@ extension DataController {
         case notLaunched
         /// The store is being attached.
         case launching
-        /// The store's key is not available; operations queue until the device unlocks.
+        /// The store's key is not available.
+        ///
+        /// Operations queue until the device unlocks.
         case waitingForProtectedData
-        /// The store is attached: ``DataController/coordinator`` is set and operations run.
+        /// The store is attached.
+        ///
+        /// ``DataController/coordinator`` is set and operations run.
         case ready
-        /// Attaching failed while protected data was available; the error was presented.
+        /// Attaching failed while protected data was available.
+        ///
+        /// The error was presented.
         case failed(StoreError)
         /// The app terminated.
         case terminated
 
-        /// The word used in scripts and by the command-line tool: `not-launched`, `launching`, `waiting`,
-        /// `ready`, `failed`, `terminated`.
+        /// The word used in scripts and by the command-line tool.
+        ///
+        /// It is `not-launched`, `launching`, `waiting`, `ready`, `failed` or `terminated`.
         public var name: String {
             switch self {
             case .notLaunched: "not-launched"
@@ -32,7 +39,9 @@ extension DataController {
             if case .failed(let error) = self { "failed (\(error.code))" } else { name }
         }
 
-        /// Two phases are equal when they are the same case; two failures when their errors have the same code.
+        /// Two phases are equal when they are the same case.
+        ///
+        /// Two failures are equal when their errors have the same code.
         public static func == (lhs: Phase, rhs: Phase) -> Bool {
             switch (lhs, rhs) {
             case (.failed(let left), .failed(let right)): left.code == right.code
@@ -49,7 +58,9 @@ extension DataController {
         case inboxMerged(InboxMergeReport)
         /// An error was presented to the user (protected data was available and the store still failed).
         case errorPresented(StoreError)
-        /// A queued operation ended: ran, failed, was cancelled or expired.
+        /// A queued operation ended.
+        ///
+        /// It ran, failed, was cancelled or expired.
         case operationFinished(OperationTicket)
     }
 }

@@ -27,16 +27,24 @@ public final class DataController {
     public struct Configuration: Sendable {
         /// The store to attach.
         public var store: StoreConfiguration
-        /// How many operations may wait for protected data; more are refused with `StoreError.Code.queueFull`.
+        /// How many operations may wait for protected data.
+        ///
+        /// More are refused with `StoreError.Code.queueFull`.
         public var queueCapacity: Int
-        /// While the store is attached, how often the controller looks for records another process (an
-        /// extension) appended to the locked inbox, and merges them; `nil` to merge only at attach and after
-        /// this process's own appends. A look is one `stat` of the inbox file.
+        /// How often the controller looks for and merges records other processes appended to the locked inbox.
+        ///
+        /// This applies while the store is attached; the other process is for example an extension. Set it to
+        /// `nil` to merge only at attach and after this process's own appends. A look is one `stat` of the
+        /// inbox file.
         public var inboxPollInterval: Duration? = .seconds(1)
-        /// Simulation only: how much (clock) time passes before an attach starts, to observe phase 1 and
-        /// phase 2 of the launch apart. Nothing is read or merged before then.
+        /// How much (clock) time passes before an attach starts.
+        ///
+        /// Simulation only. It lets a test observe phase 1 and phase 2 of the launch apart. Nothing is read or
+        /// merged before then.
         package var attachDelay: Duration = .zero
-        /// Simulation only: a bug planted on purpose, so tests can show the simulator catches it.
+        /// A bug planted on purpose, so tests can show the simulator catches it.
+        ///
+        /// Simulation only.
         package var plantedFault: PlantedFault?
 
         /// A configuration for `store`.
@@ -76,17 +84,23 @@ public final class DataController {
     let clock: Timekeeper
     private let gate: OperationGate
     let work = WorkTracker()
-    /// `protected-store.launch`: phases, attach attempts, queued operations (their ids: a name may hold the app's data).
+    /// The `protected-store.launch` log.
+    ///
+    /// It records phases, attach attempts and queued operations (by their ids, as a name may hold the app's data).
     private let logger = LogSubsystem.launch.makeLogger()
     private var subscription: EventSubscription?
     private var isDraining = false
     private var deadlineTimer: (deadline: Timekeeper.Instant, work: ScheduledWork)?
     var inboxPoll: InboxPoll?
     private var observers = Subscribers<(handler: @MainActor (Event) -> Void, finish: () -> Void)>()
-    /// Only with ``PlantedFault/keepCoordinatorAfterClose``: the closed store's coordinator, wrongly kept.
+    /// The closed store's coordinator, wrongly kept.
+    ///
+    /// Only with ``PlantedFault/keepCoordinatorAfterClose``.
     private var plantedStaleCoordinator: StoreCoordinator?
 
-    /// Phase 1: creates the controller. Cheap: no file is touched and no key is asked for.
+    /// Creates the controller.
+    ///
+    /// This is phase 1. It is cheap: no file is touched and no key is asked for.
     ///
     /// - Parameters:
     ///   - configuration: the store and the queue's capacity.
@@ -109,10 +123,12 @@ public final class DataController {
         }
     }
 
-    /// A controller that goes away ends what it started, as ``terminate()`` does but without waiting: operations
-    /// still queued end as cancelled (none is dropped unreported), the event sequences end, and the store closes
-    /// once the work already queued on it has ended — a write in flight from a task that still holds the
-    /// coordinator finishes first — so the write-ahead log is checkpointed away and the store's threads end.
+    /// A controller that goes away ends what it started, as ``terminate()`` does but without waiting.
+    ///
+    /// Operations still queued end as cancelled (none is dropped unreported), and the event sequences end.
+    /// The store closes once the work already queued on it has ended (a write in flight from a task that still
+    /// holds the coordinator finishes first), so the write-ahead log is checkpointed away and the store's
+    /// threads end.
     isolated deinit {
         subscription?.cancel()
         deadlineTimer?.work.cancel()
@@ -124,7 +140,9 @@ public final class DataController {
 
     // MARK: State
 
-    /// Where the stack is: launching, waiting for protected data, ready, failed.
+    /// Where the stack is.
+    ///
+    /// It is launching, waiting for protected data, ready, or failed.
     public var phase: Phase {
         switch machine.state {
         case .notLaunched: .notLaunched
@@ -136,11 +154,17 @@ public final class DataController {
         }
     }
 
-    /// The attached store's coordinator: set exactly while ``phase`` is ``Phase/ready``.
+    /// The attached store's coordinator.
+    ///
+    /// It is set exactly while ``phase`` is ``Phase/ready``.
     public var coordinator: StoreCoordinator? { machine.store ?? plantedStaleCoordinator }
-    /// Whether the UI takes interaction: only once the setup completed.
+    /// Whether the UI takes interaction.
+    ///
+    /// It does only once the setup completed.
     public var isInteractionEnabled: Bool { machine.isInteractionEnabled }
-    /// The error shown to the user, if any: only for a failure while protected data was available.
+    /// The error shown to the user, if any.
+    ///
+    /// It is set only for a failure while protected data was available.
     public var presentedError: StoreError? { machine.presentedError }
     /// Operations waiting to run.
     public var queuedOperationCount: Int { gate.count }
@@ -160,16 +184,18 @@ public final class DataController {
         addObserver(handler, finish: {})
     }
 
-    /// Every later event as an asynchronous sequence; it ends when the controller terminates or the consuming
-    /// task is cancelled.
+    /// Every later event as an asynchronous sequence.
+    ///
+    /// It ends when the controller terminates or the consuming task is cancelled.
     public func events() -> AsyncStream<Event> {
         let (stream, continuation) = AsyncStream.makeStream(of: Event.self, bufferingPolicy: .unbounded)
         connect(continuation) { event in continuation.yield(event) }
         return stream
     }
 
-    /// The current phase, then every change of phase, as an asynchronous sequence; it ends after
-    /// ``Phase/terminated`` or when the consuming task is cancelled.
+    /// The current phase, then every change of phase, as an asynchronous sequence.
+    ///
+    /// It ends after ``Phase/terminated`` or when the consuming task is cancelled.
     public func phases() -> AsyncStream<Phase> {
         let (stream, continuation) = AsyncStream.makeStream(of: Phase.self, bufferingPolicy: .unbounded)
         continuation.yield(phase)
@@ -201,7 +227,9 @@ public final class DataController {
 
     // MARK: Launch
 
-    /// Starts the launch and returns at once; the store attaches in the background.
+    /// Starts the launch and returns at once.
+    ///
+    /// The store attaches in the background.
     ///
     /// Subscribes to the key-availability events first, atomically with reading the current state, so an
     /// unlock that happens while the attach runs is never missed. A controller launches once: launching again
@@ -234,8 +262,10 @@ public final class DataController {
         apply(.launch(options))
     }
 
-    /// The app is terminating: closes the store, cancels what waits, ends the event sequences — and returns
-    /// once all of that has happened.
+    /// Closes the store as the app terminates.
+    ///
+    /// It closes the store, cancels what waits and ends the event sequences, and returns once all of that
+    /// has happened.
     ///
     /// The phase is ``Phase/terminated`` at once and nothing new starts; what was already under way is awaited:
     /// the operation running now (it runs to its end), an attach in flight (its store is closed as soon as it
@@ -259,8 +289,10 @@ public final class DataController {
         await work.waitUntilIdle()
     }
 
-    /// Simulation only: the app's process is killed. Nothing is cleaned up — the store is neither
-    /// checkpointed nor closed, queued operations never end — and the controller reacts to nothing again.
+    /// Acts as if the app's process were killed.
+    ///
+    /// Simulation only. Nothing is cleaned up: the store is neither checkpointed nor closed, and queued
+    /// operations never end. The controller reacts to nothing again.
     package func abandon() {
         apply(.abandon)
         subscription?.cancel()
@@ -270,12 +302,14 @@ public final class DataController {
         _ = observers.removeAll()
     }
 
-    /// Simulation only: what the kernel frees of a killed process — its memory, with the store key and the
-    /// inbox private key in it, and its threads. Call after ``abandon()`` and after the files the process had
-    /// open were made dead (`SimulatedDisk.killOpenHandles()`): the store is closed, and since no handle of it
-    /// takes a write or a lock any more, the close writes nothing — no checkpoint, no log removed — and the
-    /// files stay as the killed process left them. Without it a long simulation keeps every crashed app's
-    /// keys and threads, and runs out of memory mappings.
+    /// Frees what the kernel frees of a killed process.
+    ///
+    /// Simulation only. That is its memory, with the store key and the inbox private key in it, and its
+    /// threads. Call after ``abandon()`` and after the files the process had open were made dead
+    /// (`SimulatedDisk.killOpenHandles()`). The store is closed, and since no handle of it takes a write or a
+    /// lock any more, the close writes nothing (no checkpoint, no log removed), and the files stay as the
+    /// killed process left them. Without it a long simulation keeps every crashed app's keys and threads, and
+    /// runs out of memory mappings.
     package func releaseAbandonedStore() async {
         guard let store = machine.takeAbandonedStore() else { return }
         await store.close()
@@ -293,8 +327,10 @@ public final class DataController {
 
     // MARK: Operations
 
-    /// Submits a UI-facing operation: it runs on the main actor with the store once setup has completed —
-    /// at once if it has — in submission order, exactly once.
+    /// Submits a UI-facing operation.
+    ///
+    /// It runs on the main actor with the store once setup has completed (at once if it has), in submission
+    /// order, exactly once.
     ///
     /// - Parameters:
     ///   - name: a name for the app's own logs and for tests; ProtectedStore logs only the ticket's id, since a
@@ -401,9 +437,10 @@ public final class DataController {
         }
     }
 
-    /// Whether the keys the store was opened with are gone for good — the key source says it erased them —
-    /// not merely locked away (a class B, C or D store stays open through a lock, and through the loss of a
-    /// device agent, which cannot tell).
+    /// Whether the keys the store was opened with are gone for good.
+    ///
+    /// The key source says it erased them; they are not merely locked away. A class B, C or D store stays
+    /// open through a lock, and through the loss of a device agent, which cannot tell.
     private var storeKeysDestroyed: Bool {
         configuration.store.protectionClass != .complete && keys.hasErasedKeys
     }
@@ -485,8 +522,9 @@ public final class DataController {
         apply(event)
     }
 
-    /// Closes a coordinator on its writer's thread; ``waitUntilIdle()`` (and ``terminate()``) waits for it and
-    /// for the store's threads to end.
+    /// Closes a coordinator on its writer's thread.
+    ///
+    /// ``waitUntilIdle()`` (and ``terminate()``) waits for it and for the store's threads to end.
     private func close(_ closing: StoreCoordinator) {
         if configuration.plantedFault == .keepCoordinatorAfterClose { plantedStaleCoordinator = closing }
         // At terminate the app closed it; otherwise protected data became unavailable (a lock, erased keys).
@@ -505,7 +543,9 @@ public final class DataController {
         }
     }
 
-    /// Throws `StoreError.Code.terminated` once the controller terminated: after ``terminate()`` nothing starts.
+    /// Throws `StoreError.Code.terminated` once the controller terminated.
+    ///
+    /// After ``terminate()`` nothing starts.
     func refuseAfterTerminate() throws {
         if case .terminated = phase { throw StoreError.terminated() }
     }
@@ -521,8 +561,10 @@ public final class DataController {
         }
     }
 
-    /// Runs waiting operations in order while the store is ready. An operation taken from the queue ends
-    /// exactly once: if the store closes while it runs, it fails; it is never put back.
+    /// Runs waiting operations in order while the store is ready.
+    ///
+    /// An operation taken from the queue ends exactly once. If the store closes while it runs, it fails; it is
+    /// never put back.
     private func drain() async {
         while let coordinator = machine.store, let entry = gate.next(now: clock.now) {
             logger.trace("operation running", metadata: ["id": "\(entry.ticket.id)"])

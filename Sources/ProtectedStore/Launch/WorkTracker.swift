@@ -1,7 +1,9 @@
 import StoreConcurrency
 
-/// Counts the controller's work in flight (events not yet handled, an attach, a drain, a close), so a caller
-/// can wait until the app is idle — what the command-line tool does after every command.
+/// Counts the controller's work in flight.
+///
+/// The work is events not yet handled, an attach, a drain and a close. A caller can wait until the app is
+/// idle, which the command-line tool does after every command.
 final class WorkTracker: Sendable {
     private struct State {
         var inFlight = 0

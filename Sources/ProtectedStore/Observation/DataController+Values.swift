@@ -1,8 +1,9 @@
 public import EncryptedSQLite
 
 extension DataController {
-    /// The result of `read`, fresh after every committed transaction that changes what it read: an
-    /// observation, as GRDB's `ValueObservation`, that follows the store through the device's locks.
+    /// The result of `read`, fresh after every committed transaction that changes what it read.
+    ///
+    /// This is an observation, as GRDB's `ValueObservation`, that follows the store through the device's locks.
     ///
     /// ```swift
     /// for try await notes in controller.values(tracking: { db in

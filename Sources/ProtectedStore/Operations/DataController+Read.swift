@@ -1,8 +1,9 @@
 public import EncryptedSQLite
 
 extension DataController {
-    /// Runs `body` on one of the store's readers as soon as the store is ready — at once if it is — and
-    /// returns its result.
+    /// Runs `body` on one of the store's readers as soon as the store is ready, and returns its result.
+    ///
+    /// It runs at once if the store is ready.
     ///
     /// Unlike ``perform(_:deadline:_:)``, a read does not join the operation queue: it never waits behind
     /// queued operations or a running write (an import in a `perform`), and it runs off the main actor, in one
@@ -41,8 +42,10 @@ extension DataController {
         throw StoreError.terminated()
     }
 
-    /// Runs `body` on one of the store's readers now, on the calling (main) thread, and returns its result: the
-    /// synchronous ``read(_:)`` for a UI's short reads, without the two thread hops an awaited read makes.
+    /// Runs `body` on one of the store's readers now, on the calling (main) thread, and returns its result.
+    ///
+    /// This is the synchronous ``read(_:)`` for a UI's short reads, without the two thread hops an awaited
+    /// read makes.
     ///
     /// It does not wait for the store: call it when ``phase`` is ``Phase/ready`` (``isInteractionEnabled``). The
     /// main thread is blocked for the read, so keep long reads on ``read(_:)``. It never waits for a write.

@@ -1,9 +1,10 @@
 public import EncryptedSQLite
 
 extension DataController {
-    /// Runs `body` in one write transaction as soon as the store is ready — at once if it is — and returns its
-    /// result: ``perform(_:deadline:_:)`` with the coordinator's `write`, the way ``read(_:)`` is the shortcut
-    /// for a read.
+    /// Runs `body` in one write transaction as soon as the store is ready, and returns its result.
+    ///
+    /// It runs at once if the store is ready. It is ``perform(_:deadline:_:)`` with the coordinator's `write`,
+    /// the way ``read(_:)`` is the shortcut for a read.
     ///
     /// ```swift
     /// let arthur = try await controller.write { db in

@@ -2,8 +2,9 @@ internal import DequeModule
 internal import Dispatch
 import StoreConcurrency
 
-/// The check-out bookkeeping of a pool of connections: the idle elements, how many exist, the most that may,
-/// and who waits for one.
+/// The check-out bookkeeping of a pool of connections.
+///
+/// It keeps the idle elements, how many exist, the most that may, and who waits for one.
 ///
 /// A value kept in its owner's locked state, beside what is the owner's own (how an element is made, and what
 /// it needs to be made): the owner decides under its lock whether a check-out takes an idle element, reserves
@@ -25,7 +26,9 @@ struct CheckoutPool<Element: Sendable> {
         self.capacity = capacity
     }
 
-    /// The most recently returned idle element, taken out of the pool; `nil` when none is idle.
+    /// The most recently returned idle element, taken out of the pool.
+    ///
+    /// It is `nil` when none is idle.
     mutating func takeIdle() -> Element? {
         idle.popLast()
     }
@@ -39,7 +42,9 @@ struct CheckoutPool<Element: Sendable> {
         return true
     }
 
-    /// Counts one element fewer: one that failed to be made, or that is being closed.
+    /// Counts one element fewer.
+    ///
+    /// The element is one that failed to be made, or that is being closed.
     mutating func forget() {
         count -= 1
     }
@@ -58,8 +63,10 @@ struct CheckoutPool<Element: Sendable> {
         }
     }
 
-    /// Empties the pool at its close: the idle elements, no longer counted (the caller closes them), and the
-    /// waiting check-outs (the caller fails them). Checked-out elements stay counted until they are forgotten.
+    /// Empties the pool at its close.
+    ///
+    /// It returns the idle elements, no longer counted (the caller closes them), and the waiting check-outs
+    /// (the caller fails them). Checked-out elements stay counted until they are forgotten.
     mutating func drain() -> (idle: [Element], waiters: [PoolWaiter<Element>]) {
         let drained = idle
         // Not `Array(waiters)` when it is empty: copying an empty Deque writes the count of Swift's shared
@@ -72,8 +79,10 @@ struct CheckoutPool<Element: Sendable> {
     }
 }
 
-/// A check-out waiting for an element: given one, or `nil` when what it waited for failed (it then looks
-/// again). An awaited check-out waits suspended; a synchronous one blocks its thread.
+/// A check-out waiting for an element.
+///
+/// It is given one, or `nil` when what it waited for failed (it then looks again). An awaited check-out waits
+/// suspended; a synchronous one blocks its thread.
 enum PoolWaiter<Element: Sendable> {
     /// An awaiting task's check-out.
     case task(CheckedContinuation<Element?, any Error>)
@@ -97,8 +106,9 @@ enum PoolWaiter<Element: Sendable> {
     }
 }
 
-/// A synchronous check-out's wait for an element: its thread sleeps on a semaphore until the element, or the
-/// close's error, is handed over.
+/// A synchronous check-out's wait for an element.
+///
+/// Its thread sleeps on a semaphore until the element, or the close's error, is handed over.
 final class BlockedCheckout<Element: Sendable>: Sendable {
     private let outcome = LockedState<Result<Element?, any Error>?>(nil)
     private let handedOver = DispatchSemaphore(value: 0)

@@ -11,7 +11,9 @@ import StoreConcurrency
 final class CommitBroadcaster: Sendable {
     /// One observation's view of the commits.
     final class Subscription: Sendable {
-        /// A wake-up per batch of commits; ends when the store closes.
+        /// A wake-up per batch of commits.
+        ///
+        /// It ends when the store closes.
         let signals: AsyncStream<Void>
         fileprivate let id: Int
         fileprivate weak let broadcaster: CommitBroadcaster?

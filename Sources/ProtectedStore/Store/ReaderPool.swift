@@ -2,7 +2,9 @@ internal import EncryptedSQLite
 internal import SecureKeys
 import StoreConcurrency
 
-/// The store's read-only connections: reads run on them, beside the writer, and never wait for a write.
+/// The store's read-only connections.
+///
+/// Reads run on them, beside the writer, and never wait for a write.
 ///
 /// In WAL mode a reader sees the database as of the start of its read transaction, whatever the writer is
 /// doing, so a UI read returns while a 50,000-row import is open (measured in `Benchmarks/Peers`). Readers
@@ -35,26 +37,36 @@ final class ReaderPool: Sendable {
         }
     }
 
-    /// A read waiting for a reader: given one, or `nil` when the reader it waited for failed to open (it then
-    /// opens one itself). An awaited read waits suspended; a synchronous one (``readNow(_:)``) blocks its thread.
+    /// A read waiting for a reader.
+    ///
+    /// It is given one, or `nil` when the reader it waited for failed to open (it then opens one itself). An
+    /// awaited read waits suspended; a synchronous one (``readNow(_:)``) blocks its thread.
     private typealias Waiter = PoolWaiter<Reader>
 
     private struct State {
-        /// The readers: idle, open or being opened, and the reads waiting for one.
+        /// The readers, and the reads waiting for one.
+        ///
+        /// A reader is idle, open or being opened.
         var pool: CheckoutPool<Reader>
         /// Opens in progress (the key must outlive them).
         var opening = 0
         /// Whether the reader opened at attach is still being opened.
         var firstReaderOpening = false
-        /// The read waiting for that reader (one read; the others open readers of their own).
+        /// The read waiting for that reader.
+        ///
+        /// It is one read; the others open readers of their own.
         var firstReaderWaiter: Waiter?
         /// Who waits for that open to end, however it ends (``waitUntilFirstReaderOpened()``).
         var firstReaderWatchers = WaitList()
-        /// Every reader thread started and not ended by a failed open: ``waitUntilThreadsStopped()`` joins them.
+        /// Every reader thread started and not ended by a failed open.
+        ///
+        /// ``waitUntilThreadsStopped()`` joins them.
         var threads: [StoreThread] = []
         /// The store key, wiped at close.
         var key: SecureBytes?
-        /// Why the pool was closed; `nil` while it is open.
+        /// Why the pool was closed.
+        ///
+        /// It is `nil` while the pool is open.
         var closeReason: StoreCloseReason?
         var isClosed: Bool { closeReason != nil }
         /// What a read on the closed pool throws.
@@ -65,13 +77,19 @@ final class ReaderPool: Sendable {
     let capacity: Int
     /// The store's database file.
     let path: String
-    /// How a reader is opened: read-only, never creating the file.
+    /// How a reader is opened.
+    ///
+    /// It is read-only, never creating the file.
     let configuration: Database.Configuration
-    /// The format the store was opened in: the one its key source records (`StoreKeyRecord.storeFormat`).
+    /// The format the store was opened in.
+    ///
+    /// It is the one its key source records (`StoreKeyRecord.storeFormat`).
     var storeFormat: StoreFormat { configuration.format }
     private let state: LockedState<State>
 
-    /// A pool for the store at `path`; it takes ownership of `key` and wipes it at ``close(_:)``.
+    /// A pool for the store at `path`.
+    ///
+    /// It takes ownership of `key` and wipes it at ``close(_:)``.
     init(path: String, key: SecureBytes, configuration: Database.Configuration, capacity: Int) {
         precondition(capacity >= 1, "a reader pool has at least one reader")
         var readerConfiguration = configuration
@@ -88,8 +106,9 @@ final class ReaderPool: Sendable {
         for thread in state.withLock({ $0.threads }) { thread.stop() }
     }
 
-    /// Runs `body` in a read transaction on a reader, on the reader's thread: one consistent snapshot of the
-    /// store, however many statements `body` runs.
+    /// Runs `body` in a read transaction on a reader, on the reader's thread.
+    ///
+    /// It sees one consistent snapshot of the store, however many statements `body` runs.
     ///
     /// - Parameter trackingTables: whether to collect the tables `body`'s queries read (for observations).
     /// - Returns: what `body` returned, and the tables it read (empty when not tracked).
@@ -114,8 +133,9 @@ final class ReaderPool: Sendable {
         }
     }
 
-    /// Runs `body` in a read transaction on a reader, on the calling thread: one consistent snapshot of the
-    /// store, with no hop to the reader's thread and back.
+    /// Runs `body` in a read transaction on a reader, on the calling thread.
+    ///
+    /// It sees one consistent snapshot of the store, with no hop to the reader's thread and back.
     ///
     /// For the short reads a UI makes from the main actor, where those two thread wake-ups cost more than the
     /// read (GRDB's synchronous `read` also runs on its caller's thread). The caller's thread is blocked for the
@@ -132,8 +152,9 @@ final class ReaderPool: Sendable {
         return try database.transaction(.deferred) { try body(database) }
     }
 
-    /// Opens one reader in the background, on its own thread, so that the first read finds it open; the store's
-    /// attach does not wait for it.
+    /// Opens one reader in the background, on its own thread, so that the first read finds it open.
+    ///
+    /// The store's attach does not wait for it.
     func openFirstReader() {
         let key = state.withLock { state -> SecureBytes? in
             guard !state.isClosed, let key = state.key, state.pool.reserve() else { return nil }
@@ -161,9 +182,11 @@ final class ReaderPool: Sendable {
         }
     }
 
-    /// Returns once the reader opened at attach (``openFirstReader()``) is open, or failed to open: its open does
-    /// file I/O, which the controller's ``DataController/waitUntilIdle()`` waits for, as for every other — so a
-    /// test, the simulator and its fault plans see it happen at one point, not beside the next command.
+    /// Returns once the reader opened at attach (``openFirstReader()``) is open, or failed to open.
+    ///
+    /// Its open does file I/O, which the controller's ``DataController/waitUntilIdle()`` waits for, as for
+    /// every other. So a test, the simulator and its fault plans see it happen at one point, not beside the
+    /// next command.
     func waitUntilFirstReaderOpened() async {
         await state.wait(on: \.firstReaderWatchers) { $0.firstReaderOpening }
     }
@@ -187,8 +210,9 @@ final class ReaderPool: Sendable {
         key?.wipe()
     }
 
-    /// Lends the store key to a connection the pool does not own, counted as an open in progress: a
-    /// ``close(_:)`` meanwhile wipes the key only once ``returnKey()`` is called.
+    /// Lends the store key to a connection the pool does not own, counted as an open in progress.
+    ///
+    /// A ``close(_:)`` meanwhile wipes the key only once ``returnKey()`` is called.
     ///
     /// - Throws: the close's error (`StoreError.Code.protectedDataUnavailable` or `StoreError.Code.closed`) after ``close(_:)``.
     func borrowKey() throws -> SecureBytes {
@@ -199,8 +223,9 @@ final class ReaderPool: Sendable {
         }
     }
 
-    /// Ends a ``borrowKey()``: the key is wiped now when the pool was closed meanwhile and no other open is in
-    /// progress.
+    /// Ends a ``borrowKey()``.
+    ///
+    /// The key is wiped now when the pool was closed meanwhile and no other open is in progress.
     func returnKey() {
         let keyToWipe = state.withLock { state -> SecureBytes? in
             state.opening -= 1
@@ -211,8 +236,10 @@ final class ReaderPool: Sendable {
         keyToWipe?.wipe()
     }
 
-    /// A copy of the store key, in new guarded memory the caller wipes: for a connection the pool does not own
-    /// (a backup's). Taken under the pool's lock, so a close never wipes the key half-copied.
+    /// A copy of the store key, in new guarded memory the caller wipes.
+    ///
+    /// It is for a connection the pool does not own (a backup's). It is taken under the pool's lock, so a
+    /// close never wipes the key half-copied.
     ///
     /// - Throws: the close's error (`StoreError.Code.protectedDataUnavailable` or `StoreError.Code.closed`) after ``close(_:)``.
     func copyOfStoreKey() throws -> SecureBytes {
@@ -222,7 +249,9 @@ final class ReaderPool: Sendable {
         }
     }
 
-    /// Returns once every reader's thread has ended: after ``close(_:)``, when the last read ended.
+    /// Returns once every reader's thread has ended.
+    ///
+    /// That happens after ``close(_:)``, when the last read ended.
     func waitUntilThreadsStopped() async {
         for thread in state.withLock({ $0.threads }) { await thread.waitUntilStopped() }
     }
@@ -242,8 +271,10 @@ final class ReaderPool: Sendable {
         case waitForFirstReader
     }
 
-    /// What a read gets now, decided under the lock: an idle reader, room to open one (counted as opening), or
-    /// a wait — for the reader the attach is opening, when `waitingForFirstReader` and no read waits for it yet.
+    /// What a read gets now, decided under the lock.
+    ///
+    /// It gets an idle reader, room to open one (counted as opening), or a wait. It waits for the reader the
+    /// attach is opening when `waitingForFirstReader` and no read waits for it yet.
     private func lending(waitingForFirstReader: Bool) throws -> Lending {
         try state.withLock { state -> Lending in
             if state.isClosed { throw state.closedError }
@@ -288,7 +319,9 @@ final class ReaderPool: Sendable {
         }
     }
 
-    /// A reader for ``readNow(_:)``: an idle one, one opened on the calling thread, or the first one returned.
+    /// A reader for ``readNow(_:)``.
+    ///
+    /// It is an idle one, one opened on the calling thread, or the first one returned.
     private func checkOutNow() throws -> Reader {
         while true {
             let lending = try lending(waitingForFirstReader: false)
@@ -317,7 +350,9 @@ final class ReaderPool: Sendable {
         return thread
     }
 
-    /// Opens a reader for `thread` on the calling thread: the reader's own, or a synchronous read's.
+    /// Opens a reader for `thread` on the calling thread.
+    ///
+    /// The thread is the reader's own, or a synchronous read's.
     private func open(with key: SecureBytes, on thread: StoreThread) throws -> Reader {
         let opened = Result { try Database(path: path, key: key, configuration: configuration) }
         let (closedError, keyToWipe) = state.withLock { state -> (StoreError?, SecureBytes?) in

@@ -4,30 +4,40 @@ public import SecureKeys
 
 /// Which store to attach and how.
 public struct StoreConfiguration: Sendable {
-    /// The store's database file; the files beside it are named by ``files``.
+    /// The store's database file.
+    ///
+    /// The files beside it are named by ``files``.
     public var path: String
     /// When the store can be read (`ProtectionClass/complete` by default, like iOS's default for app files).
     public var protectionClass: ProtectionClass
     /// The SQLCipher connection settings.
     public var database: Database.Configuration
-    /// The schema's migrations, applied at attach — before the locked inbox is merged, so merged records
-    /// meet the current schema. `DatabaseMigrator/keyValue` (the `entries` table) by default; a migrator
-    /// without it has it applied first all the same, so the key-value calls and the inbox's key-value records
-    /// always find their table.
+    /// The schema's migrations, applied at attach.
+    ///
+    /// They are applied before the locked inbox is merged, so merged records meet the current schema. The
+    /// default is `DatabaseMigrator/keyValue` (the `entries` table). A migrator without it has it applied
+    /// first all the same, so the key-value calls and the inbox's key-value records always find their table.
     public var migrator: DatabaseMigrator
-    /// The most read-only connections open at once beside the writer (at least 1): reads run on them, in
-    /// parallel, and never wait for a write.
+    /// The most read-only connections open at once beside the writer (at least 1).
+    ///
+    /// Reads run on them, in parallel, and never wait for a write.
     public var maximumReaderCount: Int = 4
     /// How the records of the locked inbox are applied, by kind (``InboxHandlers/keyValue`` by default).
     public var inboxHandlers: InboxHandlers
-    /// The largest the locked inbox file may grow, in bytes (``LockedInbox/defaultMaximumSize``, 256 MiB, by
-    /// default): an append that would pass it is refused with `StoreError.Code.inboxFull` and writes nothing.
+    /// The largest the locked inbox file may grow, in bytes.
+    ///
+    /// The default is ``LockedInbox/defaultMaximumSize``, 256 MiB. An append that would pass it is refused
+    /// with `StoreError.Code.inboxFull` and writes nothing.
     public var inboxMaximumSize: Int = LockedInbox.defaultMaximumSize
-    /// Simulation only: a bug planted on purpose; the store acts on ``PlantedFault/mergeTruncatesUnread``.
+    /// A bug planted on purpose.
+    ///
+    /// Simulation only. The store acts on ``PlantedFault/mergeTruncatesUnread``.
     package var plantedFault: PlantedFault?
-    /// Simulation only: a fault plan for the store's work on its own threads, which the task's
-    /// ``FaultPoint/plan`` does not reach (``FaultPoint/inboxMergeApplied``: the process dies inside an inbox
-    /// merge, before its transaction commits).
+    /// A fault plan for the store's work on its own threads.
+    ///
+    /// Simulation only. The task's ``FaultPoint/plan`` does not reach that work. An example is
+    /// ``FaultPoint/inboxMergeApplied``, where the process dies inside an inbox merge, before its transaction
+    /// commits.
     package var faultPlan: FaultPoint.Plan?
 
     /// A store at `path`.
@@ -51,6 +61,8 @@ public struct StoreConfiguration: Sendable {
         self.inboxHandlers = inboxHandlers
     }
 
-    /// Every file of the store: the database, its journal, its key file, its locked inbox.
+    /// Every file of the store.
+    ///
+    /// These are the database, its journal, its key file and its locked inbox.
     public var files: StoreFiles { StoreFiles(database: path) }
 }

@@ -77,8 +77,9 @@ extension StoreCoordinator {
         return (storeKey, record)
     }
 
-    /// What `keys` records of the store's key, which it said exists (`step` says how: it was looked up, or
-    /// made).
+    /// What `keys` records of the store's key, which it said exists.
+    ///
+    /// `step` says how it was found: it was looked up, or made.
     ///
     /// - Throws: `key-source-inconsistent` when `keys` records nothing of it; what `keys` throws.
     static func keyRecord(_ configuration: StoreConfiguration, keys: any StoreKeyProvider, after step: String) throws -> StoreKeyRecord {
@@ -95,11 +96,12 @@ extension StoreCoordinator {
         return record
     }
 
-    /// Whether the store at `files` must be created now, although its key (`record`) exists: only when its
-    /// creation was interrupted after the key was made and the marker names that key, or names none (stage 1:
-    /// the key was being made) while no inbox key file — made at a store's first attach — is beside it. The
-    /// same holds for a store file the creation left empty or shorter than a page (SQLite had not written its
-    /// first page yet).
+    /// Whether the store at `files` must be created now, although its key (`record`) exists.
+    ///
+    /// It must only when its creation was interrupted after the key was made and the marker names that key. It
+    /// must also when the marker names none (stage 1, the key was being made) while no inbox key file (made at a
+    /// store's first attach) is beside it. The same holds for a store file the creation left empty or shorter
+    /// than a page (SQLite had not written its first page yet).
     ///
     /// - Returns: `false` when the store file exists with at least a page (it is opened as it is); `true` for
     ///   an interrupted creation.
@@ -128,8 +130,10 @@ extension StoreCoordinator {
         return try creationExplains(files, record: record) { reason, cause in StoreError.storeLost(files, reason: reason, cause: cause) }
     }
 
-    /// Whether an interrupted creation explains the store file being missing (or empty): the marker names the
-    /// key (`record`), or names none while nothing shows the key's store existed.
+    /// Whether an interrupted creation explains the store file being missing (or empty).
+    ///
+    /// It does when the marker names the key (`record`), or names none while nothing shows the key's store
+    /// existed.
     ///
     /// - Parameter unexplained: the error for the reason the creation does not explain it.
     private static func creationExplains(

@@ -2,9 +2,11 @@ public import EncryptedSQLite
 internal import SecureKeys
 
 extension StoreCoordinator {
-    /// Copies the store, as of one moment, into a new file the user can take away: a plain SQLite file, or one
-    /// encrypted under a key the user holds (`ExportEncryption`) — never under the store key, which only this
-    /// device's class key unwraps. <doc:/SecureKeys/KeyFileFormats> (*Exports*) says how another program opens each.
+    /// Copies the store, as of one moment, into a new file the user can take away.
+    ///
+    /// The file is a plain SQLite file, or one encrypted under a key the user holds (`ExportEncryption`). It is
+    /// never encrypted under the store key, which only this device's class key unwraps.
+    /// <doc:/SecureKeys/KeyFileFormats> (*Exports*) says how another program opens each.
     ///
     /// Runs while the app does: on a connection and a thread of its own, in one read transaction (WAL), so
     /// writes go on meanwhile and the copy holds exactly the transactions committed before it began. The
@@ -37,11 +39,12 @@ extension StoreCoordinator {
 }
 
 extension StoreCoordinator {
-    /// Copies the store at `configuration` into a new file without attaching it — no migration, no inbox
-    /// merge, nothing written to the store — while an app (in this process or another) may have it attached:
-    /// what `protected-store store export` runs. A connection of its own, opened with the store's recorded
-    /// format and its key from `keys`, takes the copy in one read transaction; see
-    /// ``export(to:encryption:)`` for how the file is written.
+    /// Copies the store at `configuration` into a new file without attaching it.
+    ///
+    /// There is no migration, no inbox merge, and nothing is written to the store, while an app (in this process
+    /// or another) may have it attached. This is what `protected-store store export` runs. A connection of its
+    /// own, opened with the store's recorded format and its key from `keys`, takes the copy in one read
+    /// transaction. See ``export(to:encryption:)`` for how the file is written.
     ///
     /// - Parameters:
     ///   - configuration: the store.
@@ -82,10 +85,11 @@ extension StoreCoordinator {
 }
 
 extension ReaderPool {
-    /// Runs `body` on a connection of its own to the store that can write — not one of the pool's read-only
-    /// readers — on a thread of its own, then closes it: for an export, which `ATTACH`es its copy (SQLite opens
-    /// an attached file read-only on a read-only connection). It holds the store key as an open in progress
-    /// does, so a ``close(_:)`` meanwhile wipes the key only once it is done.
+    /// Runs `body` on a connection of its own to the store that can write, on a thread of its own, then closes it.
+    ///
+    /// The connection is not one of the pool's read-only readers. It is for an export, which `ATTACH`es its copy
+    /// (SQLite opens an attached file read-only on a read-only connection). It holds the store key as an open in
+    /// progress does, so a ``close(_:)`` meanwhile wipes the key only once it is done.
     ///
     /// - Throws: `StoreError.Code.protectedDataUnavailable` once the pool is closed; the open's errors; what
     ///   `body` throws.

@@ -5,17 +5,23 @@ public import SecureKeys
 extension StoreCoordinator {
     /// What ``migrate(_:keys:to:)`` did.
     public enum MigrationOutcome: Sendable, Equatable {
-        /// The store was rewritten into the format; it was in `from`.
+        /// The store was rewritten into the format.
+        ///
+        /// It was in `from`.
         case migrated(from: StoreFormat, to: StoreFormat)
-        /// The store was in the format already; nothing was changed.
+        /// The store was in the format already.
+        ///
+        /// Nothing was changed.
         case alreadyInFormat(StoreFormat)
     }
 
-    /// Rewrites a closed store into `format` — SQLCipher 4's, HMAC-SHA512 (`StoreFormat/sqlcipher4Raw4096`), by
-    /// default — and records the format in its key file, crash-safely: `sqlcipher_export` into a new file,
-    /// checked, then the key file and the store file replaced, the key file first as the one commit point.
-    /// A power cut at any step leaves the old store with its old key file, or the new store with its new one;
-    /// the next attach (or migration) finishes or undoes what it finds (<doc:/SecureKeys/KeyFileFormats>, *Rewriting a store*).
+    /// Rewrites a closed store into `format` and records the format in its key file, crash-safely.
+    ///
+    /// The default format is SQLCipher 4's, HMAC-SHA512 (`StoreFormat/sqlcipher4Raw4096`). The store is copied
+    /// with `sqlcipher_export` into a new file and checked, then the key file and the store file are replaced,
+    /// the key file first as the one commit point. A power cut at any step leaves the old store with its old key
+    /// file, or the new store with its new one. The next attach (or migration) finishes or undoes what it finds
+    /// (<doc:/SecureKeys/KeyFileFormats>, *Rewriting a store*).
     ///
     /// Refused before anything is touched when the linked SQLCipher cannot write `format`: format 2 needs
     /// SQLCipher 4 or later, and Debian bookworm links 3.4.1.
@@ -44,9 +50,10 @@ extension StoreCoordinator {
         return try await rewrite(configuration, keys: keys, to: format, evenInSameFormat: false)
     }
 
-    /// The machinery of ``migrate(_:keys:to:)``, also for a rewrite into the store's own format (a compacting
-    /// rewrite, `evenInSameFormat`): the only way to run it end to end on SQLCipher 3, where no other format
-    /// can be written.
+    /// The machinery of ``migrate(_:keys:to:)``, also for a rewrite into the store's own format.
+    ///
+    /// That is a compacting rewrite (`evenInSameFormat`), the only way to run it end to end on SQLCipher 3,
+    /// where no other format can be written.
     package static func rewrite(
         _ configuration: StoreConfiguration, keys: any StoreKeyProvider, to format: StoreFormat, evenInSameFormat: Bool
     ) async throws -> MigrationOutcome {
@@ -78,7 +85,9 @@ extension StoreCoordinator {
 }
 
 extension StoreError {
-    /// `migrate` to `format`, which the linked SQCipher (`library`; `nil`: not SQLCipher) cannot write.
+    /// `migrate` to `format`, which the linked SQLCipher cannot write.
+    ///
+    /// `library` is the linked SQLCipher, or `nil` when the library is not SQLCipher.
     public static func migrationUnsupported(
         to format: StoreFormat, library: SQLCipherVersion?, function: String = #function, file: String = #fileID,
         line: Int = #line

@@ -4,8 +4,10 @@ internal import ProtectedData
 internal import SecureKeys
 internal import Glibc
 
-/// An attached store: its SQLCipher writer, the serial owner every write goes through, and a pool of
-/// read-only connections that reads run on beside it.
+/// An attached store.
+///
+/// It holds its SQLCipher writer, the serial owner every write goes through, and a pool of read-only
+/// connections that reads run on beside it.
 ///
 /// A coordinator only exists for a store that attached successfully — the attach either returns one whose
 /// store is open, or throws — and ``DataController`` holds it only in its ready phase, so there is never a
@@ -29,14 +31,18 @@ public actor StoreCoordinator {
     /// What the merge of the locked inbox did when the store attached.
     package nonisolated let inboxReportAtAttach: InboxMergeReport
     private var database: Database?
-    /// Why the store was closed; `nil` while it is open.
+    /// Why the store was closed.
+    ///
+    /// It is `nil` while the store is open.
     private var closeReason: StoreCloseReason?
     let readers: ReaderPool
     private let commits = CommitBroadcaster()
     private let inbox: LockedInbox
     private let inboxPublicKey: [UInt8]
     private var inboxPrivateKey: SecureBytes?
-    /// The writer's thread: the actor's serial executor.
+    /// The writer's thread.
+    ///
+    /// It is the actor's serial executor.
     private nonisolated let thread: StoreThread
 
     /// The writer's own thread (`PStore.writer`), on which every job of this actor runs.
@@ -194,8 +200,9 @@ public actor StoreCoordinator {
             inboxPrivateKey: privateKey, inboxReport: report, thread: thread)
     }
 
-    /// `format 1 (SQLCipher 3, 4096-byte pages, HMAC-SHA1) with SQLCipher 3.4.1`: what an error about a store
-    /// that does not open says of its format and the library.
+    /// What an error about a store that does not open says of its format and the library.
+    ///
+    /// For example, `format 1 (SQLCipher 3, 4096-byte pages, HMAC-SHA1) with SQLCipher 3.4.1`.
     private static func formatDescription(_ format: StoreFormat) -> String {
         "\(format) with \(Database.linkedSQLCipher.map { "\($0)" } ?? "a library that is not SQLCipher")"
     }
@@ -210,9 +217,10 @@ public actor StoreCoordinator {
     /// Whether the store is open.
     public var isOpen: Bool { database != nil }
 
-    /// Runs `body` on a read-only connection, in one read transaction: it sees the store as of its start,
-    /// however many statements it runs, and never waits for a write — a long import on the writer does not
-    /// hold it up.
+    /// Runs `body` on a read-only connection, in one read transaction.
+    ///
+    /// It sees the store as of its start, however many statements it runs, and never waits for a write. A
+    /// long import on the writer does not hold it up.
     ///
     /// `nonisolated`: reads do not queue on the coordinator. They run in parallel, up to
     /// ``StoreConfiguration/maximumReaderCount`` at once; past that a read waits for a reader.
@@ -226,8 +234,9 @@ public actor StoreCoordinator {
         try await readers.read(body).0
     }
 
-    /// Runs `body` on a read-only connection, in one read transaction, on the calling thread: the synchronous
-    /// ``read(_:)``, as GRDB's `read` is.
+    /// Runs `body` on a read-only connection, in one read transaction, on the calling thread.
+    ///
+    /// This is the synchronous ``read(_:)``, as GRDB's `read` is.
     ///
     /// For the short reads a UI makes from the main actor: an awaited read hops to a reader's thread and back,
     /// two thread wake-ups that cost more than a one-row read. This one blocks the caller for the read — and,
@@ -244,9 +253,10 @@ public actor StoreCoordinator {
         try readers.readNow(body)
     }
 
-    /// Runs `body` in an immediate transaction on the writer: committed — durably, with the default
-    /// `synchronous = FULL` — when it returns, rolled back when it throws. Writes run one at a time, in the
-    /// order they reach the coordinator.
+    /// Runs `body` in an immediate transaction on the writer.
+    ///
+    /// It is committed when it returns (durably, with the default `synchronous = FULL`), and rolled back when
+    /// it throws. Writes run one at a time, in the order they reach the coordinator.
     ///
     /// - Parameter body: writes to the store; the connection must not escape it.
     /// - Returns: what `body` returned.
@@ -258,12 +268,14 @@ public actor StoreCoordinator {
         return try database.transaction { try body(database) }
     }
 
-    /// Closes the store after the work already queued on this actor: in-flight transactions finish first.
-    /// Every reader closes with it (a busy one when its read ends), the copies of the store key and the inbox
-    /// private key are wiped, and observations stop until the store attaches again. The writer closes last,
-    /// once every reader has (a read in flight is waited for), so that it is the store's last connection and
-    /// checkpoints the write-ahead log away. It returns once the store's threads have ended, so that the
-    /// process may exit (``StoreThreadCensus``); a call on the closed store still runs, and fails.
+    /// Closes the store after the work already queued on this actor.
+    ///
+    /// In-flight transactions finish first. Every reader closes with it (a busy one when its read ends), the
+    /// copies of the store key and the inbox private key are wiped, and observations stop until the store
+    /// attaches again. The writer closes last, once every reader has (a read in flight is waited for), so that
+    /// it is the store's last connection and checkpoints the write-ahead log away. It returns once the store's
+    /// threads have ended, so that the process may exit (``StoreThreadCensus``). A call on the closed store
+    /// still runs, and fails.
     ///
     /// Never call it from the writer's own thread (a transaction's body): it waits for that thread to end.
     ///
@@ -274,7 +286,9 @@ public actor StoreCoordinator {
         await waitUntilThreadsStopped()
     }
 
-    /// ``close(_:)`` on the writer's thread: the readers, then the writer's connection; the thread is told to stop.
+    /// ``close(_:)`` on the writer's thread.
+    ///
+    /// It closes the readers, then the writer's connection, and tells the thread to stop.
     private func closeConnections(_ reason: StoreCloseReason) async {
         if closeReason == nil { closeReason = reason }
         guard let closing = database else {
@@ -294,8 +308,9 @@ public actor StoreCoordinator {
         thread.stop()
     }
 
-    /// Returns once the store's threads — the writer's and every reader's — have ended: after ``close()``, once
-    /// the last read in flight ended.
+    /// Returns once the store's threads, the writer's and every reader's, have ended.
+    ///
+    /// That happens after ``close()``, once the last read in flight ended.
     package nonisolated func waitUntilThreadsStopped() async {
         await thread.waitUntilStopped()
         await readers.waitUntilThreadsStopped()
@@ -314,9 +329,10 @@ public actor StoreCoordinator {
 
     // MARK: Observation
 
-    /// Calls `onValue` with `read`'s result now, and again after each committed transaction that wrote a
-    /// table `read` looked at — including the commits of inbox merges — until the store closes (then it
-    /// returns) or the task is cancelled.
+    /// Calls `onValue` with `read`'s result now, and again after each relevant committed transaction.
+    ///
+    /// A relevant transaction wrote a table `read` looked at, including the commits of inbox merges. This goes
+    /// on until the store closes (then it returns) or the task is cancelled.
     ///
     /// - Throws: what `read` throws; `StoreError.Code.protectedDataUnavailable` when the store closed first.
     package nonisolated func observe<Value>(
@@ -353,7 +369,9 @@ public actor StoreCoordinator {
 
     // MARK: Quarantine
 
-    /// The inbox records that could not be applied and are kept, still sealed, in the store — oldest first.
+    /// The inbox records that could not be applied and are kept, still sealed, in the store.
+    ///
+    /// They come oldest first.
     ///
     /// - Throws: `StoreError.Code.protectedDataUnavailable` after the store closed at a lock, `StoreError.Code.closed` after its app closed it.
     public func quarantinedInboxRecords() throws -> [QuarantinedInboxRecord] {
@@ -366,9 +384,10 @@ public actor StoreCoordinator {
         }
     }
 
-    /// Tries to apply quarantined records again — after an app update brought a handler for their kind, or a
-    /// migration made them fit — each in its own savepoint: those that apply leave the quarantine, the others
-    /// stay with their new reason and one more attempt counted.
+    /// Tries to apply quarantined records again, each in its own savepoint.
+    ///
+    /// This is for after an app update brought a handler for their kind, or a migration made them fit. Those
+    /// that apply leave the quarantine. The others stay with their new reason and one more attempt counted.
     ///
     /// - Parameter ids: the records to retry; all of them when `nil`.
     /// - Returns: which were merged and which stay quarantined.
@@ -420,7 +439,9 @@ public actor StoreCoordinator {
 
     // MARK: Key-value conveniences
 
-    /// Stores `value` under `key`, replacing what was there; durable when this returns.
+    /// Stores `value` under `key`, replacing what was there.
+    ///
+    /// It is durable when this returns.
     ///
     /// - Throws: a `StoreError` (a failure of SQLite carries its result codes).
     public func put(_ key: String, _ value: String) throws {
@@ -436,7 +457,9 @@ public actor StoreCoordinator {
         try await wrappingErrors { try await read { try $0.fetchValue(String.self, "SELECT value FROM entries WHERE key = ?", [key]) } }
     }
 
-    /// Removes `key`; removing a missing key is not an error.
+    /// Removes `key`.
+    ///
+    /// Removing a missing key is not an error.
     ///
     /// - Throws: a `StoreError` (a failure of SQLite carries its result codes).
     public func removeValue(forKey key: String) throws {

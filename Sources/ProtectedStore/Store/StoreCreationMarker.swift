@@ -1,6 +1,8 @@
 internal import SecureKeys
 
-/// The marker of one store creation in progress (`<store>.creating`, format v1 in <doc:/SecureKeys/KeyFileFormats>).
+/// The marker of one store creation in progress (`<store>.creating`).
+///
+/// Its format is v1 in <doc:/SecureKeys/KeyFileFormats>.
 ///
 /// Creating a store makes two things, its key (by the key source) and then the store file, so a crash can fall
 /// between them. The marker says which creation was interrupted: it is written when a creation starts

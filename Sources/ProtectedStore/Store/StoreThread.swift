@@ -3,10 +3,12 @@ internal import Foundation
 internal import Glibc
 import StoreConcurrency
 
-/// A thread of the store's own, running one job at a time: the writer's serial executor, or a reader's task
-/// executor. SQLite calls and `fsync` block; run on these threads they never occupy one of the few threads of
-/// Swift's cooperative pool (two on a 2-core machine), so a long write on two stores cannot hold up every other
-/// task in the process — a read, the main actor's continuations.
+/// A thread of the store's own, running one job at a time.
+///
+/// It is the writer's serial executor, or a reader's task executor. SQLite calls and `fsync` block. Run on
+/// these threads they never occupy one of the few threads of Swift's cooperative pool (two on a 2-core
+/// machine), so a long write on two stores cannot hold up every other task in the process, such as a read or
+/// the main actor's continuations.
 ///
 /// GRDB gives each connection a serial dispatch queue (`SerializedDatabase`); this is the same idea without
 /// Dispatch: one `pthread`, named so a debugger, `top -H` or a test can see where database work runs (`comm` is
@@ -27,9 +29,13 @@ final class StoreThread: @unchecked Sendable {
 
     /// What the thread is to the concurrency runtime.
     enum Role: Sendable {
-        /// The serial executor of an actor (the coordinator): jobs run isolated to it.
+        /// The serial executor of an actor (the coordinator).
+        ///
+        /// Jobs run isolated to it.
         case writer
-        /// A task executor (`withTaskExecutorPreference`): the nonisolated code of a read runs on it.
+        /// A task executor (`withTaskExecutorPreference`).
+        ///
+        /// The nonisolated code of a read runs on it.
         case reader
 
         /// The thread's name (`comm`), at most 15 bytes.
@@ -50,7 +56,9 @@ final class StoreThread: @unchecked Sendable {
         var queue: Deque<Work> = []
         /// Whether a thread is in its loop (or about to enter it).
         var isRunning = false
-        /// Whether the thread waits for more work when its queue is empty: until ``stop()``.
+        /// Whether the thread waits for more work when its queue is empty.
+        ///
+        /// It does until ``stop()``.
         var keepsRunning = true
         /// The running thread, for ``checkIsolated()``.
         var current: pthread_t?
@@ -94,17 +102,20 @@ final class StoreThread: @unchecked Sendable {
         submit(.closure(work))
     }
 
-    /// Runs `body` on the thread and returns its result to the caller: the caller's task waits suspended, its
-    /// thread free for other work.
+    /// Runs `body` on the thread and returns its result to the caller.
+    ///
+    /// The caller's task waits suspended, its thread free for other work.
     func run<Result: Sendable>(_ body: @escaping @Sendable () throws -> Result) async throws -> Result {
         try await withCheckedThrowingContinuation { continuation in
             execute { continuation.resume(with: Swift.Result { try body() }) }
         }
     }
 
-    /// Runs `body` on a thread of `role` started for it, and returns once that thread has ended — joined, not
-    /// only asked to stop: the one-shot work of an export, a backup, a restore or a migration leaves no thread
-    /// behind it, so an app (or the tool) may exit as soon as the call returns (``StoreThreadCensus``).
+    /// Runs `body` on a thread of `role` started for it, and returns once that thread has ended.
+    ///
+    /// The thread is joined, not only asked to stop. The one-shot work of an export, a backup, a restore or a
+    /// migration leaves no thread behind it, so an app (or the tool) may exit as soon as the call returns
+    /// (``StoreThreadCensus``).
     static func runOnce<Result: Sendable>(
         _ role: Role, _ body: @escaping @Sendable () throws -> Result
     ) async throws -> Result {
@@ -128,7 +139,9 @@ final class StoreThread: @unchecked Sendable {
         unlock()
     }
 
-    /// Returns once the thread has ended — after ``stop()`` and the last queued job — and was joined.
+    /// Returns once the thread has ended and was joined.
+    ///
+    /// It ends after ``stop()`` and the last queued job.
     func waitUntilStopped() async {
         await withCheckedContinuation { continuation in
             lock()
@@ -189,9 +202,10 @@ final class StoreThread: @unchecked Sendable {
         Self.startThread(context, name: name)
     }
 
-    /// Starts the thread that runs the loop of the `StoreThread` whose retained reference `context` is; the
-    /// thread releases it when its loop ends. Static: it must not touch the object, which the new thread may
-    /// already have freed when `pthread_create` returns.
+    /// Starts the thread that runs the loop of the `StoreThread` whose retained reference `context` is.
+    ///
+    /// The thread releases it when its loop ends. This is static, as it must not touch the object, which the
+    /// new thread may already have freed when `pthread_create` returns.
     private static func startThread(_ context: UnsafeMutableRawPointer, name: String) {
         var thread = pthread_t()
         StoreThreadCensus.starting()

@@ -1,7 +1,8 @@
 import Synchronization
 
-/// How many of the store's threads (``StoreThread``: writers' and readers') exist in this process — started and
-/// not yet returned.
+/// How many of the store's threads exist in this process, started and not yet returned.
+///
+/// These are the ``StoreThread``s, writers' and readers'.
 ///
 /// A process must not exit while one runs. `exit` runs the libraries' exit handlers, OpenSSL's among them (SQLCipher
 /// encrypts with it), and a thread still closing a store then crashes in the freed tables: a shell whose app was
@@ -16,6 +17,8 @@ package enum StoreThreadCensus {
     /// A thread is about to start.
     static func starting() { live.add(1, ordering: .relaxed) }
 
-    /// A thread's last statement: it returns next, and touches nothing of the library's after this.
+    /// A thread's last statement.
+    ///
+    /// The thread returns next, and touches nothing of the library's after this.
     static func ended() { live.subtract(1, ordering: .releasing) }
 }

@@ -66,9 +66,11 @@ package struct ByteWriter {
     }
 }
 
-/// The frame the store key file and the inbox key file share: magic, version byte, fixed length, and a
-/// 16-byte unkeyed BLAKE2b checksum at the end — checked without any key, so damage is told apart from a key
-/// that does not fit even while the device is locked.
+/// The frame the store key file and the inbox key file share.
+///
+/// It has magic, a version byte, a fixed length, and a 16-byte unkeyed BLAKE2b checksum at the end. The
+/// checksum is checked without any key, so damage is told apart from a key that does not fit even while the
+/// device is locked.
 enum ChecksummedFile {
     static let checksumLength = 16
 

@@ -4,8 +4,9 @@ package import SystemPackage
 import Glibc
 #endif
 
-/// The one seam between the project and the file system for every file it writes outside SQLite: key files,
-/// the keybag, device state, the locked inbox and their folders.
+/// The one seam between the project and the file system for every file it writes outside SQLite.
+///
+/// These are key files, the keybag, device state, the locked inbox and their folders.
 ///
 /// Each call is the plain system call. When a ``SimulatedDisk`` covers the path (in simulation only), the
 /// call is also recorded in it, and `fsync` is recorded instead of performed; see ``SimulatedDisk``. The
@@ -129,8 +130,10 @@ package enum DiskIO {
         }
     }
 
-    /// Opens `path` for writing with `flags` (`O_CREAT`, `O_EXCL`, `O_APPEND`, `O_TRUNC` as `open(2)` takes
-    /// them; `O_CLOEXEC` and `O_NOFOLLOW` are always added).
+    /// Opens `path` for writing with `flags`.
+    ///
+    /// The flags are `O_CREAT`, `O_EXCL`, `O_APPEND` and `O_TRUNC` as `open(2)` takes them. `O_CLOEXEC` and
+    /// `O_NOFOLLOW` are always added.
     ///
     /// - Throws: `SecureKeysError.Code.ioError` naming the path (`EEXIST` with `O_EXCL` for an existing file).
     package static func open(_ path: String, flags: Int32, mode: UInt32 = 0o600) throws -> File {
@@ -154,7 +157,9 @@ package enum DiskIO {
         return file
     }
 
-    /// `fsync`s the folder at `path`: the entries created, renamed and removed in it become durable.
+    /// `fsync`s the folder at `path`.
+    ///
+    /// The entries created, renamed and removed in it become durable.
     ///
     /// - Throws: `SecureKeysError.Code.ioError` naming the folder.
     package static func syncDirectory(_ path: String, purpose: SimulatedDisk.SyncPurpose = .data) throws {
@@ -183,7 +188,9 @@ package enum DiskIO {
         }
     }
 
-    /// `link(from, to)`: a second name for a file; fails with `EEXIST` rather than replace `to`.
+    /// Gives a file a second name, as `link(from, to)` does.
+    ///
+    /// It fails with `EEXIST` rather than replace `to`.
     ///
     /// - Throws: `SecureKeysError.Code.alreadyExists` when `to` exists, `SecureKeysError.Code.ioError` otherwise.
     package static func link(_ from: String, to: String) throws {
@@ -195,7 +202,9 @@ package enum DiskIO {
         SimulatedDisk.covering(to)?.linked(from, to: to)
     }
 
-    /// Removes the file at `path`; a missing file is not an error.
+    /// Removes the file at `path`.
+    ///
+    /// A missing file is not an error.
     ///
     /// - Throws: `SecureKeysError.Code.ioError` when it exists and cannot be removed.
     package static func unlink(_ path: String) throws {
@@ -206,7 +215,9 @@ package enum DiskIO {
         } catch {}
     }
 
-    /// Removes the empty folder at `path`; a missing one is not an error. Counted as an unlink.
+    /// Removes the empty folder at `path`.
+    ///
+    /// A missing one is not an error. Counted as an unlink.
     ///
     /// - Throws: `SecureKeysError.Code.ioError` when it exists and cannot be removed (not empty, among others).
     package static func removeDirectory(_ path: String) throws {
@@ -217,7 +228,9 @@ package enum DiskIO {
         } catch {}
     }
 
-    /// Creates the folder at `path`; an existing one is not an error.
+    /// Creates the folder at `path`.
+    ///
+    /// An existing one is not an error.
     ///
     /// - Returns: whether it was created.
     /// - Throws: `SecureKeysError.Code.ioError` naming the folder.
@@ -245,8 +258,10 @@ package enum DiskIO {
 /// What the file-system seam costs a real app, for the benchmark that shows it (Benchmarks, "File seam").
 @_spi(Benchmarks)
 public enum DiskSeam: Sendable {
-    /// Whether a simulated disk or an armed fault plan covers `path`: the two things every ``DiskIO`` call adds
-    /// to its system call outside simulation (each a lock and an empty-list check).
+    /// Whether a simulated disk or an armed fault plan covers `path`.
+    ///
+    /// These are the two things every ``DiskIO`` call adds to its system call outside simulation (each a lock
+    /// and an empty-list check).
     public static func isSimulated(_ path: String) -> Bool {
         SimulatedDisk.covering(path) != nil || DiskFaultPlan.isArmed(over: path)
     }

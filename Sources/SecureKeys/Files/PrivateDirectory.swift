@@ -3,8 +3,10 @@ import DiskModel
 import Glibc
 #endif
 
-/// The check every folder holding keys passes before anything in it is used: owned by this user, writable by
-/// nobody else, not a symbolic link, and under folders no other user can swap it out of.
+/// The check every folder holding keys passes before anything in it is used.
+///
+/// The folder must be owned by this user, writable by nobody else, not a symbolic link, and under folders no
+/// other user can swap it out of.
 ///
 /// OpenSSH's StrictModes (`safe_path()` in `misc.c`) is the model: a folder another account owns, or may write
 /// in, lets that account put its own files there — a fake device agent's socket that receives the passcode, a
@@ -69,9 +71,11 @@ package enum PrivateDirectory {
         }
     }
 
-    /// Each folder from the one holding `path` up to `/`, links resolved: owned by root or this user, and not
-    /// writable by others unless sticky. Folders not made yet are skipped (they will be this user's, 0700):
-    /// the check starts at the nearest one that exists, so nothing is created under a folder that fails it.
+    /// Checks each folder from the one holding `path` up to `/`, links resolved.
+    ///
+    /// Each must be owned by root or this user, and not writable by others unless sticky. Folders not made yet
+    /// are skipped (they will be this user's, 0700). The check starts at the nearest one that exists, so
+    /// nothing is created under a folder that fails it.
     ///
     /// - Throws: as ``check(_:ancestors:)``.
     package static func checkFoldersAbove(_ path: String) throws {

@@ -7,8 +7,10 @@ import Darwin
 #endif
 
 extension SecureFile {
-    /// Replaces the file at `path` with `bytes` — a temporary file written and `fsync`ed, then renamed over it —
-    /// and leaves the folder unsynced: the rename becomes durable with the folder's next sync.
+    /// Replaces the file at `path` with `bytes` and leaves the folder unsynced.
+    ///
+    /// A temporary file is written and `fsync`ed, then renamed over it. The rename becomes durable with the
+    /// folder's next sync.
     ///
     /// A crash before that sync leaves the previous file whole, or the new one whole, never a mix. Only for a
     /// file whose previous version serves as well after a crash as the new one (the store creation marker's

@@ -4,7 +4,9 @@ import SystemPackage
 import Glibc
 #endif
 
-/// Key files on disk: private permissions, atomic replacement, and reads that refuse what is not a plain file.
+/// Key files on disk.
+///
+/// They get private permissions, atomic replacement, and reads that refuse what is not a plain file.
 ///
 /// An atomic write follows the POSIX recipe: write a temporary file in the same directory, `fsync` it,
 /// `rename` it over the target, then `fsync` the directory so the rename itself is durable. A crash at any
@@ -24,14 +26,16 @@ package enum SecureFile {
         try FaultPoint.reach(.atomicWrite(step), path: path)
     }
 
-    /// Files holding keys: owner read/write only.
+    /// The mode of files holding keys, owner read/write only.
     static let fileMode: mode_t = 0o600
-    /// Directories holding keys: owner only.
+    /// The mode of directories holding keys, owner only.
     static let directoryMode: mode_t = 0o700
 
-    /// Creates `path` (and its parents) with mode 0700 when missing, then checks it as a folder holding keys
-    /// must be: this user's, writable by nobody else, not a link, under folders nobody else can swap it out of
-    /// (``PrivateDirectory``). An existing directory is checked the same way, and otherwise left as it is.
+    /// Creates `path` (and its parents) with mode 0700 when missing, then checks it.
+    ///
+    /// It checks it as a folder holding keys must be: this user's, writable by nobody else, not a link, under
+    /// folders nobody else can swap it out of (``PrivateDirectory``). An existing directory is checked the same
+    /// way, and otherwise left as it is.
     ///
     /// - Throws: `SecureKeysError.Code.insecureStateDirectory` naming the folder, what was found and the fix;
     ///   `SecureKeysError.Code.ioError` when it cannot be created or is not a directory.
@@ -68,9 +72,10 @@ package enum SecureFile {
         return lstat(path, &info) == 0
     }
 
-    /// The size of the regular file at `path`, or `nil` when nothing is there: what a file that another
-    /// library opens by name (SQLite, a store and its side files) is checked with first, since that open
-    /// follows links and blocks on a FIFO.
+    /// The size of the regular file at `path`, or `nil` when nothing is there.
+    ///
+    /// A file that another library opens by name (SQLite, a store and its side files) is checked with this
+    /// first, since that open follows links and blocks on a FIFO.
     ///
     /// Looks with `lstat` and opens nothing: a link is never followed, and a FIFO is never opened (opening
     /// one for reading blocks until a writer comes, reading it blocks for ever).
@@ -94,8 +99,9 @@ package enum SecureFile {
             systemErrno: type == S_IFDIR ? EISDIR : ENXIO)
     }
 
-    /// What a file of `type` (`st_mode & S_IFMT`) that is not a regular file is, for a message: "a FIFO",
-    /// "a directory", "a socket", "a device".
+    /// What a file of `type` (`st_mode & S_IFMT`) that is not a regular file is, for a message.
+    ///
+    /// For example, "a FIFO", "a directory", "a socket" or "a device".
     static func kindOfFile(_ type: mode_t) -> String {
         switch type {
         case S_IFIFO: "a FIFO"
@@ -212,7 +218,8 @@ package enum SecureFile {
 }
 
 extension FaultPoint {
-    /// An atomic write of a key file (``SecureFile/writeAtomically(_:to:replacing:)``) at `step`; a plan's path
-    /// suffix picks the file.
+    /// An atomic write of a key file (``SecureFile/writeAtomically(_:to:replacing:)``) at `step`.
+    ///
+    /// A plan's path suffix picks the file.
     package static func atomicWrite(_ step: SecureFile.WriteStep) -> FaultPoint { FaultPoint("atomic-write \(step.rawValue)") }
 }

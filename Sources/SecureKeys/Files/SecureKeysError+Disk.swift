@@ -2,7 +2,9 @@ package import DiskModel
 package import SystemPackage
 
 extension SecureKeysError {
-    /// The key layer's error for a failure of the disk model: `io-error` or `invalid-argument`, in the same words.
+    /// The key layer's error for a failure of the disk model.
+    ///
+    /// It is `io-error` or `invalid-argument`, in the same words.
     ///
     /// - Parameters:
     ///   - error: what the disk model threw.

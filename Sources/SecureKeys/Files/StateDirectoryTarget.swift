@@ -4,9 +4,10 @@ import Foundation
 import Glibc
 #endif
 
-/// The check a file written for the user to take away (a backup, an export) passes before it is written: it
-/// is not the state directory that holds the store and its keys, does not lie inside it, and is none of its
-/// files.
+/// The check a file written for the user to take away (a backup, an export) passes before it is written.
+///
+/// The file is not the state directory that holds the store and its keys, does not lie inside it, and is none
+/// of its files.
 ///
 /// Paths are not compared as strings: the target's folder is resolved (`realpath`) and every folder from it
 /// up to `/` is compared with the state directory by device and inode, and so is the target itself when

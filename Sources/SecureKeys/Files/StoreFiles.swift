@@ -15,32 +15,45 @@ public struct StoreFiles: Sendable, Hashable {
     public var writeAheadLog: String { database + "-wal" }
     /// SQLite's shared-memory index of the log (`<store>-shm`).
     public var sharedMemory: String { database + "-shm" }
-    /// The store key, wrapped by its protection class's key (`<store>.key`; <doc:KeyFileFormats>).
+    /// The store key, wrapped by its protection class's key.
+    ///
+    /// The file is `<store>.key` (<doc:KeyFileFormats>).
     public var key: String { database + ".key" }
     /// Writes sealed while the store could not be opened (`<store>.inbox`).
     public var inbox: String { database + ".inbox" }
-    /// The inbox key pair: the public key in the clear, the private key wrapped by the store key (`<store>.inbox-key`).
+    /// The inbox key pair (`<store>.inbox-key`).
+    ///
+    /// The public key is in the clear, the private key wrapped by the store key.
     public var inboxKey: String { database + ".inbox-key" }
-    /// What a merge of the inbox could neither apply nor quarantine — bytes that are not a record, torn
-    /// tails — moved aside before the inbox is truncated, never dropped (`<store>.inbox-damaged`).
+    /// What a merge of the inbox could neither apply nor quarantine (`<store>.inbox-damaged`).
+    ///
+    /// These are bytes that are not a record, and torn tails. They are moved aside before the inbox is
+    /// truncated, never dropped.
     public var inboxDamaged: String { database + ".inbox-damaged" }
-    /// The base of the inbox's sequence numbers (`<store>.inbox-sequence`; not secret): a record's sequence is
-    /// the base plus its offset in the inbox, plus one; each merge raises the base past what it merged.
+    /// The base of the inbox's sequence numbers (`<store>.inbox-sequence`).
+    ///
+    /// It is not secret. A record's sequence is the base plus its offset in the inbox, plus one. Each merge
+    /// raises the base past what it merged.
     public var inboxSequence: String { database + ".inbox-sequence" }
-    /// Present only while the store is being created (`<store>.creating`, <doc:KeyFileFormats>): it names the key
-    /// file its creation made, and a key file without its store is an interrupted creation only when the
-    /// marker names that key file.
+    /// The marker present only while the store is being created (`<store>.creating`).
+    ///
+    /// See <doc:KeyFileFormats>. It names the key file its creation made, and a key file without its store is
+    /// an interrupted creation only when the marker names that key file.
     public var creationMarker: String { database + ".creating" }
 
-    /// A rewrite of the store into another format (`migrate`), complete and synced, waiting to replace the
-    /// database (`<store>.rewrite`, <doc:KeyFileFormats>, *Rewriting a store*): present after the rewrite's commit
-    /// point, until the next step (or the next attach) renames it over the database.
+    /// A rewrite of the store into another format (`migrate`), complete and synced, waiting to replace the database.
+    ///
+    /// The file is `<store>.rewrite` (<doc:KeyFileFormats>, *Rewriting a store*). It is present after the
+    /// rewrite's commit point, until the next step (or the next attach) renames it over the database.
     public var rewrite: String { database + ".rewrite" }
-    /// The rewrite while it is being written (`<store>.rewrite-tmp`, with SQLite's `-journal` beside it):
-    /// never complete, removed by the next attach.
+    /// The rewrite while it is being written (`<store>.rewrite-tmp`, with SQLite's `-journal` beside it).
+    ///
+    /// It is never complete, and the next attach removes it.
     public var rewriteTemporary: String { database + ".rewrite-tmp" }
-    /// The key file the store will have once rewritten (`<store>.key.rewrite`): the same store key, the new
-    /// format recorded. While it exists the rewrite is not committed; renaming it over ``key`` commits it.
+    /// The key file the store will have once rewritten (`<store>.key.rewrite`).
+    ///
+    /// It holds the same store key, with the new format recorded. While it exists the rewrite is not committed;
+    /// renaming it over ``key`` commits it.
     public var keyRewrite: String { key + ".rewrite" }
 
     /// Every file, the database first.

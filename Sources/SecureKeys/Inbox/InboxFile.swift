@@ -1,8 +1,10 @@
 import Glibc
 import SystemPackage
 
-/// How the inbox and its damaged-bytes file are opened: never following a link, never blocking on what is
-/// not a regular file (a FIFO put at the path would block an `open` or a `read` for ever), regular files only.
+/// How the inbox and its damaged-bytes file are opened.
+///
+/// They are never followed through a link, and never block on what is not a regular file (a FIFO put at the
+/// path would block an `open` or a `read` for ever). Only regular files are opened.
 ///
 /// The one place that opens them, so the append, the merge, the tool's `expect inbox` and `status` agree on
 /// what an inbox is (OpenSSH's `auth_openfile` is the model: `O_NONBLOCK`, then `fstat`, then refuse).
@@ -44,7 +46,9 @@ package enum InboxFile {
         }
     }
 
-    /// Opens `path` read-only (for a look that changes nothing: `expect inbox`, `status`, a count).
+    /// Opens `path` read-only.
+    ///
+    /// It is for a look that changes nothing, such as `expect inbox`, `status` or a count.
     ///
     /// - Returns: the descriptor (the caller closes it) and the file's size, or `nil` when it does not exist.
     /// - Throws: as ``openForUpdate(_:create:appending:)``.

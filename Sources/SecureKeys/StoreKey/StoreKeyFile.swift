@@ -1,13 +1,17 @@
-/// The key file beside a store: the store's 32-byte key, wrapped by its protection class's key, and the
-/// store's format (format v2, specified byte by byte in <doc:KeyFileFormats>; v1 files, which hold no format, are
-/// read as stores of ``StoreFormat/sqlcipher3Raw4096``).
+/// The key file beside a store.
+///
+/// It holds the store's 32-byte key, wrapped by its protection class's key, and the store's format. This is
+/// format v2, specified byte by byte in <doc:KeyFileFormats>. v1 files, which hold no format, are read as
+/// stores of ``StoreFormat/sqlcipher3Raw4096``.
 ///
 /// A checksum over the whole file tells damage (truncation, bit flips) apart from a class key that does not
 /// fit (a key file from another device), even while the device is locked and no class key is at hand.
 public struct StoreKeyFile: Sendable {
     /// The format this type writes.
     public static let formatVersion: UInt8 = 2
-    /// The formats this type reads: v1 (no store format recorded: format 1) and v2.
+    /// The formats this type reads.
+    ///
+    /// They are v1 (no store format recorded, so format 1) and v2.
     public static let readableFormatVersions: [UInt8] = [1, 2]
     /// The magic bytes a store key file starts with.
     public static let magic: [UInt8] = Array("PSSK".utf8)
@@ -32,7 +36,9 @@ public struct StoreKeyFile: Sendable {
     public let storeID: [UInt8]
     /// The key file's format version (1 or 2).
     public let version: UInt8
-    /// The format of the store file this key opens: recorded at offset 6 of a v2 file; format 1 for a v1 file.
+    /// The format of the store file this key opens.
+    ///
+    /// It is recorded at offset 6 of a v2 file, and is format 1 for a v1 file.
     public let storeFormat: StoreFormat
 
     /// Parses a store key file and checks its checksum.
@@ -92,10 +98,12 @@ public struct StoreKeyFile: Sendable {
         return key
     }
 
-    /// This key file's image recording `storeFormat` instead: the same store key, store identifier and class,
-    /// wrapped again (a new nonce; the format is in the wrap's associated data, so it cannot be edited in place).
-    /// Nothing is written. For a store rewritten into another format (`migrate`), whose key file is replaced
-    /// by this image once the new store file is complete (<doc:KeyFileFormats>, *Rewriting a store*).
+    /// This key file's image recording `storeFormat` instead.
+    ///
+    /// It holds the same store key, store identifier and class, wrapped again with a new nonce. The format is
+    /// in the wrap's associated data, so it cannot be edited in place. Nothing is written. It is for a store
+    /// rewritten into another format (`migrate`), whose key file is replaced by this image once the new store
+    /// file is complete (<doc:KeyFileFormats>, *Rewriting a store*).
     ///
     /// - Parameters:
     ///   - storeFormat: the format to record; one a key file can record.
@@ -138,8 +146,9 @@ public struct StoreKeyFile: Sendable {
             random: random)
     }
 
-    /// Makes a key file image of `version`: 2, or 1 (which records no store format) to rebuild the v1
-    /// known-answer vector.
+    /// Makes a key file image of `version`.
+    ///
+    /// The version is 2, or 1 (which records no store format) to rebuild the v1 known-answer vector.
     static func make(
         protectionClass: ProtectionClass, classKey: SecureBytes, storeFormat: StoreFormat, version: UInt8,
         random: any RandomSource
