@@ -110,11 +110,7 @@ struct StoreCreationMarker: Sendable, Equatable {
     ///   before the folder's next sync leaves the previous marker or this one, each whole.
     /// - Throws: `SecureKeysError` `io-error`.
     func write(to path: String, syncingFolder: Bool = true) throws {
-        if syncingFolder {
-            try SecureFile.writeAtomically(bytes, to: path, replacing: true)
-        } else {
-            try SecureFile.replaceLeavingFolderUnsynced(bytes, at: path)
-        }
+        try SecureFile.writeAtomically(bytes, to: path, replacing: true, syncingFolder: syncingFolder)
     }
 
     /// Removes the marker at `path`, if any.

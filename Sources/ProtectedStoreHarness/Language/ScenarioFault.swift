@@ -1,5 +1,5 @@
 package import DiskModel
-package import SecureKeys
+import SecureKeys
 
 /// What `fault next-io` plans for the next command.
 ///

@@ -1,5 +1,5 @@
 package import DiskModel
-package import ProtectedStore
+import ProtectedStore
 import ProtectedData
 
 /// Shrinks a failing command sequence while it still breaks the same invariant, and writes it as a script

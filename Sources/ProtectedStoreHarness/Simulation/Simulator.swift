@@ -1,6 +1,6 @@
 package import DiskModel
 import Foundation
-package import ProtectedStore
+import ProtectedStore
 import ProtectedData
 import SecureKeys
 

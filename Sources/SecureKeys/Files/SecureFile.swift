@@ -176,11 +176,18 @@ package enum SecureFile {
 
     /// Writes `bytes` to `path` atomically with mode 0600.
     ///
-    /// - Parameter replacing: whether an existing file may be replaced. Key files are created with `false`
-    ///   and are never overwritten; a keybag whose passcode changes is replaced with `true`.
+    /// - Parameters:
+    ///   - replacing: whether an existing file may be replaced. Key files are created with `false`
+    ///     and are never overwritten; a keybag whose passcode changes is replaced with `true`.
+    ///   - syncingFolder: whether the folder is synced after the rename, so the new file survives a crash from
+    ///     then on. Without it, a crash before the folder's next sync leaves the previous file whole or the new
+    ///     one whole, never a mix: only for a file whose previous version serves as well after a crash (the
+    ///     store creation marker's second stage), in a folder that is synced soon after anyway.
     /// - Throws: `SecureKeysError.Code.alreadyExists` when `path` exists and `replacing` is false;
     ///   `SecureKeysError.Code.ioError` for any failure, after which the previous file (if any) is intact.
-    package static func writeAtomically(_ bytes: [UInt8], to path: String, replacing: Bool) throws {
+    package static func writeAtomically(
+        _ bytes: [UInt8], to path: String, replacing: Bool, syncingFolder: Bool = true
+    ) throws {
         let directory = folder(containing: path)
         let temporary = path + ".tmp-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         let file = try DiskIO.open(temporary, flags: O_WRONLY | O_CREAT | O_EXCL, mode: fileMode)
@@ -206,6 +213,7 @@ package enum SecureFile {
         }
         committed = true
         try crashIfRequested(at: .renamed, path: path)
+        guard syncingFolder else { return }
         try DiskIO.syncDirectory(directory, purpose: replacing ? .data : .newFileEntry)
         try crashIfRequested(at: .syncedDirectory, path: path)
     }
