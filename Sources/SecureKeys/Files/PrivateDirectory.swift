@@ -1,4 +1,5 @@
 import DiskModel
+import SystemPackage
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -28,14 +29,14 @@ package enum PrivateDirectory {
     ///   a link) and the fix; `SecureKeysError.Code.ioError` when it cannot be opened or is not a directory.
     package static func check(_ path: String, ancestors: Bool = true) throws {
         let path = withoutTrailingSlashes(path)
-        let descriptor = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-        var info = stat()
-        if descriptor >= 0 {
-            defer { close(descriptor) }
-            guard fstat(descriptor, &info) == 0 else { throw SecureKeysError.io("cannot stat", path: path, errno: errno) }
-        } else {
-            let code = errno
-            guard lstat(path, &info) == 0 else { throw SecureKeysError.io("cannot open the folder", path: path, errno: code) }
+        let descriptor: FileDescriptor
+        do throws(Errno) {
+            descriptor = try systemCall { try FileDescriptor.open(FilePath(path), .readOnly, options: [.directory, .noFollow, .closeOnExec]) }
+        } catch let code {
+            let info: stat
+            do throws(Errno) { info = try Stat(FilePath(path), followTargetSymlink: false).rawValue } catch _ {
+                throw SecureKeysError.io("cannot open the folder", path: path, errno: code)
+            }
             if (info.st_mode & S_IFMT) == S_IFLNK {
                 throw SecureKeysError.insecureStateDirectory(
                     "it is a symbolic link (to \(linkTarget(path))): a link can be changed to move the keys elsewhere. "
@@ -44,11 +45,19 @@ package enum PrivateDirectory {
             guard (info.st_mode & S_IFMT) == S_IFDIR else {
                 throw SecureKeysError.io("expected a directory at", path: path, errno: ENOTDIR)
             }
-            // A folder this user cannot open (EACCES): its owner and mode say why, below; otherwise the error stands.
-            guard code == EACCES else { throw SecureKeysError.io("cannot open the folder", path: path, errno: code) }
+            // A folder this user cannot open (EACCES): its owner and mode say why; otherwise the error stands.
+            guard code == .permissionDenied else { throw SecureKeysError.io("cannot open the folder", path: path, errno: code) }
+            try checkOwnerAndMode(info, path: path)
+            throw SecureKeysError.io("cannot open the folder", path: path, errno: EACCES)
+        }
+        let info: stat
+        do throws(Errno) {
+            defer { try? descriptor.close() }
+            info = try descriptor.stat().rawValue
+        } catch {
+            throw SecureKeysError.io("cannot stat", path: path, errno: error)
         }
         try checkOwnerAndMode(info, path: path)
-        if descriptor < 0 { throw SecureKeysError.io("cannot open the folder", path: path, errno: EACCES) }
         if ancestors { try checkFoldersAbove(path) }
     }
 
@@ -80,8 +89,11 @@ package enum PrivateDirectory {
     /// - Throws: as ``check(_:ancestors:)``.
     package static func checkFoldersAbove(_ path: String) throws {
         var parent = DiskPath.folder(containing: withoutTrailingSlashes(path))
-        var info = stat()
-        while lstat(parent, &info) != 0 && errno == ENOENT && parent != "/" && parent != "." {
+        func isMissing(_ folder: String) -> Bool {
+            do throws(Errno) { _ = try Stat(FilePath(folder), followTargetSymlink: false) } catch { return error == .noSuchFileOrDirectory }
+            return false
+        }
+        while isMissing(parent) && parent != "/" && parent != "." {
             parent = DiskPath.folder(containing: parent)
         }
         guard let resolved = realpath(parent, nil) else {

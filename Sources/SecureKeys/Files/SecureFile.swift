@@ -47,8 +47,7 @@ package enum SecureFile {
 
     /// `mkdir -p` with mode 0700, each new folder made durable in its parent.
     private static func makeDirectories(_ path: String) throws {
-        var info = stat()
-        if lstat(path, &info) == 0 {
+        if let info = try? Stat(FilePath(path), followTargetSymlink: false).rawValue {
             // A link is left for the check to name; anything else that is not a folder is an error here.
             guard (info.st_mode & S_IFMT) == S_IFDIR || (info.st_mode & S_IFMT) == S_IFLNK else {
                 throw SecureKeysError.io("expected a directory at", path: path, errno: ENOTDIR)
@@ -56,7 +55,7 @@ package enum SecureFile {
             return
         }
         let parent = folder(containing: path)
-        if parent != path, lstat(parent, &info) != 0 {
+        if parent != path, (try? Stat(FilePath(parent), followTargetSymlink: false)) == nil {
             try makeDirectories(parent)
         }
         // The new entry is durable only once its parent folder is synced: without this, a power cut right
@@ -68,8 +67,7 @@ package enum SecureFile {
 
     /// Whether anything (a file, a directory, a link) exists at `path`.
     package static func exists(_ path: String) -> Bool {
-        var info = stat()
-        return lstat(path, &info) == 0
+        (try? Stat(FilePath(path), followTargetSymlink: false)) != nil
     }
 
     /// The size of the regular file at `path`, or `nil` when nothing is there.
@@ -84,11 +82,10 @@ package enum SecureFile {
     ///   ``read(_:maximumSize:)`` refuses one), a FIFO, a directory, a socket or a device — or when `lstat`
     ///   fails for another reason than a missing file. Nothing is changed.
     package static func regularFileSize(at path: String) throws -> Int? {
-        var info = stat()
-        guard lstat(path, &info) == 0 else {
-            let code = errno
-            if code == ENOENT { return nil }
-            throw SecureKeysError.io("cannot stat", path: path, errno: code)
+        let info: stat
+        do throws(Errno) { info = try Stat(FilePath(path), followTargetSymlink: false).rawValue } catch {
+            if error == .noSuchFileOrDirectory { return nil }
+            throw SecureKeysError.io("cannot stat", path: path, errno: error)
         }
         let type = info.st_mode & S_IFMT
         if type == S_IFREG { return Int(info.st_size) }
@@ -121,14 +118,18 @@ package enum SecureFile {
     ///   `SecureKeysError.Code.insecurePermissions`.
     package static func read(_ path: String, maximumSize: Int = 1 << 20) throws -> [UInt8] {
         // O_NONBLOCK: a FIFO put in a key file's place is refused below instead of blocking the open.
-        let descriptor = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
-        guard descriptor >= 0 else {
-            let code = errno
-            throw SecureKeysError.io(code == ELOOP ? "refusing a symbolic link at" : "cannot open", path: path, errno: code)
+        let descriptor: FileDescriptor
+        do throws(Errno) {
+            descriptor = try systemCall { try FileDescriptor.open(FilePath(path), .readOnly, options: [.noFollow, .closeOnExec, .nonBlocking]) }
+        } catch {
+            throw SecureKeysError.io(
+                error == .tooManySymbolicLinkLevels ? "refusing a symbolic link at" : "cannot open", path: path, errno: error)
         }
-        defer { close(descriptor) }
-        var info = stat()
-        guard fstat(descriptor, &info) == 0 else { throw SecureKeysError.io("cannot stat", path: path, errno: errno) }
+        defer { try? descriptor.close() }
+        let info: stat
+        do throws(Errno) { info = try descriptor.stat().rawValue } catch {
+            throw SecureKeysError.io("cannot stat", path: path, errno: error)
+        }
         guard (info.st_mode & S_IFMT) == S_IFREG else {
             throw SecureKeysError.io("not a regular file:", path: path, errno: EISDIR)
         }
@@ -145,7 +146,7 @@ package enum SecureFile {
         guard Int(info.st_size) <= maximumSize else {
             throw SecureKeysError.damaged("\(info.st_size) bytes is larger than any key file", path: path)
         }
-        return try readAll(from: descriptor, offset: 0, count: Int(info.st_size), path: path)
+        return try readAll(from: descriptor.rawValue, offset: 0, count: Int(info.st_size), path: path)
     }
 
     /// Reads exactly `count` bytes at `offset` of an open file (`pread`), retrying short and interrupted reads.

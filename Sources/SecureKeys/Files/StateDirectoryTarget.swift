@@ -1,4 +1,5 @@
 import Foundation
+import SystemPackage
 
 #if canImport(Glibc)
 import Glibc
@@ -37,8 +38,9 @@ package enum StateDirectoryTarget {
             if same(existing, directory) { throw refusal("it is") }
             if let names = FileManager.default.enumerator(atPath: stateDirectory) {
                 for case let name as String in names {
-                    var entry = stat()
-                    if lstat(stateDirectory + "/" + name, &entry) == 0, same(entry, existing) {
+                    if let entry = try? Stat(FilePath(stateDirectory + "/" + name), followTargetSymlink: false).rawValue,
+                        same(entry, existing)
+                    {
                         throw refusal("it is \(name), a file of")
                     }
                 }

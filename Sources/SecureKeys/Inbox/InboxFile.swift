@@ -1,3 +1,4 @@
+import DiskModel
 import Glibc
 import SystemPackage
 
@@ -53,16 +54,17 @@ package enum InboxFile {
     /// - Returns: the descriptor (the caller closes it) and the file's size, or `nil` when it does not exist.
     /// - Throws: as ``openForUpdate(_:create:appending:)``.
     package static func openForReading(_ path: String) throws -> (descriptor: Int32, size: Int)? {
-        let descriptor = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC)
-        guard descriptor >= 0 else {
-            let code = errno
-            if code == ENOENT { return nil }
-            throw unusable(path, errno: code)
+        let descriptor: FileDescriptor
+        do throws(Errno) {
+            descriptor = try systemCall { try FileDescriptor.open(FilePath(path), .readOnly, options: [.nonBlocking, .noFollow, .closeOnExec]) }
+        } catch {
+            if error == .noSuchFileOrDirectory { return nil }
+            throw unusable(path, errno: error.rawValue)
         }
         do {
-            return (descriptor, try regularFileSize(descriptor, path: path))
+            return (descriptor.rawValue, try regularFileSize(descriptor.rawValue, path: path))
         } catch {
-            close(descriptor)
+            try? descriptor.close()
             throw error
         }
     }
@@ -70,8 +72,10 @@ package enum InboxFile {
     /// The size of the open file, after checking (on the descriptor, so nothing can swap the file in
     /// between) that it is a regular file.
     private static func regularFileSize(_ descriptor: Int32, path: String) throws -> Int {
-        var info = stat()
-        guard fstat(descriptor, &info) == 0 else { throw SecureKeysError.io("cannot stat", path: path, errno: errno) }
+        let info: stat
+        do throws(Errno) { info = try FileDescriptor(rawValue: descriptor).stat().rawValue } catch {
+            throw SecureKeysError.io("cannot stat", path: path, errno: error)
+        }
         let type = info.st_mode & S_IFMT
         guard type == S_IFREG else {
             throw Unusable(path: path, reason: "\(SecureFile.kindOfFile(type)), not a regular file", systemErrno: nil)
