@@ -2,6 +2,7 @@ internal import CSQLCipher
 import Glibc
 public import SecureKeys
 import StoreConcurrency
+import SystemPackage
 
 /// A connection to an encrypted SQLite database (SQLCipher).
 ///
@@ -172,8 +173,7 @@ public final class Database {
         var connection: OpaquePointer?
         // Before anything opens a file of the database (the log check below, SQLite): each is what it should be.
         try Self.checkFiles(ofDatabaseAt: path, pageSize: configuration.pageSize)
-        var existing = stat()
-        let isNewFile = lstat(path, &existing) != 0
+        let isNewFile = (try? Stat(FilePath(path), followTargetSymlink: false)) == nil
         if !isNewFile && configuration.checksWriteAheadLog && configuration.usesWAL && !configuration.readOnly
             && configuration.synchronous == .full
         {

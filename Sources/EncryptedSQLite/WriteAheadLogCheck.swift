@@ -68,11 +68,11 @@ struct WriteAheadLogCheck {
             throw StoreError(code: .storeUnavailable, message: "cannot open the write-ahead log to check it (\(error))", path: path)
         }
         defer { try? descriptor.close() }
-        var info = stat()
-        guard fstat(descriptor.rawValue, &info) == 0 else {
-            throw StoreError(code: .storeUnavailable, message: "cannot stat the write-ahead log (\(Errno(rawValue: errno)))", path: path)
+        let size: Int64
+        do throws(Errno) { size = try descriptor.stat().size } catch {
+            throw StoreError(code: .storeUnavailable, message: "cannot stat the write-ahead log (\(error))", path: path)
         }
-        let log = Reader(descriptor: descriptor, size: Int(info.st_size), path: path)
+        let log = Reader(descriptor: descriptor, size: Int(size), path: path)
         return try findDamage(in: log)
     }
 
@@ -158,15 +158,18 @@ struct WriteAheadLogCheck {
     /// byte of the `-shm` index (byte 128, `UNIX_SHM_DMS` in `os_unix.c`, 3.15) for as long as a connection
     /// maps it. `F_GETLK` does not see the locks of this process; ``Database`` counts its own connections.
     static func isOpenInAnotherProcess(databaseAt databasePath: String) -> Bool {
-        let descriptor = open(databasePath + "-shm", O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
-        guard descriptor >= 0 else { return false }  // no index: no connection has the log open
-        defer { close(descriptor) }
+        // No index: no connection has the log open.
+        guard let descriptor = try? FileDescriptor.open(databasePath + "-shm", .readOnly, options: [.noFollow, .closeOnExec]) else {
+            return false
+        }
+        defer { try? descriptor.close() }
+        // Raw `fcntl(F_GETLK)`: swift-system has no call that asks for a conflicting record lock.
         var lock = flock()
         lock.l_type = Int16(F_WRLCK)
         lock.l_whence = Int16(SEEK_SET)
         lock.l_start = off_t(Self.sharedMemoryDeadManSwitch)
         lock.l_len = 1
-        guard fcntl(descriptor, F_GETLK, &lock) == 0 else { return false }
+        guard fcntl(descriptor.rawValue, F_GETLK, &lock) == 0 else { return false }
         return lock.l_type != Int16(F_UNLCK)
     }
 
