@@ -133,8 +133,10 @@ public final class StateDirectoryLock: Sendable {
     /// A hard link to another file (made while the directory was open to others) would have its content replaced by a
     /// process id.
     private static func checkLockFile(_ descriptor: FileDescriptor, path: String, directory: String) throws {
-        var info = stat()
-        guard fstat(descriptor.rawValue, &info) == 0 else { throw SecureKeysError.io("cannot stat", path: path, errno: errno) }
+        let info: stat
+        do throws(Errno) { info = try descriptor.stat().rawValue } catch {
+            throw SecureKeysError.io("cannot stat", path: path, errno: error.rawValue)
+        }
         let problem: String? =
             if (info.st_mode & S_IFMT) != S_IFREG { "it is not a regular file" }
             else if info.st_uid != geteuid() { "it belongs to \(PrivateDirectory.user(info.st_uid)), not to you" }
@@ -209,8 +211,8 @@ public final class StateDirectoryLock: Sendable {
             path(in: directory), .readOnly, options: [.closeOnExec, .noFollow, .nonBlocking])
         else { return nil }
         defer { try? descriptor.close() }
-        var info = stat()
-        guard fstat(descriptor.rawValue, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return nil }
+        guard (try? descriptor.stat())?.type == .regular else { return nil }
+        // Raw `flock`: swift-system has no call for it.
         var result: Int32
         repeat { result = flock(descriptor.rawValue, LOCK_SH | LOCK_NB) } while result != 0 && errno == EINTR
         if result == 0 {

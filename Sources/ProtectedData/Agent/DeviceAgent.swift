@@ -169,9 +169,9 @@ public final class DeviceAgent: Sendable {
         if let runtime = configuration.runtimeDirectory {
             let folder = SecureFile.folder(containing: AgentSocketLocation.longestRuntimeSocketPath(under: runtime))
             try SecureFile.createDirectory(at: folder)
-            var info = stat()
-            guard lstat(stateDirectory, &info) == 0 else {
-                throw SecureKeysError.io("cannot stat", path: stateDirectory, errno: errno)
+            let info: stat
+            do throws(Errno) { info = try Stat(FilePath(stateDirectory), followTargetSymlink: false).rawValue } catch {
+                throw SecureKeysError.io("cannot stat", path: stateDirectory, errno: error.rawValue)
             }
             socketPath = AgentSocketLocation.runtimeSocketPath(
                 under: runtime, device: UInt64(info.st_dev), inode: UInt64(info.st_ino))
