@@ -203,9 +203,9 @@ final class LineEditor {
     ///   history libedit can read: it is left as it is (never overwritten), and this session's history is not
     ///   written.
     private static func load(_ path: String, into history: OpaquePointer, event: inout HistEvent) -> String? {
-        var status = stat()
-        guard lstat(path, &status) == 0 else { return path }  // none yet: the first line kept creates it
-        guard status.st_mode & S_IFMT == S_IFREG, ps_history_load(history, &event, path) >= 0 else {
+        // None yet: the first line kept creates it.
+        guard let status = try? Stat(FilePath(path), followTargetSymlink: false) else { return path }
+        guard status.type == .regular, ps_history_load(history, &event, path) >= 0 else {
             StandardError.write(
                 "history: \(path) is not a history file this shell wrote; it is left as it is, and this session's "
                     + "history is not saved (move the file away to keep history again)")

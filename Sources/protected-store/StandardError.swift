@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import SystemPackage
 
 /// Standard error, where the tool writes what went wrong, so standard output keeps only results.
 ///
@@ -13,19 +14,11 @@ enum StandardError {
         writeText(line + "\n")
     }
 
-    /// Writes `text` as it is, with `write(2)`, retrying a write a signal interrupted or cut short and dropping
-    /// the rest at the first error (`EBADF`, `ENOSPC`, `EPIPE`, …).
+    /// Writes `text` as it is (`writeAll`: a write a signal interrupted or cut short is retried), dropping the
+    /// rest at the first error (`EBADF`, `ENOSPC`, `EPIPE`, …).
     static func writeText(_ text: String) {
         var text = text
-        text.withUTF8 { bytes in
-            var written = 0
-            while written < bytes.count {
-                let count = Glibc.write(STDERR_FILENO, bytes.baseAddress! + written, bytes.count - written)
-                if count < 0, errno == EINTR { continue }
-                guard count > 0 else { return }
-                written += count
-            }
-        }
+        text.withUTF8 { bytes in _ = try? FileDescriptor.standardError.writeAll(bytes) }
     }
 }
 
@@ -39,11 +32,11 @@ enum StandardStreams {
     /// `EPIPE` instead of ending the process: the command does its work and its exit status says how that went.
     /// The demo, whose output is its work, catches SIGPIPE itself (``SignalCleanup``).
     static func prepare() {
+        // Raw `fcntl(F_GETFD)`: swift-system has no call that asks whether a descriptor is open.
         for descriptor in [STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO] where fcntl(descriptor, F_GETFD) == -1 && errno == EBADF {
-            let null = open("/dev/null", O_RDWR)
-            if null >= 0, null != descriptor {
-                _ = dup2(null, descriptor)
-                close(null)
+            if let null = try? FileDescriptor.open("/dev/null", .readWrite), null.rawValue != descriptor {
+                _ = try? null.duplicate(as: FileDescriptor(rawValue: descriptor))
+                try? null.close()
             }
         }
         signal(SIGPIPE, SIG_IGN)
