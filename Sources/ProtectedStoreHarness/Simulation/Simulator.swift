@@ -3,6 +3,7 @@ import Foundation
 import ProtectedStore
 import ProtectedData
 import SecureKeys
+import SystemPackage
 
 /// An invariant that did not hold and the step after which it was found.
 ///
@@ -463,10 +464,9 @@ public enum Simulator {
         }
         if let file = model.damaged, let replaced = session.replacedFiles[file] {
             // A link or FIFO in a file's place stays what it is: never followed, opened, or taken for a new file.
-            var info = stat()
             let path = session.path(of: file)
             let what = replaced.isLink ? "symbolic link" : "FIFO"
-            if lstat(path, &info) != 0 || info.st_mode & S_IFMT != (replaced.isLink ? S_IFLNK : S_IFIFO) {
+            if (try? Stat(FilePath(path), followTargetSymlink: false))?.type != (replaced.isLink ? .symbolicLink : .fifo) {
                 return Failure(
                     invariant: "damage reported, never repaired by replacement",
                     message: "the \(what) put in place of the \(file.rawValue) file (\(path)) was \(SecureFile.exists(path) ? "replaced" : "removed")",
