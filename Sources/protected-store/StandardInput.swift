@@ -1,5 +1,6 @@
 import SecureKeys
 import Glibc
+import SystemPackage
 
 /// Standard input, line by line, read with `read(2)` into guarded memory of its own.
 ///
@@ -46,8 +47,10 @@ final class StandardInput {
             if filled == storage.count { try grow() }
             let (start, room) = (filled, storage.count - filled)
             // The storage is this object's and never wiped while it is: the access cannot fail.
-            let count = try! storage.withUnsafeMutableBytes { read(STDIN_FILENO, $0.baseAddress! + start, room) }
-            if count < 0, errno == EINTR { continue }
+            // swift-system's read goes round again on EINTR; another failure ends the input as its end does.
+            let count = (try? storage.withUnsafeMutableBytes {
+                try FileDescriptor.standardInput.read(into: UnsafeMutableRawBufferPointer(rebasing: $0[start..<(start + room)]))
+            }) ?? -1
             if count <= 0 {
                 guard filled > 0 else { return nil }
                 return try take(lineLength: filled, consumed: filled)

@@ -4,6 +4,7 @@ import ProtectedData
 import ProtectedStore
 import SecureKeys
 import Glibc
+import SystemPackage
 
 extension ProtectedStoreCommand {
     /// `store …`, what is done to the store as a whole (its backups).
@@ -189,15 +190,7 @@ extension ProtectedStoreCommand.Store.RecoveryKey {
             print("recovery phrase (write it down; it is not shown again):")
             fflush(nil)
             // Straight from guarded memory to the terminal: the phrase never becomes a Swift String.
-            try phrase.text.withUnsafeBytes { bytes in
-                var done = 0
-                while done < bytes.count {
-                    let count = write(STDOUT_FILENO, bytes.baseAddress! + done, bytes.count - done)
-                    if count < 0, errno == EINTR { continue }
-                    guard count > 0 else { break }
-                    done += count
-                }
-            }
+            try phrase.text.withUnsafeBytes { bytes in _ = try? FileDescriptor.standardOutput.writeAll(bytes) }
             print("")
         }
     }

@@ -181,10 +181,10 @@ public struct ScenarioScript: Sendable {
                 storage = larger
             }
             let start = filled
-            guard let count = try? storage.withUnsafeMutableBytes({ read(descriptor, $0.baseAddress! + start, $0.count - start) })
-            else { return nil }
-            if count < 0, errno == EINTR { continue }
-            if count < 0 { return nil }
+            // swift-system's read goes round again on EINTR.
+            guard let count = try? storage.withUnsafeMutableBytes({
+                try FileDescriptor(rawValue: descriptor).read(into: UnsafeMutableRawBufferPointer(rebasing: $0[start...]))
+            }) else { return nil }
             if count == 0 { break }
             filled += count
         }
