@@ -220,7 +220,9 @@ extension StoreKeyProvider {
 
     /// Moves the library's store key file beside the store at `storePath` to the store at `destination`.
     ///
-    /// It uses `link`, then `unlink`, each folder synced. For a source that keeps its keys in `StoreKeyFile`s.
+    /// It links the key file under the new name and syncs that folder, then removes the old name and syncs its
+    /// folder, so a power cut leaves the key under one name or both. For a source that keeps its keys in
+    /// `StoreKeyFile`s.
     ///
     /// - Throws: `key-source-unsupported` when there is no key file at `storePath` but the source records a
     ///   key for it (it keeps keys elsewhere and must implement this call); `store-unavailable` when it holds
@@ -237,20 +239,20 @@ extension StoreKeyProvider {
             }
             throw SecureKeysError(code: .storeUnavailable, message: "there is no store key to move: \(type(of: self)) holds none for \(storePath)", path: from)
         }
-        // link(2) refuses an existing destination: a key is never written over another. A step that fails
-        // after it undoes what was done, so that a move that throws leaves the key where it was (as far as the
-        // disk lets it; at one of the two paths in any case).
+        // link(2) refuses an existing destination: a key is never written over another. The new name is made
+        // durable before the old one is removed, so a power cut at any point leaves the key under one name or
+        // both, never neither. A step that fails undoes what was done, so that a move that throws leaves the key
+        // where it was.
         try DiskIO.link(from, to: to)
         do {
+            try DiskIO.syncDirectory(SecureFile.folder(containing: to), purpose: .newFileEntry)
             try DiskIO.unlink(from)
         } catch {
             try? DiskIO.unlink(to)
             throw error
         }
-        let folders = [SecureFile.folder(containing: to), SecureFile.folder(containing: from)]
         do {
-            try DiskIO.syncDirectory(folders[0], purpose: .newFileEntry)
-            if folders[1] != folders[0] { try DiskIO.syncDirectory(folders[1]) }
+            try DiskIO.syncDirectory(SecureFile.folder(containing: from))
         } catch {
             if (try? DiskIO.link(to, to: from)) != nil { try? DiskIO.unlink(to) }
             throw error

@@ -172,7 +172,9 @@ package enum DiskIO {
         do throws(Errno) { directory = try systemCall { try FileDescriptor.open(FilePath(path), .readOnly, options: [.directory, .closeOnExec]) } } catch {
             throw SecureKeysError.io("cannot open directory", path: path, errno: error)
         }
-        do throws(Errno) { try systemCall { try directory.closeAfter { try directory.sync() } } } catch {
+        // The sync's result is the answer: a failed close of a read-only descriptor after a good sync loses nothing.
+        defer { try? directory.close() }
+        do throws(Errno) { try systemCall { try directory.sync() } } catch {
             throw SecureKeysError.io("cannot fsync directory", path: path, errno: error)
         }
     }
