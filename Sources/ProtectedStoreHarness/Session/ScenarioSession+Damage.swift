@@ -42,9 +42,7 @@ extension ScenarioSession {
         do {
             let handle = try DiskIO.open(path, flags: O_RDWR)
             defer { handle.close() }
-            var info = stat()
-            guard fstat(handle.descriptor, &info) == 0 else { throw SecureKeysError.io("cannot stat", path: path, errno: errno) }
-            let size = Int(info.st_size)
+            let size = try handle.size()
             func overwrite(_ bytes: [UInt8], at offset: Int) throws {
                 guard offset >= 0, offset + bytes.count <= size else {
                     throw StoreError(

@@ -119,7 +119,10 @@ package enum DiskIO {
             try? fileDescriptor.close()
         }
 
-        private func size() throws -> Int {
+        /// The file's size now (`fstat`).
+        ///
+        /// - Throws: `SecureKeysError.Code.ioError` naming the file.
+        package func size() throws -> Int {
             do throws(Errno) { return Int(try fileDescriptor.stat().size) } catch { throw SecureKeysError.io("cannot stat", path: path, errno: error) }
         }
 

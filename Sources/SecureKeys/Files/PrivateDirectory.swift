@@ -103,8 +103,10 @@ package enum PrivateDirectory {
         free(resolved)
         let me = geteuid()
         while true {
-            var info = stat()
-            guard stat(folder, &info) == 0 else { throw SecureKeysError.io("cannot stat", path: folder, errno: errno) }
+            let info: stat
+            do throws(Errno) { info = try Stat(FilePath(folder)).rawValue } catch {
+                throw SecureKeysError.io("cannot stat", path: folder, errno: error)
+            }
             if info.st_uid != 0 && info.st_uid != me {
                 throw SecureKeysError.insecureStateDirectory(
                     "the folder \(folder) above it belongs to \(user(info.st_uid)), who could rename it away and put "

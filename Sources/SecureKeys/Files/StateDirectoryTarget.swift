@@ -25,16 +25,14 @@ package enum StateDirectoryTarget {
     ///   - what: what is written, for the message (`the backup`, `the export`).
     /// - Throws: `SecureKeysError.Code.invalidArgument` naming the target, the state directory and why.
     package static func checkOutside(_ stateDirectory: String, target: String, what: String) throws {
-        var directory = stat()
-        guard stat(stateDirectory, &directory) == 0 else { return }
+        guard let directory = try? Stat(FilePath(stateDirectory)).rawValue else { return }
         func refusal(_ why: String) -> SecureKeysError {
             SecureKeysError(
                 code: .invalidArgument,
                 message: "refusing to write \(what) to \(target): \(why) the state directory \(stateDirectory), which holds the store and its keys; nothing was written. Write it to a folder outside it",
                 path: target)
         }
-        var existing = stat()
-        if stat(target, &existing) == 0 {
+        if let existing = try? Stat(FilePath(target)).rawValue {
             if same(existing, directory) { throw refusal("it is") }
             if let names = FileManager.default.enumerator(atPath: stateDirectory) {
                 for case let name as String in names {
@@ -51,8 +49,7 @@ package enum StateDirectoryTarget {
         var folder = String(cString: resolved)
         free(resolved)
         while true {
-            var info = stat()
-            if stat(folder, &info) == 0, same(info, directory) { throw refusal("it lies inside") }
+            if let info = try? Stat(FilePath(folder)).rawValue, same(info, directory) { throw refusal("it lies inside") }
             guard folder != "/" else { return }
             folder = SecureFile.folder(containing: folder)
             if folder.isEmpty || folder == "." { folder = "/" }
