@@ -12,7 +12,7 @@ import Glibc
 /// `rename` it over the target, then `fsync` the directory so the rename itself is durable. A crash at any
 /// point leaves either the old file or the new one, never a mix.
 package enum SecureFile {
-    /// The steps of ``writeAtomically(_:to:replacing:)``, in order, where a simulated crash can stop it
+    /// The steps of ``writeAtomically(_:to:replacing:syncingFolder:)``, in order, where a simulated crash can stop it
     /// (`FaultPoint.atomicWrite(_:)`).
     package enum WriteStep: String, Sendable, CaseIterable {
         case createdTemporary = "created-temporary"
@@ -227,7 +227,7 @@ package enum SecureFile {
 }
 
 extension FaultPoint {
-    /// An atomic write of a key file (``SecureFile/writeAtomically(_:to:replacing:)``) at `step`.
+    /// An atomic write of a key file (``SecureFile/writeAtomically(_:to:replacing:syncingFolder:)``) at `step`.
     ///
     /// A plan's path suffix picks the file.
     package static func atomicWrite(_ step: SecureFile.WriteStep) -> FaultPoint { FaultPoint("atomic-write \(step.rawValue)") }
