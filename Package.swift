@@ -133,6 +133,7 @@ let package = Package(
                 "StoreErrors", "StoreConcurrency", "DiskModel", "SecureKeys", "EncryptedSQLite", "ProtectedData",
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "SystemPackage", package: "swift-system"),
             ],
             swiftSettings: strictSettings
         ),

@@ -9,20 +9,18 @@ import SystemPackage
 /// It lists the folder, empties it, reads a file whole and writes one anew.
 enum FileTree {
     static func exists(_ path: String) -> Bool {
-        var info = stat()
-        return lstat(path, &info) == 0
+        (try? Stat(FilePath(path), followTargetSymlink: false)) != nil
     }
 
     static func isDirectory(_ path: String) -> Bool {
-        var info = stat()
-        return lstat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR
+        (try? Stat(FilePath(path), followTargetSymlink: false))?.type == .directory
     }
 
     /// Whether an entry is one the model leaves alone, such as a lock file or a socket.
     ///
     /// See ``SimulatedDisk``'s notes.
-    static func isLeftAlone(_ name: String, type: mode_t) -> Bool {
-        (name.hasSuffix(".lock") && type == S_IFREG) || type == S_IFSOCK
+    static func isLeftAlone(_ name: String, type: FileType) -> Bool {
+        (name.hasSuffix(".lock") && type == .regular) || type == .socket
     }
 
     /// Every path under `root` (not `root` itself), with whether it is a folder.
@@ -34,12 +32,10 @@ enum FileTree {
         for name in names.sorted() {
             let path = root + "/" + name
             guard path != skipping, !name.hasSuffix("-shm") else { continue }
-            var info = stat()
-            guard lstat(path, &info) == 0 else { continue }
-            let type = info.st_mode & S_IFMT
-            let isDirectory = type == S_IFDIR
+            guard let type = (try? Stat(FilePath(path), followTargetSymlink: false))?.type else { continue }
+            let isDirectory = type == .directory
             // Only files and folders hold data, and lock files hold none the model keeps.
-            guard isDirectory || type == S_IFREG, !isLeftAlone(name, type: type) else { continue }
+            guard isDirectory || type == .regular, !isLeftAlone(name, type: type) else { continue }
             result.append((path, isDirectory))
             if isDirectory { result += list(path, skipping: skipping) }
         }
@@ -54,16 +50,15 @@ enum FileTree {
     /// - Throws: ``DiskError/io(operation:path:errno:)`` naming what could not be removed.
     @discardableResult
     static func remove(_ path: String, keepingRoot: Bool = false, keepingLockFiles: Bool = false) throws(DiskError) -> Bool {
-        var info = stat()
-        guard lstat(path, &info) == 0 else { return false }
-        if (info.st_mode & S_IFMT) == S_IFDIR {
+        guard let type = (try? Stat(FilePath(path), followTargetSymlink: false))?.type else { return false }
+        if type == .directory {
             var kept = false
             for name in (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? [] {
                 if try remove(path + "/" + name, keepingLockFiles: keepingLockFiles) { kept = true }
             }
             if kept || keepingRoot { return kept }
             do throws(Errno) { try retryOnInterrupt { rmdir(path) } } catch { throw .io(operation: "cannot remove", path: path, errno: error) }
-        } else if keepingLockFiles && isLeftAlone(path, type: info.st_mode & S_IFMT) {
+        } else if keepingLockFiles && isLeftAlone(path, type: type) {
             return true
         } else {
             do throws(Errno) { try retryOnInterrupt { unlink(path) } } catch { throw .io(operation: "cannot remove", path: path, errno: error) }

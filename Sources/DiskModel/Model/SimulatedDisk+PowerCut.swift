@@ -147,8 +147,7 @@ extension SimulatedDisk.Model {
     func location(of file: Int) -> (path: String, mode: mode_t)? {
         let path = current.first { $0.value == .file(file) }?.key ?? files[file]?.graveyardPath
         guard let path else { return nil }
-        var info = stat()
-        guard lstat(path, &info) == 0 else { return nil }
-        return (path, info.st_mode & 0o777)
+        guard let info = try? Stat(FilePath(path), followTargetSymlink: false) else { return nil }
+        return (path, info.mode.rawValue & 0o777)
     }
 }

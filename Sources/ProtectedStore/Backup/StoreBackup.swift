@@ -4,6 +4,7 @@ internal import Logging
 public import ProtectedData
 public import SecureKeys
 internal import Glibc
+internal import SystemPackage
 
 /// What a backup wrote.
 public struct BackupSummary: Sendable, Hashable {
@@ -203,9 +204,10 @@ public enum StoreBackup: Sendable {
         let descriptor = open(copyPath, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
         guard descriptor >= 0 else { throw SecureKeysError.io("cannot open", path: copyPath, errno: errno) }
         defer { close(descriptor) }
-        var info = stat()
-        guard fstat(descriptor, &info) == 0 else { throw SecureKeysError.io("cannot stat", path: copyPath, errno: errno) }
-        let databaseLength = UInt64(info.st_size)
+        let databaseLength: UInt64
+        do throws(Errno) { databaseLength = UInt64(try FileDescriptor(rawValue: descriptor).stat().size) } catch {
+            throw SecureKeysError.io("cannot stat", path: copyPath, errno: error)
+        }
         let header = try BackupHeader.make(
             recoveryKey: recoveryKey, storeFormat: format, databaseLength: databaseLength, dataKey: dataKey)
         let macKey = try BackupHeader.macKey(from: dataKey)
@@ -265,12 +267,14 @@ public enum StoreBackup: Sendable {
         let descriptor = open(backupPath, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
         guard descriptor >= 0 else { throw SecureKeysError.io("cannot open the backup", path: backupPath, errno: errno) }
         defer { close(descriptor) }
-        var info = stat()
-        guard fstat(descriptor, &info) == 0 else { throw SecureKeysError.io("cannot stat", path: backupPath, errno: errno) }
-        guard info.st_mode & S_IFMT == S_IFREG else {
+        let info: Stat
+        do throws(Errno) { info = try FileDescriptor(rawValue: descriptor).stat() } catch {
+            throw SecureKeysError.io("cannot stat", path: backupPath, errno: error)
+        }
+        guard info.type == .regular else {
             throw SecureKeysError.io("not a regular file:", path: backupPath, errno: EISDIR)
         }
-        let fileLength = UInt64(info.st_size)
+        let fileLength = UInt64(info.size)
         let headerBytes = try SecureFile.readAll(
             from: descriptor, offset: 0, count: min(BackupHeader.length, Int(fileLength)), path: backupPath)
         let header = try BackupHeader(bytes: headerBytes, fileLength: fileLength, path: backupPath)
@@ -480,8 +484,7 @@ public enum StoreBackup: Sendable {
     }
 
     private static func fileExists(_ path: String) -> Bool {
-        var info = stat()
-        return lstat(path, &info) == 0
+        (try? Stat(FilePath(path), followTargetSymlink: false)) != nil
     }
 
     private static func randomSuffix() -> String {

@@ -64,7 +64,7 @@ extension LockedInbox {
             file = opened.file
             do {
                 try lock(file.descriptor)
-                source = InboxBytesInFile(descriptor: file.descriptor, path: inboxPath, count: try Self.size(of: file))
+                source = InboxBytesInFile(descriptor: file.descriptor, path: inboxPath, count: try file.size())
                 // The scan and the merge read the file front to back: a chunk at a time, not a call per record.
                 readAhead = InboxReadAhead(source)
                 pieces = try InboxRecord.layout(of: readAhead)

@@ -5,6 +5,7 @@ internal import Logging
 internal import ProtectedData
 public import SecureKeys
 internal import Glibc
+internal import SystemPackage
 
 /// Writes that arrive while the store cannot be opened.
 ///
@@ -183,7 +184,7 @@ public struct LockedInbox: Sendable {
         defer { file.close() }
         try lock(file.descriptor)
         // The size under the lock: another process may have appended or merged since the open.
-        let size = try cutTornTail(of: file, size: try Self.size(of: file))
+        let size = try cutTornTail(of: file, size: try file.size())
         var records = try makeRecords(size)
         let torn = FaultPoint.planned(at: .inboxAppendTorn) == .crash
         if torn { records = Array(records.prefix(records.count / 2)) }
@@ -242,8 +243,8 @@ public struct LockedInbox: Sendable {
     ///
     /// It takes one `stat`, no read and no key. This is what the controller's poll asks.
     var hasPendingRecords: Bool {
-        var info = stat()
-        return lstat(inboxPath, &info) == 0 && (info.st_mode & S_IFMT) == S_IFREG && info.st_size > 0
+        guard let info = try? Stat(FilePath(inboxPath), followTargetSymlink: false) else { return false }
+        return info.type == .regular && info.size > 0
     }
 
     /// How many records wait to be merged.
@@ -292,13 +293,6 @@ public struct LockedInbox: Sendable {
         while flock(descriptor, LOCK_EX) != 0 {
             guard errno == EINTR else { throw SecureKeysError.io("cannot lock", path: inboxPath, errno: errno) }
         }
-    }
-
-    /// The open file's size (`fstat`), taken under the lock.
-    static func size(of file: DiskIO.File) throws -> Int {
-        var info = stat()
-        guard fstat(file.descriptor, &info) == 0 else { throw SecureKeysError.io("cannot stat", path: file.path, errno: errno) }
-        return Int(info.st_size)
     }
 }
 

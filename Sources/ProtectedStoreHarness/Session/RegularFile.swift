@@ -1,4 +1,5 @@
 import Glibc
+import SystemPackage
 
 /// A regular file in a folder tree, with what tells whether it changed since it was last looked at.
 package struct RegularFile: Sendable, Hashable {
@@ -27,16 +28,15 @@ package struct RegularFile: Sendable, Hashable {
             let entryName = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
             if entryName == "." || entryName == ".." { continue }
             let path = folder + "/" + entryName
-            var info = stat()
-            guard lstat(path, &info) == 0 else { continue }
-            switch info.st_mode & S_IFMT {
-            case S_IFDIR:
+            guard let info = try? Stat(FilePath(path), followTargetSymlink: false) else { continue }
+            switch info.type {
+            case .directory:
                 collect(under: path, prefix: prefix + entryName + "/", into: &files)
-            case S_IFREG:
+            case .regular:
                 files.append(
                     RegularFile(
-                        name: prefix + entryName, size: Int(info.st_size),
-                        signature: [Int(info.st_size), info.st_mtim.tv_sec, info.st_mtim.tv_nsec]))
+                        name: prefix + entryName, size: Int(info.size),
+                        signature: [Int(info.size), info.st_mtim.tv_sec, info.st_mtim.tv_nsec]))
             default:
                 continue
             }

@@ -144,8 +144,7 @@ public struct ScenarioScript: Sendable {
             throw ParseFailure(name: path, line: 0, message: "cannot read the script: \(why)")
         }
         defer { close(descriptor) }
-        var info = stat()
-        if fstat(descriptor, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR {
+        if (try? FileDescriptor(rawValue: descriptor).stat())?.type == .directory {
             throw ParseFailure(name: path, line: 0, message: "cannot read the script: it is a directory, not a script file")
         }
         guard let text = try Self.readToEnd(descriptor) else {

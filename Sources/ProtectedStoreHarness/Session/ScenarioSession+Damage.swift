@@ -3,6 +3,7 @@ import Glibc
 import ProtectedData
 import ProtectedStore
 import SecureKeys
+import SystemPackage
 
 extension ScenarioSession {
     /// Where a damageable file lives.
@@ -88,8 +89,7 @@ extension ScenarioSession {
             throw StoreError(code: .invalidArgument, message: "damage \(file.rawValue): restore its last damage first")
         }
         let aside = asidePath(of: file)
-        var info = stat()
-        let existed = lstat(path, &info) == 0
+        let existed = (try? Stat(FilePath(path), followTargetSymlink: false)) != nil
         do {
             if existed { try DiskIO.rename(path, to: aside) }
             let made = withLink ? symlink(aside, path) : mkfifo(path, 0o600)

@@ -1,6 +1,7 @@
 import Foundation
 import SecureKeys
 import StoreConcurrency
+import SystemPackage
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -155,8 +156,7 @@ public enum TemporaryStateDirectories: Sendable {
                 close(descriptor)
                 continue
             }
-            var info = stat()
-            guard lstat(folder + "/" + name, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR else { continue }
+            guard (try? Stat(FilePath(folder + "/" + name), followTargetSymlink: false))?.type == .directory else { continue }
             let lock = open(lockPath, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
             let ownerGone: Bool
             if lock >= 0 {
