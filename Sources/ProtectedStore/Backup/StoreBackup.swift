@@ -1,3 +1,4 @@
+internal import DiskModel
 internal import EncryptedSQLite
 internal import Foundation
 internal import Logging
@@ -201,11 +202,13 @@ public enum StoreBackup: Sendable {
                 path: store.path)
         }
         // The file: header ‖ database ‖ tag, into a temporary, synced, then put in place.
-        let descriptor = open(copyPath, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-        guard descriptor >= 0 else { throw SecureKeysError.io("cannot open", path: copyPath, errno: errno) }
-        defer { close(descriptor) }
+        let descriptor: FileDescriptor
+        do throws(Errno) { descriptor = try systemCall { try FileDescriptor.open(FilePath(copyPath), .readOnly, options: [.closeOnExec, .noFollow]) } } catch {
+            throw SecureKeysError.io("cannot open", path: copyPath, errno: error)
+        }
+        defer { try? descriptor.close() }
         let databaseLength: UInt64
-        do throws(Errno) { databaseLength = UInt64(try FileDescriptor(rawValue: descriptor).stat().size) } catch {
+        do throws(Errno) { databaseLength = UInt64(try descriptor.stat().size) } catch {
             throw SecureKeysError.io("cannot stat", path: copyPath, errno: error)
         }
         let header = try BackupHeader.make(
@@ -264,11 +267,15 @@ public enum StoreBackup: Sendable {
                 path: storePath)
         }
         // The backup, authenticated before any byte of it reaches SQLite.
-        let descriptor = open(backupPath, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
-        guard descriptor >= 0 else { throw SecureKeysError.io("cannot open the backup", path: backupPath, errno: errno) }
-        defer { close(descriptor) }
+        let descriptor: FileDescriptor
+        do throws(Errno) {
+            descriptor = try systemCall { try FileDescriptor.open(FilePath(backupPath), .readOnly, options: [.closeOnExec, .noFollow, .nonBlocking]) }
+        } catch {
+            throw SecureKeysError.io("cannot open the backup", path: backupPath, errno: error)
+        }
+        defer { try? descriptor.close() }
         let info: Stat
-        do throws(Errno) { info = try FileDescriptor(rawValue: descriptor).stat() } catch {
+        do throws(Errno) { info = try descriptor.stat() } catch {
             throw SecureKeysError.io("cannot stat", path: backupPath, errno: error)
         }
         guard info.type == .regular else {

@@ -1,7 +1,7 @@
-internal import SecureKeys
-#if canImport(Glibc)
+internal import DiskModel
 internal import Glibc
-#endif
+internal import SecureKeys
+internal import SystemPackage
 
 /// The lock an attach holds while it creates, migrates and merges a store.
 ///
@@ -23,12 +23,14 @@ enum StoreAttachLock {
     static func withLock<Result>(forStoreAt storePath: String, _ body: () throws -> Result) throws -> Result {
         let folder = SecureFile.folder(containing: storePath)
         // Through a link to the folder too: the lock only orders attaches; the checks of the files come after it.
-        let descriptor = open(folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard descriptor >= 0 else {
-            throw StoreError(wrapping: SecureKeysError.io("cannot open the store's folder to lock it", path: folder, errno: errno))
+        let descriptor: FileDescriptor
+        do throws(Errno) { descriptor = try systemCall { try FileDescriptor.open(FilePath(folder), .readOnly, options: [.directory, .closeOnExec]) } } catch {
+            throw StoreError(wrapping: SecureKeysError.io("cannot open the store's folder to lock it", path: folder, errno: error))
         }
-        defer { close(descriptor) }
-        while flock(descriptor, LOCK_EX) != 0 {
+        defer { try? descriptor.close() }
+        // `flock` by hand: swift-system has no call for it (its `lock` takes open-file-description record locks,
+        // which do not conflict with `flock`'s).
+        while flock(descriptor.rawValue, LOCK_EX) != 0 {
             guard errno == EINTR else {
                 throw StoreError(wrapping: SecureKeysError.io("cannot lock the store's folder", path: folder, errno: errno))
             }

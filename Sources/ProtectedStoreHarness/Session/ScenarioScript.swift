@@ -1,3 +1,4 @@
+import DiskModel
 import Foundation
 import Glibc
 public import SecureKeys
@@ -132,22 +133,21 @@ public struct ScenarioScript: Sendable {
     ///   may not read, a directory, a read that failed, or a byte that is not UTF-8 (named by line and column);
     ///   ``ParseFailure`` for the first line that cannot be parsed.
     public init(contentsOf path: String) throws {
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else {
-            let code = errno
-            let why = switch code {
-            case ENOENT: "there is no such file"
-            case EACCES: "permission denied (you may not read it)"
-            case ENOTDIR: "a folder on its path is not a folder"
-            default: Errno(rawValue: code).description
+        let descriptor: FileDescriptor
+        do throws(Errno) { descriptor = try systemCall { try FileDescriptor.open(FilePath(path), .readOnly, options: .closeOnExec) } } catch {
+            let why = switch error {
+            case .noSuchFileOrDirectory: "there is no such file"
+            case .permissionDenied: "permission denied (you may not read it)"
+            case .notDirectory: "a folder on its path is not a folder"
+            default: error.description
             }
             throw ParseFailure(name: path, line: 0, message: "cannot read the script: \(why)")
         }
-        defer { close(descriptor) }
-        if (try? FileDescriptor(rawValue: descriptor).stat())?.type == .directory {
+        defer { try? descriptor.close() }
+        if (try? descriptor.stat())?.type == .directory {
             throw ParseFailure(name: path, line: 0, message: "cannot read the script: it is a directory, not a script file")
         }
-        guard let text = try Self.readToEnd(descriptor) else {
+        guard let text = try Self.readToEnd(descriptor.rawValue) else {
             throw ParseFailure(
                 name: path, line: 0, message: "cannot read the script: \(Errno(rawValue: errno).description)")
         }

@@ -68,7 +68,7 @@ extension ScenarioSession {
                 try overwrite([value], at: offset)
             case .flipByte(let offset):
                 guard offset < size else { return try overwrite([0], at: offset) }
-                try overwrite([~(try SecureFile.readAll(from: handle.descriptor, offset: offset, count: 1, path: path)[0])], at: offset)
+                try overwrite([~(try SecureFile.readAll(from: FileDescriptor(rawValue: handle.descriptor), offset: offset, count: 1, path: path)[0])], at: offset)
             case .setLength(let offset, let value):
                 try overwrite(withUnsafeBytes(of: value.littleEndian) { Array($0) }, at: offset + 4)
             case .restore, .link, .fifo:

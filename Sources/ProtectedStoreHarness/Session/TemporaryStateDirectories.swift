@@ -118,6 +118,8 @@ public enum TemporaryStateDirectories: Sendable {
     ///
     /// It is held until the process ends or the directory is removed.
     private static func holdLock(_ path: String) throws -> Int32 {
+        // Raw descriptors, here and in the sweep: each is held for an `flock`, which swift-system has no call for,
+        // and closed by the signal clean-up, where only async-signal-safe calls (`close`, `unlink`) may run.
         let descriptor = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else { throw SecureKeysError.io("cannot create the lock file", path: path, errno: errno) }
         var result: Int32

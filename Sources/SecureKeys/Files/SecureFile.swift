@@ -1,5 +1,5 @@
 package import DiskModel
-import SystemPackage
+package import SystemPackage
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -146,14 +146,14 @@ package enum SecureFile {
         guard Int(info.st_size) <= maximumSize else {
             throw SecureKeysError.damaged("\(info.st_size) bytes is larger than any key file", path: path)
         }
-        return try readAll(from: descriptor.rawValue, offset: 0, count: Int(info.st_size), path: path)
+        return try readAll(from: descriptor, offset: 0, count: Int(info.st_size), path: path)
     }
 
     /// Reads exactly `count` bytes at `offset` of an open file (`pread`), retrying short and interrupted reads.
     ///
     /// - Throws: `SecureKeysError.Code.ioError` naming `path`, also when the file ends before `count` bytes.
-    package static func readAll(from descriptor: Int32, offset: Int, count: Int, path: String) throws -> [UInt8] {
-        do throws(Errno) { return try FileDescriptor(rawValue: descriptor).read(exactly: count, at: offset) } catch {
+    package static func readAll(from descriptor: FileDescriptor, offset: Int, count: Int, path: String) throws -> [UInt8] {
+        do throws(Errno) { return try descriptor.read(exactly: count, at: offset) } catch {
             throw SecureKeysError.io("cannot read", path: path, errno: error)
         }
     }

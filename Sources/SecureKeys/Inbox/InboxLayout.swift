@@ -1,4 +1,5 @@
 import Glibc
+import SystemPackage
 
 /// Where an inbox scan reads its bytes.
 ///
@@ -35,7 +36,7 @@ package struct InboxBytesInFile: InboxByteSource {
     }
 
     package func read(_ range: Range<Int>) throws -> [UInt8] {
-        try SecureFile.readAll(from: descriptor, offset: range.lowerBound, count: range.count, path: path)
+        try SecureFile.readAll(from: FileDescriptor(rawValue: descriptor), offset: range.lowerBound, count: range.count, path: path)
     }
 }
 
