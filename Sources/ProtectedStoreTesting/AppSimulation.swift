@@ -7,8 +7,8 @@ internal import SecureKeys
 ///
 /// It draws steps, runs them on a ``ProtectedStoreTestEnvironment``, and after every step checks the library's
 /// invariants and the app's. The steps are locked background launches, locks and unlocks with their grace period,
-/// reboots, crashes (one inside the inbox merge), power cuts that drop or tear what was not synced, and the app's own
-/// actions. Each run starts with the app launched once on the unlocked device, as after its installation, so its
+/// reboots, crashes (one inside the inbox merge), power cuts that drop or tear what was not synced, I/O errors in the
+/// next step, and the app's own actions. Each run starts with the app launched once on the unlocked device, as after its installation, so its
 /// store exists.
 ///
 /// ```swift
@@ -144,7 +144,8 @@ public struct AppSimulation {
 
     /// The steps `seed` draws.
     ///
-    /// They are device steps and the app's actions, drawn by weight.
+    /// They are device steps and the app's actions, drawn by weight, and now and then an I/O error before a step it
+    /// applies to (from a stream of its own, so the other steps are the ones the seed drew without it).
     ///
     /// - Parameters:
     ///   - seed: the seed.
@@ -157,7 +158,10 @@ public struct AppSimulation {
         for action in actions { choices.append((.action(action.name), action.weight)) }
         let total = choices.reduce(0) { $0 + $1.weight }
         var random = SplitMix64(seed: seed)
-        return (0..<count).map { _ in
+        // I/O errors come from a stream of their own, so a seed draws the same other steps as before they existed,
+        // with an I/O error put before some of them.
+        var faults = SplitMix64(seed: seed ^ 0x494F_4552_524F_5253)
+        func draw() -> AppSimulationStep {
             var pick = Int(random.next() % UInt64(total))
             for (step, weight) in choices {
                 if pick < weight {
@@ -169,7 +173,20 @@ public struct AppSimulation {
             }
             preconditionFailure("a pick below the total weight falls on a step")
         }
+        var drawn: [AppSimulationStep] = []
+        while drawn.count < count {
+            let step = draw()
+            if drawn.count + 1 < count, step.runsUnderIOError, faults.next() % Self.ioErrorOdds == 0 {
+                let kinds = AppSimulationStep.IOError.allCases
+                drawn.append(.ioError(kinds[Int(faults.next() % UInt64(kinds.count))], after: Int(faults.next() % 12)))
+            }
+            drawn.append(step)
+        }
+        return drawn
     }
+
+    /// One step in this many, of those an I/O error may hit, comes after an ``AppSimulationStep/ioError(_:after:)``.
+    static let ioErrorOdds: UInt64 = 12
 
     /// A check that failed.
     ///
@@ -218,6 +235,10 @@ public struct AppSimulation {
                 failure = await context.check(invariants: invariants)
             } catch let failed as AppSimulationContext.CheckFailed {
                 failure = failed
+            } catch where context.faultExplains(error) {
+                // A call the planned I/O error hit failed, saying why: not a finding. What it left is checked.
+                await context.environment.settle()
+                failure = await context.check(invariants: invariants)
             } catch {
                 failure = .init(check: "step completes", message: "\(step) threw: \(error)")
             }
@@ -272,6 +293,14 @@ public enum AppSimulationStep: Sendable, Hashable, CustomStringConvertible {
     case powerCut(PowerCut, seed: UInt64)
     /// One of the app's actions, by name.
     case action(String)
+    /// The next step runs on a failing disk.
+    ///
+    /// Of the next step's file-system calls under the state directory (the store, its key files, its inbox, the
+    /// device's files), the first `after` succeed and the next one fails as `kind` says; the calls after it succeed
+    /// again. Only a launch, an unlock, a wait, the end of the grace period or an action runs under it; before any
+    /// other step it is dropped. The call that fails must fail with an error that says why, no acknowledged write
+    /// may be lost, and an app whose store the fault kept from attaching must attach at its next launch.
+    case ioError(IOError, after: Int)
 
     /// What a power cut keeps of the writes that were not synced.
     public enum PowerCut: String, Sendable, Hashable, CaseIterable {
@@ -292,6 +321,35 @@ public enum AppSimulationStep: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
+    /// How the failing call of an ``ioError(_:after:)`` fails.
+    public enum IOError: String, Sendable, Hashable, CaseIterable {
+        /// The disk is full (`ENOSPC`); nothing of the call is done.
+        case noSpace
+        /// The disk fails (`EIO`); nothing of the call is done.
+        case diskError
+        /// A write stores half of its bytes, then fails with `ENOSPC` (only writes are counted).
+        case shortWrite
+
+        /// The disk model's fault.
+        var fault: DiskFaultPlan.Fault {
+            switch self {
+            case .noSpace: .noSpace
+            case .diskError: .ioError
+            case .shortWrite: .shortWrite
+            }
+        }
+    }
+
+    /// Whether a planned ``ioError(_:after:)`` applies to this step.
+    ///
+    /// It applies to the steps that write through the app or the device and leave the device running.
+    var runsUnderIOError: Bool {
+        switch self {
+        case .launch, .unlock, .wait, .passGracePeriod, .action: true
+        case .lock, .crash, .crashInsideMerge, .reboot, .powerCut, .ioError: false
+        }
+    }
+
     /// The step as Swift, such as `.lock` or `.action("share a note")`.
     public var description: String {
         switch self {
@@ -305,6 +363,7 @@ public enum AppSimulationStep: Sendable, Hashable, CustomStringConvertible {
         case .reboot: ".reboot"
         case .powerCut(let mode, let seed): ".powerCut(.\(mode.rawValue), seed: \(seed))"
         case .action(let name): ".action(\(String(reflecting: name)))"
+        case .ioError(let kind, let after): ".ioError(.\(kind.rawValue), after: \(after))"
         }
     }
 }
@@ -372,6 +431,14 @@ public final class AppSimulationContext {
     private var ran: [String] = []
     /// The values acknowledged for each key by ``put(_:_:)`` and ``appendToInbox(_:)``.
     private var acknowledged: [String: Set<String>] = [:]
+    /// The values of writes that failed under an I/O error, for each key: the store may hold them or not.
+    private var uncertain: [String: Set<String>] = [:]
+    /// The I/O error an ``AppSimulationStep/ioError(_:after:)`` planned for the next step.
+    private var plannedIOError: (kind: AppSimulationStep.IOError, after: Int)?
+    /// Whether the planned I/O error failed a call in the step that just ran.
+    private var ioErrorFired = false
+    /// The app whose store an I/O error kept from attaching: it presents the error until its next launch.
+    private var faultedApp: ObjectIdentifier?
 
     /// A failed library check.
     struct CheckFailed: Error {
@@ -434,7 +501,13 @@ public final class AppSimulationContext {
     /// - Throws: what ``/ProtectedStore/DataController/submit(_:deadline:_:)`` throws.
     public func put(_ key: String, _ value: String) throws {
         try submit("put \(key)") { [weak self] coordinator in
-            try await coordinator.put(key, value)
+            do {
+                try await coordinator.put(key, value)
+            } catch {
+                // Under an I/O error the write may have reached the disk or not.
+                self?.uncertain[key, default: []].insert(value)
+                throw error
+            }
             self?.acknowledged[key, default: []].insert(value)
         }
     }
@@ -446,13 +519,49 @@ public final class AppSimulationContext {
     /// - Parameter change: the change.
     /// - Throws: what ``/ProtectedStore/DataController/appendToInbox(_:)-(InboxEntry.Change)`` throws.
     public func appendToInbox(_ change: InboxEntry.Change) throws {
-        _ = try controller.appendToInbox(change)
+        do {
+            _ = try controller.appendToInbox(change)
+        } catch {
+            // Under an I/O error the record may be in the inbox or not.
+            if case .put(let key, let value) = change { uncertain[key, default: []].insert(value) }
+            throw error
+        }
         if case .put(let key, let value) = change { acknowledged[key, default: []].insert(value) }
     }
 
     // MARK: Steps
 
     func perform(_ step: AppSimulationStep, actions: [AppSimulation.Action]) async throws {
+        ioErrorFired = false
+        if case .ioError(let kind, let after) = step {
+            plannedIOError = (kind, after)
+            return
+        }
+        guard let planned = plannedIOError else { return try await run(step, actions: actions) }
+        plannedIOError = nil
+        guard step.runsUnderIOError else { return try await run(step, actions: actions) }
+        let kind = DiskFaultSweep.Kind(planned.kind.fault, .transient)
+        let plan = try DiskFaultPlan.arm(
+            under: environment.stateDirectory, failingCall: planned.after + 1, fault: kind.fault, persistence: .transient,
+            calls: kind.calls)
+        defer {
+            plan.disarm()
+            ioErrorFired = plan.fired
+            if plan.fired, let running, case .failed = running.phase { faultedApp = ObjectIdentifier(running) }
+        }
+        try await run(step, actions: actions)
+    }
+
+    /// Whether `error`, thrown by the step that just ran, is the planned I/O error's doing.
+    ///
+    /// It is when the fault failed a call in the step and the error says why: a typed error, which
+    /// `StoreError(wrapping:)` gives a code of its own (not the catch-all `store-error`).
+    func faultExplains(_ error: any Error) -> Bool {
+        guard ioErrorFired, !(error is CheckFailed) else { return false }
+        return StoreError(wrapping: error).code != .storeError
+    }
+
+    private func run(_ step: AppSimulationStep, actions: [AppSimulation.Action]) async throws {
         let device = environment.device
         switch step {
         case .launch: await launchIfNeeded()
@@ -484,6 +593,8 @@ public final class AppSimulationContext {
             number += 1
             try await action.body(self)
             await environment.settle()
+        case .ioError:
+            break
         }
     }
 
@@ -504,6 +615,7 @@ public final class AppSimulationContext {
     private func crash() async {
         guard let controller = running else { return }
         running = nil
+        faultedApp = nil
         environment.crash(controller)
         disk.killOpenHandles()
         await controller.releaseAbandonedStore()
@@ -515,6 +627,15 @@ public final class AppSimulationContext {
     func check(invariants: [AppSimulation.Invariant]) async -> CheckFailed? {
         guard let controller = running else { return nil }
         if case .failed(let error) = controller.phase {
+            // An I/O error that kept the store from attaching is presented; the app's next launch must attach.
+            if faultedApp == ObjectIdentifier(controller) {
+                guard controller.presentedError?.code == error.code else {
+                    return CheckFailed(
+                        check: "store attaches",
+                        message: "an I/O error kept the store from attaching (\(error)), and the app presented \(controller.presentedError.map { "\($0)" } ?? "nothing")")
+                }
+                return nil
+            }
             return CheckFailed(check: "store attaches", message: "the store failed: \(error)")
         }
         var index = 0
@@ -531,7 +652,8 @@ public final class AppSimulationContext {
         do {
             for (key, values) in acknowledged.sorted(by: { $0.key < $1.key }) {
                 let stored = try await coordinator.value(forKey: key)
-                if stored.map({ !values.contains($0) }) ?? true {
+                let mayHold = values.union(uncertain[key] ?? [])
+                if stored.map({ !mayHold.contains($0) }) ?? true {
                     return CheckFailed(
                         check: "acknowledged writes present",
                         message: "\"\(key)\" is \(stored.map { "\"\($0)\"" } ?? "missing"); acknowledged: \(values.sorted())")

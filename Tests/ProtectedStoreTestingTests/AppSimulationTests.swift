@@ -57,6 +57,35 @@ private func visitsApp(tallyOutsideStore: Bool) -> AppSimulation {
     return simulation
 }
 
+/// The visits app with one more action, which saves a note and lists it as saved in a file of the app's own, and an
+/// invariant that every listed note is stored. `swallowingFailedWrites` plants the bug: the action ignores a failed
+/// write and lists the note anyway, so it claims a write it never made.
+@MainActor
+private func listingApp(swallowingFailedWrites: Bool) -> AppSimulation {
+    var simulation = visitsApp(tallyOutsideStore: false)
+    simulation.action("save a listed note", weight: 4) { app in
+        let key = "listed \(app.number)"
+        let listFile = app.appDirectory + "/saved"
+        try app.submit("save \(key)") { coordinator in
+            if swallowingFailedWrites {
+                try? await coordinator.put(key, "text")
+            } else {
+                try await coordinator.put(key, "text")
+            }
+            let listed = (try? String(contentsOfFile: listFile, encoding: .utf8)) ?? ""
+            try (listed + key + "\n").write(toFile: listFile, atomically: true, encoding: .utf8)
+        }
+    }
+    simulation.invariant("every note listed as saved is stored") { app in
+        let listed = ((try? String(contentsOfFile: app.appDirectory + "/saved", encoding: .utf8)) ?? "").split(separator: "\n")
+        for key in listed where try await app.coordinator.value(forKey: String(key)) == nil {
+            return "\"\(key)\" is listed as saved but not stored"
+        }
+        return nil
+    }
+    return simulation
+}
+
 /// What an app's own simulation test looks like, and that a failure comes back as a short story.
 @MainActor
 @Suite("AppSimulation", .timeLimit(.minutes(5)))
@@ -79,9 +108,15 @@ struct AppSimulationTests {
         let failure = try #require(found, "no seed found the planted bug")
         #expect(failure.check == "the tally counts the visits")
         #expect(failure.steps.count <= 10)
-        #expect(failure.steps.contains(.crashInsideMerge))
+        // A merge stopped after the handlers ran: by a crash inside it, or by an I/O error that fails its commit.
+        let stopsAMerge = failure.steps.contains { step in
+            switch step {
+            case .crashInsideMerge, .ioError: true
+            default: false
+            }
+        }
+        #expect(stopsAMerge, "\(failure.steps)")
         #expect(failure.description.contains("simulation.run(seed: \(try #require(failure.seed)), steps: 60)"))
-        #expect(failure.description.contains(".crashInsideMerge"))
 
         // The printed seed replays the same failure, shrunk to the same steps.
         let again = await #expect(throws: AppSimulationFailure.self) {
@@ -144,6 +179,46 @@ struct AppSimulationTests {
         #expect(failure?.check == "acknowledged writes present")
         #expect(failure?.failedStep == 3)
         #expect(failure?.message.contains("missing") == true)
+    }
+
+    @Test("I/O errors of each kind are drawn, and a correct app passes 10 seeds of 60 steps with them")
+    func ioErrorsPass() async throws {
+        let simulation = listingApp(swallowingFailedWrites: false)
+        let drawn = simulation.steps(seed: 0, count: 600)
+        for kind in AppSimulationStep.IOError.allCases {
+            #expect(drawn.contains { if case .ioError(kind, _) = $0 { true } else { false } }, "no \(kind) I/O error drawn")
+        }
+        try await simulation.run(seeds: 0..<10, steps: 60)
+    }
+
+    @Test("an I/O error that keeps the store from attaching is presented, and the next launch attaches with every note")
+    func ioErrorAtAttach() async throws {
+        try await listingApp(swallowingFailedWrites: false).replay([
+            .action("save a note"), .crash, .ioError(.diskError, after: 0), .launch, .action("save a listed note"), .crash,
+            .launch, .action("save a note"),
+        ])
+    }
+
+    @Test("an action that swallows a failed write and lists the note as saved is found under an I/O error, and shrunk")
+    func swallowedWriteIsFound() async throws {
+        let simulation = listingApp(swallowingFailedWrites: true)
+        var found: AppSimulationFailure?
+        for seed: UInt64 in 0..<20 {
+            do { try await simulation.run(seed: seed, steps: 60) } catch let failure as AppSimulationFailure {
+                found = failure
+                break
+            }
+        }
+        let failure = try #require(found, "no seed found the swallowed write")
+        #expect(failure.check == "every note listed as saved is stored")
+        #expect(failure.steps.count <= 4)
+        #expect(failure.steps.contains { if case .ioError = $0 { true } else { false } })
+        #expect(failure.steps.contains(.action("save a listed note")))
+        #expect(failure.description.contains(".ioError(."))
+        // The shrunk steps fail the same check again, and the correct app passes them.
+        let pinned = await #expect(throws: AppSimulationFailure.self) { try await simulation.replay(failure.steps) }
+        #expect(pinned?.check == failure.check)
+        try await listingApp(swallowingFailedWrites: false).replay(failure.steps)
     }
 
     @Test("the same seed draws the same steps")
