@@ -8,7 +8,7 @@ internal import SecureKeys
 /// It draws steps, runs them on a ``ProtectedStoreTestEnvironment``, and after every step checks the library's
 /// invariants and the app's. The steps are locked background launches, locks and unlocks with their grace period,
 /// reboots, crashes (one inside the inbox merge), power cuts that drop or tear what was not synced, I/O errors in the
-/// next step, and the app's own actions. Each run starts with the app launched once on the unlocked device, as after its installation, so its
+/// next step, damage to the store's files and its restore, and the app's own actions. Each run starts with the app launched once on the unlocked device, as after its installation, so its
 /// store exists.
 ///
 /// ```swift
@@ -144,8 +144,9 @@ public struct AppSimulation {
 
     /// The steps `seed` draws.
     ///
-    /// They are device steps and the app's actions, drawn by weight, and now and then an I/O error before a step it
-    /// applies to (from a stream of its own, so the other steps are the ones the seed drew without it).
+    /// They are device steps and the app's actions, drawn by weight; now and then an I/O error before a step it
+    /// applies to; now and then a damaged store file or key file, restored one to six steps later. I/O errors and
+    /// damage come from streams of their own, so the other steps are the ones the seed drew without them.
     ///
     /// - Parameters:
     ///   - seed: the seed.
@@ -173,8 +174,28 @@ public struct AppSimulation {
             }
             preconditionFailure("a pick below the total weight falls on a step")
         }
+        // So does damage: now and then a file of the store is damaged, and restored a few steps later.
+        var damages = SplitMix64(seed: seed ^ 0x4441_4D41_4745_5354)
+        var restoreAfter: Int?
         var drawn: [AppSimulationStep] = []
         while drawn.count < count {
+            if let left = restoreAfter {
+                restoreAfter = left - 1
+                if left == 0 {
+                    restoreAfter = nil
+                    drawn.append(.restoreDamage)
+                    continue
+                }
+            } else if drawn.count + 2 < count, damages.next() % Self.damageOdds == 0 {
+                // Never a key file's version byte (offset 4, after its magic): that is a format this version does
+                // not know, not damage.
+                let offset = Int(damages.next() % 60)
+                let damage: AppSimulationStep.Damage = damages.next() % 2 == 0
+                    ? .truncateStore(length: Int(damages.next() % 4096)) : .flipKeyFileByte(offset: offset == 4 ? 5 : offset)
+                drawn.append(.damage(damage))
+                restoreAfter = 1 + Int(damages.next() % 6)
+                continue
+            }
             let step = draw()
             if drawn.count + 1 < count, step.runsUnderIOError, faults.next() % Self.ioErrorOdds == 0 {
                 let kinds = AppSimulationStep.IOError.allCases
@@ -187,6 +208,9 @@ public struct AppSimulation {
 
     /// One step in this many, of those an I/O error may hit, comes after an ``AppSimulationStep/ioError(_:after:)``.
     static let ioErrorOdds: UInt64 = 12
+
+    /// One step in this many, while no file is damaged, is an ``AppSimulationStep/damage(_:)``.
+    static let damageOdds: UInt64 = 30
 
     /// A check that failed.
     ///
@@ -301,6 +325,18 @@ public enum AppSimulationStep: Sendable, Hashable, CustomStringConvertible {
     /// other step it is dropped. The call that fails must fail with an error that says why, no acknowledged write
     /// may be lost, and an app whose store the fault kept from attaching must attach at its next launch.
     case ioError(IOError, after: Int)
+    /// The app's process is killed, and one of its store's files is damaged on disk, durably.
+    ///
+    /// Until ``restoreDamage`` the store must not attach: a launch whose attach meets the damage fails and presents
+    /// it (`store-damaged` for a store file cut short, `key-file-damaged` for its key file), and the damaged
+    /// bytes stay as they are, neither replaced nor removed. Nothing happens while an earlier damage is not
+    /// restored, or when the file does not exist.
+    case damage(Damage)
+    /// The app's process is killed, and the file the last ``damage(_:)`` changed gets its bytes back, as from a
+    /// backup.
+    ///
+    /// The app's next launch must attach, with every acknowledged write.
+    case restoreDamage
 
     /// What a power cut keeps of the writes that were not synced.
     public enum PowerCut: String, Sendable, Hashable, CaseIterable {
@@ -340,13 +376,58 @@ public enum AppSimulationStep: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
+    /// How a ``damage(_:)`` step damages a file of the app's store.
+    public enum Damage: Sendable, Hashable, CustomStringConvertible {
+        /// The store file is cut to `length` bytes (one byte less than it has, when it has no more), shorter than its first page.
+        case truncateStore(length: Int)
+        /// Every bit of the byte at `offset` of the store's key file is inverted (the last byte, when the file is shorter).
+        case flipKeyFileByte(offset: Int)
+
+        /// The damage as Swift, such as `.truncateStore(length: 12)`.
+        public var description: String {
+            switch self {
+            case .truncateStore(let length): ".truncateStore(length: \(length))"
+            case .flipKeyFileByte(let offset): ".flipKeyFileByte(offset: \(offset))"
+            }
+        }
+
+        /// The code of the error an attach that meets this damage presents.
+        var expectedCode: StoreError.Code {
+            switch self {
+            case .truncateStore: .storeDamaged
+            case .flipKeyFileByte: .keyFileDamaged
+            }
+        }
+
+        /// The file it damages, among the store's files.
+        func path(in files: StoreFiles) -> String {
+            switch self {
+            case .truncateStore: files.database
+            case .flipKeyFileByte: files.key
+            }
+        }
+
+        /// The bytes it leaves of `bytes` (never empty input).
+        func apply(to bytes: [UInt8]) -> [UInt8] {
+            switch self {
+            case .truncateStore(let length):
+                return Array(bytes.prefix(min(max(0, length), bytes.count - 1)))
+            case .flipKeyFileByte(let offset):
+                var damaged = bytes
+                let index = min(max(0, offset), bytes.count - 1)
+                damaged[index] = ~damaged[index]
+                return damaged
+            }
+        }
+    }
+
     /// Whether a planned ``ioError(_:after:)`` applies to this step.
     ///
     /// It applies to the steps that write through the app or the device and leave the device running.
     var runsUnderIOError: Bool {
         switch self {
         case .launch, .unlock, .wait, .passGracePeriod, .action: true
-        case .lock, .crash, .crashInsideMerge, .reboot, .powerCut, .ioError: false
+        case .lock, .crash, .crashInsideMerge, .reboot, .powerCut, .ioError, .damage, .restoreDamage: false
         }
     }
 
@@ -364,6 +445,8 @@ public enum AppSimulationStep: Sendable, Hashable, CustomStringConvertible {
         case .powerCut(let mode, let seed): ".powerCut(.\(mode.rawValue), seed: \(seed))"
         case .action(let name): ".action(\(String(reflecting: name)))"
         case .ioError(let kind, let after): ".ioError(.\(kind.rawValue), after: \(after))"
+        case .damage(let damage): ".damage(\(damage))"
+        case .restoreDamage: ".restoreDamage"
         }
     }
 }
@@ -382,7 +465,7 @@ public struct AppSimulationFailure: Error, Sendable, CustomStringConvertible {
     /// The check's name, an app invariant's or the library's.
     ///
     /// The library's checks are `acknowledged writes present`, `queued operations ran once, in order`,
-    /// `store attaches` and `step completes`.
+    /// `store attaches`, `damage reported, never repaired by replacement` and `step completes`.
     public let check: String
     /// What the check found.
     public let message: String
@@ -439,6 +522,8 @@ public final class AppSimulationContext {
     private var ioErrorFired = false
     /// The app whose store an I/O error kept from attaching: it presents the error until its next launch.
     private var faultedApp: ObjectIdentifier?
+    /// The file a ``AppSimulationStep/damage(_:)`` damaged and not restored yet, its bytes before and after.
+    private var damaged: (damage: AppSimulationStep.Damage, path: String, original: [UInt8], damaged: [UInt8])?
 
     /// A failed library check.
     struct CheckFailed: Error {
@@ -595,7 +680,37 @@ public final class AppSimulationContext {
             await environment.settle()
         case .ioError:
             break
+        case .damage(let damage):
+            await crash()
+            guard damaged == nil else { return }
+            let path = damage.path(in: StoreFiles(database: simulation.store(self).path))
+            guard let original = Self.contents(of: path), !original.isEmpty else { return }
+            let bytes = damage.apply(to: original)
+            try Self.overwrite(path, with: bytes)
+            damaged = (damage, path, original, bytes)
+        case .restoreDamage:
+            await crash()
+            guard let damaged else { return }
+            try Self.overwrite(damaged.path, with: damaged.original)
+            self.damaged = nil
         }
+    }
+
+    /// The bytes of the file at `path`, or `nil` when it cannot be read.
+    private static func contents(of path: String) -> [UInt8]? {
+        try? [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
+    }
+
+    /// Replaces the contents of the file at `path` by `bytes`, in place, and syncs them.
+    ///
+    /// It writes through the file seam, so the disk model records the bytes as synced (damage is durable, as bit
+    /// rot is, and so is a restore).
+    private static func overwrite(_ path: String, with bytes: [UInt8]) throws {
+        let file = try DiskIO.open(path, flags: O_RDWR)
+        defer { file.close() }
+        try file.truncate(to: 0)
+        try file.write(bytes)
+        try file.sync()
     }
 
     private var launchOptions: LaunchOptions {
@@ -625,7 +740,11 @@ public final class AppSimulationContext {
 
     /// The library's checks, then the app's invariants while the store is ready.
     func check(invariants: [AppSimulation.Invariant]) async -> CheckFailed? {
+        if let damaged {
+            if let failure = checkDamage(damaged) { return failure }
+        }
         guard let controller = running else { return nil }
+        if damaged != nil { return nil }
         if case .failed(let error) = controller.phase {
             // An I/O error that kept the store from attaching is presented; the app's next launch must attach.
             if faultedApp == ObjectIdentifier(controller) {
@@ -664,6 +783,36 @@ public final class AppSimulationContext {
             }
         } catch {
             return CheckFailed(check: "invariants read the store", message: "\(error)")
+        }
+        return nil
+    }
+
+    /// The damage check: while a file is damaged its bytes stay as the damage left them, and the store does not
+    /// attach; an attach that meets the damage fails and presents it.
+    private func checkDamage(
+        _ damaged: (damage: AppSimulationStep.Damage, path: String, original: [UInt8], damaged: [UInt8])
+    ) -> CheckFailed? {
+        let check = "damage reported, never repaired by replacement"
+        let file = damaged.damage.expectedCode == .keyFileDamaged ? "key file" : "store file"
+        guard let now = Self.contents(of: damaged.path) else {
+            return CheckFailed(check: check, message: "the damaged \(file) (\(damaged.path)) was removed")
+        }
+        if now != damaged.damaged {
+            return CheckFailed(check: check, message: "the damaged \(file) (\(damaged.path)) was overwritten")
+        }
+        guard let controller = running else { return nil }
+        if controller.phase == .ready || controller.coordinator != nil {
+            return CheckFailed(check: check, message: "the store attached with its \(file) damaged")
+        }
+        guard case .failed(let error) = controller.phase else { return nil }
+        // An I/O error may have stopped the attach before it met the damage.
+        if faultedApp == ObjectIdentifier(controller) { return nil }
+        let expected = damaged.damage.expectedCode
+        if error.code != expected || controller.presentedError?.code != expected {
+            return CheckFailed(
+                check: check,
+                message: "the store's \(file) is damaged: the attach failed with \(error.code), the app presented "
+                    + "\(controller.presentedError.map { "\($0.code)" } ?? "nothing"), expected \(expected)")
         }
         return nil
     }

@@ -221,6 +221,51 @@ struct AppSimulationTests {
         try await listingApp(swallowingFailedWrites: false).replay(failure.steps)
     }
 
+    @Test("a store file cut short is presented as store-damaged until restored, then attaches with every write")
+    func damagedStoreFile() async throws {
+        try await listingApp(swallowingFailedWrites: false).replay([
+            .action("save a note"), .action("log a visit"), .action("save a listed note"),
+            .damage(.truncateStore(length: 100)), .launch, .action("log a visit"), .action("save a note"), .lock, .unlock,
+            .restoreDamage, .launch, .action("save a note"),
+        ])
+    }
+
+    @Test("a flipped byte in the store's key file is presented as key-file-damaged until restored, then the store attaches")
+    func damagedKeyFile() async throws {
+        try await listingApp(swallowingFailedWrites: false).replay([
+            .action("save a note"), .action("log a visit"), .damage(.flipKeyFileByte(offset: 20)), .action("log a visit"),
+            .reboot, .unlock, .restoreDamage, .launch, .action("save a note"),
+        ])
+    }
+
+    @Test("an app that deletes its damaged store to start over is found: damage is never repaired by replacement")
+    func damagedStoreDeletedIsFound() async throws {
+        var simulation = listingApp(swallowingFailedWrites: false)
+        simulation.action("start over when damaged") { app in
+            if case .failed(let error) = app.controller.phase, error.code == .storeDamaged {
+                try FileManager.default.removeItem(atPath: app.environment.storePath("visits.sqlite"))
+            }
+        }
+        let failure = await #expect(throws: AppSimulationFailure.self) {
+            try await simulation.replay([
+                .action("save a note"), .damage(.truncateStore(length: 0)), .launch, .action("start over when damaged"),
+            ])
+        }
+        #expect(failure?.check == "damage reported, never repaired by replacement")
+        #expect(failure?.failedStep == 3)
+        #expect(failure?.message.contains("removed") == true)
+    }
+
+    @Test("damage of each kind and its restore are drawn, and a correct app passes 10 seeds of 60 steps with them")
+    func damageIsDrawnAndPasses() async throws {
+        let simulation = listingApp(swallowingFailedWrites: false)
+        let drawn = simulation.steps(seed: 0, count: 600)
+        #expect(drawn.contains { if case .damage(.truncateStore) = $0 { true } else { false } })
+        #expect(drawn.contains { if case .damage(.flipKeyFileByte) = $0 { true } else { false } })
+        #expect(drawn.contains(.restoreDamage))
+        try await simulation.run(seeds: 10..<20, steps: 60)
+    }
+
     @Test("the same seed draws the same steps")
     func sameSeedSameSteps() {
         let simulation = visitsApp(tallyOutsideStore: false)
