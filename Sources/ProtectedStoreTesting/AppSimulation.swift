@@ -522,6 +522,8 @@ public final class AppSimulationContext {
     private var ioErrorFired = false
     /// The app whose store an I/O error kept from attaching: it presents the error until its next launch.
     private var faultedApp: ObjectIdentifier?
+    /// The puts another process appended to the inbox, by key: when, and while which app ran (its poll merges them).
+    private var appendedByAnotherProcess: [String: (at: ManualClock.Instant, app: ObjectIdentifier?)] = [:]
     /// The file a ``AppSimulationStep/damage(_:)`` damaged and not restored yet, its bytes before and after.
     private var damaged: (damage: AppSimulationStep.Damage, path: String, original: [UInt8], damaged: [UInt8])?
 
@@ -612,6 +614,48 @@ public final class AppSimulationContext {
             throw error
         }
         if case .put(let key, let value) = change { acknowledged[key, default: []].insert(value) }
+    }
+
+    /// Appends a key-value change to the store's locked inbox from another process, as an extension does while
+    /// the app may run.
+    ///
+    /// The append goes through the store's files, not the running app's controller, so the app does not merge it
+    /// at once: its inbox poll does, within one poll interval, or its next attach. Once appended, a put is
+    /// acknowledged, and the simulation checks it is in the ready store from then on (a put the app's poll has not
+    /// had time to merge may still wait).
+    ///
+    /// - Parameter change: the change.
+    /// - Throws: what ``/ProtectedStore/LockedInbox/append(_:)-(InboxEntry.Change)`` throws.
+    public func appendToInboxFromAnotherProcess(_ change: InboxEntry.Change) throws {
+        do {
+            _ = try LockedInbox(configuration: simulation.store(self)).append(change)
+        } catch {
+            if case .put(let key, let value) = change { uncertain[key, default: []].insert(value) }
+            throw error
+        }
+        if case .put(let key, let value) = change {
+            acknowledged[key, default: []].insert(value)
+            appendedByAnotherProcess[key] = (environment.clock.now, running.map(ObjectIdentifier.init))
+        }
+    }
+
+    /// Appends one of the app's own changes to the store's locked inbox from another process, as an extension
+    /// does while the app may run.
+    ///
+    /// The running app merges it at its next poll or attach, as ``appendToInboxFromAnotherProcess(_:)-(InboxEntry.Change)``
+    /// says; the app's invariants check what its handlers made of it.
+    ///
+    /// - Parameter change: the change.
+    /// - Throws: what ``/ProtectedStore/LockedInbox/append(_:)-(Change)`` throws.
+    public func appendToInboxFromAnotherProcess<Change: InboxChange>(_ change: Change) throws {
+        _ = try LockedInbox(configuration: simulation.store(self)).append(change)
+    }
+
+    /// Whether the put of `key` another process appended may still wait for the running app's poll.
+    private func mayWaitForPoll(_ key: String, controller: DataController) -> Bool {
+        guard let appended = appendedByAnotherProcess[key], appended.app == ObjectIdentifier(controller) else { return false }
+        guard let interval = controller.configuration.inboxPollInterval else { return true }
+        return environment.clock.now < appended.at.advanced(by: interval)
     }
 
     // MARK: Steps
@@ -731,6 +775,7 @@ public final class AppSimulationContext {
         guard let controller = running else { return }
         running = nil
         faultedApp = nil
+        appendedByAnotherProcess = [:]
         environment.crash(controller)
         disk.killOpenHandles()
         await controller.releaseAbandonedStore()
@@ -772,7 +817,7 @@ public final class AppSimulationContext {
             for (key, values) in acknowledged.sorted(by: { $0.key < $1.key }) {
                 let stored = try await coordinator.value(forKey: key)
                 let mayHold = values.union(uncertain[key] ?? [])
-                if stored.map({ !mayHold.contains($0) }) ?? true {
+                if stored.map({ !mayHold.contains($0) }) ?? true, !mayWaitForPoll(key, controller: controller) {
                     return CheckFailed(
                         check: "acknowledged writes present",
                         message: "\"\(key)\" is \(stored.map { "\"\($0)\"" } ?? "missing"); acknowledged: \(values.sorted())")

@@ -86,6 +86,27 @@ private func listingApp(swallowingFailedWrites: Bool) -> AppSimulation {
     return simulation
 }
 
+/// The listing app with an extension, a second process that appends notes and visits to the store's inbox through
+/// the store's files while the app may run, and an invariant that no visit is applied twice (each visit's place is
+/// unique).
+@MainActor
+private func appWithExtension() -> AppSimulation {
+    var simulation = listingApp(swallowingFailedWrites: false)
+    simulation.action("an extension saves a note") { app in
+        try app.appendToInboxFromAnotherProcess(.put(key: "extension note \(app.number)", value: "text \(app.number)"))
+    }
+    simulation.action("an extension logs a visit", weight: 3) { app in
+        try app.appendToInboxFromAnotherProcess(VisitLogged(place: "place \(app.number)"))
+    }
+    simulation.invariant("each visit is applied once") { app in
+        let twice = try await app.coordinator.read { db in
+            try db.scalar("SELECT count(*) - count(DISTINCT place) FROM visits")?.int64 ?? -1
+        }
+        return twice == 0 ? nil : "\(twice) visits applied more than once"
+    }
+    return simulation
+}
+
 /// What an app's own simulation test looks like, and that a failure comes back as a short story.
 @MainActor
 @Suite("AppSimulation", .timeLimit(.minutes(5)))
@@ -264,6 +285,41 @@ struct AppSimulationTests {
         #expect(drawn.contains { if case .damage(.flipKeyFileByte) = $0 { true } else { false } })
         #expect(drawn.contains(.restoreDamage))
         try await simulation.run(seeds: 10..<20, steps: 60)
+    }
+
+    @Test("appends from another process and the app's own are all merged, none applied twice, over 10 seeds of 60 steps")
+    func secondProcessPasses() async throws {
+        try await appWithExtension().run(seeds: 0..<10, steps: 60)
+    }
+
+    @Test("an append from another process may wait one poll interval, and is found missing after it")
+    func secondProcessAppendWaitsOnePoll() async throws {
+        var simulation = appWithExtension()
+        simulation.action("drop the inbox") { app in
+            try FileManager.default.removeItem(atPath: app.environment.storePath("visits.sqlite") + ".inbox")
+        }
+        // Checked right after the append, before the app's poll: the note may wait.
+        try await simulation.replay([.action("an extension saves a note"), .action("save a note"), .wait(seconds: 1)])
+        let failure = await #expect(throws: AppSimulationFailure.self) {
+            try await simulation.replay([.action("an extension saves a note"), .action("drop the inbox"), .wait(seconds: 1)])
+        }
+        #expect(failure?.check == "acknowledged writes present")
+        #expect(failure?.failedStep == 2)
+        #expect(failure?.message.contains("missing") == true)
+    }
+
+    @Test("a visit the extension appends twice is found applied twice")
+    func visitAppliedTwiceIsFound() async throws {
+        var simulation = appWithExtension()
+        simulation.action("an extension logs a visit, and again after a timeout") { app in
+            try app.appendToInboxFromAnotherProcess(VisitLogged(place: "place \(app.number)"))
+            try app.appendToInboxFromAnotherProcess(VisitLogged(place: "place \(app.number)"))
+        }
+        let failure = await #expect(throws: AppSimulationFailure.self) {
+            try await simulation.replay([.action("an extension logs a visit, and again after a timeout"), .wait(seconds: 1)])
+        }
+        #expect(failure?.check == "each visit is applied once")
+        #expect(failure?.failedStep == 1)
     }
 
     @Test("the same seed draws the same steps")
