@@ -8,8 +8,8 @@ internal import SecureKeys
 /// It draws steps, runs them on a ``ProtectedStoreTestEnvironment``, and after every step checks the library's
 /// invariants and the app's. The steps are locked background launches, locks and unlocks with their grace period,
 /// reboots, crashes (one inside the inbox merge), power cuts that drop or tear what was not synced, I/O errors in the
-/// next step, damage to the store's files and its restore, and the app's own actions. Each run starts with the app launched once on the unlocked device, as after its installation, so its
-/// store exists.
+/// next step, damage to the store's files and its restore, and the app's own actions. Each run starts with the app
+/// launched once on the unlocked device, as after its installation, so its store exists.
 ///
 /// ```swift
 /// var simulation = AppSimulation { app in
@@ -190,8 +190,10 @@ public struct AppSimulation {
                 // Never a key file's version byte (offset 4, after its magic): that is a format this version does
                 // not know, not damage.
                 let offset = Int(damages.next() % 60)
-                let damage: AppSimulationStep.Damage = damages.next() % 2 == 0
-                    ? .truncateStore(length: Int(damages.next() % 4096)) : .flipKeyFileByte(offset: offset == 4 ? 5 : offset)
+                let damage: AppSimulationStep.Damage =
+                    damages.next() % 2 == 0
+                    ? .truncateStore(length: Int(damages.next() % 4096))
+                    : .flipKeyFileByte(offset: offset == 4 ? 5 : offset)
                 drawn.append(.damage(damage))
                 restoreAfter = 1 + Int(damages.next() % 6)
                 continue
@@ -320,10 +322,11 @@ public enum AppSimulationStep: Sendable, Hashable, CustomStringConvertible {
     /// The next step runs on a failing disk.
     ///
     /// Of the next step's file-system calls under the state directory (the store, its key files, its inbox, the
-    /// device's files), the first `after` succeed and the next one fails as `kind` says; the calls after it succeed
-    /// again. Only a launch, an unlock, a wait, the end of the grace period or an action runs under it; before any
-    /// other step it is dropped. The call that fails must fail with an error that says why, no acknowledged write
-    /// may be lost, and an app whose store the fault kept from attaching must attach at its next launch.
+    /// device's files), the first `after` succeed and the next one fails as the ``IOError`` says; the calls after it
+    /// succeed again. Only a launch, an unlock, a wait, the end of the grace period or an action runs under it;
+    /// before any other step it is dropped. The call that fails must fail with an error that says why, no
+    /// acknowledged write may be lost, and an app whose store the fault kept from attaching must attach at its next
+    /// launch.
     case ioError(IOError, after: Int)
     /// The app's process is killed, and one of its store's files is damaged on disk, durably.
     ///
@@ -378,9 +381,13 @@ public enum AppSimulationStep: Sendable, Hashable, CustomStringConvertible {
 
     /// How a ``damage(_:)`` step damages a file of the app's store.
     public enum Damage: Sendable, Hashable, CustomStringConvertible {
-        /// The store file is cut to `length` bytes (one byte less than it has, when it has no more), shorter than its first page.
+        /// The store file is cut to `length` bytes, shorter than its first page.
+        ///
+        /// A file of `length` bytes or fewer loses its last byte.
         case truncateStore(length: Int)
-        /// Every bit of the byte at `offset` of the store's key file is inverted (the last byte, when the file is shorter).
+        /// Every bit of the byte at `offset` of the store's key file is inverted.
+        ///
+        /// In a file of `offset` bytes or fewer it is the last byte.
         case flipKeyFileByte(offset: Int)
 
         /// The damage as Swift, such as `.truncateStore(length: 12)`.
@@ -642,8 +649,9 @@ public final class AppSimulationContext {
     /// Appends one of the app's own changes to the store's locked inbox from another process, as an extension
     /// does while the app may run.
     ///
-    /// The running app merges it at its next poll or attach, as ``appendToInboxFromAnotherProcess(_:)-(InboxEntry.Change)``
-    /// says; the app's invariants check what its handlers made of it.
+    /// The running app merges it at its next poll or attach, as
+    /// ``appendToInboxFromAnotherProcess(_:)-(InboxEntry.Change)`` says; the app's invariants check what its
+    /// handlers made of it.
     ///
     /// - Parameter change: the change.
     /// - Throws: what ``/ProtectedStore/LockedInbox/append(_:)-(Change)`` throws.
@@ -653,7 +661,9 @@ public final class AppSimulationContext {
 
     /// Whether the put of `key` another process appended may still wait for the running app's poll.
     private func mayWaitForPoll(_ key: String, controller: DataController) -> Bool {
-        guard let appended = appendedByAnotherProcess[key], appended.app == ObjectIdentifier(controller) else { return false }
+        guard let appended = appendedByAnotherProcess[key], appended.app == ObjectIdentifier(controller) else {
+            return false
+        }
         guard let interval = controller.configuration.inboxPollInterval else { return true }
         return environment.clock.now < appended.at.advanced(by: interval)
     }
@@ -671,8 +681,8 @@ public final class AppSimulationContext {
         guard step.runsUnderIOError else { return try await run(step, actions: actions) }
         let kind = DiskFaultSweep.Kind(planned.kind.fault, .transient)
         let plan = try DiskFaultPlan.arm(
-            under: environment.stateDirectory, failingCall: planned.after + 1, fault: kind.fault, persistence: .transient,
-            calls: kind.calls)
+            under: environment.stateDirectory, failingCall: planned.after + 1, fault: kind.fault,
+            persistence: .transient, calls: kind.calls)
         defer {
             plan.disarm()
             ioErrorFired = plan.fired
@@ -796,7 +806,8 @@ public final class AppSimulationContext {
                 guard controller.presentedError?.code == error.code else {
                     return CheckFailed(
                         check: "store attaches",
-                        message: "an I/O error kept the store from attaching (\(error)), and the app presented \(controller.presentedError.map { "\($0)" } ?? "nothing")")
+                        message: "an I/O error kept the store from attaching (\(error)), and the app presented "
+                            + (controller.presentedError.map { "\($0)" } ?? "nothing"))
                 }
                 return nil
             }
