@@ -529,8 +529,12 @@ public final class AppSimulationContext {
     private var ioErrorFired = false
     /// The app whose store an I/O error kept from attaching: it presents the error until its next launch.
     private var faultedApp: ObjectIdentifier?
-    /// The puts another process appended to the inbox, by key: when, and while which app ran (its poll merges them).
-    private var appendedByAnotherProcess: [String: (at: ManualClock.Instant, app: ObjectIdentifier?)] = [:]
+    /// The inbox puts the running app has not merged at once, by key: since when, and which app runs (its poll
+    /// merges them). They are another process's appends, and every inbox put after an I/O error that may have
+    /// failed a merge.
+    private var waitingForPoll: [String: (since: ManualClock.Instant, app: ObjectIdentifier?)] = [:]
+    /// The keys acknowledged through the inbox.
+    private var inboxKeys: Set<String> = []
     /// The file a ``AppSimulationStep/damage(_:)`` damaged and not restored yet, its bytes before and after.
     private var damaged: (damage: AppSimulationStep.Damage, path: String, original: [UInt8], damaged: [UInt8])?
 
@@ -620,7 +624,10 @@ public final class AppSimulationContext {
             if case .put(let key, let value) = change { uncertain[key, default: []].insert(value) }
             throw error
         }
-        if case .put(let key, let value) = change { acknowledged[key, default: []].insert(value) }
+        if case .put(let key, let value) = change {
+            acknowledged[key, default: []].insert(value)
+            inboxKeys.insert(key)
+        }
     }
 
     /// Appends a key-value change to the store's locked inbox from another process, as an extension does while
@@ -642,7 +649,8 @@ public final class AppSimulationContext {
         }
         if case .put(let key, let value) = change {
             acknowledged[key, default: []].insert(value)
-            appendedByAnotherProcess[key] = (environment.clock.now, running.map(ObjectIdentifier.init))
+            inboxKeys.insert(key)
+            waitingForPoll[key] = (environment.clock.now, running.map(ObjectIdentifier.init))
         }
     }
 
@@ -661,11 +669,9 @@ public final class AppSimulationContext {
 
     /// Whether the put of `key` another process appended may still wait for the running app's poll.
     private func mayWaitForPoll(_ key: String, controller: DataController) -> Bool {
-        guard let appended = appendedByAnotherProcess[key], appended.app == ObjectIdentifier(controller) else {
-            return false
-        }
+        guard let waiting = waitingForPoll[key], waiting.app == ObjectIdentifier(controller) else { return false }
         guard let interval = controller.configuration.inboxPollInterval else { return true }
-        return environment.clock.now < appended.at.advanced(by: interval)
+        return environment.clock.now < waiting.since.advanced(by: interval)
     }
 
     // MARK: Steps
@@ -686,7 +692,12 @@ public final class AppSimulationContext {
         defer {
             plan.disarm()
             ioErrorFired = plan.fired
-            if plan.fired, let running, case .failed = running.phase { faultedApp = ObjectIdentifier(running) }
+            if plan.fired, let running {
+                if case .failed = running.phase { faultedApp = ObjectIdentifier(running) }
+                // A merge (after an append, at an attach, at a poll) may be what failed: the records wait for the
+                // app's next poll.
+                for key in inboxKeys { waitingForPoll[key] = (environment.clock.now, ObjectIdentifier(running)) }
+            }
         }
         try await run(step, actions: actions)
     }
@@ -785,7 +796,7 @@ public final class AppSimulationContext {
         guard let controller = running else { return }
         running = nil
         faultedApp = nil
-        appendedByAnotherProcess = [:]
+        waitingForPoll = [:]
         environment.crash(controller)
         disk.killOpenHandles()
         await controller.releaseAbandonedStore()

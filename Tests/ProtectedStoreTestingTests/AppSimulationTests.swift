@@ -220,6 +220,21 @@ struct AppSimulationTests {
         ])
     }
 
+    @Test("an inbox put acknowledged before an I/O error stops its merge waits for the next poll, at most one interval")
+    func inboxPutMergedAfterAFailedMerge() async throws {
+        var simulation = listingApp(swallowingFailedWrites: false)
+        simulation.action("save a note through the inbox") { app in
+            try app.appendToInbox(.put(key: "inbox note \(app.number)", value: "text \(app.number)"))
+        }
+        // Every call of the append and its merge fails once, in turn: the append fails (not acknowledged) or the
+        // merge does (the note waits for the poll, which the wait lets run).
+        for after in 0..<30 {
+            try await simulation.replay([
+                .ioError(.diskError, after: after), .action("save a note through the inbox"), .wait(seconds: 1),
+            ])
+        }
+    }
+
     @Test("an action that swallows a failed write and lists the note as saved is found under an I/O error, and shrunk")
     func swallowedWriteIsFound() async throws {
         let simulation = listingApp(swallowingFailedWrites: true)
