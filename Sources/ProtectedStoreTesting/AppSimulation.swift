@@ -7,9 +7,9 @@ internal import SecureKeys
 ///
 /// It draws steps, runs them on a ``ProtectedStoreTestEnvironment``, and after every step checks the library's
 /// invariants and the app's. The steps are locked background launches, locks and unlocks with their grace period,
-/// reboots, crashes (one inside the inbox merge), power cuts that drop or tear what was not synced, and the app's own
-/// actions. Each run starts with the app launched once on the unlocked device, as after its installation, so its
-/// store exists.
+/// reboots, crashes (one inside the inbox merge), power cuts that drop or tear what was not synced, I/O errors in the
+/// next step, damage to the store's files and its restore, and the app's own actions. Each run starts with the app
+/// launched once on the unlocked device, as after its installation, so its store exists.
 ///
 /// ```swift
 /// var simulation = AppSimulation { app in
@@ -144,7 +144,9 @@ public struct AppSimulation {
 
     /// The steps `seed` draws.
     ///
-    /// They are device steps and the app's actions, drawn by weight.
+    /// They are device steps and the app's actions, drawn by weight; now and then an I/O error before a step it
+    /// applies to; now and then a damaged store file or key file, restored one to six steps later. I/O errors and
+    /// damage come from streams of their own, so the other steps are the ones the seed drew without them.
     ///
     /// - Parameters:
     ///   - seed: the seed.
@@ -157,7 +159,10 @@ public struct AppSimulation {
         for action in actions { choices.append((.action(action.name), action.weight)) }
         let total = choices.reduce(0) { $0 + $1.weight }
         var random = SplitMix64(seed: seed)
-        return (0..<count).map { _ in
+        // I/O errors come from a stream of their own, so a seed draws the same other steps as before they existed,
+        // with an I/O error put before some of them.
+        var faults = SplitMix64(seed: seed ^ 0x494F_4552_524F_5253)
+        func draw() -> AppSimulationStep {
             var pick = Int(random.next() % UInt64(total))
             for (step, weight) in choices {
                 if pick < weight {
@@ -169,7 +174,45 @@ public struct AppSimulation {
             }
             preconditionFailure("a pick below the total weight falls on a step")
         }
+        // So does damage: now and then a file of the store is damaged, and restored a few steps later.
+        var damages = SplitMix64(seed: seed ^ 0x4441_4D41_4745_5354)
+        var restoreAfter: Int?
+        var drawn: [AppSimulationStep] = []
+        while drawn.count < count {
+            if let left = restoreAfter {
+                restoreAfter = left - 1
+                if left == 0 {
+                    restoreAfter = nil
+                    drawn.append(.restoreDamage)
+                    continue
+                }
+            } else if drawn.count + 2 < count, damages.next() % Self.damageOdds == 0 {
+                // Never a key file's version byte (offset 4, after its magic): that is a format this version does
+                // not know, not damage.
+                let offset = Int(damages.next() % 60)
+                let damage: AppSimulationStep.Damage =
+                    damages.next() % 2 == 0
+                    ? .truncateStore(length: Int(damages.next() % 4096))
+                    : .flipKeyFileByte(offset: offset == 4 ? 5 : offset)
+                drawn.append(.damage(damage))
+                restoreAfter = 1 + Int(damages.next() % 6)
+                continue
+            }
+            let step = draw()
+            if drawn.count + 1 < count, step.runsUnderIOError, faults.next() % Self.ioErrorOdds == 0 {
+                let kinds = AppSimulationStep.IOError.allCases
+                drawn.append(.ioError(kinds[Int(faults.next() % UInt64(kinds.count))], after: Int(faults.next() % 12)))
+            }
+            drawn.append(step)
+        }
+        return drawn
     }
+
+    /// One step in this many, of those an I/O error may hit, comes after an ``AppSimulationStep/ioError(_:after:)``.
+    static let ioErrorOdds: UInt64 = 12
+
+    /// One step in this many, while no file is damaged, is an ``AppSimulationStep/damage(_:)``.
+    static let damageOdds: UInt64 = 30
 
     /// A check that failed.
     ///
@@ -218,6 +261,10 @@ public struct AppSimulation {
                 failure = await context.check(invariants: invariants)
             } catch let failed as AppSimulationContext.CheckFailed {
                 failure = failed
+            } catch where context.faultExplains(error) {
+                // A call the planned I/O error hit failed, saying why: not a finding. What it left is checked.
+                await context.environment.settle()
+                failure = await context.check(invariants: invariants)
             } catch {
                 failure = .init(check: "step completes", message: "\(step) threw: \(error)")
             }
@@ -272,6 +319,27 @@ public enum AppSimulationStep: Sendable, Hashable, CustomStringConvertible {
     case powerCut(PowerCut, seed: UInt64)
     /// One of the app's actions, by name.
     case action(String)
+    /// The next step runs on a failing disk.
+    ///
+    /// Of the next step's file-system calls under the state directory (the store, its key files, its inbox, the
+    /// device's files), the first `after` succeed and the next one fails as the ``IOError`` says; the calls after it
+    /// succeed again. Only a launch, an unlock, a wait, the end of the grace period or an action runs under it;
+    /// before any other step it is dropped. The call that fails must fail with an error that says why, no
+    /// acknowledged write may be lost, and an app whose store the fault kept from attaching must attach at its next
+    /// launch.
+    case ioError(IOError, after: Int)
+    /// The app's process is killed, and one of its store's files is damaged on disk, durably.
+    ///
+    /// Until ``restoreDamage`` the store must not attach: a launch whose attach meets the damage fails and presents
+    /// it (`store-damaged` for a store file cut short, `key-file-damaged` for its key file), and the damaged
+    /// bytes stay as they are, neither replaced nor removed. Nothing happens while an earlier damage is not
+    /// restored, or when the file does not exist.
+    case damage(Damage)
+    /// The app's process is killed, and the file the last ``damage(_:)`` changed gets its bytes back, as from a
+    /// backup.
+    ///
+    /// The app's next launch must attach, with every acknowledged write.
+    case restoreDamage
 
     /// What a power cut keeps of the writes that were not synced.
     public enum PowerCut: String, Sendable, Hashable, CaseIterable {
@@ -292,6 +360,84 @@ public enum AppSimulationStep: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
+    /// How the failing call of an ``ioError(_:after:)`` fails.
+    public enum IOError: String, Sendable, Hashable, CaseIterable {
+        /// The disk is full (`ENOSPC`); nothing of the call is done.
+        case noSpace
+        /// The disk fails (`EIO`); nothing of the call is done.
+        case diskError
+        /// A write stores half of its bytes, then fails with `ENOSPC` (only writes are counted).
+        case shortWrite
+
+        /// The disk model's fault.
+        var fault: DiskFaultPlan.Fault {
+            switch self {
+            case .noSpace: .noSpace
+            case .diskError: .ioError
+            case .shortWrite: .shortWrite
+            }
+        }
+    }
+
+    /// How a ``damage(_:)`` step damages a file of the app's store.
+    public enum Damage: Sendable, Hashable, CustomStringConvertible {
+        /// The store file is cut to `length` bytes, shorter than its first page.
+        ///
+        /// A file of `length` bytes or fewer loses its last byte.
+        case truncateStore(length: Int)
+        /// Every bit of the byte at `offset` of the store's key file is inverted.
+        ///
+        /// In a file of `offset` bytes or fewer it is the last byte.
+        case flipKeyFileByte(offset: Int)
+
+        /// The damage as Swift, such as `.truncateStore(length: 12)`.
+        public var description: String {
+            switch self {
+            case .truncateStore(let length): ".truncateStore(length: \(length))"
+            case .flipKeyFileByte(let offset): ".flipKeyFileByte(offset: \(offset))"
+            }
+        }
+
+        /// The code of the error an attach that meets this damage presents.
+        var expectedCode: StoreError.Code {
+            switch self {
+            case .truncateStore: .storeDamaged
+            case .flipKeyFileByte: .keyFileDamaged
+            }
+        }
+
+        /// The file it damages, among the store's files.
+        func path(in files: StoreFiles) -> String {
+            switch self {
+            case .truncateStore: files.database
+            case .flipKeyFileByte: files.key
+            }
+        }
+
+        /// The bytes it leaves of `bytes` (never empty input).
+        func apply(to bytes: [UInt8]) -> [UInt8] {
+            switch self {
+            case .truncateStore(let length):
+                return Array(bytes.prefix(min(max(0, length), bytes.count - 1)))
+            case .flipKeyFileByte(let offset):
+                var damaged = bytes
+                let index = min(max(0, offset), bytes.count - 1)
+                damaged[index] = ~damaged[index]
+                return damaged
+            }
+        }
+    }
+
+    /// Whether a planned ``ioError(_:after:)`` applies to this step.
+    ///
+    /// It applies to the steps that write through the app or the device and leave the device running.
+    var runsUnderIOError: Bool {
+        switch self {
+        case .launch, .unlock, .wait, .passGracePeriod, .action: true
+        case .lock, .crash, .crashInsideMerge, .reboot, .powerCut, .ioError, .damage, .restoreDamage: false
+        }
+    }
+
     /// The step as Swift, such as `.lock` or `.action("share a note")`.
     public var description: String {
         switch self {
@@ -305,6 +451,9 @@ public enum AppSimulationStep: Sendable, Hashable, CustomStringConvertible {
         case .reboot: ".reboot"
         case .powerCut(let mode, let seed): ".powerCut(.\(mode.rawValue), seed: \(seed))"
         case .action(let name): ".action(\(String(reflecting: name)))"
+        case .ioError(let kind, let after): ".ioError(.\(kind.rawValue), after: \(after))"
+        case .damage(let damage): ".damage(\(damage))"
+        case .restoreDamage: ".restoreDamage"
         }
     }
 }
@@ -323,7 +472,7 @@ public struct AppSimulationFailure: Error, Sendable, CustomStringConvertible {
     /// The check's name, an app invariant's or the library's.
     ///
     /// The library's checks are `acknowledged writes present`, `queued operations ran once, in order`,
-    /// `store attaches` and `step completes`.
+    /// `store attaches`, `damage reported, never repaired by replacement` and `step completes`.
     public let check: String
     /// What the check found.
     public let message: String
@@ -372,6 +521,22 @@ public final class AppSimulationContext {
     private var ran: [String] = []
     /// The values acknowledged for each key by ``put(_:_:)`` and ``appendToInbox(_:)``.
     private var acknowledged: [String: Set<String>] = [:]
+    /// The values of writes that failed under an I/O error, for each key: the store may hold them or not.
+    private var uncertain: [String: Set<String>] = [:]
+    /// The I/O error an ``AppSimulationStep/ioError(_:after:)`` planned for the next step.
+    private var plannedIOError: (kind: AppSimulationStep.IOError, after: Int)?
+    /// Whether the planned I/O error failed a call in the step that just ran.
+    private var ioErrorFired = false
+    /// The app whose store an I/O error kept from attaching: it presents the error until its next launch.
+    private var faultedApp: ObjectIdentifier?
+    /// The inbox puts the running app has not merged at once, by key: since when, and which app runs (its poll
+    /// merges them). They are another process's appends, and every inbox put after an I/O error that may have
+    /// failed a merge.
+    private var waitingForPoll: [String: (since: ManualClock.Instant, app: ObjectIdentifier?)] = [:]
+    /// The keys acknowledged through the inbox.
+    private var inboxKeys: Set<String> = []
+    /// The file a ``AppSimulationStep/damage(_:)`` damaged and not restored yet, its bytes before and after.
+    private var damaged: (damage: AppSimulationStep.Damage, path: String, original: [UInt8], damaged: [UInt8])?
 
     /// A failed library check.
     struct CheckFailed: Error {
@@ -434,7 +599,13 @@ public final class AppSimulationContext {
     /// - Throws: what ``/ProtectedStore/DataController/submit(_:deadline:_:)`` throws.
     public func put(_ key: String, _ value: String) throws {
         try submit("put \(key)") { [weak self] coordinator in
-            try await coordinator.put(key, value)
+            do {
+                try await coordinator.put(key, value)
+            } catch {
+                // Under an I/O error the write may have reached the disk or not.
+                self?.uncertain[key, default: []].insert(value)
+                throw error
+            }
             self?.acknowledged[key, default: []].insert(value)
         }
     }
@@ -446,13 +617,101 @@ public final class AppSimulationContext {
     /// - Parameter change: the change.
     /// - Throws: what ``/ProtectedStore/DataController/appendToInbox(_:)-(InboxEntry.Change)`` throws.
     public func appendToInbox(_ change: InboxEntry.Change) throws {
-        _ = try controller.appendToInbox(change)
-        if case .put(let key, let value) = change { acknowledged[key, default: []].insert(value) }
+        do {
+            _ = try controller.appendToInbox(change)
+        } catch {
+            // Under an I/O error the record may be in the inbox or not.
+            if case .put(let key, let value) = change { uncertain[key, default: []].insert(value) }
+            throw error
+        }
+        if case .put(let key, let value) = change {
+            acknowledged[key, default: []].insert(value)
+            inboxKeys.insert(key)
+        }
+    }
+
+    /// Appends a key-value change to the store's locked inbox from another process, as an extension does while
+    /// the app may run.
+    ///
+    /// The append goes through the store's files, not the running app's controller, so the app does not merge it
+    /// at once: its inbox poll does, within one poll interval, or its next attach. Once appended, a put is
+    /// acknowledged, and the simulation checks it is in the ready store from then on (a put the app's poll has not
+    /// had time to merge may still wait).
+    ///
+    /// - Parameter change: the change.
+    /// - Throws: what ``/ProtectedStore/LockedInbox/append(_:)-(InboxEntry.Change)`` throws.
+    public func appendToInboxFromAnotherProcess(_ change: InboxEntry.Change) throws {
+        do {
+            _ = try LockedInbox(configuration: simulation.store(self)).append(change)
+        } catch {
+            if case .put(let key, let value) = change { uncertain[key, default: []].insert(value) }
+            throw error
+        }
+        if case .put(let key, let value) = change {
+            acknowledged[key, default: []].insert(value)
+            inboxKeys.insert(key)
+            waitingForPoll[key] = (environment.clock.now, running.map(ObjectIdentifier.init))
+        }
+    }
+
+    /// Appends one of the app's own changes to the store's locked inbox from another process, as an extension
+    /// does while the app may run.
+    ///
+    /// The running app merges it at its next poll or attach, as
+    /// ``appendToInboxFromAnotherProcess(_:)-(InboxEntry.Change)`` says; the app's invariants check what its
+    /// handlers made of it.
+    ///
+    /// - Parameter change: the change.
+    /// - Throws: what ``/ProtectedStore/LockedInbox/append(_:)-(Change)`` throws.
+    public func appendToInboxFromAnotherProcess<Change: InboxChange>(_ change: Change) throws {
+        _ = try LockedInbox(configuration: simulation.store(self)).append(change)
+    }
+
+    /// Whether the put of `key` another process appended may still wait for the running app's poll.
+    private func mayWaitForPoll(_ key: String, controller: DataController) -> Bool {
+        guard let waiting = waitingForPoll[key], waiting.app == ObjectIdentifier(controller) else { return false }
+        guard let interval = controller.configuration.inboxPollInterval else { return true }
+        return environment.clock.now < waiting.since.advanced(by: interval)
     }
 
     // MARK: Steps
 
     func perform(_ step: AppSimulationStep, actions: [AppSimulation.Action]) async throws {
+        ioErrorFired = false
+        if case .ioError(let kind, let after) = step {
+            plannedIOError = (kind, after)
+            return
+        }
+        guard let planned = plannedIOError else { return try await run(step, actions: actions) }
+        plannedIOError = nil
+        guard step.runsUnderIOError else { return try await run(step, actions: actions) }
+        let kind = DiskFaultSweep.Kind(planned.kind.fault, .transient)
+        let plan = try DiskFaultPlan.arm(
+            under: environment.stateDirectory, failingCall: planned.after + 1, fault: kind.fault,
+            persistence: .transient, calls: kind.calls)
+        defer {
+            plan.disarm()
+            ioErrorFired = plan.fired
+            if plan.fired, let running {
+                if case .failed = running.phase { faultedApp = ObjectIdentifier(running) }
+                // A merge (after an append, at an attach, at a poll) may be what failed: the records wait for the
+                // app's next poll.
+                for key in inboxKeys { waitingForPoll[key] = (environment.clock.now, ObjectIdentifier(running)) }
+            }
+        }
+        try await run(step, actions: actions)
+    }
+
+    /// Whether `error`, thrown by the step that just ran, is the planned I/O error's doing.
+    ///
+    /// It is when the fault failed a call in the step and the error says why: a typed error, which
+    /// `StoreError(wrapping:)` gives a code of its own (not the catch-all `store-error`).
+    func faultExplains(_ error: any Error) -> Bool {
+        guard ioErrorFired, !(error is CheckFailed) else { return false }
+        return StoreError(wrapping: error).code != .storeError
+    }
+
+    private func run(_ step: AppSimulationStep, actions: [AppSimulation.Action]) async throws {
         let device = environment.device
         switch step {
         case .launch: await launchIfNeeded()
@@ -484,7 +743,39 @@ public final class AppSimulationContext {
             number += 1
             try await action.body(self)
             await environment.settle()
+        case .ioError:
+            break
+        case .damage(let damage):
+            await crash()
+            guard damaged == nil else { return }
+            let path = damage.path(in: StoreFiles(database: simulation.store(self).path))
+            guard let original = Self.contents(of: path), !original.isEmpty else { return }
+            let bytes = damage.apply(to: original)
+            try Self.overwrite(path, with: bytes)
+            damaged = (damage, path, original, bytes)
+        case .restoreDamage:
+            await crash()
+            guard let damaged else { return }
+            try Self.overwrite(damaged.path, with: damaged.original)
+            self.damaged = nil
         }
+    }
+
+    /// The bytes of the file at `path`, or `nil` when it cannot be read.
+    private static func contents(of path: String) -> [UInt8]? {
+        try? [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
+    }
+
+    /// Replaces the contents of the file at `path` by `bytes`, in place, and syncs them.
+    ///
+    /// It writes through the file seam, so the disk model records the bytes as synced (damage is durable, as bit
+    /// rot is, and so is a restore).
+    private static func overwrite(_ path: String, with bytes: [UInt8]) throws {
+        let file = try DiskIO.open(path, flags: O_RDWR)
+        defer { file.close() }
+        try file.truncate(to: 0)
+        try file.write(bytes)
+        try file.sync()
     }
 
     private var launchOptions: LaunchOptions {
@@ -504,6 +795,8 @@ public final class AppSimulationContext {
     private func crash() async {
         guard let controller = running else { return }
         running = nil
+        faultedApp = nil
+        waitingForPoll = [:]
         environment.crash(controller)
         disk.killOpenHandles()
         await controller.releaseAbandonedStore()
@@ -513,8 +806,22 @@ public final class AppSimulationContext {
 
     /// The library's checks, then the app's invariants while the store is ready.
     func check(invariants: [AppSimulation.Invariant]) async -> CheckFailed? {
+        if let damaged {
+            if let failure = checkDamage(damaged) { return failure }
+        }
         guard let controller = running else { return nil }
+        if damaged != nil { return nil }
         if case .failed(let error) = controller.phase {
+            // An I/O error that kept the store from attaching is presented; the app's next launch must attach.
+            if faultedApp == ObjectIdentifier(controller) {
+                guard controller.presentedError?.code == error.code else {
+                    return CheckFailed(
+                        check: "store attaches",
+                        message: "an I/O error kept the store from attaching (\(error)), and the app presented "
+                            + (controller.presentedError.map { "\($0)" } ?? "nothing"))
+                }
+                return nil
+            }
             return CheckFailed(check: "store attaches", message: "the store failed: \(error)")
         }
         var index = 0
@@ -531,7 +838,8 @@ public final class AppSimulationContext {
         do {
             for (key, values) in acknowledged.sorted(by: { $0.key < $1.key }) {
                 let stored = try await coordinator.value(forKey: key)
-                if stored.map({ !values.contains($0) }) ?? true {
+                let mayHold = values.union(uncertain[key] ?? [])
+                if stored.map({ !mayHold.contains($0) }) ?? true, !mayWaitForPoll(key, controller: controller) {
                     return CheckFailed(
                         check: "acknowledged writes present",
                         message: "\"\(key)\" is \(stored.map { "\"\($0)\"" } ?? "missing"); acknowledged: \(values.sorted())")
@@ -542,6 +850,36 @@ public final class AppSimulationContext {
             }
         } catch {
             return CheckFailed(check: "invariants read the store", message: "\(error)")
+        }
+        return nil
+    }
+
+    /// The damage check: while a file is damaged its bytes stay as the damage left them, and the store does not
+    /// attach; an attach that meets the damage fails and presents it.
+    private func checkDamage(
+        _ damaged: (damage: AppSimulationStep.Damage, path: String, original: [UInt8], damaged: [UInt8])
+    ) -> CheckFailed? {
+        let check = "damage reported, never repaired by replacement"
+        let file = damaged.damage.expectedCode == .keyFileDamaged ? "key file" : "store file"
+        guard let now = Self.contents(of: damaged.path) else {
+            return CheckFailed(check: check, message: "the damaged \(file) (\(damaged.path)) was removed")
+        }
+        if now != damaged.damaged {
+            return CheckFailed(check: check, message: "the damaged \(file) (\(damaged.path)) was overwritten")
+        }
+        guard let controller = running else { return nil }
+        if controller.phase == .ready || controller.coordinator != nil {
+            return CheckFailed(check: check, message: "the store attached with its \(file) damaged")
+        }
+        guard case .failed(let error) = controller.phase else { return nil }
+        // An I/O error may have stopped the attach before it met the damage.
+        if faultedApp == ObjectIdentifier(controller) { return nil }
+        let expected = damaged.damage.expectedCode
+        if error.code != expected || controller.presentedError?.code != expected {
+            return CheckFailed(
+                check: check,
+                message: "the store's \(file) is damaged: the attach failed with \(error.code), the app presented "
+                    + "\(controller.presentedError.map { "\($0.code)" } ?? "nothing"), expected \(expected)")
         }
         return nil
     }

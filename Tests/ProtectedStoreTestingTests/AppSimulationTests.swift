@@ -57,6 +57,56 @@ private func visitsApp(tallyOutsideStore: Bool) -> AppSimulation {
     return simulation
 }
 
+/// The visits app with one more action, which saves a note and lists it as saved in a file of the app's own, and an
+/// invariant that every listed note is stored. `swallowingFailedWrites` plants the bug: the action ignores a failed
+/// write and lists the note anyway, so it claims a write it never made.
+@MainActor
+private func listingApp(swallowingFailedWrites: Bool) -> AppSimulation {
+    var simulation = visitsApp(tallyOutsideStore: false)
+    simulation.action("save a listed note", weight: 4) { app in
+        let key = "listed \(app.number)"
+        let listFile = app.appDirectory + "/saved"
+        try app.submit("save \(key)") { coordinator in
+            if swallowingFailedWrites {
+                try? await coordinator.put(key, "text")
+            } else {
+                try await coordinator.put(key, "text")
+            }
+            let listed = (try? String(contentsOfFile: listFile, encoding: .utf8)) ?? ""
+            try (listed + key + "\n").write(toFile: listFile, atomically: true, encoding: .utf8)
+        }
+    }
+    simulation.invariant("every note listed as saved is stored") { app in
+        let listed = ((try? String(contentsOfFile: app.appDirectory + "/saved", encoding: .utf8)) ?? "").split(separator: "\n")
+        for key in listed where try await app.coordinator.value(forKey: String(key)) == nil {
+            return "\"\(key)\" is listed as saved but not stored"
+        }
+        return nil
+    }
+    return simulation
+}
+
+/// The listing app with an extension, a second process that appends notes and visits to the store's inbox through
+/// the store's files while the app may run, and an invariant that no visit is applied twice (each visit's place is
+/// unique).
+@MainActor
+private func appWithExtension() -> AppSimulation {
+    var simulation = listingApp(swallowingFailedWrites: false)
+    simulation.action("an extension saves a note") { app in
+        try app.appendToInboxFromAnotherProcess(.put(key: "extension note \(app.number)", value: "text \(app.number)"))
+    }
+    simulation.action("an extension logs a visit", weight: 3) { app in
+        try app.appendToInboxFromAnotherProcess(VisitLogged(place: "place \(app.number)"))
+    }
+    simulation.invariant("each visit is applied once") { app in
+        let twice = try await app.coordinator.read { db in
+            try db.scalar("SELECT count(*) - count(DISTINCT place) FROM visits")?.int64 ?? -1
+        }
+        return twice == 0 ? nil : "\(twice) visits applied more than once"
+    }
+    return simulation
+}
+
 /// What an app's own simulation test looks like, and that a failure comes back as a short story.
 @MainActor
 @Suite("AppSimulation", .timeLimit(.minutes(5)))
@@ -79,9 +129,15 @@ struct AppSimulationTests {
         let failure = try #require(found, "no seed found the planted bug")
         #expect(failure.check == "the tally counts the visits")
         #expect(failure.steps.count <= 10)
-        #expect(failure.steps.contains(.crashInsideMerge))
+        // A merge stopped after the handlers ran: by a crash inside it, or by an I/O error that fails its commit.
+        let stopsAMerge = failure.steps.contains { step in
+            switch step {
+            case .crashInsideMerge, .ioError: true
+            default: false
+            }
+        }
+        #expect(stopsAMerge, "\(failure.steps)")
         #expect(failure.description.contains("simulation.run(seed: \(try #require(failure.seed)), steps: 60)"))
-        #expect(failure.description.contains(".crashInsideMerge"))
 
         // The printed seed replays the same failure, shrunk to the same steps.
         let again = await #expect(throws: AppSimulationFailure.self) {
@@ -144,6 +200,141 @@ struct AppSimulationTests {
         #expect(failure?.check == "acknowledged writes present")
         #expect(failure?.failedStep == 3)
         #expect(failure?.message.contains("missing") == true)
+    }
+
+    @Test("I/O errors of each kind are drawn, and a correct app passes 10 seeds of 60 steps with them")
+    func ioErrorsPass() async throws {
+        let simulation = listingApp(swallowingFailedWrites: false)
+        let drawn = simulation.steps(seed: 0, count: 600)
+        for kind in AppSimulationStep.IOError.allCases {
+            #expect(drawn.contains { if case .ioError(kind, _) = $0 { true } else { false } }, "no \(kind) I/O error drawn")
+        }
+        try await simulation.run(seeds: 0..<10, steps: 60)
+    }
+
+    @Test("an I/O error that keeps the store from attaching is presented, and the next launch attaches with every note")
+    func ioErrorAtAttach() async throws {
+        try await listingApp(swallowingFailedWrites: false).replay([
+            .action("save a note"), .crash, .ioError(.diskError, after: 0), .launch, .action("save a listed note"), .crash,
+            .launch, .action("save a note"),
+        ])
+    }
+
+    @Test("an inbox put acknowledged before an I/O error stops its merge waits for the next poll, at most one interval")
+    func inboxPutMergedAfterAFailedMerge() async throws {
+        var simulation = listingApp(swallowingFailedWrites: false)
+        simulation.action("save a note through the inbox") { app in
+            try app.appendToInbox(.put(key: "inbox note \(app.number)", value: "text \(app.number)"))
+        }
+        // Every call of the append and its merge fails once, in turn: the append fails (not acknowledged) or the
+        // merge does (the note waits for the poll, which the wait lets run).
+        for after in 0..<30 {
+            try await simulation.replay([
+                .ioError(.diskError, after: after), .action("save a note through the inbox"), .wait(seconds: 1),
+            ])
+        }
+    }
+
+    @Test("an action that swallows a failed write and lists the note as saved is found under an I/O error, and shrunk")
+    func swallowedWriteIsFound() async throws {
+        let simulation = listingApp(swallowingFailedWrites: true)
+        var found: AppSimulationFailure?
+        for seed: UInt64 in 0..<20 {
+            do { try await simulation.run(seed: seed, steps: 60) } catch let failure as AppSimulationFailure {
+                found = failure
+                break
+            }
+        }
+        let failure = try #require(found, "no seed found the swallowed write")
+        #expect(failure.check == "every note listed as saved is stored")
+        #expect(failure.steps.count <= 4)
+        #expect(failure.steps.contains { if case .ioError = $0 { true } else { false } })
+        #expect(failure.steps.contains(.action("save a listed note")))
+        #expect(failure.description.contains(".ioError(."))
+        // The shrunk steps fail the same check again, and the correct app passes them.
+        let pinned = await #expect(throws: AppSimulationFailure.self) { try await simulation.replay(failure.steps) }
+        #expect(pinned?.check == failure.check)
+        try await listingApp(swallowingFailedWrites: false).replay(failure.steps)
+    }
+
+    @Test("a store file cut short is presented as store-damaged until restored, then attaches with every write")
+    func damagedStoreFile() async throws {
+        try await listingApp(swallowingFailedWrites: false).replay([
+            .action("save a note"), .action("log a visit"), .action("save a listed note"),
+            .damage(.truncateStore(length: 100)), .launch, .action("log a visit"), .action("save a note"), .lock, .unlock,
+            .restoreDamage, .launch, .action("save a note"),
+        ])
+    }
+
+    @Test("a flipped byte in the store's key file is presented as key-file-damaged until restored, then the store attaches")
+    func damagedKeyFile() async throws {
+        try await listingApp(swallowingFailedWrites: false).replay([
+            .action("save a note"), .action("log a visit"), .damage(.flipKeyFileByte(offset: 20)), .action("log a visit"),
+            .reboot, .unlock, .restoreDamage, .launch, .action("save a note"),
+        ])
+    }
+
+    @Test("an app that deletes its damaged store to start over is found: damage is never repaired by replacement")
+    func damagedStoreDeletedIsFound() async throws {
+        var simulation = listingApp(swallowingFailedWrites: false)
+        simulation.action("start over when damaged") { app in
+            if case .failed(let error) = app.controller.phase, error.code == .storeDamaged {
+                try FileManager.default.removeItem(atPath: app.environment.storePath("visits.sqlite"))
+            }
+        }
+        let failure = await #expect(throws: AppSimulationFailure.self) {
+            try await simulation.replay([
+                .action("save a note"), .damage(.truncateStore(length: 0)), .launch, .action("start over when damaged"),
+            ])
+        }
+        #expect(failure?.check == "damage reported, never repaired by replacement")
+        #expect(failure?.failedStep == 3)
+        #expect(failure?.message.contains("removed") == true)
+    }
+
+    @Test("damage of each kind and its restore are drawn, and a correct app passes 10 seeds of 60 steps with them")
+    func damageIsDrawnAndPasses() async throws {
+        let simulation = listingApp(swallowingFailedWrites: false)
+        let drawn = simulation.steps(seed: 0, count: 600)
+        #expect(drawn.contains { if case .damage(.truncateStore) = $0 { true } else { false } })
+        #expect(drawn.contains { if case .damage(.flipKeyFileByte) = $0 { true } else { false } })
+        #expect(drawn.contains(.restoreDamage))
+        try await simulation.run(seeds: 10..<20, steps: 60)
+    }
+
+    @Test("appends from another process and the app's own are all merged, none applied twice, over 10 seeds of 60 steps")
+    func secondProcessPasses() async throws {
+        try await appWithExtension().run(seeds: 0..<10, steps: 60)
+    }
+
+    @Test("an append from another process may wait one poll interval, and is found missing after it")
+    func secondProcessAppendWaitsOnePoll() async throws {
+        var simulation = appWithExtension()
+        simulation.action("drop the inbox") { app in
+            try FileManager.default.removeItem(atPath: app.environment.storePath("visits.sqlite") + ".inbox")
+        }
+        // Checked right after the append, before the app's poll: the note may wait.
+        try await simulation.replay([.action("an extension saves a note"), .action("save a note"), .wait(seconds: 1)])
+        let failure = await #expect(throws: AppSimulationFailure.self) {
+            try await simulation.replay([.action("an extension saves a note"), .action("drop the inbox"), .wait(seconds: 1)])
+        }
+        #expect(failure?.check == "acknowledged writes present")
+        #expect(failure?.failedStep == 2)
+        #expect(failure?.message.contains("missing") == true)
+    }
+
+    @Test("a visit the extension appends twice is found applied twice")
+    func visitAppliedTwiceIsFound() async throws {
+        var simulation = appWithExtension()
+        simulation.action("an extension logs a visit, and again after a timeout") { app in
+            try app.appendToInboxFromAnotherProcess(VisitLogged(place: "place \(app.number)"))
+            try app.appendToInboxFromAnotherProcess(VisitLogged(place: "place \(app.number)"))
+        }
+        let failure = await #expect(throws: AppSimulationFailure.self) {
+            try await simulation.replay([.action("an extension logs a visit, and again after a timeout"), .wait(seconds: 1)])
+        }
+        #expect(failure?.check == "each visit is applied once")
+        #expect(failure?.failedStep == 1)
     }
 
     @Test("the same seed draws the same steps")
