@@ -165,7 +165,9 @@ struct SynchronousWriteTests {
         #expect(final == String(threads * writesPerThread + awaitedWrites))
     }
 
-    @Test("writeNow inside a write's body, or inside another writeNow's, throws misuse instead of waiting for itself, and the outer write commits")
+    @Test(
+        "writeNow inside a write's body, or inside another writeNow's, throws misuse instead of waiting for itself, and the outer write commits",
+        .timeLimit(.minutes(1)))
     func reentrantWriteNowIsMisuse() async throws {
         let fixture = try ControllerFixture()
         await fixture.launch()
