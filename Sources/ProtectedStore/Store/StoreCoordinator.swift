@@ -16,13 +16,16 @@ internal import Glibc
 /// `StoreError.Code.protectedDataUnavailable` (the next ready phase brings a new coordinator); after its app
 /// closed it (``DataController/terminate()``), `StoreError.Code.closed`.
 ///
-/// An actor: writes are serialized on it, off the main thread; ``read(_:)`` is `nonisolated` and runs on a
-/// reader, so it never waits for a write (WAL). Durability is explicit: every committed write is synced
+/// An actor: awaited writes are serialized on it, off the main thread; ``read(_:)`` is `nonisolated` and runs on a
+/// reader, so it never waits for a write (WAL). ``readNow(_:)`` and ``writeNow(_:)`` are their synchronous forms,
+/// run on the caller's thread; a `writeNow` shares the writer connection's lock with every awaited write, so
+/// writes still run one at a time. Durability is explicit: every committed write is synced
 /// (`synchronous = FULL`, `Database/Configuration/synchronous`).
 ///
 /// Database work runs on threads the store owns, never on Swift's cooperative pool: the actor's executor is a
-/// thread of its own (`PStore.writer`), where the attach, every write and the close run, and each reader has
-/// one (`PStore.reader`). A write that blocks for seconds — a long import, a slow `fsync` — holds up only its
+/// thread of its own (`PStore.writer`), where the attach, every awaited write and the close run, and each reader
+/// has one (`PStore.reader`); only the synchronous calls a caller chooses (`readNow`, `writeNow`) run on its own
+/// thread. A write that blocks for seconds — a long import, a slow `fsync` — holds up only its
 /// own store's writes; reads, other stores and the rest of the app's tasks go on. The threads end when the
 /// store closes.
 public actor StoreCoordinator {
