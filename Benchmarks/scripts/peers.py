@@ -42,6 +42,7 @@ TARGETS = {
     "reopen_cold_scan_100k": 1.40,
     "durable_write_database": 1.20,
     "durable_write_coordinator": 1.20,
+    "durable_write_coordinator_awaited": None,
     "main_actor_read_10k": 1.20,
     "main_actor_read_10k_awaited": None,
     "open_new_store": 1.50,

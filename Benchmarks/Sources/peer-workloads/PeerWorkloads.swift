@@ -13,7 +13,8 @@ import Synchronization
 //   peer-workloads WORKLOAD [--dir DIR]
 //   WORKLOAD: settings | insert_100k | warm_scan_100k | point_read_10k | durable_write_1row
 //             | read_p99_during_write | reopen_cold_scan_100k | durable_write_database
-//             | durable_write_coordinator | main_actor_read_10k | main_actor_read_10k_awaited
+//             | durable_write_coordinator | durable_write_coordinator_awaited | main_actor_read_10k
+//             | main_actor_read_10k_awaited
 //             | open_new_store | peak_rss_100k | first_read_during_write | read_p99_during_two_writes
 
 enum Shape {
@@ -284,17 +285,26 @@ func run(_ workload: String, in directory: String) async throws {
         }
         report(workload, median(timings), "s", [("min", timings.min()!), ("samples", timings), ("checksum", found)])
 
-    case "durable_write_1row", "durable_write_coordinator":
+    case "durable_write_1row", "durable_write_coordinator", "durable_write_coordinator_awaited":
         // The same writes; GRDB's side differs: its pool's async `write` for the first, its synchronous
-        // `DatabaseQueue.write` for the second.
+        // `DatabaseQueue.write` for the second, its queue's async `write` for the third. Ours is the awaited
+        // `write` (a hop to the writer's thread and back), except for `durable_write_coordinator`: `writeNow`, on
+        // the main thread, as GRDB's synchronous write.
         let coordinator = try await populated()
+        let synchronous = workload == "durable_write_coordinator"
         var ids = PseudoRandomIDs()
         var samples: [Double] = []
         for index in 0..<(Shape.durableWarmUpWrites + Shape.durableWrites) {
             let id = ids.next()
             let start = clock.now
-            try await coordinator.write { database in
-                try database.execute(Shape.replaceSQL, [.integer(id), .text("item-\(id)"), .text(Shape.replacement)])
+            if synchronous {
+                try coordinator.writeNow { database in
+                    try database.execute(Shape.replaceSQL, [.integer(id), .text("item-\(id)"), .text(Shape.replacement)])
+                }
+            } else {
+                try await coordinator.write { database in
+                    try database.execute(Shape.replaceSQL, [.integer(id), .text("item-\(id)"), .text(Shape.replacement)])
+                }
             }
             let elapsed = seconds(start.duration(to: clock.now)) * 1000
             if index >= Shape.durableWarmUpWrites { samples.append(elapsed) }

@@ -30,3 +30,46 @@ extension DataController {
         try await perform(name, deadline: deadline) { coordinator in try await coordinator.write(body) }
     }
 }
+
+extension DataController {
+    /// Runs `body` in one write transaction now, on the calling (main) thread, and returns its result.
+    ///
+    /// This is the synchronous ``write(_:deadline:_:)`` for a UI's short writes, without the two thread hops an
+    /// awaited write makes (`StoreCoordinator/writeNow(_:)`).
+    ///
+    /// It does not wait for the store: call it when ``phase`` is ``Phase/ready`` (``isInteractionEnabled``). Nor
+    /// does it join the operation queue: it runs at once, between two of the store's transactions (an operation's
+    /// write in progress is waited for), never inside one. The main thread is blocked for the write and its
+    /// `fsync`, so it is for short writes; keep long ones (an import) on ``write(_:deadline:_:)``. It is committed
+    /// when it returns, durably, and rolled back when `body` throws.
+    ///
+    /// - Parameter body: writes to the store; the connection must not escape it.
+    /// - Returns: what `body` returned.
+    /// - Throws: what `body` throws, unchanged (the transaction is rolled back); the commit's `StoreError`;
+    ///   `StoreError.Code.protectedDataUnavailable` while the store is not attached — protected data
+    ///   unavailable, or the attach under way; the attach's `StoreError` when it failed;
+    ///   `StoreError.Code.terminated` after ``terminate()``; `StoreError.Code.misuse` before ``launch(_:)``, or
+    ///   inside another write's transaction.
+    @discardableResult
+    public func writeNow<Result>(_ body: (Database) throws -> Result) throws -> Result {
+        switch phase {
+        case .ready:
+            guard let coordinator else { throw Self.notAttachedForWriteNow }
+            return try coordinator.writeNow(body)
+        case .launching, .waitingForProtectedData:
+            throw Self.notAttachedForWriteNow
+        case .failed(let error):
+            throw error
+        case .terminated:
+            throw StoreError.terminated()
+        case .notLaunched:
+            throw StoreError(code: .misuse, message: "writeNow before launch: launch the controller first (write(_:) waits for the store)")
+        }
+    }
+
+    private static var notAttachedForWriteNow: StoreError {
+        StoreError(
+            code: .protectedDataUnavailable,
+            message: "the store is not attached now (protected data is unavailable, or the attach is under way): writeNow does not wait; write(_:) does")
+    }
+}

@@ -16,13 +16,16 @@ internal import Glibc
 /// `StoreError.Code.protectedDataUnavailable` (the next ready phase brings a new coordinator); after its app
 /// closed it (``DataController/terminate()``), `StoreError.Code.closed`.
 ///
-/// An actor: writes are serialized on it, off the main thread; ``read(_:)`` is `nonisolated` and runs on a
-/// reader, so it never waits for a write (WAL). Durability is explicit: every committed write is synced
+/// An actor: awaited writes are serialized on it, off the main thread; ``read(_:)`` is `nonisolated` and runs on a
+/// reader, so it never waits for a write (WAL). ``readNow(_:)`` and ``writeNow(_:)`` are their synchronous forms,
+/// run on the caller's thread; a `writeNow` shares the writer connection's lock with every awaited write, so
+/// writes still run one at a time. Durability is explicit: every committed write is synced
 /// (`synchronous = FULL`, `Database/Configuration/synchronous`).
 ///
 /// Database work runs on threads the store owns, never on Swift's cooperative pool: the actor's executor is a
-/// thread of its own (`PStore.writer`), where the attach, every write and the close run, and each reader has
-/// one (`PStore.reader`). A write that blocks for seconds — a long import, a slow `fsync` — holds up only its
+/// thread of its own (`PStore.writer`), where the attach, every awaited write and the close run, and each reader
+/// has one (`PStore.reader`); only the synchronous calls a caller chooses (`readNow`, `writeNow`) run on its own
+/// thread. A write that blocks for seconds — a long import, a slow `fsync` — holds up only its
 /// own store's writes; reads, other stores and the rest of the app's tasks go on. The threads end when the
 /// store closes.
 public actor StoreCoordinator {
@@ -30,11 +33,8 @@ public actor StoreCoordinator {
     public nonisolated let configuration: StoreConfiguration
     /// What the merge of the locked inbox did when the store attached.
     package nonisolated let inboxReportAtAttach: InboxMergeReport
-    private var database: Database?
-    /// Why the store was closed.
-    ///
-    /// It is `nil` while the store is open.
-    private var closeReason: StoreCloseReason?
+    /// The writer connection, which awaited and synchronous writes share under its lock.
+    private nonisolated let writer: WriterConnection
     let readers: ReaderPool
     private let commits = CommitBroadcaster()
     private let inbox: LockedInbox
@@ -53,7 +53,7 @@ public actor StoreCoordinator {
         inboxPrivateKey: SecureBytes, inboxReport: InboxMergeReport, thread: StoreThread
     ) {
         self.thread = thread
-        self.database = database
+        self.writer = WriterConnection(database)
         self.readers = readers
         self.configuration = configuration
         self.inbox = LockedInbox(configuration: configuration)
@@ -215,7 +215,7 @@ public actor StoreCoordinator {
     // MARK: Access
 
     /// Whether the store is open.
-    public var isOpen: Bool { database != nil }
+    public var isOpen: Bool { writer.isOpen }
 
     /// Runs `body` on a read-only connection, in one read transaction.
     ///
@@ -256,16 +256,40 @@ public actor StoreCoordinator {
     /// Runs `body` in an immediate transaction on the writer.
     ///
     /// It is committed when it returns (durably, with the default `synchronous = FULL`), and rolled back when
-    /// it throws. Writes run one at a time, in the order they reach the coordinator.
+    /// it throws. Writes run one at a time: awaited ones in the order they reach the coordinator, and a
+    /// ``writeNow(_:)`` between two of them, never inside one.
     ///
     /// - Parameter body: writes to the store; the connection must not escape it.
     /// - Returns: what `body` returned.
     /// - Throws: `StoreError.Code.protectedDataUnavailable` after the store closed at a lock, `StoreError.Code.closed` after its app closed it, what `body` throws, or
     ///   the commit's `StoreError`.
     public func write<Result: Sendable>(_ body: @Sendable (Database) throws -> Result) throws -> Result {
-        let database = try openDatabase()
-        defer { announceCommits(of: database) }
-        return try database.transaction { try body(database) }
+        try writer.withConnection("write") { database in
+            defer { announceCommits(of: database) }
+            return try database.transaction { try body(database) }
+        }
+    }
+
+    /// Runs `body` in an immediate transaction on the writer connection, on the calling thread.
+    ///
+    /// This is the synchronous ``write(_:)``, as GRDB's `DatabaseQueue.write` is.
+    ///
+    /// For short writes, where the two thread hops of an awaited write (to the writer's thread and back) cost
+    /// as much as the write: the caller's thread is blocked for the write and its `fsync` — and, while another
+    /// write runs, until it ends — so keep long writes (an import, a migration of data) on ``write(_:)``. It is
+    /// committed when it returns (durably, with the default `synchronous = FULL`), rolled back when it throws,
+    /// and observations hear of it as of an awaited write. Writes still run one at a time: it runs between two
+    /// awaited writes, never inside one. It is not reentrant: called inside a write's `body` (or an inbox
+    /// handler) it throws instead of waiting for itself.
+    ///
+    /// - Parameter body: writes to the store; the connection must not escape it.
+    /// - Returns: what `body` returned.
+    /// - Throws: as ``write(_:)``; `StoreError.Code.misuse` when called inside another write's transaction.
+    public nonisolated func writeNow<Result>(_ body: (Database) throws -> Result) throws -> Result {
+        try writer.withConnection("writeNow") { database in
+            defer { announceCommits(of: database) }
+            return try database.transaction { try body(database) }
+        }
     }
 
     /// Closes the store after the work already queued on this actor.
@@ -290,15 +314,14 @@ public actor StoreCoordinator {
     ///
     /// It closes the readers, then the writer's connection, and tells the thread to stop.
     private func closeConnections(_ reason: StoreCloseReason) async {
-        if closeReason == nil { closeReason = reason }
-        guard let closing = database else {
+        // Unusable from here on, once a synchronous write in progress ended: a write that comes while the readers
+        // close fails as on a closed store.
+        guard let closing = writer.take(reason) else {
             readers.close(reason)
             thread.stop()
             return
         }
         LogSubsystem.store.makeLogger().debug("store closing: readers closed, store key wiped", metadata: ["store": "\(configuration.path)"])
-        // Unusable from here on: a write that comes while the readers close fails as on a closed store.
-        database = nil
         inboxPrivateKey?.wipe()
         inboxPrivateKey = nil
         commits.finish()
@@ -350,7 +373,7 @@ public actor StoreCoordinator {
     }
 
     /// Tells observations what the transactions just committed on `database` wrote.
-    private func announceCommits(of database: Database) {
+    private nonisolated func announceCommits(of database: Database) {
         commits.send(database.takeCommittedWrites())
     }
 
@@ -359,11 +382,12 @@ public actor StoreCoordinator {
     /// - Returns: what the merge applied, quarantined and found.
     /// - Throws: `StoreError.Code.protectedDataUnavailable` after the store closed at a lock, `StoreError.Code.closed` after its app closed it; a failure to write the store.
     public func mergeInbox() throws -> InboxMergeReport {
-        let (database, privateKey) = try openInbox()
-        defer { announceCommits(of: database) }
-        return try wrappingErrors {
-            try inbox.merge(
-                into: database, publicKey: inboxPublicKey, privateKey: privateKey, handlers: configuration.inboxHandlers)
+        try withInbox("mergeInbox") { database, privateKey in
+            defer { announceCommits(of: database) }
+            return try wrappingErrors {
+                try inbox.merge(
+                    into: database, publicKey: inboxPublicKey, privateKey: privateKey, handlers: configuration.inboxHandlers)
+            }
         }
     }
 
@@ -375,12 +399,13 @@ public actor StoreCoordinator {
     ///
     /// - Throws: `StoreError.Code.protectedDataUnavailable` after the store closed at a lock, `StoreError.Code.closed` after its app closed it.
     public func quarantinedInboxRecords() throws -> [QuarantinedInboxRecord] {
-        let database = try openDatabase()
-        return try wrappingErrors {
-            let ledger = InboxLedger(database: database)
-            try ledger.prepare()
-            defer { announceCommits(of: database) }
-            return try ledger.quarantined()
+        try writer.withConnection("quarantinedInboxRecords") { database in
+            try wrappingErrors {
+                let ledger = InboxLedger(database: database)
+                try ledger.prepare()
+                defer { announceCommits(of: database) }
+                return try ledger.quarantined()
+            }
         }
     }
 
@@ -394,24 +419,25 @@ public actor StoreCoordinator {
     /// - Throws: `StoreError.Code.protectedDataUnavailable` after the store closed at a lock, `StoreError.Code.closed` after its app closed it; a failure of the store
     ///   itself (nothing changed then).
     public func retryQuarantinedInboxRecords(_ ids: [InboxEntry.ID]? = nil) throws -> InboxMergeReport {
-        let (database, privateKey) = try openInbox()
-        defer { announceCommits(of: database) }
-        return try wrappingErrors {
-            let ledger = InboxLedger(database: database)
-            var report = InboxMergeReport()
-            try database.transaction {
-                try ledger.prepare()
-                for (id, sealed) in try ledger.sealed(ids) {
-                    let opened = try LockedInbox.openRecord(sealed, publicKey: inboxPublicKey, privateKey: privateKey)
-                    if let failure = try LockedInbox.apply(opened, with: configuration.inboxHandlers, ledger: ledger) {
-                        report.quarantined.append(failure)
-                    } else {
-                        try ledger.release(id)
-                        report.merged.append(id)
+        try withInbox("retryQuarantinedInboxRecords") { database, privateKey in
+            defer { announceCommits(of: database) }
+            return try wrappingErrors {
+                let ledger = InboxLedger(database: database)
+                var report = InboxMergeReport()
+                try database.transaction {
+                    try ledger.prepare()
+                    for (id, sealed) in try ledger.sealed(ids) {
+                        let opened = try LockedInbox.openRecord(sealed, publicKey: inboxPublicKey, privateKey: privateKey)
+                        if let failure = try LockedInbox.apply(opened, with: configuration.inboxHandlers, ledger: ledger) {
+                            report.quarantined.append(failure)
+                        } else {
+                            try ledger.release(id)
+                            report.merged.append(id)
+                        }
                     }
                 }
+                return report
             }
-            return report
         }
     }
 
@@ -422,19 +448,24 @@ public actor StoreCoordinator {
     /// - Throws: `StoreError.Code.protectedDataUnavailable` after the store closed at a lock, `StoreError.Code.closed` after its app closed it.
     @discardableResult
     public func discardQuarantinedInboxRecords(_ ids: [InboxEntry.ID]? = nil) throws -> Int {
-        let database = try openDatabase()
-        defer { announceCommits(of: database) }
-        return try wrappingErrors {
-            let ledger = InboxLedger(database: database)
-            try ledger.prepare()
-            return try database.transaction { try ledger.discard(ids) }
+        try writer.withConnection("discardQuarantinedInboxRecords") { database in
+            defer { announceCommits(of: database) }
+            return try wrappingErrors {
+                let ledger = InboxLedger(database: database)
+                try ledger.prepare()
+                return try database.transaction { try ledger.discard(ids) }
+            }
         }
     }
 
-    private func openInbox() throws -> (Database, SecureBytes) {
-        let database = try openDatabase()
-        guard let inboxPrivateKey else { throw closedError }
-        return (database, inboxPrivateKey)
+    /// Runs `body` with the writer connection and the inbox private key, under the connection's lock.
+    ///
+    /// - Parameter operation: what the caller does, for the message of a misuse.
+    private func withInbox<Result>(_ operation: String, _ body: (Database, SecureBytes) throws -> Result) throws -> Result {
+        // Wiped by the close on this actor, after it took the connection: here the lock is not held yet, and
+        // `closedError` takes it.
+        guard let inboxPrivateKey else { throw writer.closedError }
+        return try writer.withConnection(operation) { database in try body(database, inboxPrivateKey) }
     }
 
     // MARK: Key-value conveniences
@@ -496,13 +527,6 @@ public actor StoreCoordinator {
         }
     }
 
-    private func openDatabase() throws -> Database {
-        guard let database else { throw closedError }
-        return database
-    }
-
-    /// What a call on the closed store throws.
-    private var closedError: StoreError { (closeReason ?? .closedByApp).error }
 }
 
 /// A row of the key-value table.

@@ -10,7 +10,8 @@ import Synchronization
 //   grdb-workloads WORKLOAD [--dir DIR]
 //   WORKLOAD: settings | insert_100k | warm_scan_100k | point_read_10k | durable_write_1row
 //             | read_p99_during_write | reopen_cold_scan_100k | durable_write_database
-//             | durable_write_coordinator | main_actor_read_10k | main_actor_read_10k_awaited
+//             | durable_write_coordinator | durable_write_coordinator_awaited | main_actor_read_10k
+//             | main_actor_read_10k_awaited
 //             | open_new_store | peak_rss_100k | first_read_during_write | read_p99_during_two_writes
 
 enum Shape {
@@ -366,9 +367,29 @@ func run(_ workload: String, in directory: String) async throws {
         ])
 
     case "durable_write_database", "durable_write_coordinator":
-        // The peer of both ours' `Database.transaction` and ours' `coordinator.write`: GRDB's synchronous queue.
+        // The peer of both ours' `Database.transaction` and ours' `coordinator.writeNow`: GRDB's synchronous queue.
         let (p50, p99, writes) = try queueWrites(try populatedQueue(path))
         report(workload, p50, "ms", [("p99", p99), ("writes", writes)])
+
+    case "durable_write_coordinator_awaited":
+        // The same writes, each the queue's `async` `write { }` awaited from the main actor, as ours' awaited
+        // `coordinator.write`.
+        let queue = try populatedQueue(path)
+        var ids = PseudoRandomIDs()
+        var samples: [Double] = []
+        for index in 0..<(Shape.durableWarmUpWrites + Shape.durableWrites) {
+            let id = ids.next()
+            let start = clock.now
+            try await queue.write { db in
+                try db.cachedStatement(sql: Shape.replaceSQL).execute(arguments: [id, "item-\(id)", Shape.replacement])
+            }
+            let elapsed = seconds(start.duration(to: clock.now)) * 1000
+            if index >= Shape.durableWarmUpWrites { samples.append(elapsed) }
+        }
+        samples.sort()
+        report(workload, percentile(samples, 0.5), "ms", [
+            ("p99", percentile(samples, 0.99)), ("writes", samples.count),
+        ])
 
     case "main_actor_read_10k":
         // 10,000 one-row reads, each its own synchronous `pool.read { }` on the main thread, as a GRDB view
