@@ -8,7 +8,8 @@ import Testing
 @_spi(Testing) @testable import ProtectedStore
 
 /// Lifetimes driven from many tasks in a seeded random order: launch, terminate, lock, unlock, the grace period,
-/// operations cancelled and expired, observations, inbox appends, calls on coordinators kept after their store
+/// operations cancelled and expired, observations, inbox appends, synchronous reads and writes from the main actor
+/// and from other threads, calls on coordinators kept after their store
 /// closed, and the last reference to a controller or a coordinator dropped from a task. Nothing crashes (the
 /// suite runs under AddressSanitizer and ThreadSanitizer in `make test`), nothing hangs, every call ends with a
 /// result or an error that says why, and every acknowledged write is in the store at the end.
@@ -138,8 +139,19 @@ private final class Run {
                 }
             }
             if Int.random(in: 0..<4, using: &random) == 0 { task.cancel() }
-        case 52..<60:  // a read beside the writer
+        case 52..<60:  // a read beside the writer, or now and then a synchronous write from the main actor
             guard let controller = controllers[slot] else { return }
+            if Int.random(in: 0..<3, using: &random) == 0 {
+                let key = "now\(nextKey)"
+                nextKey += 1
+                do {
+                    try controller.writeNow { try $0.execute("INSERT OR REPLACE INTO entries(key, value) VALUES (?, 'v')", [.text(key)]) }
+                    acknowledged[slot, default: []].insert(key)
+                } catch {
+                    if let finding = Self.unexpected(error) { inFlight.append((label, Task { finding })) }
+                }
+                return
+            }
             spawn {
                 do {
                     _ = try await controller.read { try $0.fetchValue(Int.self, "SELECT count(*) FROM entries") }
@@ -189,7 +201,7 @@ private final class Run {
         case 84..<96:  // a call on a kept coordinator, from a task that holds its last reference
             guard !keptCoordinators.isEmpty else { return }
             let coordinator = keptCoordinators.remove(at: Int.random(in: 0..<keptCoordinators.count, using: &random))
-            let call = Int.random(in: 0..<5, using: &random)
+            let call = Int.random(in: 0..<6, using: &random)
             inFlight.append((label, Self.call(coordinator, call)))
         default:  // a reboot-free power nap: lock without grace, so class A goes at once
             isLocked = true
@@ -206,6 +218,7 @@ private final class Run {
                 case 1: try await coordinator.put("kept", "v")
                 case 2: try await coordinator.write { try $0.execute("INSERT OR REPLACE INTO entries(key, value) VALUES ('kept', 'w')") }
                 case 3: _ = try coordinator.readNow { try $0.fetchValue(Int.self, "SELECT count(*) FROM entries") }
+                case 4: try coordinator.writeNow { try $0.execute("INSERT OR REPLACE INTO entries(key, value) VALUES ('kept', 'n')") }
                 default: _ = try await coordinator.read { try $0.fetchValue(Int.self, "SELECT count(*) FROM entries") }
                 }
                 return nil
