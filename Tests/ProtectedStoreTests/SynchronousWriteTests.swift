@@ -190,6 +190,34 @@ struct SynchronousWriteTests {
         #expect(try coordinator.readNow { try $0.fetchValues(String.self, "SELECT key FROM entries ORDER BY key") } == ["a", "b"])
     }
 
+    @Test(
+        "writeNow inside an inbox handler throws misuse instead of waiting for the merge that runs the handler, and the merge goes on",
+        .timeLimit(.minutes(1)))
+    func writeNowInsideAnInboxHandlerIsMisuse() async throws {
+        let fixture = try ControllerFixture()
+        // The handler reaches the coordinator as an app's would, through something it captured.
+        let captured = LockedState<StoreCoordinator?>(nil)
+        let codes = LockedState<[StoreError.Code?]>([])
+        fixture.inboxHandlers = InboxHandlers().handlingKeyValue { database, change in
+            if let coordinator = captured.withLock({ $0 }) {
+                let code = Self.code { try coordinator.writeNow { _ in } }
+                codes.withLock { $0.append(code) }
+            }
+            try InboxHandlers.keyValue.apply(change, to: database)
+        }
+        fixture.controller = fixture.makeController()
+        await fixture.launch()
+        let coordinator = try #require(fixture.controller.coordinator)
+        captured.withLock { $0 = coordinator }
+        // The append merges at once, on the writer, with the handler inside the merge's transaction.
+        try fixture.controller.appendToInbox(.put(key: "from-the-inbox", value: "merged"))
+        // A bounded wait, not `waitUntilIdle()`: a handler that waits for itself would hang the test, not fail it.
+        for _ in 0..<1_000 where codes.withLock({ $0.isEmpty }) { try await Task.sleep(for: .milliseconds(10)) }
+        try #require(codes.withLock { $0 } == [.misuse], "the handler's writeNow did not return within 10 s")
+        await fixture.controller.waitUntilIdle()
+        #expect(try coordinator.readNow { try $0.fetchValue(String.self, "SELECT value FROM entries WHERE key = 'from-the-inbox'") } == "merged")
+    }
+
     @Test("an observation hears of a writeNow commit: it reads again and sees the new value")
     func observationSeesAWriteNowCommit() async throws {
         let fixture = try ControllerFixture()
