@@ -56,24 +56,33 @@ extension DataController {
     ///   not attached — protected data unavailable, or the attach under way; the attach's `StoreError` when it
     ///   failed; `StoreError.Code.terminated` after ``terminate()``; `StoreError.Code.misuse` before ``launch(_:)``.
     public func readNow<Result>(_ body: (Database) throws -> Result) throws -> Result {
+        try attachedCoordinator(for: "readNow", waitingCall: "read(_:)").readNow(body)
+    }
+
+    /// The attached store's coordinator, for a call that does not wait for the store.
+    ///
+    /// - Parameters:
+    ///   - call: the call that does not wait (`readNow`), for the messages.
+    ///   - waitingCall: the call that waits instead (`read(_:)`).
+    /// - Throws: `StoreError.Code.protectedDataUnavailable` while the store is not attached; the attach's
+    ///   `StoreError` when it failed; `StoreError.Code.terminated` after ``terminate()``;
+    ///   `StoreError.Code.misuse` before ``launch(_:)``.
+    func attachedCoordinator(for call: String, waitingCall: String) throws -> StoreCoordinator {
+        let notAttached = StoreError(
+            code: .protectedDataUnavailable,
+            message: "the store is not attached now (protected data is unavailable, or the attach is under way): \(call) does not wait; \(waitingCall) does")
         switch phase {
         case .ready:
-            guard let coordinator else { throw Self.notAttached }
-            return try coordinator.readNow(body)
+            guard let coordinator else { throw notAttached }
+            return coordinator
         case .launching, .waitingForProtectedData:
-            throw Self.notAttached
+            throw notAttached
         case .failed(let error):
             throw error
         case .terminated:
             throw StoreError.terminated()
         case .notLaunched:
-            throw StoreError(code: .misuse, message: "readNow before launch: launch the controller first (read(_:) waits for the store)")
+            throw StoreError(code: .misuse, message: "\(call) before launch: launch the controller first (\(waitingCall) waits for the store)")
         }
-    }
-
-    private static var notAttached: StoreError {
-        StoreError(
-            code: .protectedDataUnavailable,
-            message: "the store is not attached now (protected data is unavailable, or the attach is under way): readNow does not wait; read(_:) does")
     }
 }

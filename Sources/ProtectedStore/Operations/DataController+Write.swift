@@ -52,24 +52,6 @@ extension DataController {
     ///   inside another write's transaction.
     @discardableResult
     public func writeNow<Result>(_ body: (Database) throws -> Result) throws -> Result {
-        switch phase {
-        case .ready:
-            guard let coordinator else { throw Self.notAttachedForWriteNow }
-            return try coordinator.writeNow(body)
-        case .launching, .waitingForProtectedData:
-            throw Self.notAttachedForWriteNow
-        case .failed(let error):
-            throw error
-        case .terminated:
-            throw StoreError.terminated()
-        case .notLaunched:
-            throw StoreError(code: .misuse, message: "writeNow before launch: launch the controller first (write(_:) waits for the store)")
-        }
-    }
-
-    private static var notAttachedForWriteNow: StoreError {
-        StoreError(
-            code: .protectedDataUnavailable,
-            message: "the store is not attached now (protected data is unavailable, or the attach is under way): writeNow does not wait; write(_:) does")
+        try attachedCoordinator(for: "writeNow", waitingCall: "write(_:)").writeNow(body)
     }
 }
