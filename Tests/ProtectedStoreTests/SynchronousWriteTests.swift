@@ -197,6 +197,9 @@ struct SynchronousWriteTests {
         let fixture = try ControllerFixture()
         // The handler reaches the coordinator as an app's would, through something it captured.
         let captured = LockedState<StoreCoordinator?>(nil)
+        // The coordinator holds the handlers, which hold `captured`: let go of it at the end, or the two keep each
+        // other (LeakSanitizer reports the cycle).
+        defer { captured.withLock { $0 = nil } }
         let codes = LockedState<[StoreError.Code?]>([])
         fixture.inboxHandlers = InboxHandlers().handlingKeyValue { database, change in
             if let coordinator = captured.withLock({ $0 }) {
