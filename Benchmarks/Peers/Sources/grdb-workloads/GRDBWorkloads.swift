@@ -165,6 +165,25 @@ func queueWrites(_ queue: DatabaseQueue) throws -> (Double, Double, Int) {
     return (percentile(samples, 0.5), percentile(samples, 0.99), samples.count)
 }
 
+/// The same durable one-row writes as `queueWrites`, each `writer`'s `async` `write { }` awaited: the p50 and
+/// p99 in milliseconds, and how many were timed.
+func awaitedWrites(_ writer: some DatabaseWriter) async throws -> (Double, Double, Int) {
+    let clock = ContinuousClock()
+    var ids = PseudoRandomIDs()
+    var samples: [Double] = []
+    for index in 0..<(Shape.durableWarmUpWrites + Shape.durableWrites) {
+        let id = ids.next()
+        let start = clock.now
+        try await writer.write { db in
+            try db.cachedStatement(sql: Shape.replaceSQL).execute(arguments: [id, "item-\(id)", Shape.replacement])
+        }
+        let elapsed = seconds(start.duration(to: clock.now)) * 1000
+        if index >= Shape.durableWarmUpWrites { samples.append(elapsed) }
+    }
+    samples.sort()
+    return (percentile(samples, 0.5), percentile(samples, 0.99), samples.count)
+}
+
 func createTable(_ pool: DatabasePool) throws {
     try pool.write { db in
         try db.execute(sql: "CREATE TABLE items(id INTEGER PRIMARY KEY, name TEXT NOT NULL, value TEXT NOT NULL)")
@@ -310,22 +329,8 @@ func run(_ workload: String, in directory: String) async throws {
         report(workload, median(timings), "s", [("min", timings.min()!), ("samples", timings), ("checksum", found)])
 
     case "durable_write_1row":
-        let pool = try populatedPool()
-        var ids = PseudoRandomIDs()
-        var samples: [Double] = []
-        for index in 0..<(Shape.durableWarmUpWrites + Shape.durableWrites) {
-            let id = ids.next()
-            let start = clock.now
-            try await pool.write { db in
-                try db.cachedStatement(sql: Shape.replaceSQL).execute(arguments: [id, "item-\(id)", Shape.replacement])
-            }
-            let elapsed = seconds(start.duration(to: clock.now)) * 1000
-            if index >= Shape.durableWarmUpWrites { samples.append(elapsed) }
-        }
-        samples.sort()
-        report(workload, percentile(samples, 0.5), "ms", [
-            ("p99", percentile(samples, 0.99)), ("writes", samples.count),
-        ])
+        let (p50, p99, writes) = try await awaitedWrites(try populatedPool())
+        report(workload, p50, "ms", [("p99", p99), ("writes", writes)])
 
     case "read_p99_during_write":
         let pool = try populatedPool()
@@ -374,22 +379,8 @@ func run(_ workload: String, in directory: String) async throws {
     case "durable_write_coordinator_awaited":
         // The same writes, each the queue's `async` `write { }` awaited from the main actor, as ours' awaited
         // `coordinator.write`.
-        let queue = try populatedQueue(path)
-        var ids = PseudoRandomIDs()
-        var samples: [Double] = []
-        for index in 0..<(Shape.durableWarmUpWrites + Shape.durableWrites) {
-            let id = ids.next()
-            let start = clock.now
-            try await queue.write { db in
-                try db.cachedStatement(sql: Shape.replaceSQL).execute(arguments: [id, "item-\(id)", Shape.replacement])
-            }
-            let elapsed = seconds(start.duration(to: clock.now)) * 1000
-            if index >= Shape.durableWarmUpWrites { samples.append(elapsed) }
-        }
-        samples.sort()
-        report(workload, percentile(samples, 0.5), "ms", [
-            ("p99", percentile(samples, 0.99)), ("writes", samples.count),
-        ])
+        let (p50, p99, writes) = try await awaitedWrites(try populatedQueue(path))
+        report(workload, p50, "ms", [("p99", p99), ("writes", writes)])
 
     case "main_actor_read_10k":
         // 10,000 one-row reads, each its own synchronous `pool.read { }` on the main thread, as a GRDB view
