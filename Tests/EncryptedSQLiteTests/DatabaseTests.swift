@@ -15,16 +15,9 @@ struct DatabaseTests {
     }
     var path: String { directory.file("store.sqlite") }
 
-    func code(of body: () throws -> Void) -> StoreError.Code? {
-        do {
-            try body()
-            return nil
-        } catch let error as StoreError {
-            return error.code
-        } catch {
-            Issue.record("unexpected error \(error)")
-            return nil
-        }
+    /// The code of the `StoreError` that `body` throws, `nil` when it throws none (another error fails the test).
+    func code(of body: () throws -> Void, sourceLocation: SourceLocation = #_sourceLocation) -> StoreError.Code? {
+        thrownError(StoreError.self, sourceLocation: sourceLocation, by: body)?.code
     }
 
     func fileBytes(_ path: String) -> [UInt8] {

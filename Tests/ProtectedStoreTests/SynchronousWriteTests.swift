@@ -18,16 +18,9 @@ struct SynchronousWriteTests {
     /// A test's own error, which `writeNow` must pass on unchanged.
     struct BodyFailed: Error, Equatable {}
 
-    /// The code of the `StoreError` that `body` throws, or `nil` when it throws none.
-    nonisolated static func code(_ body: () throws -> Void) -> StoreError.Code? {
-        do {
-            try body()
-            return nil
-        } catch let error as StoreError {
-            return error.code
-        } catch {
-            return nil
-        }
+    /// The code of the `StoreError` that `body` throws, `nil` when it throws none (another error fails the test).
+    nonisolated static func code(sourceLocation: SourceLocation = #_sourceLocation, _ body: () throws -> Void) -> StoreError.Code? {
+        thrownError(StoreError.self, sourceLocation: sourceLocation, by: body)?.code
     }
 
     /// Runs `body` on `count` threads of their own (not the cooperative pool's), and returns once all have ended.

@@ -18,16 +18,9 @@ struct KeybagTests {
         try Keybag.create(passcode: passcode, deviceKey: deviceKey, kdf: .minimal)
     }
 
-    func code(of body: () throws -> Void) -> SecureKeysError.Code? {
-        do {
-            try body()
-            return nil
-        } catch let error as SecureKeysError {
-            return error.code
-        } catch {
-            Issue.record("unexpected error \(error)")
-            return nil
-        }
+    /// The code of the `SecureKeysError` that `body` throws, `nil` when it throws none (another error fails the test).
+    func code(of body: () throws -> Void, sourceLocation: SourceLocation = #_sourceLocation) -> SecureKeysError.Code? {
+        thrownError(SecureKeysError.self, sourceLocation: sourceLocation, by: body)?.code
     }
 
     @Test("unlocking with the passcode returns the class keys set-up created, for all four classes")

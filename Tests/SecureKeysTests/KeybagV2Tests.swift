@@ -47,16 +47,9 @@ struct KeybagV2Tests {
         passcode = try SecureBytes(utf8: "1234")
     }
 
-    func code(of body: () throws -> Void) -> SecureKeysError.Code? {
-        do {
-            try body()
-            return nil
-        } catch let error as SecureKeysError {
-            return error.code
-        } catch {
-            Issue.record("unexpected error \(error)")
-            return nil
-        }
+    /// The code of the `SecureKeysError` that `body` throws, `nil` when it throws none (another error fails the test).
+    func code(of body: () throws -> Void, sourceLocation: SourceLocation = #_sourceLocation) -> SecureKeysError.Code? {
+        thrownError(SecureKeysError.self, sourceLocation: sourceLocation, by: body)?.code
     }
 
     @Test("with a sealer the keybag is version 2 and holds the sealed record; it unlocks only through the sealer, which refuses a wrong passcode")

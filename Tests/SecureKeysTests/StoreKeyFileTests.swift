@@ -12,16 +12,9 @@ struct StoreKeyFileTests {
         classKey = try SecureBytes.random(count: 32)
     }
 
-    func code(of body: () throws -> Void) -> SecureKeysError.Code? {
-        do {
-            try body()
-            return nil
-        } catch let error as SecureKeysError {
-            return error.code
-        } catch {
-            Issue.record("unexpected error \(error)")
-            return nil
-        }
+    /// The code of the `SecureKeysError` that `body` throws, `nil` when it throws none (another error fails the test).
+    func code(of body: () throws -> Void, sourceLocation: SourceLocation = #_sourceLocation) -> SecureKeysError.Code? {
+        thrownError(SecureKeysError.self, sourceLocation: sourceLocation, by: body)?.code
     }
 
     @Test("a created key file unwraps to the same store key with its class key")
