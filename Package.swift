@@ -151,6 +151,7 @@ let package = Package(
             name: "ProtectedStoreTesting",
             dependencies: [
                 "ProtectedStore", "ProtectedData", "SecureKeys", "DiskModel",
+                .product(name: "SystemPackage", package: "swift-system"),
             ],
             swiftSettings: strictSettings
         ),

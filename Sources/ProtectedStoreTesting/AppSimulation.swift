@@ -145,7 +145,8 @@ public struct AppSimulation {
     /// The steps `seed` draws.
     ///
     /// They are device steps and the app's actions, drawn by weight; now and then an I/O error before a step it
-    /// applies to; now and then a damaged store file or key file, restored one to six steps later. I/O errors and
+    /// applies to; now and then a damaged store file or key file, or a symbolic link or FIFO in place of one of
+    /// SQLite's files, restored one to six steps later. I/O errors and
     /// damage come from streams of their own, so the other steps are the ones the seed drew without them.
     ///
     /// - Parameters:
@@ -190,10 +191,14 @@ public struct AppSimulation {
                 // Never a key file's version byte (offset 4, after its magic): that is a format this version does
                 // not know, not damage.
                 let offset = Int(damages.next() % 60)
+                let files = AppSimulationStep.Damage.SQLiteFile.allCases
                 let damage: AppSimulationStep.Damage =
-                    damages.next() % 2 == 0
-                    ? .truncateStore(length: Int(damages.next() % 4096))
-                    : .flipKeyFileByte(offset: offset == 4 ? 5 : offset)
+                    switch damages.next() % 4 {
+                    case 0: .truncateStore(length: Int(damages.next() % 4096))
+                    case 1: .flipKeyFileByte(offset: offset == 4 ? 5 : offset)
+                    case 2: .linkInPlaceOf(files[Int(damages.next() % UInt64(files.count))])
+                    default: .fifoInPlaceOf(files[Int(damages.next() % UInt64(files.count))])
+                    }
                 drawn.append(.damage(damage))
                 restoreAfter = 1 + Int(damages.next() % 6)
                 continue
@@ -331,12 +336,14 @@ public enum AppSimulationStep: Sendable, Hashable, CustomStringConvertible {
     /// The app's process is killed, and one of its store's files is damaged on disk, durably.
     ///
     /// Until ``restoreDamage`` the store must not attach: a launch whose attach meets the damage fails and presents
-    /// it (`store-damaged` for a store file cut short, `key-file-damaged` for its key file), and the damaged
-    /// bytes stay as they are, neither replaced nor removed. Nothing happens while an earlier damage is not
-    /// restored, or when the file does not exist.
+    /// it (`store-damaged` for a store file cut short, `key-file-damaged` for its key file, `io-error` for a
+    /// symbolic link or a FIFO in place of one of SQLite's files), and the damage stays as it is: the damaged
+    /// bytes, the link or FIFO and the file moved aside are neither replaced nor removed. Nothing happens while an
+    /// earlier damage is not restored, when a file whose bytes are damaged does not exist, or when something else
+    /// than a regular file is where a link or FIFO would go.
     case damage(Damage)
     /// The app's process is killed, and the file the last ``damage(_:)`` changed gets its bytes back, as from a
-    /// backup.
+    /// backup (a link or FIFO is removed and the file moved back).
     ///
     /// The app's next launch must attach, with every acknowledged write.
     case restoreDamage
@@ -389,12 +396,56 @@ public enum AppSimulationStep: Sendable, Hashable, CustomStringConvertible {
         ///
         /// In a file of `offset` bytes or fewer it is the last byte.
         case flipKeyFileByte(offset: Int)
+        /// One of SQLite's files of the store is moved aside, and a symbolic link to it put in its place (or where
+        /// it would be, when it is not there). The shared-memory index, which SQLite rebuilds, is removed instead.
+        ///
+        /// An attach must not follow the link: it presents `io-error`.
+        case linkInPlaceOf(SQLiteFile)
+        /// One of SQLite's files of the store is moved aside, and a FIFO put in its place (or where it would be,
+        /// when it is not there). The shared-memory index, which SQLite rebuilds, is removed instead.
+        ///
+        /// An attach must not open the FIFO (an open of a FIFO for reading waits for a writer): it presents
+        /// `io-error`.
+        case fifoInPlaceOf(SQLiteFile)
+
+        /// A file SQLite keeps for a store.
+        public enum SQLiteFile: String, Sendable, Hashable, CaseIterable, CustomStringConvertible {
+            /// The store file.
+            case store
+            /// The write-ahead log (`<store>-wal`).
+            case writeAheadLog
+            /// The log's shared-memory index (`<store>-shm`).
+            case sharedMemory
+
+            /// The file as Swift, such as `.writeAheadLog`.
+            public var description: String { "." + rawValue }
+
+            /// The file's path among the store's files.
+            func path(in files: StoreFiles) -> String {
+                switch self {
+                case .store: files.database
+                case .writeAheadLog: files.writeAheadLog
+                case .sharedMemory: files.sharedMemory
+                }
+            }
+
+            /// The file as a failure message names it.
+            var name: String {
+                switch self {
+                case .store: "store file"
+                case .writeAheadLog: "write-ahead log"
+                case .sharedMemory: "shared-memory file"
+                }
+            }
+        }
 
         /// The damage as Swift, such as `.truncateStore(length: 12)`.
         public var description: String {
             switch self {
             case .truncateStore(let length): ".truncateStore(length: \(length))"
             case .flipKeyFileByte(let offset): ".flipKeyFileByte(offset: \(offset))"
+            case .linkInPlaceOf(let file): ".linkInPlaceOf(\(file))"
+            case .fifoInPlaceOf(let file): ".fifoInPlaceOf(\(file))"
             }
         }
 
@@ -403,6 +454,7 @@ public enum AppSimulationStep: Sendable, Hashable, CustomStringConvertible {
             switch self {
             case .truncateStore: .storeDamaged
             case .flipKeyFileByte: .keyFileDamaged
+            case .linkInPlaceOf, .fifoInPlaceOf: .ioError
             }
         }
 
@@ -411,10 +463,39 @@ public enum AppSimulationStep: Sendable, Hashable, CustomStringConvertible {
             switch self {
             case .truncateStore: files.database
             case .flipKeyFileByte: files.key
+            case .linkInPlaceOf(let file), .fifoInPlaceOf(let file): file.path(in: files)
             }
         }
 
-        /// The bytes it leaves of `bytes` (never empty input).
+        /// What it damages, as a failure message names it.
+        var fileName: String {
+            switch self {
+            case .truncateStore: "store file"
+            case .flipKeyFileByte: "key file"
+            case .linkInPlaceOf(let file): "\(file.name) (a symbolic link in its place)"
+            case .fifoInPlaceOf(let file): "\(file.name) (a FIFO in its place)"
+            }
+        }
+
+        /// Whether the file a link or FIFO replaces is moved aside and back (all but the shared-memory index,
+        /// which SQLite rebuilds: it is removed).
+        var keepsOriginalAside: Bool {
+            switch self {
+            case .linkInPlaceOf(.sharedMemory), .fifoInPlaceOf(.sharedMemory): false
+            default: true
+            }
+        }
+
+        /// The kind of entry it puts in the file's place, or `nil` when it changes the file's bytes.
+        var replacement: FileReplacement? {
+            switch self {
+            case .truncateStore, .flipKeyFileByte: nil
+            case .linkInPlaceOf: .symbolicLink
+            case .fifoInPlaceOf: .fifo
+            }
+        }
+
+        /// The bytes it leaves of `bytes` (never empty input), for a damage that changes a file's bytes.
         func apply(to bytes: [UInt8]) -> [UInt8] {
             switch self {
             case .truncateStore(let length):
@@ -424,6 +505,8 @@ public enum AppSimulationStep: Sendable, Hashable, CustomStringConvertible {
                 let index = min(max(0, offset), bytes.count - 1)
                 damaged[index] = ~damaged[index]
                 return damaged
+            case .linkInPlaceOf, .fifoInPlaceOf:
+                return bytes
             }
         }
     }
@@ -535,8 +618,8 @@ public final class AppSimulationContext {
     private var waitingForPoll: [String: (since: ManualClock.Instant, app: ObjectIdentifier?)] = [:]
     /// The keys acknowledged through the inbox.
     private var inboxKeys: Set<String> = []
-    /// The file a ``AppSimulationStep/damage(_:)`` damaged and not restored yet, its bytes before and after.
-    private var damaged: (damage: AppSimulationStep.Damage, path: String, original: [UInt8], damaged: [UInt8])?
+    /// The file a ``AppSimulationStep/damage(_:)`` damaged and not restored yet.
+    private var damaged: DamagedFile?
 
     /// A failed library check.
     struct CheckFailed: Error {
@@ -748,34 +831,13 @@ public final class AppSimulationContext {
         case .damage(let damage):
             await crash()
             guard damaged == nil else { return }
-            let path = damage.path(in: StoreFiles(database: simulation.store(self).path))
-            guard let original = Self.contents(of: path), !original.isEmpty else { return }
-            let bytes = damage.apply(to: original)
-            try Self.overwrite(path, with: bytes)
-            damaged = (damage, path, original, bytes)
+            damaged = try DamagedFile.damage(damage, at: damage.path(in: StoreFiles(database: simulation.store(self).path)))
         case .restoreDamage:
             await crash()
             guard let damaged else { return }
-            try Self.overwrite(damaged.path, with: damaged.original)
+            try damaged.restore()
             self.damaged = nil
         }
-    }
-
-    /// The bytes of the file at `path`, or `nil` when it cannot be read.
-    private static func contents(of path: String) -> [UInt8]? {
-        try? [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
-    }
-
-    /// Replaces the contents of the file at `path` by `bytes`, in place, and syncs them.
-    ///
-    /// It writes through the file seam, so the disk model records the bytes as synced (damage is durable, as bit
-    /// rot is, and so is a restore).
-    private static func overwrite(_ path: String, with bytes: [UInt8]) throws {
-        let file = try DiskIO.open(path, flags: O_RDWR)
-        defer { file.close() }
-        try file.truncate(to: 0)
-        try file.write(bytes)
-        try file.sync()
     }
 
     private var launchOptions: LaunchOptions {
@@ -856,16 +918,11 @@ public final class AppSimulationContext {
 
     /// The damage check: while a file is damaged its bytes stay as the damage left them, and the store does not
     /// attach; an attach that meets the damage fails and presents it.
-    private func checkDamage(
-        _ damaged: (damage: AppSimulationStep.Damage, path: String, original: [UInt8], damaged: [UInt8])
-    ) -> CheckFailed? {
+    private func checkDamage(_ damaged: DamagedFile) -> CheckFailed? {
         let check = "damage reported, never repaired by replacement"
-        let file = damaged.damage.expectedCode == .keyFileDamaged ? "key file" : "store file"
-        guard let now = Self.contents(of: damaged.path) else {
-            return CheckFailed(check: check, message: "the damaged \(file) (\(damaged.path)) was removed")
-        }
-        if now != damaged.damaged {
-            return CheckFailed(check: check, message: "the damaged \(file) (\(damaged.path)) was overwritten")
+        let file = damaged.damage.fileName
+        if let change = damaged.changeSinceDamage {
+            return CheckFailed(check: check, message: "the damaged \(file) (\(damaged.path)) \(change)")
         }
         guard let controller = running else { return nil }
         if controller.phase == .ready || controller.coordinator != nil {

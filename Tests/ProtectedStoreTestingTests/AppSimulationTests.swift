@@ -274,6 +274,39 @@ struct AppSimulationTests {
         ])
     }
 
+    @Test("a symbolic link or a FIFO in place of each of SQLite's files is presented as io-error until restored, through a power cut, then the store attaches with every write")
+    func linkOrFIFOInPlaceOfAStoreFile() async throws {
+        let simulation = listingApp(swallowingFailedWrites: false)
+        for file in AppSimulationStep.Damage.SQLiteFile.allCases {
+            for damage: AppSimulationStep.Damage in [.linkInPlaceOf(file), .fifoInPlaceOf(file)] {
+                try await simulation.replay([
+                    .action("save a note"), .action("log a visit"), .action("save a listed note"),
+                    .damage(damage), .launch, .action("log a visit"), .action("save a note"), .lock, .unlock,
+                    .powerCut(.drop, seed: 7), .unlock, .launch, .action("save a note"),
+                    .restoreDamage, .launch, .action("save a note"),
+                ])
+            }
+        }
+    }
+
+    @Test("an app that removes a symbolic link in place of its write-ahead log is found: damage is never repaired by replacement")
+    func linkRemovedIsFound() async throws {
+        var simulation = listingApp(swallowingFailedWrites: false)
+        simulation.action("remove what is in the way") { app in
+            if case .failed(let error) = app.controller.phase, error.code == .ioError {
+                try FileManager.default.removeItem(atPath: app.environment.storePath("visits.sqlite") + "-wal")
+            }
+        }
+        let failure = await #expect(throws: AppSimulationFailure.self) {
+            try await simulation.replay([
+                .action("save a note"), .damage(.linkInPlaceOf(.writeAheadLog)), .launch, .action("remove what is in the way"),
+            ])
+        }
+        #expect(failure?.check == "damage reported, never repaired by replacement")
+        #expect(failure?.failedStep == 3)
+        #expect(failure?.message.contains("write-ahead log (a symbolic link in its place)") == true)
+    }
+
     @Test("an app that deletes its damaged store to start over is found: damage is never repaired by replacement")
     func damagedStoreDeletedIsFound() async throws {
         var simulation = listingApp(swallowingFailedWrites: false)
@@ -298,6 +331,8 @@ struct AppSimulationTests {
         let drawn = simulation.steps(seed: 0, count: 600)
         #expect(drawn.contains { if case .damage(.truncateStore) = $0 { true } else { false } })
         #expect(drawn.contains { if case .damage(.flipKeyFileByte) = $0 { true } else { false } })
+        #expect(drawn.contains { if case .damage(.linkInPlaceOf) = $0 { true } else { false } })
+        #expect(drawn.contains { if case .damage(.fifoInPlaceOf) = $0 { true } else { false } })
         #expect(drawn.contains(.restoreDamage))
         try await simulation.run(seeds: 10..<20, steps: 60)
     }

@@ -77,6 +77,26 @@ struct SimulatedDiskTests {
         }
     }
 
+    @Test("a cut leaves a symbolic link and a FIFO where they are (damage put in place of a file), and the file moved aside keeps its synced bytes")
+    func linksAndFIFOsAreLeftAlone() throws {
+        for mode in SimulatedDisk.PowerCutMode.allCases {
+            let fixture = Fixture()
+            let file = try DiskIO.open(fixture.root + "/store", flags: O_WRONLY | O_CREAT)
+            try file.write([7, 8, 9])
+            try file.sync()
+            file.close()
+            try DiskIO.rename(fixture.root + "/store", to: fixture.root + "/store.aside")
+            #expect(symlink(fixture.root + "/store.aside", fixture.root + "/store") == 0)
+            #expect(mkfifo(fixture.root + "/store-wal", 0o600) == 0)
+            try DiskIO.syncDirectory(fixture.root)
+            try fixture.cut(mode)
+            var info = stat()
+            #expect(lstat(fixture.root + "/store", &info) == 0 && info.st_mode & S_IFMT == S_IFLNK, "\(mode): the link is gone")
+            #expect(lstat(fixture.root + "/store-wal", &info) == 0 && info.st_mode & S_IFMT == S_IFIFO, "\(mode): the FIFO is gone")
+            #expect(fixture.contents("store.aside") == [7, 8, 9], "\(mode)")
+        }
+    }
+
     @Test("a file created and synced, but whose folder was not synced, is gone after a cut")
     func unsyncedEntryIsLost() throws {
         let fixture = Fixture()

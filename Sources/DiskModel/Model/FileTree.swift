@@ -20,7 +20,7 @@ enum FileTree {
     ///
     /// See ``SimulatedDisk``'s notes.
     static func isLeftAlone(_ name: String, type: FileType) -> Bool {
-        (name.hasSuffix(".lock") && type == .regular) || type == .socket
+        (name.hasSuffix(".lock") && type == .regular) || type == .socket || type == .symbolicLink || type == .fifo
     }
 
     /// Every path under `root` (not `root` itself), with whether it is a folder.
@@ -44,7 +44,8 @@ enum FileTree {
 
     /// Removes `path` and everything under it.
     ///
-    /// With `keepingLockFiles`, it keeps lock files, sockets and the folders that hold one.
+    /// With `keepingLockFiles`, it keeps what the model leaves alone (``isLeftAlone(_:type:)``: lock files, sockets,
+    /// symbolic links, FIFOs) and the folders that hold one.
     ///
     /// - Returns: whether something was kept.
     /// - Throws: ``DiskError/io(operation:path:errno:)`` naming what could not be removed.

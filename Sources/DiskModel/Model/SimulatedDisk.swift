@@ -28,7 +28,8 @@ import SystemPackage
 /// files (`*.lock`, such as the state directory's `owner.lock`: an `flock` lives in the kernel, not on the
 /// disk, and the file is never unlinked, so a cut leaves it as it is — recreating it would move a lock still
 /// held onto a dead inode); sockets (a device agent's, left behind when it was killed: a meeting point, not
-/// data). A cut falls between two calls, never inside one: between the commands of a scenario, or — planned
+/// data); symbolic links and FIFOs (the library never makes one: they are damage a simulation puts in place of a
+/// file, durable as they are, so a cut leaves them for the attach to meet). A cut falls between two calls, never inside one: between the commands of a scenario, or — planned
 /// with a ``DiskFaultPlan`` — between two file-system calls of one operation.
 package final class SimulatedDisk: @unchecked Sendable {
     // @unchecked Sendable: every mutable field is inside `state`, a LockedState.
