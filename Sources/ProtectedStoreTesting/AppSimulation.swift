@@ -328,7 +328,7 @@ public enum AppSimulationStep: Sendable, Hashable, CustomStringConvertible {
     ///
     /// Of the next step's file-system calls under the state directory (the store, its key files, its inbox, the
     /// device's files), the first `after` succeed and the next one fails as the ``IOError`` says; the calls after it
-    /// succeed again. Only a launch, an unlock, a wait, the end of the grace period or an action runs under it;
+    /// succeed again, or — for ``IOError/diskFull`` and ``IOError/diskFailed`` — fail too until the step ends. Only a launch, an unlock, a wait, the end of the grace period or an action runs under it;
     /// before any other step it is dropped. The call that fails must fail with an error that says why, no
     /// acknowledged write may be lost, and an app whose store the fault kept from attaching must attach at its next
     /// launch.
@@ -375,13 +375,27 @@ public enum AppSimulationStep: Sendable, Hashable, CustomStringConvertible {
         case diskError
         /// A write stores half of its bytes, then fails with `ENOSPC` (only writes are counted).
         case shortWrite
+        /// The disk fills up and stays full: the call fails with `ENOSPC`, and so does every call after it until
+        /// the step ends.
+        case diskFull
+        /// The disk fails and stays failed: the call fails with `EIO`, and so does every call after it until the
+        /// step ends.
+        case diskFailed
 
         /// The disk model's fault.
         var fault: DiskFaultPlan.Fault {
             switch self {
-            case .noSpace: .noSpace
-            case .diskError: .ioError
+            case .noSpace, .diskFull: .noSpace
+            case .diskError, .diskFailed: .ioError
             case .shortWrite: .shortWrite
+            }
+        }
+
+        /// Whether the calls after the failing one fail too.
+        var persistence: DiskFaultPlan.Persistence {
+            switch self {
+            case .noSpace, .diskError, .shortWrite: .transient
+            case .diskFull, .diskFailed: .persistent
             }
         }
     }
@@ -768,10 +782,10 @@ public final class AppSimulationContext {
         guard let planned = plannedIOError else { return try await run(step, actions: actions) }
         plannedIOError = nil
         guard step.runsUnderIOError else { return try await run(step, actions: actions) }
-        let kind = DiskFaultSweep.Kind(planned.kind.fault, .transient)
+        let kind = DiskFaultSweep.Kind(planned.kind.fault, planned.kind.persistence)
         let plan = try DiskFaultPlan.arm(
             under: environment.stateDirectory, failingCall: planned.after + 1, fault: kind.fault,
-            persistence: .transient, calls: kind.calls)
+            persistence: kind.persistence, calls: kind.calls)
         defer {
             plan.disarm()
             ioErrorFired = plan.fired

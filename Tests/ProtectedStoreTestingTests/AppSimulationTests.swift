@@ -212,6 +212,19 @@ struct AppSimulationTests {
         try await simulation.run(seeds: 0..<10, steps: 60)
     }
 
+    @Test("a disk that fills up or fails for the rest of a launch or a write, from each of its calls in turn, loses no acknowledged note, and the app attaches at its next launch")
+    func persistentIOErrorSweep() async throws {
+        let simulation = listingApp(swallowingFailedWrites: false)
+        for kind in [AppSimulationStep.IOError.diskFull, .diskFailed] {
+            for after in stride(from: 0, to: 40, by: 3) {
+                try await simulation.replay([
+                    .action("save a listed note"), .crash, .ioError(kind, after: after), .launch,
+                    .ioError(kind, after: after), .action("save a listed note"), .crash, .launch, .action("save a listed note"),
+                ])
+            }
+        }
+    }
+
     @Test("an I/O error that keeps the store from attaching is presented, and the next launch attaches with every note")
     func ioErrorAtAttach() async throws {
         try await listingApp(swallowingFailedWrites: false).replay([
