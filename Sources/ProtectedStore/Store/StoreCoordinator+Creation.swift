@@ -9,9 +9,9 @@ internal import SecureKeys
 /// them. The creation marker (``StoreCreationMarker``) describes one creation in progress: written when a
 /// creation starts, told which key the creation made (its identifier, from the source's
 /// `StoreKeyProvider/storeKeyRecord(forStoreAt:)`) as soon as it exists, removed once the store file has its
-/// first page on disk. A key without its store is finished only when the marker names that very key — or, for a crash in
-/// the instant between the key's creation and the marker naming it, when the marker names none and nothing
-/// shows that the key's store ever existed. The library learns of the key only through its source: it never
+/// first page on disk. A key without its store is finished only when the marker names that very key — or, for
+/// a crash in the instant between the key's creation and the marker naming it, when the marker names none and
+/// nothing shows that the key's store ever existed. The library learns of the key only through its source: it never
 /// reads or writes a key file.
 ///
 /// Only the first-stage marker is made durable at once (its folder synced) before the key is made; the second
@@ -98,7 +98,8 @@ extension StoreCoordinator {
         let removesMarker = SecureFile.exists(files.creationMarker)
         // Without a log sync to come, the inbox key file's own folder sync makes the removal durable too.
         try StoreCreationMarker.remove(at: files.creationMarker, syncingFolder: !makesInboxKey && !logSyncsFolder)
-        let (publicKey, privateKey) = try LockedInbox(files: files).openKeyPair(storeKey: storeKey, syncingFolder: !logSyncsFolder)
+        let (publicKey, privateKey) = try LockedInbox(files: files).openKeyPair(
+            storeKey: storeKey, syncingFolder: !logSyncsFolder)
         let waitsForSync = logSyncsFolder && (makesInboxKey || removesMarker)
         return (publicKey, privateKey, waitsForSync ? SecureFile.folder(containing: files.database) : nil)
     }

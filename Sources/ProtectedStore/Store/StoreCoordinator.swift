@@ -157,7 +157,8 @@ public actor StoreCoordinator {
         }
         // The store file has its first page on disk now, so a creation in progress is complete: its marker goes,
         // and a store's first attach makes its inbox key file (StoreCoordinator+Creation).
-        let (publicKey, privateKey, unsyncedFolder) = try finishCreation(files, storeKey: storeKey, synchronous: databaseConfiguration.synchronous)
+        let (publicKey, privateKey, unsyncedFolder) = try finishCreation(
+            files, storeKey: storeKey, synchronous: databaseConfiguration.synchronous)
         let report: InboxMergeReport
         do {
             // Before the inbox merge, so merged records meet the current schema. A failure leaves the store at
