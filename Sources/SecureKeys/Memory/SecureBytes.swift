@@ -1,5 +1,6 @@
 internal import CSodium
 import Foundation
+import StoreConcurrency
 import Synchronization
 
 /// Secret bytes in memory that libsodium guards.
@@ -191,7 +192,7 @@ public final class SecureBytes: @unchecked Sendable {
         let capacity: Int
 
         /// The blocks' addresses and lengths, the most recently kept last.
-        private let blocks = Mutex<[(address: UInt, length: Int)]>([])
+        private let blocks = LockedState<[(address: UInt, length: Int)]>([])
 
         /// An empty stack that keeps at most `capacity` blocks.
         init(capacity: Int) { self.capacity = capacity }
