@@ -164,24 +164,71 @@ struct StoreCreationTests {
 struct StoreCreationSyncTests {
     func exists(_ path: String) -> Bool { FileManager.default.fileExists(atPath: path) }
 
-    @Test("a new store's creation and first attach sync its folder three times — the first-stage marker, the key file, the inbox key file — and leave no entry change unsynced")
-    func creationSyncsTheFolderThreeTimes() async throws {
+    /// Attaches `configuration` on the fixture's disk and returns how many folder syncs the library made itself.
+    ///
+    /// SQLite's, when it first syncs a new journal or log, are the disk model's and not counted; no call fails.
+    func attachCountingFolderSyncs(_ fixture: FaultFixture, _ configuration: StoreConfiguration) async throws -> (StoreCoordinator, Int) {
+        let plan = try DiskFaultPlan.arm(under: fixture.diskRoot, failingCall: Int.max, fault: .ioError, calls: [.syncDirectory])
+        defer { plan.disarm() }
+        let coordinator = try await StoreCoordinator.attach(configuration, keys: fixture.device!)
+        return (coordinator, plan.callsSeen)
+    }
+
+    @Test("a new store's creation and first attach sync its folder twice — the first-stage marker, the key file — and leave no entry change unsynced: SQLite's first sync of the new log makes the marker's removal and the inbox key file durable")
+    func creationSyncsTheFolderTwice() async throws {
         let fixture = FaultFixture()
         try fixture.setUpDevice()
-        // Counts the library's own folder syncs (SQLite's, when it creates a journal or its log, are the disk
-        // model's and not counted); no call fails.
-        let plan = try DiskFaultPlan.arm(under: fixture.diskRoot, failingCall: Int.max, fault: .ioError, calls: [.syncDirectory])
-        let coordinator: StoreCoordinator
-        do {
-            coordinator = try await StoreCoordinator.attach(fixture.configuration, keys: fixture.device!)
-        } catch {
-            plan.disarm()
-            throw error
-        }
-        plan.disarm()
-        #expect(plan.callsSeen == 3)
+        let (coordinator, folderSyncs) = try await attachCountingFolderSyncs(fixture, fixture.configuration)
+        #expect(folderSyncs == 2)
         #expect(fixture.disk.unsyncedChanges.entryChanges == 0)
         await coordinator.close()
+    }
+
+    @Test("with synchronous = NORMAL (commits do not sync the log), a new store's first attach syncs its folder for the inbox key file itself and leaves no entry change unsynced")
+    func creationWithUnsyncedCommitsSyncsTheFolderItself() async throws {
+        let fixture = FaultFixture()
+        try fixture.setUpDevice()
+        var configuration = fixture.configuration
+        configuration.database.synchronous = .normal
+        let (coordinator, folderSyncs) = try await attachCountingFolderSyncs(fixture, configuration)
+        #expect(folderSyncs == 3)
+        #expect(fixture.disk.unsyncedChanges.entryChanges == 0)
+        await coordinator.close()
+    }
+
+    @Test("a new store whose migrations commit nothing (the first fails) leaves the marker's removal and the inbox key file unsynced; after a power cut the next attach opens the store as it is, removes the marker and makes the inbox key file")
+    func powerCutBeforeTheLogsFirstSync() async throws {
+        let fixture = FaultFixture()
+        try fixture.setUpDevice()
+        let files = fixture.configuration.files
+        struct Refused: Error {}
+        var refusing = fixture.configuration
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration(DatabaseMigrator.keyValueMigrationIdentifier) { _ in throw Refused() }
+        refusing.migrator = migrator
+        do {
+            _ = try await StoreCoordinator.attach(refusing, keys: fixture.device!)
+            Issue.record("the attach succeeded through a failed migration")
+        } catch {
+            #expect((error as? StoreError)?.code == .migrationFailed, "\(error)")
+        }
+        #expect(!exists(files.creationMarker))
+        #expect(exists(files.inboxKey))
+        #expect(fixture.disk.unsyncedChanges.entryChanges > 0, "nothing was committed, so no log sync synced the folder")
+        try fixture.reboot(cut: true)
+        #expect(try StoreCreationMarker.read(at: files.creationMarker) != nil)
+        #expect(!exists(files.inboxKey))
+        try fixture.unlock()
+        try await fixture.withStore { coordinator in
+            #expect(!exists(files.creationMarker))
+            #expect(exists(files.inboxKey))
+            #expect(fixture.disk.unsyncedChanges.entryChanges == 0, "the migrations' commit synced the folder")
+            try await fixture.put("k", "v", in: coordinator)
+        }
+        try await fixture.withStore { coordinator in
+            let lost = try await fixture.lost(in: coordinator)
+            #expect(lost.isEmpty)
+        }
     }
 
     @Test("a power cut after the marker named the new key, before its folder was synced, leaves the first-stage marker, and the next launch finishes the creation")
@@ -204,13 +251,13 @@ struct StoreCreationSyncTests {
         }
     }
 
-    @Test("a power cut after the marker's removal, before the inbox key file's folder sync, may bring the marker back beside the new store, which the next attach opens as it is and removes the marker")
+    @Test("a power cut after the marker's removal, before the folder's next sync, may bring the marker back beside the new store, which the next attach opens as it is and removes the marker")
     func powerCutBeforeTheMarkerRemovalIsDurable() async throws {
         let fixture = FaultFixture()
         try fixture.setUpDevice()
         let files = fixture.configuration.files
-        // The power goes just before the first link: the inbox key file's, after the store and its schema exist
-        // and the marker was removed.
+        // The power goes just before the second link: the inbox key file's, after the store file has its first
+        // page and the marker was removed.
         let plan = try DiskFaultPlan.arm(under: fixture.diskRoot, failingCall: 2, fault: .powerCut(.drop, seed: 1), calls: [.link])
         do {
             _ = try await StoreCoordinator.attach(fixture.configuration, keys: fixture.device!)

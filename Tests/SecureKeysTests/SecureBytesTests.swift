@@ -39,7 +39,9 @@ struct SecureBytesTests {
             guard let key = try? SecureBytes.random(count: 32), let secret = try? SecureBytes.random(count: 32),
                 let wrapped = try? KeyWrap.wrap(secret, with: key, associatedData: [1])
             else { exit(9) }
-            // No new mapping from here on: guarded memory (its own mapping, with guard pages) cannot be had.
+            // No new mapping from here on: guarded memory (its own mapping, with guard pages) cannot be had, and
+            // no block a wiped value gave back waits for reuse.
+            SecureBytes.freeSpareBlocks()
             var limit = rlimit()
             limit.rlim_cur = rlim_t(SecureBytesTests.addressSpaceInUse())
             limit.rlim_max = rlim_t.max
@@ -62,6 +64,32 @@ struct SecureBytesTests {
             let kilobytes = Int(line.split(separator: " ").dropFirst().first ?? "")
         else { return 0 }
         return kilobytes * 1024
+    }
+
+    @Test("a wiped value's guarded block is kept, zeroed, for the next value of its length; the stack keeps the most recent blocks, up to its capacity")
+    func spareBlocksAreReusedByLength() throws {
+        let spares = SecureBytes.SpareBlocks(capacity: 2)
+        let blocks = (0..<3).map { _ in UnsafeMutableRawPointer.allocate(byteCount: 1, alignment: 1) }
+        defer { blocks.forEach { $0.deallocate() } }
+        #expect(spares.keep(blocks[0], length: 32) == nil)
+        #expect(spares.keep(blocks[1], length: 64) == nil)
+        #expect(spares.take(length: 48) == nil, "no block of another length")
+        #expect(spares.keep(blocks[2], length: 32) == blocks[0], "the block kept longest goes when the stack is full")
+        #expect(spares.take(length: 32) == blocks[2])
+        #expect(spares.take(length: 32) == nil)
+        #expect(spares.takeAny() == blocks[1])
+        #expect(spares.takeAny() == nil)
+    }
+
+    @Test("a value made after another of its length was wiped starts zeroed")
+    func valueAfterAWipeStartsZeroed() throws {
+        for _ in 0..<3 {
+            let secret = try SecureBytes.random(count: 48)
+            #expect(try secret.withUnsafeBytes { $0.contains { $0 != 0 } })
+            secret.wipe()
+            let next = try SecureBytes(count: 48)
+            #expect(try next.withUnsafeBytes { $0.allSatisfy { $0 == 0 } })
+        }
     }
 
     @Test("description is redacted and shows only the length")

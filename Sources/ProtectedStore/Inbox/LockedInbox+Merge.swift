@@ -12,17 +12,21 @@ extension LockedInbox {
     ///
     /// For the store's attach, and for tests and benchmarks that drive an inbox without a controller.
     ///
-    /// - Parameter storeKey: the store's key, which wraps the inbox private key.
+    /// - Parameters:
+    ///   - storeKey: the store's key, which wraps the inbox private key.
+    ///   - syncingFolder: whether a new inbox key file's folder is synced, so its name survives a crash from
+    ///     now on. Without it (the store's first attach, when SQLite's first sync of the new log syncs the
+    ///     folder next) the caller makes sure the folder is synced.
     /// - Returns: the public key and the private key (in guarded memory; wipe it when done).
     /// - Throws: a `SecureKeysError` when the inbox key file is damaged or cannot be written.
     @_spi(Testing)
-    public func openKeyPair(storeKey: SecureBytes) throws -> (publicKey: [UInt8], privateKey: SecureBytes) {
+    public func openKeyPair(storeKey: SecureBytes, syncingFolder: Bool = true) throws -> (publicKey: [UInt8], privateKey: SecureBytes) {
         if SecureFile.exists(keyPath) {
             let file = try InboxKeyFile.load(from: keyPath)
             return (file.publicKey, try file.unwrapPrivateKey(storeKey: storeKey, path: keyPath))
         }
         let (file, privateKey) = try InboxKeyFile.make(storeKey: storeKey)
-        try SecureFile.writeAtomically(file.bytes, to: keyPath, replacing: false)
+        try SecureFile.writeAtomically(file.bytes, to: keyPath, replacing: false, syncingFolder: syncingFolder)
         return (file.publicKey, privateKey)
     }
 

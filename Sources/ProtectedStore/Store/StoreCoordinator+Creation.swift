@@ -1,3 +1,4 @@
+internal import EncryptedSQLite
 internal import Logging
 internal import ProtectedData
 internal import SecureKeys
@@ -7,16 +8,17 @@ internal import SecureKeys
 /// Creation is two steps, the key (made by the key source) and then the store, so a crash can fall between
 /// them. The creation marker (``StoreCreationMarker``) describes one creation in progress: written when a
 /// creation starts, told which key the creation made (its identifier, from the source's
-/// `StoreKeyProvider/storeKeyRecord(forStoreAt:)`) as soon as it exists, removed once the store exists with its
-/// schema. A key without its store is finished only when the marker names that very key — or, for a crash in
-/// the instant between the key's creation and the marker naming it, when the marker names none and nothing
-/// shows that the key's store ever existed. The library learns of the key only through its source: it never
+/// `StoreKeyProvider/storeKeyRecord(forStoreAt:)`) as soon as it exists, removed once the store file has its
+/// first page on disk. A key without its store is finished only when the marker names that very key — or, for
+/// a crash in the instant between the key's creation and the marker naming it, when the marker names none and
+/// nothing shows that the key's store ever existed. The library learns of the key only through its source: it never
 /// reads or writes a key file.
 ///
 /// Only the first-stage marker is made durable at once (its folder synced) before the key is made; the second
-/// stage and the removal become durable with the folder syncs that follow them (SQLite's, the inbox key
-/// file's). A crash before those leaves the first-stage marker, or a marker beside a store that has its first
-/// page: keys/README.md, "The creation, step by step", goes through every crash point.
+/// stage, the removal and the inbox key file's name become durable with the folder syncs SQLite makes when it
+/// first syncs the store's rollback journal and its log. A crash before those leaves the first-stage marker, or
+/// a marker beside a store that has its first page: keys/README.md, "The creation, step by step", goes through
+/// every crash point.
 extension StoreCoordinator {
     /// Starts the creation of a new store and makes its key.
     ///
@@ -75,6 +77,31 @@ extension StoreCoordinator {
             throw error
         }
         return (storeKey, record)
+    }
+
+    /// Ends the creation of the store at `files`, if one was in progress, and opens its inbox key pair.
+    ///
+    /// Called once the store is open, so its file has its first page on disk (a new store's switch to WAL
+    /// synced it): the creation marker is removed, and the inbox key file is made at a store's first attach
+    /// (`LockedInbox/openKeyPair(storeKey:syncingFolder:)`). Both are changes of the folder's entries. When the
+    /// store has no log yet and its commits are synced (`synchronous`, `FULL`), they are not synced here: the
+    /// migrations' first commit creates the log, and SQLite's first sync of a new log syncs its folder too.
+    ///
+    /// - Returns: the inbox key pair, and the folder the caller must sync when the migrations commit nothing
+    ///   (`nil` when no entry change waits for a sync).
+    /// - Throws: what the marker's removal and the inbox key file throw.
+    static func finishCreation(
+        _ files: StoreFiles, storeKey: SecureBytes, synchronous: Database.Configuration.Synchronous
+    ) throws -> (publicKey: [UInt8], privateKey: SecureBytes, unsyncedFolder: String?) {
+        let logSyncsFolder = synchronous == .full && !SecureFile.exists(files.writeAheadLog)
+        let makesInboxKey = !SecureFile.exists(files.inboxKey)
+        let removesMarker = SecureFile.exists(files.creationMarker)
+        // Without a log sync to come, the inbox key file's own folder sync makes the removal durable too.
+        try StoreCreationMarker.remove(at: files.creationMarker, syncingFolder: !makesInboxKey && !logSyncsFolder)
+        let (publicKey, privateKey) = try LockedInbox(files: files).openKeyPair(
+            storeKey: storeKey, syncingFolder: !logSyncsFolder)
+        let waitsForSync = logSyncsFolder && (makesInboxKey || removesMarker)
+        return (publicKey, privateKey, waitsForSync ? SecureFile.folder(containing: files.database) : nil)
     }
 
     /// What `keys` records of the store's key, which it said exists.

@@ -155,27 +155,27 @@ public actor StoreCoordinator {
             }
             throw error
         }
-        // Before the inbox merge, so merged records meet the current schema. A failure leaves the store at
-        // its last good migration (or untouched, for a store from a newer app) and fails the attach.
-        let migrationLogger = LogSubsystem.migrations.makeLogger()
-        migrationLogger.trace("migrating", metadata: ["store": "\(configuration.path)"])
-        // A page that fails its HMAC, a failed read or write, a full disk: the migrator reports the store's
-        // failure, not the migration's, named where the migrations found it.
-        let applied = try configuration.migrator.includingKeyValue.migrate(database)
-        if !applied.isEmpty {
-            migrationLogger.debug("migrations applied", metadata: ["store": "\(configuration.path)", "migrations": "\(applied)"])
-        }
-        // The store exists with its schema: its creation, if one was in progress, is complete. When the inbox
-        // key file is made next (a store's first attach), its folder sync makes the removal durable too; a crash
-        // before it may bring the marker back beside the store, which the next attach ignores and removes.
-        let makesInboxKey = !SecureFile.exists(files.inboxKey)
-        try StoreCreationMarker.remove(at: files.creationMarker, syncingFolder: !makesInboxKey)
-        // Writes sealed while the store was locked are applied now, before anything else sees the store.
-        let inbox = LockedInbox(configuration: configuration)
-        let (publicKey, privateKey) = try inbox.openKeyPair(storeKey: storeKey)
+        // The store file has its first page on disk now, so a creation in progress is complete: its marker goes,
+        // and a store's first attach makes its inbox key file (StoreCoordinator+Creation).
+        let (publicKey, privateKey, unsyncedFolder) = try finishCreation(
+            files, storeKey: storeKey, synchronous: databaseConfiguration.synchronous)
         let report: InboxMergeReport
         do {
-            report = try inbox.merge(
+            // Before the inbox merge, so merged records meet the current schema. A failure leaves the store at
+            // its last good migration (or untouched, for a store from a newer app) and fails the attach.
+            let migrationLogger = LogSubsystem.migrations.makeLogger()
+            migrationLogger.trace("migrating", metadata: ["store": "\(configuration.path)"])
+            // A page that fails its HMAC, a failed read or write, a full disk: the migrator reports the store's
+            // failure, not the migration's, named where the migrations found it.
+            let applied = try configuration.migrator.includingKeyValue.migrate(database)
+            if !applied.isEmpty {
+                migrationLogger.debug("migrations applied", metadata: ["store": "\(configuration.path)", "migrations": "\(applied)"])
+            } else if let unsyncedFolder {
+                // Nothing was committed, so SQLite did not sync the folder.
+                try DiskIO.syncDirectory(unsyncedFolder)
+            }
+            // Writes sealed while the store was locked are applied now, before anything else sees the store.
+            report = try LockedInbox(configuration: configuration).merge(
                 into: database, publicKey: publicKey, privateKey: privateKey, handlers: configuration.inboxHandlers)
         } catch {
             privateKey.wipe()

@@ -7,8 +7,8 @@ internal import SecureKeys
 /// Creating a store makes two things, its key (by the key source) and then the store file, so a crash can fall
 /// between them. The marker says which creation was interrupted: it is written when a creation starts
 /// (nothing of the store exists yet), records the new key's store identifier (as its source records it) as
-/// soon as the key exists, and is removed once the store exists with its schema — or when the creation ends
-/// without making a key. A key without a store is finished as an interrupted creation only when the marker
+/// soon as the key exists, and is removed once the store file has its first page on disk — or when the creation
+/// ends without making a key. A key without a store is finished as an interrupted creation only when the marker
 /// names *that* key (or names none yet and nothing shows the key's store existed: a crash between the key
 /// and the marker's second write); a marker naming another key never re-creates a store: a key without its
 /// store is then a lost store, reported.
@@ -116,8 +116,9 @@ struct StoreCreationMarker: Sendable, Equatable {
     /// Removes the marker at `path`, if any.
     ///
     /// - Parameter syncingFolder: whether the folder is synced, so the removal survives a crash. Without it (a
-    ///   new store, whose inbox key file is made next, with a folder sync) a crash before the folder's next
-    ///   sync may bring the marker back beside the store, which ignores it and removes it again.
+    ///   store whose inbox key file is made next, or whose new log SQLite syncs next, each with a folder sync)
+    ///   a crash before the folder's next sync may bring the marker back beside the store, which ignores it and
+    ///   removes it again.
     /// - Throws: `SecureKeysError` `io-error`.
     static func remove(at path: String, syncingFolder: Bool = true) throws {
         guard SecureFile.exists(path) else { return }

@@ -1,5 +1,6 @@
 internal import CSodium
 import Foundation
+import StoreConcurrency
 import Synchronization
 
 /// Secret bytes in memory that libsodium guards.
@@ -40,12 +41,17 @@ public final class SecureBytes: @unchecked Sendable {
         self.count = count
         // sodium_malloc(0) is allowed but returns a pointer we must still free; allocate at least one byte so
         // the guard-page layout is the same for every key.
-        guard let memory = sodium_malloc(max(count, 1)) else {
-            throw SecureKeysError.outOfMemory("libsodium could not allocate \(count) bytes of guarded memory for a key")
+        let length = max(count, 1)
+        if let spare = Self.spareBlocks.take(length: length) {
+            self.pointer = spare
+        } else {
+            guard let memory = sodium_malloc(length) else {
+                throw SecureKeysError.outOfMemory("libsodium could not allocate \(count) bytes of guarded memory for a key")
+            }
+            // sodium_malloc fills new memory with 0xdb; start from zero.
+            sodium_memzero(memory, length)
+            self.pointer = memory
         }
-        // sodium_malloc fills new memory with 0xdb; start from zero.
-        sodium_memzero(memory, max(count, 1))
-        self.pointer = memory
         Self.liveAllocations.add(1, ordering: .relaxed)
     }
 
@@ -90,7 +96,8 @@ public final class SecureBytes: @unchecked Sendable {
     ///
     /// Each is a `sodium_malloc` region with its guard pages, three memory mappings the kernel counts against
     /// `vm.max_map_count`. For tests that a long-running loop (a simulated seed, an agent) does not keep keys it
-    /// no longer needs.
+    /// no longer needs. The count is of values not wiped; besides them, up to 16 zeroed blocks that wiped values
+    /// gave back wait for reuse.
     package static var liveAllocationCount: Int { liveAllocations.load(ordering: .relaxed) }
 
     private static let liveAllocations = Atomic<Int>(0)
@@ -157,10 +164,63 @@ public final class SecureBytes: @unchecked Sendable {
         let length = max(count, 1)
         sodium_memzero(memory, length)
         onWipe?(sodium_is_zero(memory.assumingMemoryBound(to: UInt8.self), length) == 1)
-        // sodium_free zeroes once more, checks the canary and unmaps the guard pages.
-        sodium_free(memory)
+        // Zeroed, the block waits for the next value of its length. For the block kept longest, when too many
+        // wait, sodium_free zeroes once more, checks the canary and unmaps the guard pages.
+        if let evicted = Self.spareBlocks.keep(memory, length: length) { sodium_free(evicted) }
         pointer = nil
         Self.liveAllocations.subtract(1, ordering: .relaxed)
+    }
+
+    /// Guarded blocks that wiped values gave back, zeroed, for the next values of the same length.
+    ///
+    /// A `sodium_malloc` and its `sodium_free` are nine system calls (the mapping, two guard pages, `mlock`,
+    /// `madvise`, and their undoing), and a store's attach makes and wipes several short-lived keys (derived
+    /// wrapping keys, a key's hexadecimal literal for SQLite). A block kept here stays between its guard pages
+    /// and locked in memory, as it was; only its bytes are gone.
+    private static let spareBlocks = SpareBlocks(capacity: 16)
+
+    /// Frees the guarded blocks that wait for reuse, so the next values map memory of their own.
+    ///
+    /// For tests that limit the address space and expect an allocation to need a new mapping.
+    package static func freeSpareBlocks() {
+        while let block = spareBlocks.takeAny() { sodium_free(block) }
+    }
+
+    /// A bounded stack of zeroed guarded blocks, each with the length it was allocated for.
+    final class SpareBlocks: Sendable {
+        /// How many blocks wait at most, of all lengths together.
+        let capacity: Int
+
+        /// The blocks' addresses and lengths, the most recently kept last.
+        private let blocks = LockedState<[(address: UInt, length: Int)]>([])
+
+        /// An empty stack that keeps at most `capacity` blocks.
+        init(capacity: Int) { self.capacity = capacity }
+
+        /// The most recently kept block allocated for `length` bytes, taken off the stack, or `nil` when none waits.
+        func take(length: Int) -> UnsafeMutableRawPointer? {
+            let address = blocks.withLock { blocks -> UInt? in
+                guard let index = blocks.lastIndex(where: { $0.length == length }) else { return nil }
+                return blocks.remove(at: index).address
+            }
+            return address.flatMap { UnsafeMutableRawPointer(bitPattern: $0) }
+        }
+
+        /// Any block, taken off the stack, or `nil` when none waits.
+        func takeAny() -> UnsafeMutableRawPointer? {
+            blocks.withLock { $0.popLast()?.address }.flatMap { UnsafeMutableRawPointer(bitPattern: $0) }
+        }
+
+        /// Keeps the zeroed block `memory`, allocated for `length` bytes.
+        ///
+        /// - Returns: the block kept longest, when the stack was full: no longer kept, the caller frees it.
+        func keep(_ memory: UnsafeMutableRawPointer, length: Int) -> UnsafeMutableRawPointer? {
+            let evicted = blocks.withLock { blocks -> UInt? in
+                blocks.append((UInt(bitPattern: memory), length))
+                return blocks.count > capacity ? blocks.removeFirst().address : nil
+            }
+            return evicted.flatMap { UnsafeMutableRawPointer(bitPattern: $0) }
+        }
     }
 }
 

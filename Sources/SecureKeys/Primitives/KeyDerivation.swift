@@ -18,29 +18,35 @@ public enum KeyDerivation: Sendable {
     public static func derive(label: String, from key: SecureBytes, mixing input: SecureBytes? = nil) throws -> SecureBytes {
         Sodium.ensureInitialised()
         precondition((16...64).contains(key.count), "BLAKE2b keys are 16 to 64 bytes")
+        let labelBytes = Array(label.utf8)
+        let output = try SecureBytes(count: keyLength)
+        guard let input else {
+            // The message is the label alone, which is not secret: it needs no guarded copy.
+            try labelBytes.withUnsafeBytes { try hash($0, key: key, into: output) }
+            return output
+        }
         // One-shot hashing of label ‖ input, assembled in guarded memory (the streaming state is an aligned
         // C struct Swift cannot allocate on the stack).
-        let labelBytes = Array(label.utf8)
-        let message = try SecureBytes(count: labelBytes.count + (input?.count ?? 0))
+        let message = try SecureBytes(count: labelBytes.count + input.count)
         defer { message.wipe() }
         try message.withUnsafeMutableBytes { out in
             out.copyBytes(from: labelBytes)
-            if let input {
-                try input.withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: out[labelBytes.count...]).copyMemory(from: $0) }
-            }
+            try input.withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: out[labelBytes.count...]).copyMemory(from: $0) }
         }
-        let output = try SecureBytes(count: keyLength)
-        try key.withUnsafeBytes { keyBytes in
-            try message.withUnsafeBytes { messageBytes in
-                output.unsafeWithMutableBytes { out in
-                    _ = crypto_generichash(
-                        out.baseAddress!.assumingMemoryBound(to: UInt8.self), keyLength,
-                        messageBytes.baseAddress!.assumingMemoryBound(to: UInt8.self), UInt64(messageBytes.count),
-                        keyBytes.baseAddress!.assumingMemoryBound(to: UInt8.self), keyBytes.count)
-                }
-            }
-        }
+        try message.withUnsafeBytes { try hash($0, key: key, into: output) }
         return output
+    }
+
+    /// Keyed BLAKE2b-256 of `message` into `output`, which this module just allocated.
+    private static func hash(_ message: UnsafeRawBufferPointer, key: SecureBytes, into output: SecureBytes) throws {
+        try key.withUnsafeBytes { keyBytes in
+            output.unsafeWithMutableBytes { out in
+                _ = crypto_generichash(
+                    out.baseAddress!.assumingMemoryBound(to: UInt8.self), keyLength,
+                    message.baseAddress?.assumingMemoryBound(to: UInt8.self), UInt64(message.count),
+                    keyBytes.baseAddress!.assumingMemoryBound(to: UInt8.self), keyBytes.count)
+            }
+        }
     }
 
     /// Keyed BLAKE2b-256 of public bytes, as an integrity tag.
