@@ -1,5 +1,4 @@
 import Foundation
-import SystemPackage
 
 /// Path arithmetic every part of the disk model and the key layer's files share.
 package enum DiskPath {
@@ -20,8 +19,13 @@ package enum DiskPath {
     /// The folder that holds `path`.
     ///
     /// It is `/` for a top-level entry, and `.` for a bare file name.
+    ///
+    /// It is `FilePath(path).removingLastComponent()` (doubled slashes collapse, `.` and `..` stay), worked out on
+    /// the string: the disk model asks for it at every file it records, and swift-system's checks of a `FilePath`
+    /// cost more than the rest of a simulated step in a debug build.
     package static func folder(containing path: String) -> String {
-        let folder = FilePath(path).removingLastComponent()
-        return folder.isEmpty ? "." : folder.string
+        let components = path.split(separator: "/", omittingEmptySubsequences: true).dropLast()
+        let folder = (path.hasPrefix("/") ? "/" : "") + components.joined(separator: "/")
+        return folder.isEmpty ? "." : folder
     }
 }
