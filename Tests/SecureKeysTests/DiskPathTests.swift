@@ -30,6 +30,17 @@ struct DiskPathTests {
         }
     }
 
+    @Test("A path for a system call is FilePath's: each run of slashes one slash, no trailing slash but /")
+    func forSystemCall() {
+        let expected: [(path: String, system: String)] = [
+            ("", ""), ("/", "/"), ("//", "/"), ("a", "a"), ("a/", "a"), ("/a//b///c/", "/a/b/c"), ("a/./b/..", "a/./b/.."),
+            ("/tmp/protected-store-testing-1/app.sqlite", "/tmp/protected-store-testing-1/app.sqlite"),
+        ]
+        for (path, system) in expected {
+            #expect(DiskPath.forSystemCall(path) == system, "\(path)")
+        }
+    }
+
     @Test("A normalized path is absolute, without . or .. or doubled slashes")
     func normalize() {
         #expect(DiskPath.normalize("/a//b/./c/../d") == "/a/b/d")
