@@ -608,10 +608,21 @@ public final class AppSimulationContext {
 
     init(simulation: AppSimulation) throws {
         self.simulation = simulation
-        environment = try ProtectedStoreTestEnvironment(gracePeriod: simulation.gracePeriod)
-        appDirectory = environment.stateDirectory + "-app"
-        try FileManager.default.createDirectory(atPath: appDirectory, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
-        disk = SimulatedDisk(root: environment.stateDirectory)
+        // The disk model starts on the empty state directory, before the device is set up in it: the set-up's
+        // syncs are recorded, not waited for (a dozen real fsyncs a run, each a wait on a busy disk).
+        var model: SimulatedDisk?
+        do {
+            environment = try ProtectedStoreTestEnvironment(gracePeriod: simulation.gracePeriod) {
+                model = SimulatedDisk(root: $0)
+            }
+            appDirectory = environment.stateDirectory + "-app"
+            try FileManager.default.createDirectory(atPath: appDirectory, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+        } catch {
+            model?.stopModelling()
+            throw error
+        }
+        guard let model else { preconditionFailure("the environment runs beforeSetUp before it returns") }
+        disk = model
     }
 
     /// The running app's controller (an action runs only while the app runs).
