@@ -173,7 +173,7 @@ public final class Database {
         var connection: OpaquePointer?
         // Before anything opens a file of the database (the log check below, SQLite): each is what it should be.
         try Self.checkFiles(ofDatabaseAt: path, pageSize: configuration.pageSize)
-        let isNewFile = (try? Stat(FilePath(path), followTargetSymlink: false)) == nil
+        let isNewFile = !SecureFile.exists(path)
         if !isNewFile && configuration.checksWriteAheadLog && configuration.usesWAL && !configuration.readOnly
             && configuration.synchronous == .full
         {

@@ -64,6 +64,15 @@ public struct AppSimulation {
     public private(set) var actions: [Action] = []
     /// The app's invariants.
     public private(set) var invariants: [Invariant] = []
+    /// How many seeds ``run(seeds:steps:)`` runs at once; one by default.
+    ///
+    /// Each seed's run has an environment, a state directory and a simulated disk of its own, and the runs take
+    /// turns on the main actor while their stores work on threads of their own: with a few at once the processors
+    /// stay busy. `ProcessInfo.processInfo.activeProcessorCount` is a good number. Raise it only when the app's
+    /// actions, invariants and store configuration keep their state in the run's ``AppSimulationContext`` (its
+    /// store, its ``AppSimulationContext/appDirectory``), never in state the runs would share. The runs and what
+    /// ``run(seeds:steps:)`` throws are the same at any number: the lowest failing seed's failure, shrunk.
+    public var concurrentSeeds = 1
 
     /// A simulation of the app whose store `store` configures (path, protection class, migrator, inbox
     /// handlers).
@@ -106,12 +115,37 @@ public struct AppSimulation {
 
     /// Runs `steps` steps for each seed, and throws the first failure, shrunk.
     ///
+    /// The seeds start in order, ``concurrentSeeds`` at a time, and none starts after one failed; the failure
+    /// thrown is the lowest failing seed's, as when they run one after another.
+    ///
     /// - Parameters:
     ///   - seeds: the seeds to run.
     ///   - steps: how many steps each run draws.
     /// - Throws: an ``AppSimulationFailure`` for the first seed that fails; an environment that cannot be set up.
     public func run(seeds: Range<UInt64>, steps: Int) async throws {
-        for seed in seeds { try await run(seed: seed, steps: steps) }
+        // The runs that failed, by seed: the steps each drew and the check that failed, or the error that stopped it.
+        var failures: [UInt64: Result<Failed, any Error>] = [:]
+        let shared = Shared(self)
+        await withTaskGroup(of: (seed: UInt64, outcome: Result<Failed?, any Error>).self) { group in
+            var unstarted = seeds.makeIterator()
+            var running = 0
+            while true {
+                while running < max(1, concurrentSeeds), failures.isEmpty, let seed = unstarted.next() {
+                    group.addTask { (seed, await shared.outcome(seed: seed, steps: steps)) }
+                    running += 1
+                }
+                guard let (seed, outcome) = await group.next() else { break }
+                running -= 1
+                switch outcome {
+                case .success(nil): break
+                case .success(let failed?): failures[seed] = .success(failed)
+                case .failure(let error): failures[seed] = .failure(error)
+                }
+            }
+        }
+        guard let (seed, outcome) = failures.min(by: { $0.key < $1.key }) else { return }
+        let (drawn, found) = try outcome.get()
+        throw try await shrunkFailure(seed: seed, stepCount: steps, drawn: drawn, found: found)
     }
 
     /// Runs the `steps` steps `seed` draws, and throws its failure, shrunk.
@@ -121,11 +155,39 @@ public struct AppSimulation {
     ///   - steps: how many steps to draw.
     /// - Throws: an ``AppSimulationFailure``; an environment that cannot be set up.
     public func run(seed: UInt64, steps: Int) async throws {
+        guard let (drawn, found) = try await outcome(seed: seed, steps: steps).get() else { return }
+        throw try await shrunkFailure(seed: seed, stepCount: steps, drawn: drawn, found: found)
+    }
+
+    /// The simulation, as the runs that run at once share it: a reference on the main actor, where they all run.
+    @MainActor private final class Shared {
+        let simulation: AppSimulation
+        init(_ simulation: AppSimulation) { self.simulation = simulation }
+        func outcome(seed: UInt64, steps: Int) async -> Result<Failed?, any Error> {
+            await simulation.outcome(seed: seed, steps: steps)
+        }
+    }
+
+    /// A run that failed: the steps it drew, and the check that failed.
+    typealias Failed = (drawn: [AppSimulationStep], found: Found)
+
+    /// Runs the `steps` steps `seed` draws, unshrunk: `nil` when every check passed.
+    private func outcome(seed: UInt64, steps: Int) async -> Result<Failed?, any Error> {
         let drawn = self.steps(seed: seed, count: steps)
-        guard let found = try await execute(drawn) else { return }
+        do {
+            return .success(try await execute(drawn).map { (drawn, $0) })
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    /// The failure of the run of `seed`, which drew `drawn` and failed as `found` says, shrunk.
+    private func shrunkFailure(seed: UInt64, stepCount: Int, drawn: [AppSimulationStep], found: Found) async throws
+        -> AppSimulationFailure
+    {
         let shrunk = try await shrink(Array(drawn.prefix(found.step + 1)), failure: found)
-        throw AppSimulationFailure(
-            seed: seed, stepCount: steps, failedStep: found.step, check: shrunk.check, message: shrunk.message,
+        return AppSimulationFailure(
+            seed: seed, stepCount: stepCount, failedStep: found.step, check: shrunk.check, message: shrunk.message,
             steps: shrunk.steps)
     }
 
@@ -643,10 +705,21 @@ public final class AppSimulationContext {
 
     init(simulation: AppSimulation) throws {
         self.simulation = simulation
-        environment = try ProtectedStoreTestEnvironment(gracePeriod: simulation.gracePeriod)
-        appDirectory = environment.stateDirectory + "-app"
-        try FileManager.default.createDirectory(atPath: appDirectory, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
-        disk = SimulatedDisk(root: environment.stateDirectory)
+        // The disk model starts on the empty state directory, before the device is set up in it: the set-up's
+        // syncs are recorded, not waited for (a dozen real fsyncs a run, each a wait on a busy disk).
+        var model: SimulatedDisk?
+        do {
+            environment = try ProtectedStoreTestEnvironment(gracePeriod: simulation.gracePeriod) {
+                model = SimulatedDisk(root: $0)
+            }
+            appDirectory = environment.stateDirectory + "-app"
+            try FileManager.default.createDirectory(atPath: appDirectory, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+        } catch {
+            model?.stopModelling()
+            throw error
+        }
+        guard let model else { preconditionFailure("the environment runs beforeSetUp before it returns") }
+        disk = model
     }
 
     /// The running app's controller (an action runs only while the app runs).

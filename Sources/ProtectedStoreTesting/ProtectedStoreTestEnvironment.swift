@@ -44,9 +44,28 @@ public final class ProtectedStoreTestEnvironment {
     ///   - passcode: the device's passcode.
     ///   - gracePeriod: how long class A and B keys stay after a lock.
     /// - Throws: when the temporary state directory cannot be written.
-    public init(passcode: String = "1234", gracePeriod: Duration = .seconds(10)) throws {
+    public convenience init(passcode: String = "1234", gracePeriod: Duration = .seconds(10)) throws {
+        try self.init(passcode: passcode, gracePeriod: gracePeriod, beforeSetUp: { _ in })
+    }
+
+    /// Sets up an unlocked device as ``init(passcode:gracePeriod:)`` does, after `beforeSetUp` ran on the new, empty
+    /// state directory.
+    ///
+    /// An app simulation starts its disk model there, as the tool's scenario sessions do: the model then sees the
+    /// device's files from their creation, and records the set-up's syncs instead of waiting for the disk.
+    ///
+    /// - Parameters:
+    ///   - passcode: the device's passcode.
+    ///   - gracePeriod: how long class A and B keys stay after a lock.
+    ///   - beforeSetUp: what runs on the state directory, made and empty, before the device is set up in it.
+    /// - Throws: when the temporary state directory cannot be written; what `beforeSetUp` throws.
+    package init(
+        passcode: String = "1234", gracePeriod: Duration = .seconds(10), beforeSetUp: (_ stateDirectory: String) throws -> Void
+    ) throws {
         self.passcode = passcode
         stateDirectory = NSTemporaryDirectory() + "protected-store-testing-\(UUID().uuidString)"
+        try SecureFile.createDirectory(at: stateDirectory)
+        try beforeSetUp(stateDirectory)
         device = try KeybagDevice.setUp(
             in: stateDirectory, passcode: try SecureBytes(utf8: passcode),
             configuration: .init(gracePeriod: gracePeriod, kdf: .minimal), clock: clock)

@@ -385,6 +385,22 @@ struct AppSimulationTests {
         #expect(failure?.failedStep == 1)
     }
 
+    @Test("seeds run side by side pass as one after another do, and throw the same failure: the lowest failing seed's, shrunk")
+    func concurrentSeedsThrowTheSerialFailure() async throws {
+        var correct = visitsApp(tallyOutsideStore: false)
+        correct.concurrentSeeds = 3
+        try await correct.run(seeds: 0..<6, steps: 60)
+
+        var planted = visitsApp(tallyOutsideStore: true)
+        let serial = try #require(await #expect(throws: AppSimulationFailure.self) { try await planted.run(seeds: 0..<10, steps: 60) })
+        planted.concurrentSeeds = 3
+        let concurrent = try #require(await #expect(throws: AppSimulationFailure.self) { try await planted.run(seeds: 0..<10, steps: 60) })
+        #expect(concurrent.seed == serial.seed)
+        #expect(concurrent.failedStep == serial.failedStep)
+        #expect(concurrent.steps == serial.steps)
+        #expect(concurrent.description == serial.description)
+    }
+
     @Test("the same seed draws the same steps")
     func sameSeedSameSteps() {
         let simulation = visitsApp(tallyOutsideStore: false)

@@ -36,4 +36,23 @@ struct SecureFileTests {
         chmod(target, 0o644)
         #expect { try SecureFile.read(target) } throws: { ($0 as? SecureKeysError)?.code == .insecurePermissions }
     }
+
+    @Test("a path with trailing or doubled slashes names the entry itself: a link to a folder is a link, not the folder")
+    func trailingSlashesDoNotFollowLinks() throws {
+        let directory = TemporaryDirectory()
+        let folder = directory.file("folder")
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: false)
+        let link = directory.file("link")
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: folder)
+        // The system follows a link named with a trailing slash; a FilePath drops the slash, and so do these.
+        #expect { try SecureFile.regularFileSize(at: link + "/") } throws: { error in
+            (error as? SecureKeysError)?.message.contains("refusing a symbolic link") == true
+        }
+        #expect { try SecureFile.read(link + "//") } throws: { error in
+            (error as? SecureKeysError)?.message.contains("refusing a symbolic link") == true
+        }
+        #expect(SecureFile.exists(directory.file("missing/")) == false)
+        try SecureFile.writeAtomically([7], to: folder + "/key", replacing: false)
+        #expect(try SecureFile.regularFileSize(at: folder + "//key") == 1)
+    }
 }

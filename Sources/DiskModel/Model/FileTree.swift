@@ -6,14 +6,15 @@ import SystemPackage
 
 /// The file-tree work a power cut does on the real folder.
 ///
-/// It lists the folder, empties it, reads a file whole and writes one anew.
+/// It lists the folder, empties it, reads a file whole and writes one anew. Paths go to the system calls as C
+/// strings, not as `FilePath`s, whose checks cost more than the calls in a debug build.
 enum FileTree {
     static func exists(_ path: String) -> Bool {
-        (try? Stat(FilePath(path), followTargetSymlink: false)) != nil
+        (try? Stat(path, followTargetSymlink: false)) != nil
     }
 
     static func isDirectory(_ path: String) -> Bool {
-        (try? Stat(FilePath(path), followTargetSymlink: false))?.type == .directory
+        (try? Stat(path, followTargetSymlink: false))?.type == .directory
     }
 
     /// Whether an entry is one the model leaves alone, such as a lock file or a socket.
@@ -32,7 +33,7 @@ enum FileTree {
         for name in names.sorted() {
             let path = root + "/" + name
             guard path != skipping, !name.hasSuffix("-shm") else { continue }
-            guard let type = (try? Stat(FilePath(path), followTargetSymlink: false))?.type else { continue }
+            guard let type = (try? Stat(path, followTargetSymlink: false))?.type else { continue }
             let isDirectory = type == .directory
             // Only files and folders hold data, and lock files hold none the model keeps.
             guard isDirectory || type == .regular, !isLeftAlone(name, type: type) else { continue }
@@ -51,7 +52,7 @@ enum FileTree {
     /// - Throws: ``DiskError/io(operation:path:errno:)`` naming what could not be removed.
     @discardableResult
     static func remove(_ path: String, keepingRoot: Bool = false, keepingLockFiles: Bool = false) throws(DiskError) -> Bool {
-        guard let type = (try? Stat(FilePath(path), followTargetSymlink: false))?.type else { return false }
+        guard let type = (try? Stat(path, followTargetSymlink: false))?.type else { return false }
         if type == .directory {
             var kept = false
             for name in (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? [] {
@@ -72,7 +73,7 @@ enum FileTree {
     /// - Throws: ``DiskError/io(operation:path:errno:)`` naming the file.
     static func read(_ path: String) throws(DiskError) -> [UInt8] {
         let file: FileDescriptor
-        do throws(Errno) { file = try systemCall { try FileDescriptor.open(FilePath(path), .readOnly, options: .closeOnExec) } } catch {
+        do throws(Errno) { file = try systemCall { try FileDescriptor.open(path, .readOnly, options: .closeOnExec) } } catch {
             throw .io(operation: "cannot open", path: path, errno: error)
         }
         defer { try? file.close() }
@@ -89,7 +90,7 @@ enum FileTree {
         do throws(Errno) {
             file = try systemCall {
                 try FileDescriptor.open(
-                    FilePath(path), .writeOnly, options: [.create, .exclusiveCreate, .closeOnExec],
+                    path, .writeOnly, options: [.create, .exclusiveCreate, .closeOnExec],
                     permissions: FilePermissions(rawValue: mode))
             }
         } catch {

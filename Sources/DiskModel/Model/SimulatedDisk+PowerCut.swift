@@ -147,7 +147,7 @@ extension SimulatedDisk.Model {
     func location(of file: Int) -> (path: String, mode: mode_t)? {
         let path = current.first { $0.value == .file(file) }?.key ?? files[file]?.graveyardPath
         guard let path else { return nil }
-        guard let info = try? Stat(FilePath(path), followTargetSymlink: false) else { return nil }
+        guard let info = try? Stat(path, followTargetSymlink: false) else { return nil }
         return (path, info.mode.rawValue & 0o777)
     }
 }

@@ -31,10 +31,10 @@ package enum PrivateDirectory {
         let path = withoutTrailingSlashes(path)
         let descriptor: FileDescriptor
         do throws(Errno) {
-            descriptor = try systemCall { try FileDescriptor.open(FilePath(path), .readOnly, options: [.directory, .noFollow, .closeOnExec]) }
+            descriptor = try systemCall { try FileDescriptor.open(DiskPath.forSystemCall(path), .readOnly, options: [.directory, .noFollow, .closeOnExec]) }
         } catch let code {
             let info: stat
-            do throws(Errno) { info = try Stat(FilePath(path), followTargetSymlink: false).rawValue } catch _ {
+            do throws(Errno) { info = try Stat(DiskPath.forSystemCall(path), followTargetSymlink: false).rawValue } catch _ {
                 throw SecureKeysError.io("cannot open the folder", path: path, errno: code)
             }
             if (info.st_mode & S_IFMT) == S_IFLNK {
@@ -90,7 +90,7 @@ package enum PrivateDirectory {
     package static func checkFoldersAbove(_ path: String) throws {
         var parent = DiskPath.folder(containing: withoutTrailingSlashes(path))
         func isMissing(_ folder: String) -> Bool {
-            do throws(Errno) { _ = try Stat(FilePath(folder), followTargetSymlink: false) } catch { return error == .noSuchFileOrDirectory }
+            do throws(Errno) { _ = try Stat(DiskPath.forSystemCall(folder), followTargetSymlink: false) } catch { return error == .noSuchFileOrDirectory }
             return false
         }
         while isMissing(parent) && parent != "/" && parent != "." {
@@ -104,7 +104,7 @@ package enum PrivateDirectory {
         let me = geteuid()
         while true {
             let info: stat
-            do throws(Errno) { info = try Stat(FilePath(folder)).rawValue } catch {
+            do throws(Errno) { info = try Stat(DiskPath.forSystemCall(folder)).rawValue } catch {
                 throw SecureKeysError.io("cannot stat", path: folder, errno: error)
             }
             if info.st_uid != 0 && info.st_uid != me {

@@ -47,7 +47,7 @@ package enum SecureFile {
 
     /// `mkdir -p` with mode 0700, each new folder made durable in its parent.
     private static func makeDirectories(_ path: String) throws {
-        if let info = try? Stat(FilePath(path), followTargetSymlink: false).rawValue {
+        if let info = try? Stat(DiskPath.forSystemCall(path), followTargetSymlink: false).rawValue {
             // A link is left for the check to name; anything else that is not a folder is an error here.
             guard (info.st_mode & S_IFMT) == S_IFDIR || (info.st_mode & S_IFMT) == S_IFLNK else {
                 throw SecureKeysError.io("expected a directory at", path: path, errno: ENOTDIR)
@@ -55,7 +55,7 @@ package enum SecureFile {
             return
         }
         let parent = folder(containing: path)
-        if parent != path, (try? Stat(FilePath(parent), followTargetSymlink: false)) == nil {
+        if parent != path, (try? Stat(DiskPath.forSystemCall(parent), followTargetSymlink: false)) == nil {
             try makeDirectories(parent)
         }
         // The new entry is durable only once its parent folder is synced: without this, a power cut right
@@ -67,7 +67,7 @@ package enum SecureFile {
 
     /// Whether anything (a file, a directory, a link) exists at `path`.
     package static func exists(_ path: String) -> Bool {
-        (try? Stat(FilePath(path), followTargetSymlink: false)) != nil
+        (try? Stat(DiskPath.forSystemCall(path), followTargetSymlink: false)) != nil
     }
 
     /// The size of the regular file at `path`, or `nil` when nothing is there.
@@ -83,7 +83,7 @@ package enum SecureFile {
     ///   fails for another reason than a missing file. Nothing is changed.
     package static func regularFileSize(at path: String) throws -> Int? {
         let info: stat
-        do throws(Errno) { info = try Stat(FilePath(path), followTargetSymlink: false).rawValue } catch {
+        do throws(Errno) { info = try Stat(DiskPath.forSystemCall(path), followTargetSymlink: false).rawValue } catch {
             if error == .noSuchFileOrDirectory { return nil }
             throw SecureKeysError.io("cannot stat", path: path, errno: error)
         }
@@ -120,7 +120,7 @@ package enum SecureFile {
         // O_NONBLOCK: a FIFO put in a key file's place is refused below instead of blocking the open.
         let descriptor: FileDescriptor
         do throws(Errno) {
-            descriptor = try systemCall { try FileDescriptor.open(FilePath(path), .readOnly, options: [.noFollow, .closeOnExec, .nonBlocking]) }
+            descriptor = try systemCall { try FileDescriptor.open(DiskPath.forSystemCall(path), .readOnly, options: [.noFollow, .closeOnExec, .nonBlocking]) }
         } catch {
             throw SecureKeysError.io(
                 error == .tooManySymbolicLinkLevels ? "refusing a symbolic link at" : "cannot open", path: path, errno: error)

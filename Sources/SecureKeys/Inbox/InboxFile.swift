@@ -56,7 +56,7 @@ package enum InboxFile {
     package static func openForReading(_ path: String) throws -> (descriptor: Int32, size: Int)? {
         let descriptor: FileDescriptor
         do throws(Errno) {
-            descriptor = try systemCall { try FileDescriptor.open(FilePath(path), .readOnly, options: [.nonBlocking, .noFollow, .closeOnExec]) }
+            descriptor = try systemCall { try FileDescriptor.open(DiskPath.forSystemCall(path), .readOnly, options: [.nonBlocking, .noFollow, .closeOnExec]) }
         } catch {
             if error == .noSuchFileOrDirectory { return nil }
             throw unusable(path, errno: error.rawValue)

@@ -24,12 +24,13 @@ enum NotesApp {
         }
     }
 
-    /// `notes simulate [--plant badge-outside-store|read-before-ready] [--seeds N] [--steps N]`: the app on the
-    /// seeded simulation.
+    /// `notes simulate [--plant badge-outside-store|read-before-ready] [--seeds N] [--steps N] [--concurrent-seeds N]`:
+    /// the app on the seeded simulation.
     static func simulate(_ arguments: ArraySlice<String>) async {
         var planted: NotesSimulation.PlantedBug?
         var seeds = NotesSimulation.seeds
         var steps = NotesSimulation.steps
+        var concurrentSeeds = ProcessInfo.processInfo.activeProcessorCount
         var rest = arguments
         while let option = rest.popFirst() {
             let value = rest.popFirst()
@@ -46,12 +47,15 @@ enum NotesApp {
             case "--steps":
                 guard let count = value.flatMap(Int.init), count > 0 else { usage("--steps takes a count above 0") }
                 steps = count
+            case "--concurrent-seeds":
+                guard let count = value.flatMap(Int.init), count > 0 else { usage("--concurrent-seeds takes a count above 0") }
+                concurrentSeeds = count
             default:
                 usage("unknown option \(option)")
             }
         }
         do {
-            try await NotesSimulation.run(only: planted, seeds: seeds, steps: steps)
+            try await NotesSimulation.run(only: planted, seeds: seeds, steps: steps, concurrentSeeds: concurrentSeeds)
         } catch {
             FileHandle.standardError.write(Data("notes simulate: FAILED: \(error)\n".utf8))
             exit(1)
@@ -61,7 +65,7 @@ enum NotesApp {
     /// Prints what is wrong with the arguments and exits 2.
     private static func usage(_ problem: String) -> Never {
         FileHandle.standardError.write(
-            Data("notes simulate: \(problem)\nusage: notes simulate [--plant BUG] [--seeds N] [--steps N]\n".utf8))
+            Data("notes simulate: \(problem)\nusage: notes simulate [--plant BUG] [--seeds N] [--steps N] [--concurrent-seeds N]\n".utf8))
         exit(2)
     }
 }

@@ -26,8 +26,10 @@ enum NotesSimulation {
 
     /// The app, with `planted` in it.
     ///
-    /// - Parameter planted: the bug to plant, or `nil` for the app as it ships.
-    static func simulation(planting planted: PlantedBug?) -> AppSimulation {
+    /// - Parameters:
+    ///   - planted: the bug to plant, or `nil` for the app as it ships.
+    ///   - concurrentSeeds: how many seeds run at once.
+    static func simulation(planting planted: PlantedBug?, concurrentSeeds: Int = 1) -> AppSimulation {
         var simulation = AppSimulation { app in
             var store = NotesStore.configuration(inContainer: app.environment.stateDirectory)
             if planted == .badgeOutsideStore {
@@ -35,6 +37,8 @@ enum NotesSimulation {
             }
             return store
         }
+        // Each run keeps its state in its context and its app folder, so seeds may run side by side.
+        simulation.concurrentSeeds = concurrentSeeds
         // The share extension, in the simulation's process: it seals a note into the locked inbox.
         simulation.action("share a note", weight: 4) { app in
             let shared = NoteShared(title: "Shared \(app.number)", body: "from the share sheet", sharedAt: Date(), tags: ["shared"])
@@ -81,20 +85,21 @@ enum NotesSimulation {
     ///   - only: a planted bug to run alone.
     ///   - seeds: the seeds to run.
     ///   - steps: how many steps each seed draws.
+    ///   - concurrentSeeds: how many seeds run at once (the failures are the same at any number).
     /// - Throws: a ``StoryFailure`` when the app fails, or a planted bug is not found or not shrunk.
-    static func run(only: PlantedBug?, seeds: Range<UInt64>, steps: Int) async throws {
+    static func run(only: PlantedBug?, seeds: Range<UInt64>, steps: Int, concurrentSeeds: Int) async throws {
         if let only {
-            try await simulation(planting: only).run(seeds: seeds, steps: steps)
+            try await simulation(planting: only, concurrentSeeds: concurrentSeeds).run(seeds: seeds, steps: steps)
             return
         }
         let started = ContinuousClock.now
         print("simulating the app: \(seeds.count) seeds × \(steps) steps")
-        try await simulation(planting: nil).run(seeds: seeds, steps: steps)
+        try await simulation(planting: nil, concurrentSeeds: concurrentSeeds).run(seeds: seeds, steps: steps)
         print("   every seed passed (\((ContinuousClock.now - started).milliseconds))")
         for bug in PlantedBug.allCases {
             print("\nplanted: \(bug.rawValue)")
             do {
-                try await simulation(planting: bug).run(seeds: seeds, steps: steps)
+                try await simulation(planting: bug, concurrentSeeds: concurrentSeeds).run(seeds: seeds, steps: steps)
                 throw StoryFailure("the simulation did not find the planted bug \(bug.rawValue) in \(seeds.count) seeds")
             } catch let failure as AppSimulationFailure {
                 for line in failure.description.split(separator: "\n") { print("   \(line)") }
