@@ -243,18 +243,18 @@ extension StoreKeyProvider {
         // durable before the old one is removed, so a power cut at any point leaves the key under one name or
         // both, never neither. A step that fails undoes what was done, so that a move that throws leaves the key
         // where it was.
-        try DiskIO.link(from, to: to)
+        try DiskIO.link(from, to: to, in: .lookedUp)
         do {
-            try DiskIO.syncDirectory(SecureFile.folder(containing: to), purpose: .newFileEntry)
-            try DiskIO.unlink(from)
+            try DiskIO.syncDirectory(SecureFile.folder(containing: to), purpose: .newFileEntry, in: .lookedUp)
+            try DiskIO.unlink(from, in: .lookedUp)
         } catch {
-            try? DiskIO.unlink(to)
+            try? DiskIO.unlink(to, in: .lookedUp)
             throw error
         }
         do {
-            try DiskIO.syncDirectory(SecureFile.folder(containing: from))
+            try DiskIO.syncDirectory(SecureFile.folder(containing: from), in: .lookedUp)
         } catch {
-            if (try? DiskIO.link(to, to: from)) != nil { try? DiskIO.unlink(to) }
+            if (try? DiskIO.link(to, to: from, in: .lookedUp)) != nil { try? DiskIO.unlink(to, in: .lookedUp) }
             throw error
         }
     }

@@ -505,7 +505,7 @@ public final class AppSimulationContext {
     /// The disk model does not cover it, so a power cut leaves its files as they were, as if every write to them were
     /// synced.
     public let appDirectory: String
-    /// The disk model over the state directory.
+    /// The disk model over the state directory (the environment's).
     ///
     /// It records what was synced, for power cuts (and a sync is recorded, not performed, so a simulation does not
     /// wait for the disk). Files the library does not write are not modelled: a power cut removes them, so the app's
@@ -546,10 +546,11 @@ public final class AppSimulationContext {
 
     init(simulation: AppSimulation) throws {
         self.simulation = simulation
-        environment = try ProtectedStoreTestEnvironment(gracePeriod: simulation.gracePeriod)
+        let environment = try ProtectedStoreTestEnvironment(gracePeriod: simulation.gracePeriod, simulatingDisk: true)
+        self.environment = environment
         appDirectory = environment.stateDirectory + "-app"
         try FileManager.default.createDirectory(atPath: appDirectory, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
-        disk = SimulatedDisk(root: environment.stateDirectory)
+        disk = environment.disk!
     }
 
     /// The running app's controller (an action runs only while the app runs).
@@ -642,7 +643,7 @@ public final class AppSimulationContext {
     /// - Throws: what ``/ProtectedStore/LockedInbox/append(_:)-(InboxEntry.Change)`` throws.
     public func appendToInboxFromAnotherProcess(_ change: InboxEntry.Change) throws {
         do {
-            _ = try LockedInbox(configuration: simulation.store(self)).append(change)
+            _ = try LockedInbox(configuration: store()).append(change)
         } catch {
             if case .put(let key, let value) = change { uncertain[key, default: []].insert(value) }
             throw error
@@ -664,7 +665,14 @@ public final class AppSimulationContext {
     /// - Parameter change: the change.
     /// - Throws: what ``/ProtectedStore/LockedInbox/append(_:)-(Change)`` throws.
     public func appendToInboxFromAnotherProcess<Change: InboxChange>(_ change: Change) throws {
-        _ = try LockedInbox(configuration: simulation.store(self)).append(change)
+        _ = try LockedInbox(configuration: store()).append(change)
+    }
+
+    /// The app's store configuration, on the simulated disk.
+    private func store() -> StoreConfiguration {
+        var store = simulation.store(self)
+        store.fileSystem = environment.fileSystem
+        return store
     }
 
     /// Whether the put of `key` another process appended may still wait for the running app's poll.
@@ -686,7 +694,7 @@ public final class AppSimulationContext {
         plannedIOError = nil
         guard step.runsUnderIOError else { return try await run(step, actions: actions) }
         let kind = DiskFaultSweep.Kind(planned.kind.fault, .transient)
-        let plan = try DiskFaultPlan.arm(
+        let plan = try environment.fileSystem.armFaultPlan(
             under: environment.stateDirectory, failingCall: planned.after + 1, fault: kind.fault,
             persistence: .transient, calls: kind.calls)
         defer {
@@ -722,9 +730,9 @@ public final class AppSimulationContext {
         case .crash: await crash()
         case .crashInsideMerge:
             await crash()
-            var store = simulation.store(self)
-            store.faultPlan = FaultPoint.Plan(.inboxMergeApplied)
-            running = await environment.launch(launchOptions, store: store)
+            var dying = store()
+            dying.faultPlan = FaultPoint.Plan(.inboxMergeApplied)
+            running = await environment.launch(launchOptions, store: dying)
             await crash()
         case .reboot:
             await crash()
@@ -751,12 +759,12 @@ public final class AppSimulationContext {
             let path = damage.path(in: StoreFiles(database: simulation.store(self).path))
             guard let original = Self.contents(of: path), !original.isEmpty else { return }
             let bytes = damage.apply(to: original)
-            try Self.overwrite(path, with: bytes)
+            try Self.overwrite(path, with: bytes, in: environment.fileSystem)
             damaged = (damage, path, original, bytes)
         case .restoreDamage:
             await crash()
             guard let damaged else { return }
-            try Self.overwrite(damaged.path, with: damaged.original)
+            try Self.overwrite(damaged.path, with: damaged.original, in: environment.fileSystem)
             self.damaged = nil
         }
     }
@@ -770,8 +778,8 @@ public final class AppSimulationContext {
     ///
     /// It writes through the file seam, so the disk model records the bytes as synced (damage is durable, as bit
     /// rot is, and so is a restore).
-    private static func overwrite(_ path: String, with bytes: [UInt8]) throws {
-        let file = try DiskIO.open(path, flags: O_RDWR)
+    private static func overwrite(_ path: String, with bytes: [UInt8], in fileSystem: FileSystem) throws {
+        let file = try DiskIO.open(path, flags: O_RDWR, in: fileSystem)
         defer { file.close() }
         try file.truncate(to: 0)
         try file.write(bytes)
@@ -786,7 +794,7 @@ public final class AppSimulationContext {
         guard running == nil else { return }
         submitted = []
         ran = []
-        running = await environment.launch(launchOptions, store: simulation.store(self))
+        running = await environment.launch(launchOptions, store: store())
     }
 
     /// The app's process dies.

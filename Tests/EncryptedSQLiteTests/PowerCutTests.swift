@@ -31,9 +31,10 @@ struct PowerCutTests {
         defer { disk.stopModelling() }
         var configuration = Database.Configuration()
         configuration.synchronous = synchronous
+        configuration.fileSystem = .simulated(disk)
         let database = try Database(path: directory.file("store.sqlite"), key: key, configuration: configuration)
         try database.execute("CREATE TABLE rows(n INTEGER PRIMARY KEY, data BLOB NOT NULL)")
-        try DiskIO.syncDirectory(directory.path)
+        try DiskIO.syncDirectory(directory.path, in: .simulated(disk))
         for n in 0..<40 {
             try database.execute("INSERT INTO rows(n, data) VALUES (?, ?)", [.integer(Int64(n)), .blob([UInt8](repeating: UInt8(n % 251), count: 700))])
             if n == 20 { try database.checkpoint() }

@@ -24,19 +24,19 @@ package final class DiskFaultPlan: @unchecked Sendable {
 
     /// A kind of file-system call a plan can fail.
     package enum Call: String, Sendable, Hashable, CaseIterable, CustomStringConvertible {
-        /// `open(2)` of a file for writing (``DiskIO/open(_:flags:mode:)``, SQLite's xOpen).
+        /// `open(2)` of a file for writing (``DiskIO/open(_:flags:mode:in:)``, SQLite's xOpen).
         case open
         /// A write (``DiskIO/File/write(_:)``, xWrite).
         case write
         /// `fsync` of a file (``DiskIO/File/sync(purpose:)``, xSync).
         case sync
-        /// `fsync` of a folder (``DiskIO/syncDirectory(_:purpose:)``).
+        /// `fsync` of a folder (``DiskIO/syncDirectory(_:purpose:in:)``).
         case syncDirectory = "sync-directory"
         /// `rename(2)`.
         case rename
         /// `link(2)`.
         case link
-        /// `unlink(2)` (also SQLite's xDelete, which goes through ``DiskIO/unlink(_:)``).
+        /// `unlink(2)` (also SQLite's xDelete, which goes through ``DiskIO/unlink(_:in:)``).
         case unlink
         /// `mkdir(2)`.
         case makeDirectory = "mkdir"
@@ -134,6 +134,10 @@ package final class DiskFaultPlan: @unchecked Sendable {
     }
 
     private let state = LockedState(Progress())
+    /// The disk a planned power cut cuts (weak: the disk holds its armed plans).
+    private weak let disk: SimulatedDisk?
+    /// Where the plan is armed (weak: it holds the plan while armed).
+    private weak let armedIn: ArmedFaultPlans?
 
     /// Arms a plan.
     ///
@@ -153,6 +157,21 @@ package final class DiskFaultPlan: @unchecked Sendable {
         under root: String, failingCall: Int, fault: Fault, persistence: Persistence = .transient,
         calls: Set<Call> = Set(Call.allCases)
     ) throws(DiskError) -> DiskFaultPlan {
+        let plan = try DiskFaultPlan(
+            root: root, failingCall: failingCall, fault: fault, persistence: persistence, calls: calls,
+            disk: SimulatedDisk.covering(root), armedIn: nil)
+        registry.withLock { $0.append(plan) }
+        return plan
+    }
+
+    /// A plan armed in `armedIn` (or in the process-wide list when `nil`), cutting `disk` for a power cut.
+    ///
+    /// - Throws: ``DiskError/invalidArgument(message:path:)`` for an ordinal below 1, an empty set of calls, or a
+    ///   power cut planned where `disk` does not cover `root`.
+    init(
+        root: String, failingCall: Int, fault: Fault, persistence: Persistence, calls: Set<Call>,
+        disk: SimulatedDisk?, armedIn: ArmedFaultPlans?
+    ) throws(DiskError) {
         guard failingCall >= 1 else {
             throw .invalidArgument(message: "a fault plan fails call 1 or later, not \(failingCall)")
         }
@@ -160,20 +179,16 @@ package final class DiskFaultPlan: @unchecked Sendable {
             throw .invalidArgument(message: "a fault plan needs at least one kind of call to count")
         }
         let root = DiskPath.normalize(root)
-        if case .powerCut = fault, SimulatedDisk.covering(root) == nil {
+        if case .powerCut = fault, disk?.covers(root) != true {
             throw .invalidArgument(message: "a power cut needs a simulated disk covering the folder", path: root)
         }
-        let plan = DiskFaultPlan(root: root, calls: calls, failingCall: failingCall, fault: fault, persistence: persistence)
-        registry.withLock { $0.append(plan) }
-        return plan
-    }
-
-    private init(root: String, calls: Set<Call>, failingCall: Int, fault: Fault, persistence: Persistence) {
         self.root = root
         self.calls = calls
         self.failingCall = failingCall
         self.fault = fault
         self.persistence = persistence
+        self.disk = disk
+        self.armedIn = armedIn
     }
 
     /// Disarms the plan.
@@ -181,6 +196,7 @@ package final class DiskFaultPlan: @unchecked Sendable {
     /// Calls under ``root`` are plain calls again. What it saw stays readable.
     package func disarm() {
         state.withLock { $0.isArmed = false }
+        armedIn?.remove(self)
         Self.registry.withLock { $0.removeAll { $0 === self } }
     }
 
@@ -216,7 +232,7 @@ package final class DiskFaultPlan: @unchecked Sendable {
         registry.withLock { plans in
             guard !plans.isEmpty else { return false }
             let absolute = DiskPath.normalize(path)
-            return plans.contains { absolute == $0.root || absolute.hasPrefix($0.root + "/") }
+            return plans.contains { $0.holds(absolute) }
         }
     }
 
@@ -232,13 +248,17 @@ package final class DiskFaultPlan: @unchecked Sendable {
         let plan: DiskFaultPlan? = registry.withLock { plans in
             guard !plans.isEmpty else { return nil }
             let absolute = DiskPath.normalize(path)
-            return plans.first { absolute == $0.root || absolute.hasPrefix($0.root + "/") }
+            return plans.first { $0.holds(absolute) }
         }
         guard let plan else { return nil }
         return plan.count(kind, path: DiskPath.normalize(path), byteCount: byteCount)
     }
 
-    private func count(_ kind: Call, path: String, byteCount: Int) -> Action? {
+    /// Whether the plan's root holds the absolute, standardized `path`.
+    func holds(_ path: String) -> Bool { path == root || path.hasPrefix(root + "/") }
+
+    /// Counts a call under ``root`` of `kind`, and says what it must do instead of its work (`nil`: do it).
+    func count(_ kind: Call, path: String, byteCount: Int) -> Action? {
         enum Decision { case none, act(Action), cut(SimulatedDisk.PowerCutMode, UInt64) }
         let decision: Decision = state.withLock { progress in
             guard progress.isArmed else { return .none }
@@ -276,7 +296,7 @@ package final class DiskFaultPlan: @unchecked Sendable {
             // Outside the lock: the cut takes the disk's own locks, and SQLite's callbacks may be on this stack.
             var random = SplitMix64(seed: seed)
             do throws(DiskError) {
-                guard let disk = SimulatedDisk.covering(root) else {
+                guard let disk else {
                     throw .io(operation: "no simulated disk covers the folder to cut", path: root, errno: .operationNotSupportedByDevice)
                 }
                 let report = try disk.powerCut(mode, random: &random)

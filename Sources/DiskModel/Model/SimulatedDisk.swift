@@ -44,6 +44,10 @@ package final class SimulatedDisk: @unchecked Sendable {
     package let root: String
     let graveyard: String
     let state: LockedState<Model>
+    /// The fault plans armed on this disk's file system (``FileSystem/simulated(_:)``).
+    package let faultPlans = ArmedFaultPlans()
+    /// What runs when the model ends (``whenModellingStops(_:)``), until it does.
+    private let stopActions = LockedState<[@Sendable () -> Void]?>([])
 
     /// A model of the files under `root`, which exist already as they are and count as durable.
     ///
@@ -68,6 +72,35 @@ package final class SimulatedDisk: @unchecked Sendable {
         Self.registry.withLock { $0.disks.removeAll { $0 === self } }
         state.withLock { $0.handles.removeAll() }
         _ = try? FileTree.remove(graveyard)
+        runStopActions()
+    }
+
+    deinit { runStopActions() }
+
+    /// Runs `action` when the model ends (``stopModelling()``, or the disk's release), or now if it has ended.
+    ///
+    /// The SQLite VFS that reports to this disk is unregistered this way.
+    package func whenModellingStops(_ action: @escaping @Sendable () -> Void) {
+        let ended = stopActions.withLock { actions -> Bool in
+            guard actions != nil else { return true }
+            actions?.append(action)
+            return false
+        }
+        if ended { action() }
+    }
+
+    private func runStopActions() {
+        let actions = stopActions.withLock { actions in
+            defer { actions = nil }
+            return actions ?? []
+        }
+        for action in actions { action() }
+    }
+
+    /// Whether this disk's folder holds `path`.
+    package func covers(_ path: String) -> Bool {
+        let absolute = DiskPath.normalize(path)
+        return absolute == root || absolute.hasPrefix(root + "/")
     }
 
     /// Kills every handle open now, as when the process writing through this disk was killed.

@@ -36,7 +36,7 @@ extension StoreCoordinator {
         for existing in [files.database, files.writeAheadLog] where SecureFile.exists(existing) {
             throw SecureKeysError.storeExistsWithoutKey(storePath: existing)
         }
-        try StoreCreationMarker(stage: .makingKey).write(to: files.creationMarker)
+        try StoreCreationMarker(stage: .makingKey).write(to: files.creationMarker, in: configuration.fileSystem)
         let storeKey: SecureBytes
         do {
             storeKey = try keys.createStoreKey(forStoreAt: configuration.path, protectionClass: configuration.protectionClass)
@@ -52,7 +52,7 @@ extension StoreCoordinator {
             }
             if holdsNoKey {
                 do {
-                    try StoreCreationMarker.remove(at: files.creationMarker)
+                    try StoreCreationMarker.remove(at: files.creationMarker, in: configuration.fileSystem)
                 } catch let removal {
                     // Harmless if left: a creation marker without a key is replaced by the next creation.
                     LogSubsystem.store.makeLogger().debug(
@@ -66,7 +66,7 @@ extension StoreCoordinator {
             record = try keyRecord(configuration, keys: keys, after: "made a key")
             // The folder is not synced for this stage: a crash before its next sync (SQLite's, when it creates
             // the store's journal) leaves the first-stage marker, durable, which finishes this same creation.
-            try StoreCreationMarker(stage: .keyMade(storeID: record.storeID)).write(to: files.creationMarker, syncingFolder: false)
+            try StoreCreationMarker(stage: .keyMade(storeID: record.storeID)).write(to: files.creationMarker, syncingFolder: false, in: configuration.fileSystem)
         } catch {
             // Said, not swallowed: the disk that refused the marker (full, failing) would refuse the store next,
             // and the error must name it. The key stays beside a stage-1 marker, which the next attach takes

@@ -111,7 +111,7 @@ public actor StoreCoordinator {
         let files = configuration.files
         // A rewrite (`migrate`) a crash interrupted is finished or undone before the key file's format is read:
         // the key file then matches the store file on disk.
-        try StoreRewrite.recover(files)
+        try StoreRewrite.recover(files, in: configuration.fileSystem)
         let storeKey: SecureBytes
         var databaseConfiguration = configuration.database
         var keyWasAuthenticated = false
@@ -169,7 +169,7 @@ public actor StoreCoordinator {
         // key file is made next (a store's first attach), its folder sync makes the removal durable too; a crash
         // before it may bring the marker back beside the store, which the next attach ignores and removes.
         let makesInboxKey = !SecureFile.exists(files.inboxKey)
-        try StoreCreationMarker.remove(at: files.creationMarker, syncingFolder: !makesInboxKey)
+        try StoreCreationMarker.remove(at: files.creationMarker, syncingFolder: !makesInboxKey, in: configuration.fileSystem)
         // Writes sealed while the store was locked are applied now, before anything else sees the store.
         let inbox = LockedInbox(configuration: configuration)
         let (publicKey, privateKey) = try inbox.openKeyPair(storeKey: storeKey)
