@@ -75,7 +75,7 @@ extension Database {
         ///
         /// Outside simulation, the real one. A simulated disk's routes the files' changes to its model
         /// (``DiskModelVFS``).
-        package var fileSystem: FileSystem = .lookedUp
+        package var fileSystem: FileSystem = .real
         /// What runs on each new connection, in the order added.
         ///
         /// See ``prepareDatabase(_:)``.

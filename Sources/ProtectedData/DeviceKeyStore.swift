@@ -21,7 +21,7 @@ public struct DeviceKeyFiles: Sendable, Hashable {
     /// The files of the device in `stateDirectory`.
     ///
     /// - Parameter stateDirectory: the device's state directory.
-    public init(stateDirectory: String) { self.init(stateDirectory: stateDirectory, fileSystem: .lookedUp) }
+    public init(stateDirectory: String) { self.init(stateDirectory: stateDirectory, fileSystem: .real) }
 
     /// The files of the device in `stateDirectory`, written in `fileSystem`.
     package init(stateDirectory: String, fileSystem: FileSystem) {

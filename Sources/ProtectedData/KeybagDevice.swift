@@ -158,7 +158,7 @@ public final class KeybagDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     ) throws -> KeybagDevice {
         try setUp(
             in: directory, passcode: passcode, configuration: configuration, clock: clock, random: random, keyStore: keyStore,
-            ownership: ownership, allowsEmptyPasscode: allowsEmptyPasscode, fileSystem: .lookedUp)
+            ownership: ownership, allowsEmptyPasscode: allowsEmptyPasscode, fileSystem: .real)
     }
 
     /// Sets up a new device in `directory`, its files written in `fileSystem`, as
@@ -243,7 +243,7 @@ public final class KeybagDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     ) throws {
         try self.init(
             bootingFrom: directory, clock: clock, random: random, keyStore: keyStore, ownership: ownership, plantedFault: nil,
-            fileSystem: .lookedUp)
+            fileSystem: .real)
     }
 
     /// Boots the device kept in `directory`, with a bug planted (the simulator's self-test).
@@ -744,6 +744,14 @@ public final class KeybagDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     ///
     /// - Throws: `DeviceError.Code.protectedDataUnavailable` when the store's class key is not held; the key
     ///   file's `SecureKeysError`s.
+    /// Moves the store key file beside the store at `storePath` to the store at `destination`, on the device's
+    /// file system, as the key source's ``StoreKeyProvider/moveStoreKey(from:to:)`` describes.
+    ///
+    /// - Throws: as ``StoreKeyProvider/moveStoreKey(from:to:)``.
+    public func moveStoreKey(from storePath: String, to destination: String) throws {
+        try moveStoreKeyFile(from: storePath, to: destination, in: layout.fileSystem)
+    }
+
     public func storeKeyFile(forStoreAt storePath: String, recording format: StoreFormat) throws -> StoreKeyFile {
         let keyPath = StoreFiles(database: storePath).key
         let file = try StoreKeyFile.load(from: keyPath)

@@ -65,7 +65,7 @@ public final class StateDirectoryLock: Sendable {
     ///   lock file is another user's, writable by others or a link; `io-error` when the directory or the lock
     ///   file cannot be created or locked.
     public static func acquire(_ directory: String, as owner: Owner = .process) throws -> StateDirectoryLock {
-        try acquire(directory, as: owner, in: .lookedUp)
+        try acquire(directory, as: owner, in: .real)
     }
 
     /// Takes the lock on `directory`, as ``acquire(_:as:)`` does, making the directory in `fileSystem`.

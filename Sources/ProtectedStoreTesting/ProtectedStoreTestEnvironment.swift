@@ -41,7 +41,7 @@ public final class ProtectedStoreTestEnvironment {
     /// The disk model over the state directory, for a simulation (``init(passcode:gracePeriod:simulatingDisk:)``).
     package let disk: SimulatedDisk?
     /// The file system the device and the stores write in: the disk's, when there is one.
-    package var fileSystem: FileSystem { disk.map(FileSystem.simulated) ?? .lookedUp }
+    package var fileSystem: FileSystem { disk.map(FileSystem.simulated) ?? .real }
 
     /// Sets up an unlocked device with Argon2id at its minimal cost (a test passcode is no secret).
     ///
@@ -67,7 +67,7 @@ public final class ProtectedStoreTestEnvironment {
         device = try KeybagDevice.setUp(
             in: stateDirectory, passcode: try SecureBytes(utf8: passcode),
             configuration: .init(gracePeriod: gracePeriod, kdf: .minimal), clock: clock,
-            fileSystem: disk.map(FileSystem.simulated) ?? .lookedUp)
+            fileSystem: disk.map(FileSystem.simulated) ?? .real)
     }
 
     deinit {

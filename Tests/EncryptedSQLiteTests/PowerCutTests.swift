@@ -80,4 +80,24 @@ struct PowerCutTests {
         }
         #expect(lostSome, "NORMAL does lose unsynced commits: the model is not keeping everything")
     }
+
+    @Test("a database opened with the default configuration is on the real file system: a simulated disk over its folder records none of its writes; one opened on the disk's file system is recorded")
+    func defaultConfigurationIsNotModelled() throws {
+        let directory = TemporaryDirectory()
+        let disk = SimulatedDisk(root: directory.path)
+        defer { disk.stopModelling() }
+        // NORMAL: a commit does not sync the log, so what a modelled connection wrote stays pending.
+        var real = Database.Configuration()
+        real.synchronous = .normal
+        let plain = try Database(path: directory.file("real.sqlite"), key: key, configuration: real)
+        defer { plain.close() }
+        try plain.execute("CREATE TABLE rows(n INTEGER PRIMARY KEY)")
+        #expect(disk.unsyncedChanges.pieces == 0 && disk.unsyncedChanges.entryChanges == 0, "nothing recorded")
+        var simulated = real
+        simulated.fileSystem = .simulated(disk)
+        let modelled = try Database(path: directory.file("modelled.sqlite"), key: key, configuration: simulated)
+        defer { modelled.close() }
+        try modelled.execute("CREATE TABLE rows(n INTEGER PRIMARY KEY)")
+        #expect(disk.unsyncedChanges.pieces > 0, "its log's writes wait for a sync")
+    }
 }

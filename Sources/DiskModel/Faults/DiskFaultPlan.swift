@@ -9,16 +9,19 @@ import Glibc
 /// The N-th file-system call under a folder fails as a full disk, a failing disk or a power cut would make it
 /// fail. It is SQLite's `do_ioerr_test` (test/tester.tcl) for the project's own files.
 ///
-/// While a plan is armed, every ``DiskIO`` call and every write, sync, truncation and open of a store file
-/// through the `protected-store-disk` SQLite VFS whose path is under ``root`` is counted, in one sequence, if
-/// its kind is one of ``calls``. The ``failingCall``-th counted call fails with the ``fault``; with
-/// ``Persistence/persistent`` every counted call after it fails too. Calls under other folders are neither
-/// counted nor failed, so tests that run in parallel on their own folders do not disturb each other.
+/// A plan is armed on a simulated ``FileSystem``
+/// (``FileSystem/armFaultPlan(under:failingCall:fault:persistence:calls:)``). While it is armed, every ``DiskIO``
+/// call on that file system and every write, sync, truncation and open of a store file through its disk's
+/// `protected-store-disk` SQLite VFS whose path is under ``root`` is counted, in one sequence, if its kind is one
+/// of ``calls``. The ``failingCall``-th counted call fails with the ``fault``; with ``Persistence/persistent``
+/// every counted call after it fails too. Calls on other file systems, or under
+/// other folders, are neither counted nor failed, so tests that run in parallel do not disturb each other.
 ///
 /// A sweep runs an operation with N = 1, 2, … and stops once ``fired`` is false after it: the operation made
 /// fewer than N calls, so every call has failed once.
 ///
-/// Outside tests and the simulator no plan is armed, and each call pays one lock and an empty-list check.
+/// Outside tests and the simulator every call is on ``FileSystem/real``, which has no plans, and pays nothing
+/// for them.
 package final class DiskFaultPlan: @unchecked Sendable {
     // @unchecked Sendable: the mutable fields are inside `state`, a LockedState.
 
@@ -65,9 +68,10 @@ package final class DiskFaultPlan: @unchecked Sendable {
         case shortWrite
         /// The power goes just before the call.
         ///
-        /// The ``SimulatedDisk`` covering ``DiskFaultPlan/root`` is cut (``SimulatedDisk/powerCut(_:random:)``
-        /// with this mode and seed), and the call fails with `EIO`. So does every later counted call until the
-        /// plan is disarmed, as the process is dead as far as the disk can tell. Always persistent.
+        /// The ``SimulatedDisk`` of the file system the plan is armed on, which covers ``DiskFaultPlan/root``, is
+        /// cut (``SimulatedDisk/powerCut(_:random:)`` with this mode and seed), and the call fails with `EIO`. So
+        /// does every later counted call until the plan is disarmed, as the process is dead as far as the disk can
+        /// tell. Always persistent.
         case powerCut(SimulatedDisk.PowerCutMode, seed: UInt64)
 
         /// `ENOSPC`, `EIO`, `short-write` or `power-cut` (the words of the scenario language).
@@ -139,38 +143,14 @@ package final class DiskFaultPlan: @unchecked Sendable {
     /// Where the plan is armed (weak: it holds the plan while armed).
     private weak let armedIn: ArmedFaultPlans?
 
-    /// Arms a plan.
-    ///
-    /// From now on the calls under `root` are counted, and the `failingCall`-th fails.
-    ///
-    /// - Parameters:
-    ///   - root: the folder whose calls count (a test's own directory, a session's state directory).
-    ///   - failingCall: the ordinal of the call that fails, from 1.
-    ///   - fault: how it fails.
-    ///   - persistence: whether the calls after it fail too (a power cut always makes them fail).
-    ///   - calls: the kinds of call counted (all of them by default; a short-write sweep counts writes only).
-    /// - Returns: the plan, armed until ``disarm()``.
-    /// - Throws: ``DiskError/invalidArgument(message:path:)`` for an ordinal below 1, an empty set of calls, or a
-    ///   power cut planned where no ``SimulatedDisk`` covers `root`.
-    @discardableResult
-    package static func arm(
-        under root: String, failingCall: Int, fault: Fault, persistence: Persistence = .transient,
-        calls: Set<Call> = Set(Call.allCases)
-    ) throws(DiskError) -> DiskFaultPlan {
-        let plan = try DiskFaultPlan(
-            root: root, failingCall: failingCall, fault: fault, persistence: persistence, calls: calls,
-            disk: SimulatedDisk.covering(root), armedIn: nil)
-        registry.withLock { $0.append(plan) }
-        return plan
-    }
-
-    /// A plan armed in `armedIn` (or in the process-wide list when `nil`), cutting `disk` for a power cut.
+    /// A plan armed in `armedIn`, cutting `disk` for a power cut
+    /// (``FileSystem/armFaultPlan(under:failingCall:fault:persistence:calls:)``).
     ///
     /// - Throws: ``DiskError/invalidArgument(message:path:)`` for an ordinal below 1, an empty set of calls, or a
     ///   power cut planned where `disk` does not cover `root`.
     init(
         root: String, failingCall: Int, fault: Fault, persistence: Persistence, calls: Set<Call>,
-        disk: SimulatedDisk?, armedIn: ArmedFaultPlans?
+        disk: SimulatedDisk?, armedIn: ArmedFaultPlans
     ) throws(DiskError) {
         guard failingCall >= 1 else {
             throw .invalidArgument(message: "a fault plan fails call 1 or later, not \(failingCall)")
@@ -197,7 +177,6 @@ package final class DiskFaultPlan: @unchecked Sendable {
     package func disarm() {
         state.withLock { $0.isArmed = false }
         armedIn?.remove(self)
-        Self.registry.withLock { $0.removeAll { $0 === self } }
     }
 
     /// Whether the plan still counts calls.
@@ -220,39 +199,7 @@ package final class DiskFaultPlan: @unchecked Sendable {
     /// Why the planned power cut could not rewrite the folder, if it could not (the call failed anyway).
     package var powerCutError: DiskError? { state.withLock { $0.powerCutError } }
 
-    // MARK: Asked by DiskIO and the SQLite VFS
-
-    private static let registry = LockedState<[DiskFaultPlan]>([])
-
-    /// Whether an armed plan counts the calls under `path`.
-    ///
-    /// It counts nothing. Outside tests this is what every ``DiskIO`` call pays for the plans, a lock and an
-    /// empty-list check.
-    package static func isArmed(over path: String) -> Bool {
-        registry.withLock { plans in
-            guard !plans.isEmpty else { return false }
-            let absolute = DiskPath.normalize(path)
-            return plans.contains { $0.holds(absolute) }
-        }
-    }
-
-    /// What the call of `kind` on `path` must do instead of its work, or `nil` to do it. Counts the call in the
-    /// armed plan whose root holds `path` (the first such plan). A planned power cut happens here, before the
-    /// call.
-    ///
-    /// - Parameters:
-    ///   - kind: the kind of call.
-    ///   - path: the path it names (for a write, sync or truncation, the path the file was opened at).
-    ///   - byteCount: the size of a write, for a short write.
-    package static func action(for kind: Call, path: String, byteCount: Int = 0) -> Action? {
-        let plan: DiskFaultPlan? = registry.withLock { plans in
-            guard !plans.isEmpty else { return nil }
-            let absolute = DiskPath.normalize(path)
-            return plans.first { $0.holds(absolute) }
-        }
-        guard let plan else { return nil }
-        return plan.count(kind, path: DiskPath.normalize(path), byteCount: byteCount)
-    }
+    // MARK: Asked through the file system it is armed on (DiskIO and the SQLite VFS)
 
     /// Whether the plan's root holds the absolute, standardized `path`.
     func holds(_ path: String) -> Bool { path == root || path.hasPrefix(root + "/") }

@@ -10,7 +10,6 @@
 package struct FileSystem: Sendable, Hashable {
     private enum Form: Sendable {
         case real
-        case lookedUp
         case simulated(SimulatedDisk?, ArmedFaultPlans)
     }
 
@@ -20,10 +19,6 @@ package struct FileSystem: Sendable, Hashable {
 
     /// The system's own file system: no disk model, no fault plan. Every call goes straight to the system.
     package static let real = FileSystem(.real)
-
-    /// The transitional form that finds the simulated disk and the armed fault plan by path, in the
-    /// process-wide registries, on every call.
-    package static let lookedUp = FileSystem(.lookedUp)
 
     /// The file system `disk` models, with the disk's fault plans.
     package static func simulated(_ disk: SimulatedDisk) -> FileSystem { FileSystem(.simulated(disk, disk.faultPlans)) }
@@ -38,21 +33,8 @@ package struct FileSystem: Sendable, Hashable {
     package func disk(covering path: String) -> SimulatedDisk? {
         switch form {
         case .real: nil
-        case .lookedUp: SimulatedDisk.covering(path)
         case .simulated(let disk, _): disk.flatMap { $0.covers(path) ? $0 : nil }
         }
-    }
-
-    /// The simulated disk of this file system, if it has one.
-    package var disk: SimulatedDisk? {
-        if case .simulated(let disk, _) = form { return disk }
-        return nil
-    }
-
-    /// Whether calls on this file system are recorded or counted (false for ``real``).
-    package var isSimulated: Bool {
-        if case .real = form { return false }
-        return true
     }
 
     /// What the call of `kind` on `path` must do instead of its work, or `nil` to do it.
@@ -68,11 +50,7 @@ package struct FileSystem: Sendable, Hashable {
     package func faultAction(for kind: DiskFaultPlan.Call, path: String, byteCount: Int = 0) -> DiskFaultPlan.Action? {
         switch form {
         case .real: nil
-        case .lookedUp: DiskFaultPlan.action(for: kind, path: path, byteCount: byteCount)
-        case .simulated(_, let plans):
-            // Transitional: a plan armed in the process-wide list counts here too until none is.
-            plans.action(for: kind, path: path, byteCount: byteCount)
-                ?? DiskFaultPlan.action(for: kind, path: path, byteCount: byteCount)
+        case .simulated(_, let plans): plans.action(for: kind, path: path, byteCount: byteCount)
         }
     }
 
@@ -92,14 +70,13 @@ package struct FileSystem: Sendable, Hashable {
     ///   file system.
     @discardableResult
     package func armFaultPlan(
-        under root: String, failingCall: Int, fault: DiskFaultPlan.Fault, persistence: DiskFaultPlan.Persistence = .transient,
-        calls: Set<DiskFaultPlan.Call> = Set(DiskFaultPlan.Call.allCases)
+        under root: String, failingCall: Int, fault: DiskFaultPlan.Fault,
+        persistence: DiskFaultPlan.Persistence = .transient, calls: Set<DiskFaultPlan.Call> = Set(DiskFaultPlan.Call.allCases)
     ) throws(DiskError) -> DiskFaultPlan {
         switch form {
         case .real:
-            throw .invalidArgument(message: "a fault plan is armed on a simulated file system, not on the real one", path: root)
-        case .lookedUp:
-            return try DiskFaultPlan.arm(under: root, failingCall: failingCall, fault: fault, persistence: persistence, calls: calls)
+            throw .invalidArgument(
+                message: "a fault plan is armed on a simulated file system, not on the real one", path: root)
         case .simulated(let disk, let plans):
             return try plans.arm(
                 under: root, failingCall: failingCall, fault: fault, persistence: persistence, calls: calls, disk: disk)
@@ -109,7 +86,7 @@ package struct FileSystem: Sendable, Hashable {
     /// Two file systems are equal when they are the same: both real, or sharing their disk and plans.
     package static func == (left: FileSystem, right: FileSystem) -> Bool {
         switch (left.form, right.form) {
-        case (.real, .real), (.lookedUp, .lookedUp): true
+        case (.real, .real): true
         case (.simulated(_, let left), .simulated(_, let right)): left === right
         default: false
         }
@@ -119,7 +96,6 @@ package struct FileSystem: Sendable, Hashable {
     package func hash(into hasher: inout Hasher) {
         switch form {
         case .real: hasher.combine(0)
-        case .lookedUp: hasher.combine(1)
         case .simulated(_, let plans): hasher.combine(ObjectIdentifier(plans))
         }
     }

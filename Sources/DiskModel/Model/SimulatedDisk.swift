@@ -8,7 +8,8 @@ import SystemPackage
 ///
 /// It is the model behind simulated power cuts.
 ///
-/// While a `SimulatedDisk` covers a folder, every change the project makes to a file in it — through
+/// While a `SimulatedDisk` covers a folder, every change the project makes to a file in it on the disk's file
+/// system (``FileSystem/simulated(_:)``, which the configurations of a simulation carry) — through
 /// ``DiskIO`` for key files, device state and the inbox, through the `protected-store-disk` SQLite VFS for
 /// the store, its write-ahead log and journal — is recorded as *pending* until it is made durable the way a
 /// POSIX file system promises, and in no other way:
@@ -22,7 +23,8 @@ import SystemPackage
 /// connection opened before the cut can never reach them (its handles are dead: every write fails).
 ///
 /// `fsync` itself is recorded, not performed, while a model covers a file: a simulation pays for the model,
-/// not for the disk. Outside simulation nothing is covered and ``DiskIO`` is the plain system call.
+/// not for the disk. Outside simulation the file system is ``FileSystem/real`` and ``DiskIO`` is the plain
+/// system call.
 ///
 /// Not modelled: SQLite's shared-memory index (`-shm`, memory that a reboot discards: deleted at a cut); lock
 /// files (`*.lock`, such as the state directory's `owner.lock`: an `flock` lives in the kernel, not on the
@@ -51,8 +53,8 @@ package final class SimulatedDisk: @unchecked Sendable {
 
     /// A model of the files under `root`, which exist already as they are and count as durable.
     ///
-    /// Registers the disk: from now on every write under `root` through ``DiskIO`` or the SQLite VFS is
-    /// recorded. Call ``stopModelling()`` when done.
+    /// From now on every write under `root` on its file system (``FileSystem/simulated(_:)``), through
+    /// ``DiskIO`` or the SQLite VFS, is recorded. Call ``stopModelling()`` when done.
     package init(root: String) {
         self.root = DiskPath.normalize(root)
         graveyard = self.root + "/.disk-model"
@@ -62,14 +64,12 @@ package final class SimulatedDisk: @unchecked Sendable {
         _ = try? FileTree.remove(graveyard)
         model.adopt(FileTree.list(self.root, skipping: graveyard))
         state = LockedState(model)
-        Self.registry.withLock { $0.disks.append(self) }
     }
 
     /// Ends the model.
     ///
-    /// Writes under `root` are plain system calls again, and handles opened under it are dead.
+    /// Handles opened under `root` are dead, and its SQLite VFS is unregistered.
     package func stopModelling() {
-        Self.registry.withLock { $0.disks.removeAll { $0 === self } }
         state.withLock { $0.handles.removeAll() }
         _ = try? FileTree.remove(graveyard)
         runStopActions()

@@ -144,7 +144,7 @@ public final class DeviceAgent: Sendable {
         self.stateDirectory = stateDirectory
         self.configuration = configuration
         deviceClock = configuration.realClock ? ContinuousClock() : clock
-        let layout = DeviceLayout(root: stateDirectory, fileSystem: .lookedUp)
+        let layout = DeviceLayout(root: stateDirectory, fileSystem: .real)
         // Nothing is made before the socket's path is known to fit.
         if let runtime = configuration.runtimeDirectory {
             guard runtime.hasPrefix("/") else {
@@ -157,18 +157,18 @@ public final class DeviceAgent: Sendable {
         } else {
             _ = try UnixSocket.address(layout.agentSocketPath)
         }
-        try SecureFile.createDirectory(at: stateDirectory, in: .lookedUp)
+        try SecureFile.createDirectory(at: stateDirectory, in: .real)
         ownership = try StateDirectoryLock.acquire(stateDirectory, as: .deviceAgent)
         if SecureFile.exists(layout.statePath) {
             let device = try KeybagDevice(bootingFrom: stateDirectory, clock: deviceClock, keyStore: configuration.keyStore, ownership: ownership)
             state.withLock { $0.device = device }
         }
-        try SecureFile.createDirectory(at: layout.agentDirectory, in: .lookedUp)
+        try SecureFile.createDirectory(at: layout.agentDirectory, in: .real)
         // The directory's owner removes what a killed agent of the other kind left, so a client never finds a
         // stale entry before the live one.
         if let runtime = configuration.runtimeDirectory {
             let folder = SecureFile.folder(containing: AgentSocketLocation.longestRuntimeSocketPath(under: runtime))
-            try SecureFile.createDirectory(at: folder, in: .lookedUp)
+            try SecureFile.createDirectory(at: folder, in: .real)
             let info: stat
             do throws(Errno) { info = try Stat(FilePath(stateDirectory), followTargetSymlink: false).rawValue } catch {
                 throw SecureKeysError.io("cannot stat", path: stateDirectory, errno: error.rawValue)

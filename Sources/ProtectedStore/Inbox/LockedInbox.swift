@@ -40,7 +40,7 @@ public struct LockedInbox: Sendable {
     /// Simulation only. This is ``StoreConfiguration/faultPlan``; the task's plan is used when it is `nil`.
     package var faultPlan: FaultPoint.Plan?
     /// The file system the inbox's files are written in (``StoreConfiguration/fileSystem``).
-    package var fileSystem: FileSystem = .lookedUp
+    package var fileSystem: FileSystem = .real
     /// The append-only file of sealed records.
     var inboxPath: String { files.inbox }
     /// The inbox key file.

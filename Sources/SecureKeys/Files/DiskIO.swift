@@ -267,15 +267,3 @@ package enum DiskIO {
         }
     }
 }
-
-/// What the file-system seam costs a real app, for the benchmark that shows it (Benchmarks, "File seam").
-@_spi(Benchmarks)
-public enum DiskSeam: Sendable {
-    /// Whether a simulated disk or an armed fault plan covers `path`.
-    ///
-    /// These are the two things every ``DiskIO`` call adds to its system call outside simulation (each a lock
-    /// and an empty-list check).
-    public static func isSimulated(_ path: String) -> Bool {
-        SimulatedDisk.covering(path) != nil || DiskFaultPlan.isArmed(over: path)
-    }
-}
