@@ -13,9 +13,10 @@ typedef struct DiskFile {
     int64_t handle;           // 0: not covered, passed through
     const char *name;         // the path it was opened at (SQLite keeps it valid until xClose), or NULL
     int syncsDirectory;       // a new journal or log: its first sync also syncs its folder
+    void *context;            // the VFS's pAppData: the disk it reports to
 } DiskFile;
 
-static sqlite3_vfs diskVFS;
+static sqlite3_vfs diskVFS;   // the template each ps_disk_vfs_add copies
 static sqlite3_vfs *defaultVFS;
 static ps_disk_callbacks callbacks;
 
@@ -43,7 +44,7 @@ static int currentSize(DiskFile *file, sqlite3_int64 *size) {
 static int plannedFault(DiskFile *file, int call, int count, int *partial) {
     if (partial != NULL) *partial = 0;
     if (file->handle == 0 || file->name == NULL || callbacks.planned == NULL) return 0;
-    return callbacks.planned(call, file->name, count, partial);
+    return callbacks.planned(file->context, call, file->name, count, partial);
 }
 
 static int recordedWrite(DiskFile *file, const void *buffer, int amount, sqlite3_int64 offset);
@@ -186,16 +187,16 @@ static const sqlite3_io_methods diskMethods = {
 };
 
 static int diskOpen(sqlite3_vfs *vfs, const char *name, sqlite3_file *base, int flags, int *outFlags) {
-    (void)vfs;
     DiskFile *file = (DiskFile *)base;
     memset(file, 0, sizeof(DiskFile));
     file->real = (sqlite3_file *)(file + 1);
+    file->context = vfs->pAppData;
     // Not xAccess: the unix VFS reports an empty file as missing.
     struct stat info;
     int existed = name == NULL || stat(name, &info) == 0;
     // Opens for writing only, as DiskIO.open: a fault plan fails writes, not reads.
     if (name != NULL && !(flags & SQLITE_OPEN_DELETEONCLOSE) && (flags & SQLITE_OPEN_READWRITE) && callbacks.planned != NULL
-        && callbacks.planned(PS_DISK_CALL_OPEN, name, 0, NULL) != 0) {
+        && callbacks.planned(file->context, PS_DISK_CALL_OPEN, name, 0, NULL) != 0) {
         base->pMethods = NULL;
         return SQLITE_CANTOPEN;
     }
@@ -204,7 +205,7 @@ static int diskOpen(sqlite3_vfs *vfs, const char *name, sqlite3_file *base, int 
     base->pMethods = &diskMethods;
     if (name != NULL && !(flags & SQLITE_OPEN_DELETEONCLOSE)) {
         int created = !existed;
-        file->handle = callbacks.opened(name, created);
+        file->handle = callbacks.opened(file->context, name, created);
         file->name = name;
         // As the unix VFS: every handle that opens a journal or log with SQLITE_OPEN_CREATE syncs the folder on
         // its first sync, whether or not this open was the one that created the file.
@@ -215,8 +216,7 @@ static int diskOpen(sqlite3_vfs *vfs, const char *name, sqlite3_file *base, int 
 }
 
 static int diskDelete(sqlite3_vfs *vfs, const char *name, int syncDirectory) {
-    (void)vfs;
-    int done = callbacks.deleted(name, syncDirectory);
+    int done = callbacks.deleted(vfs->pAppData, name, syncDirectory);
     if (done == 1) return SQLITE_OK;
     if (done < 0) return SQLITE_IOERR_DELETE;
     return defaultVFS->xDelete(defaultVFS, name, syncDirectory);
@@ -248,7 +248,7 @@ static int diskCurrentTimeInt64(sqlite3_vfs *vfs, sqlite3_int64 *now) {
     return defaultVFS->xCurrentTimeInt64(defaultVFS, now);
 }
 
-int ps_disk_vfs_register(const ps_disk_callbacks *newCallbacks) {
+int ps_disk_vfs_prepare(const ps_disk_callbacks *newCallbacks) {
     callbacks = *newCallbacks;
     if (defaultVFS != NULL) return SQLITE_OK;
     sqlite3_vfs *found = sqlite3_vfs_find(NULL);
@@ -272,5 +272,23 @@ int ps_disk_vfs_register(const ps_disk_callbacks *newCallbacks) {
     diskVFS.xCurrentTime = diskCurrentTime;
     diskVFS.xGetLastError = diskGetLastError;
     diskVFS.xCurrentTimeInt64 = diskCurrentTimeInt64;
-    return sqlite3_vfs_register(&diskVFS, 0);
+    return SQLITE_OK;
+}
+
+sqlite3_vfs *ps_disk_vfs_add(const char *name, void *context) {
+    if (defaultVFS == NULL) return NULL;
+    sqlite3_vfs *vfs = malloc(sizeof *vfs);
+    char *copy = malloc(strlen(name) + 1);
+    if (vfs == NULL || copy == NULL) { free(vfs); free(copy); return NULL; }
+    strcpy(copy, name);
+    *vfs = diskVFS;
+    vfs->zName = copy;
+    vfs->pAppData = context;
+    if (sqlite3_vfs_register(vfs, 0) != SQLITE_OK) { free(copy); free(vfs); return NULL; }
+    return vfs;
+}
+
+void ps_disk_vfs_remove(sqlite3_vfs *vfs) {
+    // Not freed: a connection opened through it may still be open, and SQLite calls it through its pointer.
+    sqlite3_vfs_unregister(vfs);
 }

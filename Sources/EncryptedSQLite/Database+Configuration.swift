@@ -1,4 +1,5 @@
 public import SecureKeys
+package import DiskModel
 
 extension Database {
     /// How a connection is set up. The defaults are the store's.
@@ -70,6 +71,11 @@ extension Database {
         /// `IN` list of 500 parameters about 65 KB. Raise it when a profile shows statements being prepared
         /// again and again in a loop over more distinct texts than this.
         public var statementCacheCapacity: Int = 100
+        /// The file system the database's files are in.
+        ///
+        /// Outside simulation, the real one. A simulated disk's routes the files' changes to its model
+        /// (``DiskModelVFS``).
+        package var fileSystem: FileSystem = .real
         /// What runs on each new connection, in the order added.
         ///
         /// See ``prepareDatabase(_:)``.

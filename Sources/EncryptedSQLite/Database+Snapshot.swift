@@ -34,7 +34,7 @@ extension Database {
         // Created here, empty and 0600, whatever the umask: SQLite would create it 0644 (less the umask) and
         // give its journal the same mode, and a restore renames this copy into place as the store.
         do {
-            try DiskIO.open(path, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o600).close()
+            try DiskIO.open(path, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o600, in: configuration.fileSystem).close()
         } catch {
             throw Self.storeError(from: error)
         }

@@ -179,8 +179,8 @@ public final class Database {
         {
             try Self.checkWriteAheadLog(ofDatabaseAt: path, pageSize: configuration.pageSize)
         }
-        // In simulation, a store under a simulated disk is opened through the VFS that reports to it.
-        let code = sqlite3_open_v2(path, &connection, flags, DiskModelVFS.name(forOpening: path))
+        // In simulation, a store on a simulated disk is opened through the VFS that reports to it.
+        let code = sqlite3_open_v2(path, &connection, flags, DiskModelVFS.name(forOpening: path, in: configuration.fileSystem))
         // sqlite3_open_v2 returns a handle even on failure; it must be closed either way.
         handle = connection
         guard code == SQLITE_OK, connection != nil else {

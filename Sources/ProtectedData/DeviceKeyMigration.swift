@@ -53,7 +53,7 @@ public enum DeviceKeyMigration: Sendable {
         }
         let lock = try ownership ?? StateDirectoryLock.acquire(stateDirectory)
         defer { if ownership == nil { lock.release() } }
-        let layout = DeviceLayout(root: stateDirectory)
+        let layout = DeviceLayout(root: stateDirectory, fileSystem: .real)
         guard SecureFile.exists(layout.statePath) else { throw DeviceError.noDevice(at: stateDirectory) }
         let contents = try DeviceStateFile.load(from: layout.statePath)
         if contents.state.wiped { throw DeviceError.deviceWiped() }

@@ -1,4 +1,4 @@
-import DiskModel
+package import DiskModel
 import Foundation
 public import SecureKeys
 
@@ -15,11 +15,19 @@ public import SecureKeys
 public struct DeviceKeyFiles: Sendable, Hashable {
     /// The device's state directory.
     public let stateDirectory: String
+    /// The file system the files are written in.
+    package let fileSystem: FileSystem
 
     /// The files of the device in `stateDirectory`.
     ///
     /// - Parameter stateDirectory: the device's state directory.
-    public init(stateDirectory: String) { self.stateDirectory = stateDirectory }
+    public init(stateDirectory: String) { self.init(stateDirectory: stateDirectory, fileSystem: .real) }
+
+    /// The files of the device in `stateDirectory`, written in `fileSystem`.
+    package init(stateDirectory: String, fileSystem: FileSystem) {
+        self.stateDirectory = stateDirectory
+        self.fileSystem = fileSystem
+    }
 
     /// `hardware/`, the folder that holds the device key.
     public var folder: String { stateDirectory + "/hardware" }
@@ -139,7 +147,7 @@ public struct FileDeviceKeyStore: DeviceKeyStore {
     ///
     /// - Throws: `SecureKeysError` with `already-exists` or `io-error`.
     public func keep(_ key: SecureBytes, in files: DeviceKeyFiles) throws {
-        try SecureFile.writeSecret(key, to: files.plainKeyPath)
+        try SecureFile.writeSecret(key, to: files.plainKeyPath, in: files.fileSystem)
     }
 
     /// Reads `hardware/uid.key`.
@@ -178,7 +186,7 @@ extension DeviceKeyFiles {
             guard store.kind == kept else {
                 throw DeviceError.keyStoreMismatch(
                     stateDirectory, kept: kept, given: store.kind,
-                    servedByAgent: SecureFile.exists(DeviceLayout(root: stateDirectory).agentDirectory))
+                    servedByAgent: SecureFile.exists(DeviceLayout(root: stateDirectory, fileSystem: fileSystem).agentDirectory))
             }
         }
         let key = try store.load(from: self)
@@ -209,8 +217,8 @@ extension DeviceKeyFiles {
         if case .fail(let code)? = FaultPoint.planned(at: .migrationRemovingPlainKey, path: plainKeyPath) {
             throw SecureKeysError.io("cannot remove", path: plainKeyPath, errno: code)
         }
-        try DiskIO.unlink(plainKeyPath)
+        try DiskIO.unlink(plainKeyPath, in: fileSystem)
         try FaultPoint.reach(.migrationRemovedPlainKey)
-        try DiskIO.syncDirectory(folder)
+        try DiskIO.syncDirectory(folder, in: fileSystem)
     }
 }

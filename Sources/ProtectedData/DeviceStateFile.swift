@@ -1,3 +1,4 @@
+import DiskModel
 import Foundation
 import SecureKeys
 
@@ -7,13 +8,15 @@ import SecureKeys
 /// hardware UID key), the one secret the simulation must keep unwrapped. Everything else is wrapped.
 struct DeviceLayout: Sendable {
     let root: String
+    /// The file system the device's files are written in.
+    let fileSystem: FileSystem
     var deviceDirectory: String { root + "/device" }
     var hardwareDirectory: String { root + "/hardware" }
     var keybagPath: String { deviceDirectory + "/device.keybag" }
     var statePath: String { deviceDirectory + "/state.json" }
     var deviceKeyPath: String { hardwareDirectory + "/uid.key" }
     /// The device key's files, plain and sealed (``DeviceKeyFiles``).
-    var keyFiles: DeviceKeyFiles { DeviceKeyFiles(stateDirectory: root) }
+    var keyFiles: DeviceKeyFiles { DeviceKeyFiles(stateDirectory: root, fileSystem: fileSystem) }
     /// Present from the start of a set-up until its state file is written.
     ///
     /// Key files beside it and no state file are what a set-up that stopped part-way left, which protect nothing
@@ -183,7 +186,9 @@ enum DeviceStateFile {
     /// key, so it can be recorded again after the key is gone.
     ///
     /// - Throws: `SecureKeysError` when the write fails; the previous file is then intact.
-    static func write(_ state: PersistedDeviceState, deviceKey: SecureBytes?, to path: String, replacing: Bool = true) throws {
+    static func write(
+        _ state: PersistedDeviceState, deviceKey: SecureBytes?, to path: String, replacing: Bool = true, in fileSystem: FileSystem
+    ) throws {
         precondition(state.wiped || deviceKey != nil, "a device state that is not wiped is written with its tag")
         let form = JSONForm(
             formatVersion: Int64(currentFormatVersion), gracePeriodMilliseconds: state.gracePeriodMilliseconds,
@@ -192,7 +197,7 @@ enum DeviceStateFile {
             tag: try deviceKey.flatMap { state.wiped ? nil : hex(try tag(of: state, deviceKey: $0)) })
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-        try SecureFile.writeAtomically(Array(try encoder.encode(form)), to: path, replacing: replacing)
+        try SecureFile.writeAtomically(Array(try encoder.encode(form)), to: path, replacing: replacing, in: fileSystem)
     }
 
     /// The fields in a fixed binary form, the tag's message.

@@ -156,11 +156,25 @@ public final class KeybagDevice: KeyAvailabilityMonitor, StoreKeyProvider {
         keyStore: any DeviceKeyStore = FileDeviceKeyStore(),
         ownership: StateDirectoryLock? = nil, allowsEmptyPasscode: Bool = false
     ) throws -> KeybagDevice {
+        try setUp(
+            in: directory, passcode: passcode, configuration: configuration, clock: clock, random: random, keyStore: keyStore,
+            ownership: ownership, allowsEmptyPasscode: allowsEmptyPasscode, fileSystem: .real)
+    }
+
+    /// Sets up a new device in `directory`, its files written in `fileSystem`, as
+    /// ``setUp(in:passcode:configuration:clock:random:keyStore:ownership:allowsEmptyPasscode:)`` does.
+    package static func setUp(
+        in directory: String, passcode: SecureBytes, configuration: Configuration = Configuration(),
+        clock: any Clock<Duration> = ContinuousClock(),
+        random: any RandomSource = SystemRandom(),
+        keyStore: any DeviceKeyStore = FileDeviceKeyStore(),
+        ownership: StateDirectoryLock? = nil, allowsEmptyPasscode: Bool = false, fileSystem: FileSystem
+    ) throws -> KeybagDevice {
         try DeviceRules.check(configuration)
         try DeviceRules.checkNewPasscode(passcode, allowsEmpty: allowsEmptyPasscode)
         // The lock first: the files below are looked at only by the directory's one owner.
-        let lock = try takeOwnership(of: directory, given: ownership)
-        let layout = DeviceLayout(root: directory)
+        let lock = try takeOwnership(of: directory, given: ownership, in: fileSystem)
+        let layout = DeviceLayout(root: directory, fileSystem: fileSystem)
         try startSetUp(layout)
         let deviceKey = try SecureBytes.random(count: 32, using: random)
         let keybag: Keybag
@@ -176,9 +190,9 @@ public final class KeybagDevice: KeyAvailabilityMonitor, StoreKeyProvider {
                 passcode: passcode, deviceKey: deviceKey, kdf: configuration.kdf, options: [.authenticatedDeviceState],
                 sealer: keyStore.passcodeSecretSealer, random: random)
             do {
-                try SecureFile.writeAtomically(keybag.bytes, to: layout.keybagPath, replacing: false)
+                try SecureFile.writeAtomically(keybag.bytes, to: layout.keybagPath, replacing: false, in: layout.fileSystem)
                 // The state file is written last: its presence says the set-up completed.
-                try DeviceStateFile.write(persisted, deviceKey: deviceKey, to: layout.statePath, replacing: false)
+                try DeviceStateFile.write(persisted, deviceKey: deviceKey, to: layout.statePath, replacing: false, in: layout.fileSystem)
             } catch {
                 keys.wipeAll()
                 throw error
@@ -190,8 +204,8 @@ public final class KeybagDevice: KeyAvailabilityMonitor, StoreKeyProvider {
         // Done: the marker has nothing left to say. A failure to remove it is harmless (boot and set-up both
         // look at the state file first) and is not the set-up's failure.
         do {
-            try DiskIO.unlink(layout.setUpMarkerPath)
-            try DiskIO.syncDirectory(layout.deviceDirectory)
+            try DiskIO.unlink(layout.setUpMarkerPath, in: layout.fileSystem)
+            try DiskIO.syncDirectory(layout.deviceDirectory, in: layout.fileSystem)
         } catch {
             LogSubsystem.device.makeLogger().debug("set-up marker not removed", metadata: ["error": "\(error)"])
         }
@@ -228,7 +242,8 @@ public final class KeybagDevice: KeyAvailabilityMonitor, StoreKeyProvider {
         ownership: StateDirectoryLock? = nil
     ) throws {
         try self.init(
-            bootingFrom: directory, clock: clock, random: random, keyStore: keyStore, ownership: ownership, plantedFault: nil)
+            bootingFrom: directory, clock: clock, random: random, keyStore: keyStore, ownership: ownership, plantedFault: nil,
+            fileSystem: .real)
     }
 
     /// Boots the device kept in `directory`, with a bug planted (the simulator's self-test).
@@ -246,11 +261,11 @@ public final class KeybagDevice: KeyAvailabilityMonitor, StoreKeyProvider {
         bootingFrom directory: String, clock: any Clock<Duration> = ContinuousClock(),
         random: any RandomSource = SystemRandom(),
         keyStore: any DeviceKeyStore = FileDeviceKeyStore(),
-        ownership: StateDirectoryLock? = nil, plantedFault: PlantedFault?
+        ownership: StateDirectoryLock? = nil, plantedFault: PlantedFault?, fileSystem: FileSystem
     ) throws {
         // The lock first: a state file read while another device may still write it could be stale.
-        let lock = try Self.takeOwnership(of: directory, given: ownership)
-        let layout = DeviceLayout(root: directory)
+        let lock = try Self.takeOwnership(of: directory, given: ownership, in: fileSystem)
+        let layout = DeviceLayout(root: directory, fileSystem: fileSystem)
         guard SecureFile.exists(layout.statePath) else {
             if SecureFile.exists(layout.setUpMarkerPath) { throw DeviceError.interruptedSetUp(at: directory) }
             throw DeviceError.noDevice(at: directory)
@@ -274,7 +289,7 @@ public final class KeybagDevice: KeyAvailabilityMonitor, StoreKeyProvider {
                         "it is an untagged version-1 file, but this device's keybag says its state is authenticated: the file was replaced (a counter set back, say)")
                 }
                 if contents.formatVersion < DeviceStateFile.currentFormatVersion {
-                    try DeviceStateFile.write(state.persisted, deviceKey: deviceKey, to: layout.statePath)
+                    try DeviceStateFile.write(state.persisted, deviceKey: deviceKey, to: layout.statePath, in: layout.fileSystem)
                 }
                 state.deviceKey = deviceKey
                 state.keybag = keybag
@@ -294,7 +309,7 @@ public final class KeybagDevice: KeyAvailabilityMonitor, StoreKeyProvider {
             state.keybag = nil
             state.persisted.wiped = true
             do {
-                try DeviceStateFile.write(state.persisted, deviceKey: nil, to: layout.statePath)
+                try DeviceStateFile.write(state.persisted, deviceKey: nil, to: layout.statePath, in: layout.fileSystem)
             } catch {
                 throw DeviceError.wipeIncomplete(layout.root, cause: error)
             }
@@ -322,14 +337,14 @@ public final class KeybagDevice: KeyAvailabilityMonitor, StoreKeyProvider {
         let leftovers = ([layout.keybagPath] + layout.keyFiles.all).filter(SecureFile.exists)
         if !leftovers.isEmpty {
             guard SecureFile.exists(layout.setUpMarkerPath) else { throw DeviceError.deviceExists(at: layout.root) }
-            for path in leftovers { try DiskIO.unlink(path) }
+            for path in leftovers { try DiskIO.unlink(path, in: layout.fileSystem) }
             for folder in [layout.deviceDirectory, layout.hardwareDirectory] where SecureFile.exists(folder) {
-                try DiskIO.syncDirectory(folder)
+                try DiskIO.syncDirectory(folder, in: layout.fileSystem)
             }
         }
-        try SecureFile.createDirectory(at: layout.deviceDirectory)
-        try SecureFile.writeAtomically([], to: layout.setUpMarkerPath, replacing: true)
-        try SecureFile.createDirectory(at: layout.hardwareDirectory)
+        try SecureFile.createDirectory(at: layout.deviceDirectory, in: layout.fileSystem)
+        try SecureFile.writeAtomically([], to: layout.setUpMarkerPath, replacing: true, in: layout.fileSystem)
+        try SecureFile.createDirectory(at: layout.hardwareDirectory, in: layout.fileSystem)
     }
 
     private init(
@@ -349,8 +364,8 @@ public final class KeybagDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     /// The lock of `directory`.
     ///
     /// This is `given` (checked to be that directory's, and held), or a new one.
-    private static func takeOwnership(of directory: String, given: StateDirectoryLock?) throws -> StateDirectoryLock {
-        guard let given else { return try StateDirectoryLock.acquire(directory) }
+    private static func takeOwnership(of directory: String, given: StateDirectoryLock?, in fileSystem: FileSystem) throws -> StateDirectoryLock {
+        guard let given else { return try StateDirectoryLock.acquire(directory, in: fileSystem) }
         precondition(
             DiskPath.normalize(given.directory) == DiskPath.normalize(directory),
             "the ownership lock is of \(given.directory), not of the device's directory \(directory)")
@@ -505,7 +520,7 @@ public final class KeybagDevice: KeyAvailabilityMonitor, StoreKeyProvider {
         do {
             let recorded = try keybag.adding(
                 [.authenticatedDeviceState], passcode: passcode, deviceKey: deviceKey, sealer: sealer, random: random)
-            try recorded.write(to: layout.keybagPath)
+            try recorded.write(to: layout.keybagPath, in: layout.fileSystem)
             state.withLock { $0.keybag = recorded }
             logger.debug("keybag records that the device state is authenticated")
         } catch {
@@ -623,7 +638,7 @@ public final class KeybagDevice: KeyAvailabilityMonitor, StoreKeyProvider {
             let changed = try attempt {
                 try keybag.changingPasscode(from: old, to: new, deviceKey: deviceKey, sealer: sealer, random: random)
             }
-            try changed.write(to: layout.keybagPath)
+            try changed.write(to: layout.keybagPath, in: layout.fileSystem)
             state.withLock { $0.keybag = changed }
         }
         logger.debug("passcode changed: class keys rewrapped")
@@ -662,7 +677,7 @@ public final class KeybagDevice: KeyAvailabilityMonitor, StoreKeyProvider {
                 try keybag.sealingPasscodeSecret(passcode: passcode, deviceKey: deviceKey, sealer: sealer, random: random)
             }
             try FaultPoint.reach(.keybagMoveSealed)
-            try moved.write(to: layout.keybagPath)
+            try moved.write(to: layout.keybagPath, in: layout.fileSystem)
             state.withLock { $0.keybag = moved }
             return true
         }
@@ -706,7 +721,7 @@ public final class KeybagDevice: KeyAvailabilityMonitor, StoreKeyProvider {
         do {
             return try StoreKeyFile.create(
                 at: StoreFiles(database: storePath).key, forStoreAt: storePath, protectionClass: protectionClass,
-                classKey: classKey, random: random)
+                classKey: classKey, random: random, in: layout.fileSystem)
         } catch let error as SecureKeysError where error.code == .keyWiped {
             // The class key was wiped (a grace period ended) after it was taken: locked, not a failure. The new key
             // is wrapped before its file is written, so nothing was written.
@@ -729,6 +744,14 @@ public final class KeybagDevice: KeyAvailabilityMonitor, StoreKeyProvider {
     ///
     /// - Throws: `DeviceError.Code.protectedDataUnavailable` when the store's class key is not held; the key
     ///   file's `SecureKeysError`s.
+    /// Moves the store key file beside the store at `storePath` to the store at `destination`, on the device's
+    /// file system, as the key source's ``StoreKeyProvider/moveStoreKey(from:to:)`` describes.
+    ///
+    /// - Throws: as ``StoreKeyProvider/moveStoreKey(from:to:)``.
+    public func moveStoreKey(from storePath: String, to destination: String) throws {
+        try moveStoreKeyFile(from: storePath, to: destination, in: layout.fileSystem)
+    }
+
     public func storeKeyFile(forStoreAt storePath: String, recording format: StoreFormat) throws -> StoreKeyFile {
         let keyPath = StoreFiles(database: storePath).key
         let file = try StoreKeyFile.load(from: keyPath)
@@ -788,7 +811,7 @@ public final class KeybagDevice: KeyAvailabilityMonitor, StoreKeyProvider {
             if let limit = counted.attemptPolicy.wipeAfterFailures, counted.failedPasscodeAttempts > limit {
                 counted.failedPasscodeAttempts = limit
             }
-            try DeviceStateFile.write(counted, deviceKey: state.deviceKey, to: layout.statePath)
+            try DeviceStateFile.write(counted, deviceKey: state.deviceKey, to: layout.statePath, in: layout.fileSystem)
             state.persisted = counted
             return previous
         }
@@ -797,7 +820,7 @@ public final class KeybagDevice: KeyAvailabilityMonitor, StoreKeyProvider {
             try state.withLock { state in
                 var reset = state.persisted
                 reset.failedPasscodeAttempts = 0
-                try DeviceStateFile.write(reset, deviceKey: state.deviceKey, to: layout.statePath)
+                try DeviceStateFile.write(reset, deviceKey: state.deviceKey, to: layout.statePath, in: layout.fileSystem)
                 state.persisted = reset
                 state.lastFailure = nil
             }
@@ -810,7 +833,7 @@ public final class KeybagDevice: KeyAvailabilityMonitor, StoreKeyProvider {
             state.withLock { state in
                 var restored = state.persisted
                 restored.failedPasscodeAttempts = previousFailures
-                if (try? DeviceStateFile.write(restored, deviceKey: state.deviceKey, to: layout.statePath)) != nil {
+                if (try? DeviceStateFile.write(restored, deviceKey: state.deviceKey, to: layout.statePath, in: layout.fileSystem)) != nil {
                     state.persisted = restored
                 }
             }
@@ -867,7 +890,7 @@ public final class KeybagDevice: KeyAvailabilityMonitor, StoreKeyProvider {
                 if case .fail(let code)? = FaultPoint.planned(at: .wipeRecording, path: layout.statePath) {
                     throw SecureKeysError.io("cannot write", path: layout.statePath, errno: code)
                 }
-                try DeviceStateFile.write(state.persisted, deviceKey: nil, to: layout.statePath)
+                try DeviceStateFile.write(state.persisted, deviceKey: nil, to: layout.statePath, in: layout.fileSystem)
             } catch {
                 throw DeviceError.wipeIncomplete(layout.root, cause: error)
             }
@@ -892,10 +915,10 @@ public final class KeybagDevice: KeyAvailabilityMonitor, StoreKeyProvider {
                 if case .fail(let code)? = FaultPoint.planned(at: .wipeRemovingKeyFile, path: path) {
                     throw SecureKeysError.io("cannot remove", path: path, errno: code)
                 }
-                try DiskIO.unlink(path)
+                try DiskIO.unlink(path, in: layout.fileSystem)
             }
-            try DiskIO.syncDirectory(SecureFile.folder(containing: layout.keybagPath))
-            try DiskIO.syncDirectory(SecureFile.folder(containing: layout.deviceKeyPath))
+            try DiskIO.syncDirectory(SecureFile.folder(containing: layout.keybagPath), in: layout.fileSystem)
+            try DiskIO.syncDirectory(SecureFile.folder(containing: layout.deviceKeyPath), in: layout.fileSystem)
         } catch {
             throw DeviceError.wipeIncomplete(layout.root, cause: error)
         }

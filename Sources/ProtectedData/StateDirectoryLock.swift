@@ -1,3 +1,4 @@
+package import DiskModel
 import Foundation
 import Glibc
 import SecureKeys
@@ -64,10 +65,15 @@ public final class StateDirectoryLock: Sendable {
     ///   lock file is another user's, writable by others or a link; `io-error` when the directory or the lock
     ///   file cannot be created or locked.
     public static func acquire(_ directory: String, as owner: Owner = .process) throws -> StateDirectoryLock {
+        try acquire(directory, as: owner, in: .real)
+    }
+
+    /// Takes the lock on `directory`, as ``acquire(_:as:)`` does, making the directory in `fileSystem`.
+    package static func acquire(_ directory: String, as owner: Owner = .process, in fileSystem: FileSystem) throws -> StateDirectoryLock {
         // The directory and every folder the device keeps in it are this user's and nobody else's, before a
         // file in them is opened (invariant 10).
-        try SecureFile.createDirectory(at: directory)
-        let layout = DeviceLayout(root: directory)
+        try SecureFile.createDirectory(at: directory, in: fileSystem)
+        let layout = DeviceLayout(root: directory, fileSystem: fileSystem)
         for folder in [layout.deviceDirectory, layout.hardwareDirectory, layout.agentDirectory] where SecureFile.exists(folder) {
             try PrivateDirectory.check(folder, ancestors: false)
         }

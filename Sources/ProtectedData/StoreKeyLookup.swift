@@ -1,3 +1,4 @@
+package import DiskModel
 public import SecureKeys
 
 /// What a key source answers when asked for a store's key now.
@@ -228,6 +229,11 @@ extension StoreKeyProvider {
     ///   key for it (it keeps keys elsewhere and must implement this call); `store-unavailable` when it holds
     ///   none; `already-exists` when `destination` has a key file; `io-error` naming the file.
     public func moveStoreKey(from storePath: String, to destination: String) throws {
+        try moveStoreKeyFile(from: storePath, to: destination, in: .real)
+    }
+
+    /// Moves the store key file as ``moveStoreKey(from:to:)`` does, in `fileSystem`.
+    package func moveStoreKeyFile(from storePath: String, to destination: String, in fileSystem: FileSystem) throws {
         let from = StoreFiles(database: storePath).key
         let to = StoreFiles(database: destination).key
         guard SecureFile.exists(from) else {
@@ -243,18 +249,18 @@ extension StoreKeyProvider {
         // durable before the old one is removed, so a power cut at any point leaves the key under one name or
         // both, never neither. A step that fails undoes what was done, so that a move that throws leaves the key
         // where it was.
-        try DiskIO.link(from, to: to)
+        try DiskIO.link(from, to: to, in: fileSystem)
         do {
-            try DiskIO.syncDirectory(SecureFile.folder(containing: to), purpose: .newFileEntry)
-            try DiskIO.unlink(from)
+            try DiskIO.syncDirectory(SecureFile.folder(containing: to), purpose: .newFileEntry, in: fileSystem)
+            try DiskIO.unlink(from, in: fileSystem)
         } catch {
-            try? DiskIO.unlink(to)
+            try? DiskIO.unlink(to, in: fileSystem)
             throw error
         }
         do {
-            try DiskIO.syncDirectory(SecureFile.folder(containing: from))
+            try DiskIO.syncDirectory(SecureFile.folder(containing: from), in: fileSystem)
         } catch {
-            if (try? DiskIO.link(to, to: from)) != nil { try? DiskIO.unlink(to) }
+            if (try? DiskIO.link(to, to: from, in: fileSystem)) != nil { try? DiskIO.unlink(to, in: fileSystem) }
             throw error
         }
     }

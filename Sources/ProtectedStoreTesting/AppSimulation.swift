@@ -664,7 +664,7 @@ public final class AppSimulationContext {
     /// The disk model does not cover it, so a power cut leaves its files as they were, as if every write to them were
     /// synced.
     public let appDirectory: String
-    /// The disk model over the state directory.
+    /// The disk model over the state directory (the environment's).
     ///
     /// It records what was synced, for power cuts (and a sync is recorded, not performed, so a simulation does not
     /// wait for the disk). Files the library does not write are not modelled: a power cut removes them, so the app's
@@ -705,21 +705,11 @@ public final class AppSimulationContext {
 
     init(simulation: AppSimulation) throws {
         self.simulation = simulation
-        // The disk model starts on the empty state directory, before the device is set up in it: the set-up's
-        // syncs are recorded, not waited for (a dozen real fsyncs a run, each a wait on a busy disk).
-        var model: SimulatedDisk?
-        do {
-            environment = try ProtectedStoreTestEnvironment(gracePeriod: simulation.gracePeriod) {
-                model = SimulatedDisk(root: $0)
-            }
-            appDirectory = environment.stateDirectory + "-app"
-            try FileManager.default.createDirectory(atPath: appDirectory, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
-        } catch {
-            model?.stopModelling()
-            throw error
-        }
-        guard let model else { preconditionFailure("the environment runs beforeSetUp before it returns") }
-        disk = model
+        let environment = try ProtectedStoreTestEnvironment(gracePeriod: simulation.gracePeriod, simulatingDisk: true)
+        self.environment = environment
+        appDirectory = environment.stateDirectory + "-app"
+        try FileManager.default.createDirectory(atPath: appDirectory, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+        disk = environment.disk!
     }
 
     /// The running app's controller (an action runs only while the app runs).
@@ -812,7 +802,7 @@ public final class AppSimulationContext {
     /// - Throws: what ``/ProtectedStore/LockedInbox/append(_:)-(InboxEntry.Change)`` throws.
     public func appendToInboxFromAnotherProcess(_ change: InboxEntry.Change) throws {
         do {
-            _ = try LockedInbox(configuration: simulation.store(self)).append(change)
+            _ = try LockedInbox(configuration: store()).append(change)
         } catch {
             if case .put(let key, let value) = change { uncertain[key, default: []].insert(value) }
             throw error
@@ -834,7 +824,14 @@ public final class AppSimulationContext {
     /// - Parameter change: the change.
     /// - Throws: what ``/ProtectedStore/LockedInbox/append(_:)-(Change)`` throws.
     public func appendToInboxFromAnotherProcess<Change: InboxChange>(_ change: Change) throws {
-        _ = try LockedInbox(configuration: simulation.store(self)).append(change)
+        _ = try LockedInbox(configuration: store()).append(change)
+    }
+
+    /// The app's store configuration, on the simulated disk.
+    private func store() -> StoreConfiguration {
+        var store = simulation.store(self)
+        store.fileSystem = environment.fileSystem
+        return store
     }
 
     /// Whether the put of `key` another process appended may still wait for the running app's poll.
@@ -856,7 +853,7 @@ public final class AppSimulationContext {
         plannedIOError = nil
         guard step.runsUnderIOError else { return try await run(step, actions: actions) }
         let kind = DiskFaultSweep.Kind(planned.kind.fault, planned.kind.persistence)
-        let plan = try DiskFaultPlan.arm(
+        let plan = try environment.fileSystem.armFaultPlan(
             under: environment.stateDirectory, failingCall: planned.after + 1, fault: kind.fault,
             persistence: kind.persistence, calls: kind.calls)
         defer {
@@ -892,9 +889,9 @@ public final class AppSimulationContext {
         case .crash: await crash()
         case .crashInsideMerge:
             await crash()
-            var store = simulation.store(self)
-            store.faultPlan = FaultPoint.Plan(.inboxMergeApplied)
-            running = await environment.launch(launchOptions, store: store)
+            var dying = store()
+            dying.faultPlan = FaultPoint.Plan(.inboxMergeApplied)
+            running = await environment.launch(launchOptions, store: dying)
             await crash()
         case .reboot:
             await crash()
@@ -918,7 +915,8 @@ public final class AppSimulationContext {
         case .damage(let damage):
             await crash()
             guard damaged == nil else { return }
-            damaged = try DamagedFile.damage(damage, at: damage.path(in: StoreFiles(database: simulation.store(self).path)))
+            damaged = try DamagedFile.damage(
+                damage, at: damage.path(in: StoreFiles(database: simulation.store(self).path)), in: environment.fileSystem)
         case .restoreDamage:
             await crash()
             guard let damaged else { return }
@@ -935,7 +933,7 @@ public final class AppSimulationContext {
         guard running == nil else { return }
         submitted = []
         ran = []
-        running = await environment.launch(launchOptions, store: simulation.store(self))
+        running = await environment.launch(launchOptions, store: store())
     }
 
     /// The app's process dies.

@@ -1,4 +1,5 @@
 import Foundation
+internal import DiskModel
 internal import SecureKeys
 internal import SystemPackage
 internal import Glibc
@@ -24,34 +25,36 @@ struct DamagedFile {
     let original: [UInt8]?
     /// The file's bytes after the damage; `nil` when a link or FIFO took its place.
     let damaged: [UInt8]?
+    /// The file system the store is in.
+    let fileSystem: FileSystem
 
     /// Where a replaced file is moved to: beside it, as a user would keep a copy.
     var asidePath: String { path + ".aside" }
 
-    /// Damages the file at `path` as `damage` says.
+    /// Damages the file at `path`, in `fileSystem`, as `damage` says.
     ///
     /// - Returns: the damaged file, or `nil` when there is nothing to damage (a damage of a file's bytes, and the
     ///   file is missing or empty; a link or FIFO, and something else than a regular file is there).
     /// - Throws: a `SecureKeysError` when the file system refuses the damage.
-    static func damage(_ damage: AppSimulationStep.Damage, at path: String) throws -> DamagedFile? {
+    static func damage(_ damage: AppSimulationStep.Damage, at path: String, in fileSystem: FileSystem) throws -> DamagedFile? {
         guard let replacement = damage.replacement else {
             guard entryType(at: path) == .regular, let original = contents(of: path), !original.isEmpty else { return nil }
             let bytes = damage.apply(to: original)
-            try overwrite(path, with: bytes)
-            return DamagedFile(damage: damage, path: path, original: original, damaged: bytes)
+            try overwrite(path, with: bytes, in: fileSystem)
+            return DamagedFile(damage: damage, path: path, original: original, damaged: bytes, fileSystem: fileSystem)
         }
         let type = entryType(at: path)
         guard type == nil || type == .regular else { return nil }
         // The shared-memory index is memory SQLite rebuilds from the log (a disk model forgets it at a power cut):
         // it is removed, not kept aside.
-        if type != nil, !damage.keepsOriginalAside { try DiskIO.unlink(path) }
+        if type != nil, !damage.keepsOriginalAside { try DiskIO.unlink(path, in: fileSystem) }
         let original = type == nil || !damage.keepsOriginalAside ? nil : contents(of: path)
         if type != nil, damage.keepsOriginalAside, original == nil { return nil }
-        let file = DamagedFile(damage: damage, path: path, original: original, damaged: nil)
-        if original != nil { try DiskIO.rename(path, to: file.asidePath) }
+        let file = DamagedFile(damage: damage, path: path, original: original, damaged: nil, fileSystem: fileSystem)
+        if original != nil { try DiskIO.rename(path, to: file.asidePath, in: fileSystem) }
         let made = replacement == .symbolicLink ? symlink(file.asidePath, path) : mkfifo(path, 0o600)
         guard made == 0 else { throw SecureKeysError.io("cannot create", path: path, errno: errno) }
-        try DiskIO.syncDirectory(SecureFile.folder(containing: path))
+        try DiskIO.syncDirectory(SecureFile.folder(containing: path), in: fileSystem)
         return file
     }
 
@@ -62,12 +65,12 @@ struct DamagedFile {
     /// - Throws: a `SecureKeysError` when the file system refuses.
     func restore() throws {
         guard damage.replacement != nil else {
-            if let original { try Self.overwrite(path, with: original) }
+            if let original { try Self.overwrite(path, with: original, in: fileSystem) }
             return
         }
         guard unlink(path) == 0 || errno == ENOENT else { throw SecureKeysError.io("cannot remove", path: path, errno: errno) }
-        if original != nil { try DiskIO.rename(asidePath, to: path) }
-        try DiskIO.syncDirectory(SecureFile.folder(containing: path))
+        if original != nil { try DiskIO.rename(asidePath, to: path, in: fileSystem) }
+        try DiskIO.syncDirectory(SecureFile.folder(containing: path), in: fileSystem)
     }
 
     /// What changed the damaged file since the damage, or `nil` when it is as the damage left it.
@@ -106,8 +109,8 @@ struct DamagedFile {
     /// Replaces the contents of the file at `path` by `bytes`, in place, and syncs them.
     ///
     /// It writes through the file seam, so the disk model records the bytes as synced.
-    private static func overwrite(_ path: String, with bytes: [UInt8]) throws {
-        let file = try DiskIO.open(path, flags: O_RDWR)
+    private static func overwrite(_ path: String, with bytes: [UInt8], in fileSystem: FileSystem) throws {
+        let file = try DiskIO.open(path, flags: O_RDWR, in: fileSystem)
         defer { file.close() }
         try file.truncate(to: 0)
         try file.write(bytes)

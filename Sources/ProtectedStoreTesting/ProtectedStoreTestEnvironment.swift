@@ -1,3 +1,4 @@
+package import DiskModel
 import Foundation
 @_exported public import ProtectedData
 @_exported @_spi(Testing) public import ProtectedStore
@@ -37,6 +38,10 @@ public final class ProtectedStoreTestEnvironment {
     public private(set) var device: KeybagDevice
     /// Controllers made by ``makeController(_:queueCapacity:)`` that are still alive.
     private var controllers: [DataController] = []
+    /// The disk model over the state directory, for a simulation (``init(passcode:gracePeriod:simulatingDisk:)``).
+    package let disk: SimulatedDisk?
+    /// The file system the device and the stores write in: the disk's, when there is one.
+    package var fileSystem: FileSystem { disk.map(FileSystem.simulated) ?? .real }
 
     /// Sets up an unlocked device with Argon2id at its minimal cost (a test passcode is no secret).
     ///
@@ -45,30 +50,24 @@ public final class ProtectedStoreTestEnvironment {
     ///   - gracePeriod: how long class A and B keys stay after a lock.
     /// - Throws: when the temporary state directory cannot be written.
     public convenience init(passcode: String = "1234", gracePeriod: Duration = .seconds(10)) throws {
-        try self.init(passcode: passcode, gracePeriod: gracePeriod, beforeSetUp: { _ in })
+        try self.init(passcode: passcode, gracePeriod: gracePeriod, simulatingDisk: false)
     }
 
-    /// Sets up an unlocked device as ``init(passcode:gracePeriod:)`` does, after `beforeSetUp` ran on the new, empty
-    /// state directory.
-    ///
-    /// An app simulation starts its disk model there, as the tool's scenario sessions do: the model then sees the
-    /// device's files from their creation, and records the set-up's syncs instead of waiting for the disk.
-    ///
-    /// - Parameters:
-    ///   - passcode: the device's passcode.
-    ///   - gracePeriod: how long class A and B keys stay after a lock.
-    ///   - beforeSetUp: what runs on the state directory, made and empty, before the device is set up in it.
-    /// - Throws: when the temporary state directory cannot be written; what `beforeSetUp` throws.
-    package init(
-        passcode: String = "1234", gracePeriod: Duration = .seconds(10), beforeSetUp: (_ stateDirectory: String) throws -> Void
-    ) throws {
+    /// Sets up an unlocked device as ``init(passcode:gracePeriod:)`` does, on a disk model of the state directory
+    /// when `simulatingDisk` (the model then records the set-up too).
+    package init(passcode: String = "1234", gracePeriod: Duration = .seconds(10), simulatingDisk: Bool) throws {
         self.passcode = passcode
         stateDirectory = NSTemporaryDirectory() + "protected-store-testing-\(UUID().uuidString)"
-        try SecureFile.createDirectory(at: stateDirectory)
-        try beforeSetUp(stateDirectory)
+        if simulatingDisk {
+            try SecureFile.createDirectory(at: stateDirectory, in: .real)
+            disk = SimulatedDisk(root: stateDirectory)
+        } else {
+            disk = nil
+        }
         device = try KeybagDevice.setUp(
             in: stateDirectory, passcode: try SecureBytes(utf8: passcode),
-            configuration: .init(gracePeriod: gracePeriod, kdf: .minimal), clock: clock)
+            configuration: .init(gracePeriod: gracePeriod, kdf: .minimal), clock: clock,
+            fileSystem: disk.map(FileSystem.simulated) ?? .real)
     }
 
     deinit {
@@ -97,8 +96,9 @@ public final class ProtectedStoreTestEnvironment {
     ///   - store: the store (``storeConfiguration(_:protectionClass:)`` by default).
     ///   - queueCapacity: how many operations may wait.
     public func makeController(_ store: StoreConfiguration? = nil, queueCapacity: Int = 100_000) -> DataController {
-        let controller = DataController(
-            configuration: .init(store: store ?? storeConfiguration(), queueCapacity: queueCapacity), keys: device, clock: clock)
+        var store = store ?? storeConfiguration()
+        store.fileSystem = fileSystem
+        let controller = DataController(configuration: .init(store: store, queueCapacity: queueCapacity), keys: device, clock: clock)
         controllers.append(controller)
         return controller
     }
@@ -177,6 +177,6 @@ public final class ProtectedStoreTestEnvironment {
         controllers.removeAll()
         device.powerOff()
         try whileOff()
-        device = try KeybagDevice(bootingFrom: stateDirectory, clock: clock)
+        device = try KeybagDevice(bootingFrom: stateDirectory, clock: clock, plantedFault: nil, fileSystem: fileSystem)
     }
 }

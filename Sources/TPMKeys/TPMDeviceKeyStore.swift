@@ -82,7 +82,7 @@ public struct TPMDeviceKeyStore: DeviceKeyStore {
         } catch {
             throw error.underlying
         }
-        try SecureFile.writeAtomically(SealedKeyFile(sealed: sealed).bytes, to: files.sealedKeyPath, replacing: false)
+        try SecureFile.writeAtomically(SealedKeyFile(sealed: sealed).bytes, to: files.sealedKeyPath, replacing: false, in: files.fileSystem)
     }
 
     /// Reads `hardware/uid.tpm` and has the TPM unseal it.

@@ -183,7 +183,7 @@ extension ProtectedStoreCommand.Store.RecoveryKey {
 
         func run() throws {
             logging.bootstrap()
-            try SecureFile.createDirectory(at: location.stateDirectory)
+            try SecureFile.createDirectory(at: location.stateDirectory, in: .real)
             let (phrase, key) = try SecureKeys.RecoveryKey.create(kdf: fastKDF ? .minimal : SecureKeys.RecoveryKey.defaultKDF)
             try key.write(to: location.recoveryKeyPath)
             print("recovery key \(key.fingerprint) written to \(location.recoveryKeyPath)")

@@ -20,13 +20,21 @@ struct DiskFaultVFSTests {
         let directory = TemporaryDirectory()
         let disk: SimulatedDisk
         var path: String { directory.file("store.sqlite") }
+        /// The disk's file system, where the plans are armed.
+        var fileSystem: FileSystem { .simulated(disk) }
+        /// A connection's configuration on the disk.
+        var configuration: Database.Configuration {
+            var configuration = Database.Configuration()
+            configuration.fileSystem = fileSystem
+            return configuration
+        }
 
         init(key: SecureBytes) throws {
             disk = SimulatedDisk(root: directory.path)
-            let database = try Database(path: directory.file("store.sqlite"), key: key)
+            let database = try Database(path: directory.file("store.sqlite"), key: key, configuration: configuration)
             defer { database.close() }
             try database.execute("CREATE TABLE rows(n INTEGER PRIMARY KEY, data BLOB NOT NULL)")
-            try DiskIO.syncDirectory(directory.path)
+            try DiskIO.syncDirectory(directory.path, in: fileSystem)
             for n in 0..<5 { try database.execute("INSERT INTO rows(n, data) VALUES (?, ?)", [.integer(Int64(n)), .blob([UInt8](repeating: 1, count: 700))]) }
         }
 
@@ -34,7 +42,7 @@ struct DiskFaultVFSTests {
 
         /// The rows and `integrity_check` of the store, reopened.
         func reopen(key: SecureBytes) throws -> (rows: [Int64], integrity: [String]) {
-            let database = try Database(path: path, key: key)
+            let database = try Database(path: path, key: key, configuration: configuration)
             defer { database.close() }
             let rows = try database.rows("SELECT n FROM rows ORDER BY n").map { row -> Int64 in
                 guard case .integer(let n) = row[0] else { return -1 }
@@ -46,7 +54,7 @@ struct DiskFaultVFSTests {
 
     /// Opens the store, inserts row 5 in one transaction (two pages: the row spills to an overflow page), closes.
     func insertRow(_ fixture: Fixture) throws {
-        let database = try Database(path: fixture.path, key: key)
+        let database = try Database(path: fixture.path, key: key, configuration: fixture.configuration)
         defer { database.close() }
         try database.execute("INSERT INTO rows(n, data) VALUES (5, ?)", [.blob([UInt8](repeating: 2, count: 6000))])
     }
@@ -61,11 +69,11 @@ struct DiskFaultVFSTests {
             for call in 1...40 {
                 let fixture = try Fixture(key: key)
                 let newKey = try SecureBytes.random(count: 32)
-                let plan = try DiskFaultPlan.arm(
+                let plan = try fixture.fileSystem.armFaultPlan(
                     under: fixture.directory.path, failingCall: call, fault: fault, persistence: .transient, calls: calls)
                 var done = false
                 do {
-                    let database = try Database(path: fixture.path, key: key)
+                    let database = try Database(path: fixture.path, key: key, configuration: fixture.configuration)
                     defer { database.close() }
                     try database.rekey(to: newKey)
                     done = true
@@ -90,7 +98,7 @@ struct DiskFaultVFSTests {
     func errorsSayWhatFailed() throws {
         func code(_ fault: DiskFaultPlan.Fault, _ calls: Set<DiskFaultPlan.Call>) throws -> StoreError.Code? {
             let fixture = try Fixture(key: key)
-            let plan = try DiskFaultPlan.arm(under: fixture.directory.path, failingCall: 1, fault: fault, persistence: .persistent, calls: calls)
+            let plan = try fixture.fileSystem.armFaultPlan(under: fixture.directory.path, failingCall: 1, fault: fault, persistence: .persistent, calls: calls)
             defer { plan.disarm() }
             do {
                 try insertRow(fixture)
@@ -114,7 +122,7 @@ struct DiskFaultVFSTests {
         let report = try await DiskFaultSweep.run(kind) {
             let fixture = try Fixture(key: key)
             succeeded = false
-            return (fixture.directory.path, fixture)
+            return (fixture.fileSystem, fixture.directory.path, fixture)
         } operation: { fixture in
             try insertRow(fixture)
             succeeded = true

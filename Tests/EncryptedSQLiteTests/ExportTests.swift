@@ -166,16 +166,16 @@ struct ExportPowerCutTests {
         let key = try SecureBytes.random(count: 32)
         var outcomes: [String: Int] = [:]
         var problems: [String] = []
-        let report = try await DiskFaultSweep.run(kind) { () async throws -> (root: String, fixture: ExportCutFixture) in
+        let report = try await DiskFaultSweep.run(kind) { () async throws -> (fileSystem: FileSystem, root: String, fixture: ExportCutFixture) in
             let fixture = ExportCutFixture()
-            let database = try Database(path: fixture.store, key: key)
+            let database = try Database(path: fixture.store, key: key, configuration: fixture.configuration)
             try database.execute("CREATE TABLE t(n INTEGER PRIMARY KEY, s TEXT)")
             try database.transaction {
                 for n in 0..<300 { try database.execute("INSERT INTO t VALUES (?, ?)", [.integer(Int64(n)), .text(String(repeating: "v", count: 50))]) }
             }
-            try DiskIO.syncDirectory(fixture.directory.path)
+            try DiskIO.syncDirectory(fixture.directory.path, in: fixture.fileSystem)
             fixture.database = database
-            return (fixture.directory.path, fixture)
+            return (fixture.fileSystem, fixture.directory.path, fixture)
         } operation: { (fixture: ExportCutFixture) in
             try fixture.database!.export(to: fixture.destination, encryption: encryption)
         } check: { (fixture: ExportCutFixture, round: DiskFaultSweep.Round) in
@@ -200,7 +200,7 @@ struct ExportPowerCutTests {
                 outcomes["none", default: 0] += 1
                 if round.error == nil { problems.append("\(label): said done, and nothing is there") }
             }
-            let store = try Database(path: fixture.store, key: key)
+            let store = try Database(path: fixture.store, key: key, configuration: fixture.configuration)
             if try store.scalar("SELECT count(*) FROM t")?.int64 != 300 { problems.append("\(label): the store lost rows") }
             store.close()
         }
@@ -218,6 +218,14 @@ final class ExportCutFixture {
     var database: Database?
     init() { disk = SimulatedDisk(root: directory.path) }
     deinit { disk.stopModelling() }
+    /// The disk's file system, where the sweep arms its plans.
+    var fileSystem: FileSystem { .simulated(disk) }
+    /// A connection's configuration on the disk.
+    var configuration: Database.Configuration {
+        var configuration = Database.Configuration()
+        configuration.fileSystem = fileSystem
+        return configuration
+    }
     var store: String { directory.file("store.sqlite") }
     var destination: String { directory.file("export.sqlite") }
 }

@@ -31,9 +31,10 @@ struct PowerCutTests {
         defer { disk.stopModelling() }
         var configuration = Database.Configuration()
         configuration.synchronous = synchronous
+        configuration.fileSystem = .simulated(disk)
         let database = try Database(path: directory.file("store.sqlite"), key: key, configuration: configuration)
         try database.execute("CREATE TABLE rows(n INTEGER PRIMARY KEY, data BLOB NOT NULL)")
-        try DiskIO.syncDirectory(directory.path)
+        try DiskIO.syncDirectory(directory.path, in: .simulated(disk))
         for n in 0..<40 {
             try database.execute("INSERT INTO rows(n, data) VALUES (?, ?)", [.integer(Int64(n)), .blob([UInt8](repeating: UInt8(n % 251), count: 700))])
             if n == 20 { try database.checkpoint() }
@@ -78,5 +79,25 @@ struct PowerCutTests {
             }
         }
         #expect(lostSome, "NORMAL does lose unsynced commits: the model is not keeping everything")
+    }
+
+    @Test("a database opened with the default configuration is on the real file system: a simulated disk over its folder records none of its writes; one opened on the disk's file system is recorded")
+    func defaultConfigurationIsNotModelled() throws {
+        let directory = TemporaryDirectory()
+        let disk = SimulatedDisk(root: directory.path)
+        defer { disk.stopModelling() }
+        // NORMAL: a commit does not sync the log, so what a modelled connection wrote stays pending.
+        var real = Database.Configuration()
+        real.synchronous = .normal
+        let plain = try Database(path: directory.file("real.sqlite"), key: key, configuration: real)
+        defer { plain.close() }
+        try plain.execute("CREATE TABLE rows(n INTEGER PRIMARY KEY)")
+        #expect(disk.unsyncedChanges.pieces == 0 && disk.unsyncedChanges.entryChanges == 0, "nothing recorded")
+        var simulated = real
+        simulated.fileSystem = .simulated(disk)
+        let modelled = try Database(path: directory.file("modelled.sqlite"), key: key, configuration: simulated)
+        defer { modelled.close() }
+        try modelled.execute("CREATE TABLE rows(n INTEGER PRIMARY KEY)")
+        #expect(disk.unsyncedChanges.pieces > 0, "its log's writes wait for a sync")
     }
 }

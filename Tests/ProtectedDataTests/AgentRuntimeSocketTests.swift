@@ -203,7 +203,7 @@ struct AgentRuntimeSocketTests {
         var agent: DeviceAgent? = try makeAgent()
         release(&agent)
         for damaged in ["relative/device.sock\n", "/no/newline", "/" + String(repeating: "x", count: 120) + "\n", "/a\n/b\n"] {
-            try SecureFile.writeAtomically(Array(damaged.utf8), to: location, replacing: true)
+            try SecureFile.writeAtomically(Array(damaged.utf8), to: location, replacing: true, in: .real)
             #expect {
                 try connect()
             } throws: { ($0 as? DeviceError)?.code == .deviceStateDamaged }

@@ -85,7 +85,7 @@ struct DeviceStateFileTests {
         }
         let key = try deviceKey(fixture)
         defer { key.wipe() }
-        try DeviceStateFile.write(state, deviceKey: key, to: statePath(fixture))
+        try DeviceStateFile.write(state, deviceKey: key, to: statePath(fixture), in: .real)
         let error = try #require(bootError(fixture) as? DeviceError, "a state with \(field) \(value) was accepted")
         #expect(error.code == .deviceStateDamaged)
         #expect(error.message.contains(field), "\(error.message)")
@@ -119,7 +119,7 @@ struct DeviceStateFileTests {
         let key = try deviceKey(fixture)
         defer { key.wipe() }
         let state = PersistedDeviceState(gracePeriodMilliseconds: 10_000, wipeAfterFailures: 10, failedPasscodeAttempts: 11)
-        try DeviceStateFile.write(state, deviceKey: key, to: statePath(fixture))
+        try DeviceStateFile.write(state, deviceKey: key, to: statePath(fixture), in: .real)
         let error = try #require(bootError(fixture) as? DeviceError)
         #expect(error.code == .deviceStateDamaged)
         #expect(error.message.contains("wipeAfterFailures"), "\(error.message)")

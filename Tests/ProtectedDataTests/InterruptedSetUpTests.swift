@@ -9,7 +9,7 @@ import Testing
 @Suite("Simulated device: an interrupted set-up")
 struct InterruptedSetUpTests {
     let directory = TemporaryDirectory()
-    var layout: DeviceLayout { DeviceLayout(root: directory.path) }
+    var layout: DeviceLayout { DeviceLayout(root: directory.path, fileSystem: .real) }
 
     func setUp() throws -> KeybagDevice {
         try KeybagDevice.setUp(in: directory.path, passcode: try SecureBytes(utf8: "1234"), configuration: .init(kdf: .minimal))

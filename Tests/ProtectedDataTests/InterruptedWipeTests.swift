@@ -98,7 +98,7 @@ struct InterruptedWipeTests {
         }
         fixture.device.powerOff()
         fixture.device = try KeybagDevice(
-            bootingFrom: fixture.directory.path, clock: fixture.clock, plantedFault: .wipeNotRolledForward)
+            bootingFrom: fixture.directory.path, clock: fixture.clock, plantedFault: .wipeNotRolledForward, fileSystem: .real)
         #expect(keyFilesLeft(fixture).count == 2)
         #expect(fixture.device.lockState == .wiped && !fixture.device.isErasePending)
     }

@@ -147,7 +147,7 @@ struct StoreKeyLookupTests {
         let keyPath = StoreFiles(database: other).key
         var bytes = try SecureFile.read(keyPath)
         bytes[40] ^= 1
-        try SecureFile.writeAtomically(bytes, to: keyPath, replacing: true)
+        try SecureFile.writeAtomically(bytes, to: keyPath, replacing: true, in: .real)
         #expect(errorCode { _ = try fixture.device.lookUpStoreKey(forStoreAt: other) } == "key-file-damaged")
         #expect(try SecureFile.read(keyPath) == bytes)
     }

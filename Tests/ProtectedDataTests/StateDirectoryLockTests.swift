@@ -164,7 +164,7 @@ struct StateDirectoryLockTests {
     func lockFileLinkRefused() throws {
         let directory = TemporaryDirectory()
         let state = directory.file("state")
-        try SecureFile.createDirectory(at: state)
+        try SecureFile.createDirectory(at: state, in: .real)
         let victim = directory.file("victim.txt")
         try Data("the victim's own data".utf8).write(to: URL(fileURLWithPath: victim))
         try FileManager.default.createSymbolicLink(atPath: state + "/owner.lock", withDestinationPath: victim)
@@ -179,7 +179,7 @@ struct StateDirectoryLockTests {
     func lockFileHardLinkRefused() throws {
         let directory = TemporaryDirectory()
         let state = directory.file("state")
-        try SecureFile.createDirectory(at: state)
+        try SecureFile.createDirectory(at: state, in: .real)
         let victim = directory.file("victim.txt")
         try Data("the victim's own data".utf8).write(to: URL(fileURLWithPath: victim))
         #expect(link(victim, state + "/owner.lock") == 0)
@@ -194,7 +194,7 @@ struct StateDirectoryLockTests {
         for folder in ["device", "hardware", "agent"] {
             let directory = TemporaryDirectory()
             let state = directory.file("state")
-            try SecureFile.createDirectory(at: state + "/" + folder)
+            try SecureFile.createDirectory(at: state + "/" + folder, in: .real)
             chmod(state + "/" + folder, 0o777)
             let error = try #require(keysError { _ = try StateDirectoryLock.acquire(state) })
             #expect(error.code == .insecureStateDirectory)

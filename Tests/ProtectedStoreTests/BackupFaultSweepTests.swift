@@ -23,7 +23,7 @@ struct BackupFaultSweepTests {
     static func attachedValues(_ fixture: FaultFixture, at path: String? = nil) async -> Result<[String: String], any Error> {
         do {
             let coordinator = try await StoreCoordinator.attach(
-                StoreConfiguration(path: path ?? fixture.storePath), keys: fixture.device!)
+                fixture.configuration(at: path ?? fixture.storePath), keys: fixture.device!)
             let entries = try await coordinator.allEntries()
             await coordinator.close()
             return .success(Dictionary(entries.map { ($0.key, $0.value) }) { first, _ in first })
@@ -41,14 +41,14 @@ struct BackupFaultSweepTests {
             var coordinator: StoreCoordinator?
             var backupPath: String { fixture.diskRoot + "/store.backup" }
         }
-        let report = try await DiskFaultSweep.run(kind) { () async throws -> (root: String, fixture: Round) in
+        let report = try await DiskFaultSweep.run(kind) { () async throws -> (fileSystem: FileSystem, root: String, fixture: Round) in
             let round = Round()
             try round.fixture.setUpDevice()
             try round.fixture.unlock()
             let coordinator = try await StoreCoordinator.attach(round.fixture.configuration, keys: round.fixture.device!)
             for index in 0..<12 { try await round.fixture.put("k\(index)", "value \(index)", in: coordinator) }
             round.coordinator = coordinator
-            return (round.fixture.diskRoot, round)
+            return (round.fixture.fileSystem, round.fixture.diskRoot, round)
         } operation: { (round: Round) in
             _ = try await round.coordinator!.backup(to: round.backupPath, recoveryKey: recoveryKey)
         } check: { (round: Round, sweep: DiskFaultSweep.Round) in
@@ -93,7 +93,7 @@ struct BackupFaultSweepTests {
         var violations: [String] = []
         // The state directory of each round's fixture as the restore found it.
         var before: [String: [String: [UInt8]?]] = [:]
-        let report = try await DiskFaultSweep.run(kind) { () async throws -> (root: String, fixture: FaultFixture) in
+        let report = try await DiskFaultSweep.run(kind) { () async throws -> (fileSystem: FileSystem, root: String, fixture: FaultFixture) in
             let fixture = FaultFixture()
             try fixture.setUpDevice()
             try fixture.unlock()
@@ -103,7 +103,7 @@ struct BackupFaultSweepTests {
                 }
             }
             before[fixture.root] = Self.contents(of: fixture.root)
-            return (fixture.root, fixture)
+            return (fixture.fileSystem, fixture.root, fixture)
         } operation: { (fixture: FaultFixture) in
             _ = try await StoreBackup.restore(
                 from: backup.backupPath, phrase: try backup.typedPhrase(), into: fixture.configuration, keys: fixture.device!,

@@ -27,8 +27,10 @@ final class FaultFixture {
     /// The state directory: the device's folder and the store's.
     var root: String { stateFolder.map { directory.file($0) } ?? directory.path }
     var storePath: String { root + "/app.sqlite" }
-    var configuration: StoreConfiguration { StoreConfiguration(path: storePath) }
-    var inbox: LockedInbox { LockedInbox(files: configuration.files) }
+    /// The disk's file system, which the device, the store and the sweeps' plans use.
+    var fileSystem: FileSystem { .simulated(disk) }
+    var configuration: StoreConfiguration { configuration(at: storePath) }
+    var inbox: LockedInbox { LockedInbox(configuration: configuration) }
     var keybagPath: String { root + "/device/device.keybag" }
     var deviceKeyPath: String { root + "/hardware/uid.key" }
 
@@ -48,7 +50,8 @@ final class FaultFixture {
     func setUpDevice(wipeAfter: Int? = nil) throws {
         device = try KeybagDevice.setUp(
             in: root, passcode: try SecureBytes(utf8: passcode),
-            configuration: .init(attemptPolicy: .init(wipeAfterFailures: wipeAfter), kdf: .minimal), clock: clock)
+            configuration: .init(attemptPolicy: .init(wipeAfterFailures: wipeAfter), kdf: .minimal), clock: clock,
+            fileSystem: fileSystem)
     }
 
     /// The device powers off and boots from what the disk kept; with `cut`, the power goes first and
@@ -60,7 +63,14 @@ final class FaultFixture {
             var random = SplitMix64(seed: 7)
             try disk.powerCut(.drop, random: &random)
         }
-        device = try KeybagDevice(bootingFrom: root, clock: clock)
+        device = try KeybagDevice(bootingFrom: root, clock: clock, plantedFault: nil, fileSystem: fileSystem)
+    }
+
+    /// A store at `path` on the disk.
+    func configuration(at path: String) -> StoreConfiguration {
+        var configuration = StoreConfiguration(path: path)
+        configuration.fileSystem = fileSystem
+        return configuration
     }
 
     func unlock(_ passcode: String? = nil) throws {
@@ -157,7 +167,7 @@ struct IOFaultSweepTests {
         let started = clock.now
         let report = try await DiskFaultSweep.run(kind) {
             let fixture = try await setUp()
-            return (fixture.root, fixture)
+            return (fixture.fileSystem, fixture.root, fixture)
         } operation: { fixture in
             try await operation(fixture)
         } check: { fixture, round in

@@ -149,7 +149,7 @@ struct StoreCreationTests {
         let key = try StoreCoordinator.createStoreKey(.init(path: fixture.storePath), keys: fixture.device).key
         key.wipe()
         let files = StoreFiles(database: fixture.storePath)
-        try StoreCreationMarker(stage: .makingKey).write(to: files.creationMarker)
+        try StoreCreationMarker(stage: .makingKey).write(to: files.creationMarker, in: .real)
         await fixture.launch()
         #expect(fixture.controller.phase == .ready)
         #expect(!exists(files.creationMarker))
@@ -168,7 +168,7 @@ struct StoreCreationSyncTests {
     ///
     /// SQLite's, when it first syncs a new journal or log, are the disk model's and not counted; no call fails.
     func attachCountingFolderSyncs(_ fixture: FaultFixture, _ configuration: StoreConfiguration) async throws -> (StoreCoordinator, Int) {
-        let plan = try DiskFaultPlan.arm(under: fixture.diskRoot, failingCall: Int.max, fault: .ioError, calls: [.syncDirectory])
+        let plan = try fixture.fileSystem.armFaultPlan(under: fixture.diskRoot, failingCall: Int.max, fault: .ioError, calls: [.syncDirectory])
         defer { plan.disarm() }
         let coordinator = try await StoreCoordinator.attach(configuration, keys: fixture.device!)
         return (coordinator, plan.callsSeen)
@@ -258,7 +258,7 @@ struct StoreCreationSyncTests {
         let files = fixture.configuration.files
         // The power goes just before the second link: the inbox key file's, after the store file has its first
         // page and the marker was removed.
-        let plan = try DiskFaultPlan.arm(under: fixture.diskRoot, failingCall: 2, fault: .powerCut(.drop, seed: 1), calls: [.link])
+        let plan = try fixture.fileSystem.armFaultPlan(under: fixture.diskRoot, failingCall: 2, fault: .powerCut(.drop, seed: 1), calls: [.link])
         do {
             _ = try await StoreCoordinator.attach(fixture.configuration, keys: fixture.device!)
             Issue.record("the attach succeeded through a power cut")

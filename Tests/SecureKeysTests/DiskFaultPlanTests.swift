@@ -29,9 +29,10 @@ struct DiskFaultPlanTests {
     @Test("a transient ENOSPC fails only the N-th counted call, with the errno, and the plan says so")
     func transientFailsOneCall() throws {
         let directory = TemporaryDirectory()
-        let file = try DiskIO.open(directory.file("log"), flags: O_WRONLY | O_CREAT | O_APPEND)
+        let fileSystem = FileSystem.faultInjecting()
+        let file = try DiskIO.open(directory.file("log"), flags: O_WRONLY | O_CREAT | O_APPEND, in: fileSystem)
         defer { file.close() }
-        let plan = try DiskFaultPlan.arm(under: directory.path, failingCall: 2, fault: .noSpace)
+        let plan = try fileSystem.armFaultPlan(under: directory.path, failingCall: 2, fault: .noSpace)
         defer { plan.disarm() }
         #expect(Self.errnoOf { try file.write([1]) } == nil)
         #expect(Self.errnoOf { try file.write([2]) } == ENOSPC)
@@ -45,17 +46,18 @@ struct DiskFaultPlanTests {
     @Test("a persistent EIO fails every counted call from the N-th on, of every kind, until disarmed")
     func persistentFailsEveryLaterCall() throws {
         let directory = TemporaryDirectory()
-        let plan = try DiskFaultPlan.arm(under: directory.path, failingCall: 2, fault: .ioError, persistence: .persistent)
-        #expect(Self.errnoOf { try DiskIO.makeDirectory(directory.file("a")) } == nil)
-        #expect(Self.errnoOf { try DiskIO.makeDirectory(directory.file("b")) } == EIO)
-        #expect(Self.errnoOf { _ = try DiskIO.open(directory.file("c"), flags: O_WRONLY | O_CREAT) } == EIO)
-        #expect(Self.errnoOf { try DiskIO.syncDirectory(directory.path) } == EIO)
-        #expect(Self.errnoOf { try DiskIO.unlink(directory.file("a")) } == EIO)
-        #expect(Self.errnoOf { try DiskIO.rename(directory.file("a"), to: directory.file("d")) } == EIO)
-        #expect(Self.errnoOf { try DiskIO.link(directory.file("a"), to: directory.file("e")) } == EIO)
+        let fileSystem = FileSystem.faultInjecting()
+        let plan = try fileSystem.armFaultPlan(under: directory.path, failingCall: 2, fault: .ioError, persistence: .persistent)
+        #expect(Self.errnoOf { try DiskIO.makeDirectory(directory.file("a"), in: fileSystem) } == nil)
+        #expect(Self.errnoOf { try DiskIO.makeDirectory(directory.file("b"), in: fileSystem) } == EIO)
+        #expect(Self.errnoOf { _ = try DiskIO.open(directory.file("c"), flags: O_WRONLY | O_CREAT, in: fileSystem) } == EIO)
+        #expect(Self.errnoOf { try DiskIO.syncDirectory(directory.path, in: fileSystem) } == EIO)
+        #expect(Self.errnoOf { try DiskIO.unlink(directory.file("a"), in: fileSystem) } == EIO)
+        #expect(Self.errnoOf { try DiskIO.rename(directory.file("a"), to: directory.file("d"), in: fileSystem) } == EIO)
+        #expect(Self.errnoOf { try DiskIO.link(directory.file("a"), to: directory.file("e"), in: fileSystem) } == EIO)
         #expect(plan.failures.map(\.call) == [.makeDirectory, .open, .syncDirectory, .unlink, .rename, .link])
         plan.disarm()
-        #expect(Self.errnoOf { try DiskIO.makeDirectory(directory.file("b")) } == nil)
+        #expect(Self.errnoOf { try DiskIO.makeDirectory(directory.file("b"), in: fileSystem) } == nil)
         #expect(plan.callsSeen == 7, "a disarmed plan counts nothing")
         #expect(!FileManager.default.fileExists(atPath: directory.file("c")), "a failed open creates nothing")
     }
@@ -63,9 +65,10 @@ struct DiskFaultPlanTests {
     @Test("a short write stores the first half of the bytes, then fails with ENOSPC; later calls of a transient plan succeed")
     func shortWriteStoresHalf() throws {
         let directory = TemporaryDirectory()
-        let file = try DiskIO.open(directory.file("data"), flags: O_WRONLY | O_CREAT | O_APPEND)
+        let fileSystem = FileSystem.faultInjecting()
+        let file = try DiskIO.open(directory.file("data"), flags: O_WRONLY | O_CREAT | O_APPEND, in: fileSystem)
         defer { file.close() }
-        let plan = try DiskFaultPlan.arm(under: directory.path, failingCall: 1, fault: .shortWrite, calls: [.write])
+        let plan = try fileSystem.armFaultPlan(under: directory.path, failingCall: 1, fault: .shortWrite, calls: [.write])
         defer { plan.disarm() }
         #expect(Self.errnoOf { try file.write([1, 2, 3, 4, 5, 6, 7]) } == ENOSPC)
         #expect(contents(directory.file("data")) == [1, 2, 3])
@@ -78,9 +81,10 @@ struct DiskFaultPlanTests {
     @Test("a persistent short write: the first failing write stores part, every later one nothing")
     func persistentShortWrite() throws {
         let directory = TemporaryDirectory()
-        let file = try DiskIO.open(directory.file("data"), flags: O_WRONLY | O_CREAT | O_APPEND)
+        let fileSystem = FileSystem.faultInjecting()
+        let file = try DiskIO.open(directory.file("data"), flags: O_WRONLY | O_CREAT | O_APPEND, in: fileSystem)
         defer { file.close() }
-        let plan = try DiskFaultPlan.arm(
+        let plan = try fileSystem.armFaultPlan(
             under: directory.path, failingCall: 1, fault: .shortWrite, persistence: .persistent, calls: [.write])
         defer { plan.disarm() }
         #expect(Self.errnoOf { try file.write([1, 2, 3, 4]) } == ENOSPC)
@@ -92,12 +96,13 @@ struct DiskFaultPlanTests {
     func shortWriteIsModelled() throws {
         let directory = TemporaryDirectory()
         let disk = SimulatedDisk(root: directory.path)
+        let fileSystem = FileSystem.simulated(disk)
         defer { disk.stopModelling() }
-        let file = try DiskIO.open(directory.file("data"), flags: O_WRONLY | O_CREAT | O_APPEND)
+        let file = try DiskIO.open(directory.file("data"), flags: O_WRONLY | O_CREAT | O_APPEND, in: fileSystem)
         try file.write([1])
         try file.sync()
-        try DiskIO.syncDirectory(directory.path)
-        let plan = try DiskFaultPlan.arm(under: directory.path, failingCall: 1, fault: .shortWrite, calls: [.write])
+        try DiskIO.syncDirectory(directory.path, in: fileSystem)
+        let plan = try fileSystem.armFaultPlan(under: directory.path, failingCall: 1, fault: .shortWrite, calls: [.write])
         #expect(Self.errnoOf { try file.write([2, 3, 4, 5]) } == ENOSPC)
         plan.disarm()
         file.close()
@@ -111,24 +116,57 @@ struct DiskFaultPlanTests {
     func scopedByFolder() throws {
         let mine = TemporaryDirectory()
         let theirs = TemporaryDirectory()
-        let plan = try DiskFaultPlan.arm(under: mine.path, failingCall: 1, fault: .ioError, persistence: .persistent)
+        let fileSystem = FileSystem.faultInjecting()
+        let plan = try fileSystem.armFaultPlan(under: mine.path, failingCall: 1, fault: .ioError, persistence: .persistent)
         defer { plan.disarm() }
-        #expect(Self.errnoOf { try DiskIO.makeDirectory(theirs.file("x")) } == nil)
-        #expect(Self.errnoOf { try SecureFile.writeAtomically([1], to: theirs.file("key"), replacing: false) } == nil)
+        #expect(Self.errnoOf { try DiskIO.makeDirectory(theirs.file("x"), in: fileSystem) } == nil)
+        #expect(Self.errnoOf { try SecureFile.writeAtomically([1], to: theirs.file("key"), replacing: false, in: fileSystem) } == nil)
         #expect(plan.callsSeen == 0 && !plan.fired)
-        #expect(DiskFaultPlan.isArmed(over: mine.file("x")) && !DiskFaultPlan.isArmed(over: theirs.file("x")))
-        #expect(Self.errnoOf { try DiskIO.makeDirectory(mine.file("x")) } == EIO)
+        #expect(Self.errnoOf { try DiskIO.makeDirectory(mine.file("x"), in: fileSystem) } == EIO)
         plan.disarm()
-        #expect(!DiskFaultPlan.isArmed(over: mine.file("x")))
+        #expect(Self.errnoOf { try DiskIO.makeDirectory(mine.file("y"), in: fileSystem) } == nil)
+        #expect(plan.callsSeen == 1, "a disarmed plan counts nothing more")
+    }
+
+    @Test("a plan armed on one file system leaves the real one and another simulated one over the same folder alone")
+    func scopedByFileSystem() throws {
+        let directory = TemporaryDirectory()
+        let faulty = FileSystem.faultInjecting()
+        let other = FileSystem.faultInjecting()
+        let plan = try faulty.armFaultPlan(under: directory.path, failingCall: 1, fault: .ioError, persistence: .persistent)
+        defer { plan.disarm() }
+        #expect(Self.errnoOf { try DiskIO.makeDirectory(directory.file("real"), in: .real) } == nil)
+        #expect(Self.errnoOf { try SecureFile.writeAtomically([1], to: directory.file("key"), replacing: false, in: other) } == nil)
+        #expect(plan.callsSeen == 0 && !plan.fired)
+        #expect(Self.errnoOf { try DiskIO.makeDirectory(directory.file("faulty"), in: faulty) } == EIO)
+        #expect(plan.callsSeen == 1 && faulty != other && faulty == faulty)
+    }
+
+    @Test("the real file system is not modelled inside a simulated disk's folder: only the simulated file system's calls are recorded")
+    func realFileSystemIsNotModelled() throws {
+        let directory = TemporaryDirectory()
+        let disk = SimulatedDisk(root: directory.path)
+        defer { disk.stopModelling() }
+        let file = try DiskIO.open(directory.file("real"), flags: O_WRONLY | O_CREAT, in: .real)
+        try file.write([7])
+        file.close()
+        try DiskIO.makeDirectory(directory.file("real-folder"), in: .real)
+        #expect(disk.unsyncedChanges.pieces == 0 && disk.unsyncedChanges.entryChanges == 0, "nothing recorded")
+        let modelled = try DiskIO.open(directory.file("modelled"), flags: O_WRONLY | O_CREAT, in: .simulated(disk))
+        try modelled.write([8])
+        modelled.close()
+        #expect(disk.unsyncedChanges.pieces == 1 && disk.unsyncedChanges.entryChanges == 1, "its write and its new entry")
+        #expect(contents(directory.file("real")) == [7] && contents(directory.file("modelled")) == [8])
     }
 
     @Test("only the kinds of call asked for are counted")
     func countsOnlyItsKinds() throws {
         let directory = TemporaryDirectory()
-        let plan = try DiskFaultPlan.arm(under: directory.path, failingCall: 2, fault: .noSpace, calls: [.sync, .syncDirectory])
+        let fileSystem = FileSystem.faultInjecting()
+        let plan = try fileSystem.armFaultPlan(under: directory.path, failingCall: 2, fault: .noSpace, calls: [.sync, .syncDirectory])
         defer { plan.disarm() }
         // open, write, sync (1), link, unlink, sync-directory (2: fails).
-        #expect(Self.errnoOf { try SecureFile.writeAtomically([1], to: directory.file("key"), replacing: false) } == ENOSPC)
+        #expect(Self.errnoOf { try SecureFile.writeAtomically([1], to: directory.file("key"), replacing: false, in: fileSystem) } == ENOSPC)
         #expect(plan.callsSeen == 2)
         #expect(plan.failures.map(\.call) == [.syncDirectory])
     }
@@ -137,37 +175,41 @@ struct DiskFaultPlanTests {
     func powerCutInsideAnOperation() throws {
         let directory = TemporaryDirectory()
         let disk = SimulatedDisk(root: directory.path)
+        let fileSystem = FileSystem.simulated(disk)
         defer { disk.stopModelling() }
-        try SecureFile.writeAtomically([1], to: directory.file("old"), replacing: false)
+        try SecureFile.writeAtomically([1], to: directory.file("old"), replacing: false, in: fileSystem)
         // writeAtomically(replacing: true): open (1), write (2), sync (3), rename (4), sync-directory (5).
-        let plan = try DiskFaultPlan.arm(under: directory.path, failingCall: 5, fault: .powerCut(.drop, seed: 1), calls: [.syncDirectory])
-        #expect(Self.errnoOf { try SecureFile.writeAtomically([2], to: directory.file("old"), replacing: true) } == nil,
+        let plan = try fileSystem.armFaultPlan(under: directory.path, failingCall: 5, fault: .powerCut(.drop, seed: 1), calls: [.syncDirectory])
+        #expect(Self.errnoOf { try SecureFile.writeAtomically([2], to: directory.file("old"), replacing: true, in: fileSystem) } == nil,
                 "only folder syncs count: this one has one, the first")
         plan.disarm()
-        let cut = try DiskFaultPlan.arm(under: directory.path, failingCall: 4, fault: .powerCut(.drop, seed: 1))
-        #expect(Self.errnoOf { try SecureFile.writeAtomically([3], to: directory.file("old"), replacing: true) } == EIO)
+        let cut = try fileSystem.armFaultPlan(under: directory.path, failingCall: 4, fault: .powerCut(.drop, seed: 1))
+        #expect(Self.errnoOf { try SecureFile.writeAtomically([3], to: directory.file("old"), replacing: true, in: fileSystem) } == EIO)
         #expect(disk.powerCuts == 1 && cut.powerCutReport != nil && cut.powerCutError == nil)
         #expect(contents(directory.file("old")) == [2], "cut before the rename: the old file, durable, and no temporary")
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path) == ["old"])
-        #expect(Self.errnoOf { try DiskIO.makeDirectory(directory.file("after")) } == EIO, "dead until disarmed, whatever the kind")
+        #expect(Self.errnoOf { try DiskIO.makeDirectory(directory.file("after"), in: fileSystem) } == EIO, "dead until disarmed, whatever the kind")
         #expect(cut.failures.map(\.ordinal) == [4, 5, 6], "the rename, the clean-up unlink, the mkdir")
         cut.disarm()
-        #expect(Self.errnoOf { try DiskIO.makeDirectory(directory.file("after")) } == nil)
+        #expect(Self.errnoOf { try DiskIO.makeDirectory(directory.file("after"), in: fileSystem) } == nil)
     }
 
-    @Test("arming refuses an ordinal below 1, no kinds, and a power cut where no simulated disk covers the folder; the key layer reports each as invalid-argument")
+    @Test("arming refuses an ordinal below 1, no kinds, a power cut where no simulated disk covers the folder, and the real file system; the key layer reports each as invalid-argument")
     func armRefusesBadPlans() {
         let directory = TemporaryDirectory()
+        let fileSystem = FileSystem.faultInjecting()
         func refusal(_ arm: () throws -> DiskFaultPlan) -> String? {
             do { _ = try arm() } catch let error as DiskError { return SecureKeysError(error).description } catch { return "\(error)" }
             return nil
         }
-        #expect(refusal { try DiskFaultPlan.arm(under: directory.path, failingCall: 0, fault: .ioError) }
+        #expect(refusal { try fileSystem.armFaultPlan(under: directory.path, failingCall: 0, fault: .ioError) }
             == "invalid-argument: a fault plan fails call 1 or later, not 0")
-        #expect(refusal { try DiskFaultPlan.arm(under: directory.path, failingCall: 1, fault: .ioError, calls: []) }
+        #expect(refusal { try fileSystem.armFaultPlan(under: directory.path, failingCall: 1, fault: .ioError, calls: []) }
             == "invalid-argument: a fault plan needs at least one kind of call to count")
-        #expect(refusal { try DiskFaultPlan.arm(under: directory.path, failingCall: 1, fault: .powerCut(.drop, seed: 0)) }
+        #expect(refusal { try fileSystem.armFaultPlan(under: directory.path, failingCall: 1, fault: .powerCut(.drop, seed: 0)) }
             == "invalid-argument: a power cut needs a simulated disk covering the folder")
+        #expect(refusal { try FileSystem.real.armFaultPlan(under: directory.path, failingCall: 1, fault: .ioError) }
+            == "invalid-argument: a fault plan is armed on a simulated file system, not on the real one")
     }
 
     @Test("an atomic write under every single fault leaves the old file or the new one, never a temporary, and says when it failed")
@@ -177,10 +219,11 @@ struct DiskFaultPlanTests {
                 var failing = 1
                 while true {
                     let directory = TemporaryDirectory()
-                    try SecureFile.writeAtomically([1, 1, 1, 1], to: directory.file("key"), replacing: false)
-                    let plan = try DiskFaultPlan.arm(under: directory.path, failingCall: failing, fault: fault, persistence: persistence)
+                    let fileSystem = FileSystem.faultInjecting()
+                    try SecureFile.writeAtomically([1, 1, 1, 1], to: directory.file("key"), replacing: false, in: fileSystem)
+                    let plan = try fileSystem.armFaultPlan(under: directory.path, failingCall: failing, fault: fault, persistence: persistence)
                     var failed = false
-                    do { try SecureFile.writeAtomically([2, 2, 2, 2], to: directory.file("key"), replacing: true) } catch { failed = true }
+                    do { try SecureFile.writeAtomically([2, 2, 2, 2], to: directory.file("key"), replacing: true, in: fileSystem) } catch { failed = true }
                     plan.disarm()
                     let label = "\(fault) \(persistence) call \(failing)"
                     guard plan.fired else {

@@ -24,13 +24,13 @@ struct PrivateDirectoryTests {
             let state = directory.file("state-\(String(mode, radix: 8))")
             try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: false)
             chmod(state, mode)
-            let error = try #require(refusal { try SecureFile.createDirectory(at: state) })
+            let error = try #require(refusal { try SecureFile.createDirectory(at: state, in: .real) })
             #expect(error.code == .insecureStateDirectory)
             #expect(error.path == state)
             #expect(error.message.contains("refusing \(state): other users may write in it (mode 0\(String(mode, radix: 8)))"), "\(error.message)")
             #expect(error.message.contains("Run `chmod 700 \(state)`"))
             chmod(state, 0o755)  // readable by others is allowed, as ssh allows it
-            try SecureFile.createDirectory(at: state)
+            try SecureFile.createDirectory(at: state, in: .real)
         }
     }
 
@@ -43,7 +43,7 @@ struct PrivateDirectoryTests {
         try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: false)
         chmod(state, 0o700)
         #expect(chown(state, 65534, 65534) == 0)
-        let error = try #require(refusal { try SecureFile.createDirectory(at: state) })
+        let error = try #require(refusal { try SecureFile.createDirectory(at: state, in: .real) })
         #expect(error.code == .insecureStateDirectory)
         #expect(error.message.contains("it belongs to user nobody (uid 65534), not to you, user root (uid 0)"), "\(error.message)")
         #expect(error.message.contains("Root too refuses it"))
@@ -53,11 +53,11 @@ struct PrivateDirectoryTests {
     func linkRefused() throws {
         let directory = TemporaryDirectory()
         let real = directory.file("real")
-        try SecureFile.createDirectory(at: real)
+        try SecureFile.createDirectory(at: real, in: .real)
         let link = directory.file("link")
         try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: real)
         for path in [link, link + "/"] {
-            let error = try #require(refusal { try SecureFile.createDirectory(at: path) })
+            let error = try #require(refusal { try SecureFile.createDirectory(at: path, in: .real) })
             #expect(error.code == .insecureStateDirectory)
             #expect(error.message.contains("it is a symbolic link (to \(real))"), "\(error.message)")
         }
@@ -70,12 +70,12 @@ struct PrivateDirectoryTests {
         try FileManager.default.createDirectory(atPath: open, withIntermediateDirectories: false)
         chmod(open, 0o777)
         let state = open + "/a/state"
-        let error = try #require(refusal { try SecureFile.createDirectory(at: state) })
+        let error = try #require(refusal { try SecureFile.createDirectory(at: state, in: .real) })
         #expect(error.code == .insecureStateDirectory)
         #expect(error.message.contains("/open above it may be written by other users (mode 0777"), "\(error.message)")
         #expect(!FileManager.default.fileExists(atPath: open + "/a"))
         chmod(open, 0o1777)
-        try SecureFile.createDirectory(at: state)
+        try SecureFile.createDirectory(at: state, in: .real)
         #expect(FileManager.default.fileExists(atPath: state))
     }
 
@@ -85,7 +85,7 @@ struct PrivateDirectoryTests {
     func anotherUsersKeyFileRefused() throws {
         let directory = TemporaryDirectory()
         let path = directory.file("uid.key")
-        try SecureFile.writeAtomically([1, 2, 3], to: path, replacing: false)
+        try SecureFile.writeAtomically([1, 2, 3], to: path, replacing: false, in: .real)
         #expect(chown(path, 65534, 65534) == 0)
         let error = try #require(refusal { _ = try SecureFile.read(path) })
         #expect(error.code == .insecurePermissions)

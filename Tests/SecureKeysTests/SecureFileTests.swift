@@ -14,12 +14,12 @@ struct SecureFileTests {
     func permissionsAndReplacement() throws {
         let directory = TemporaryDirectory()
         let nested = directory.file("state/keys")
-        try SecureFile.createDirectory(at: nested)
+        try SecureFile.createDirectory(at: nested, in: .real)
         #expect(try permissions(nested) == 0o700)
         let path = nested + "/file"
-        try SecureFile.writeAtomically([1, 2, 3], to: path, replacing: false)
+        try SecureFile.writeAtomically([1, 2, 3], to: path, replacing: false, in: .real)
         #expect(try permissions(path) == 0o600)
-        try SecureFile.writeAtomically([4, 5], to: path, replacing: true)
+        try SecureFile.writeAtomically([4, 5], to: path, replacing: true, in: .real)
         #expect(try SecureFile.read(path) == [4, 5])
         #expect(try FileManager.default.contentsOfDirectory(atPath: nested) == ["file"])
     }
@@ -28,7 +28,7 @@ struct SecureFileTests {
     func refusesHostileFiles() throws {
         let directory = TemporaryDirectory()
         let target = directory.file("target")
-        try SecureFile.writeAtomically([9], to: target, replacing: false)
+        try SecureFile.writeAtomically([9], to: target, replacing: false, in: .real)
         try FileManager.default.createSymbolicLink(atPath: directory.file("link"), withDestinationPath: target)
         #expect { try SecureFile.read(directory.file("link")) } throws: { ($0 as? SecureKeysError)?.code == .ioError }
         try FileManager.default.createDirectory(atPath: directory.file("dir"), withIntermediateDirectories: false)
@@ -52,7 +52,7 @@ struct SecureFileTests {
             (error as? SecureKeysError)?.message.contains("refusing a symbolic link") == true
         }
         #expect(SecureFile.exists(directory.file("missing/")) == false)
-        try SecureFile.writeAtomically([7], to: folder + "/key", replacing: false)
+        try SecureFile.writeAtomically([7], to: folder + "/key", replacing: false, in: .real)
         #expect(try SecureFile.regularFileSize(at: folder + "//key") == 1)
     }
 }

@@ -17,6 +17,8 @@ struct SimulatedDiskTests {
         let directory = TemporaryDirectory()
         let disk: SimulatedDisk
         var root: String { directory.path }
+        /// The disk's file system, which the tests write through.
+        var fileSystem: FileSystem { .simulated(disk) }
 
         init() { disk = SimulatedDisk(root: directory.path) }
         deinit { disk.stopModelling() }
@@ -36,10 +38,10 @@ struct SimulatedDiskTests {
     func dropLosesUnsyncedData() throws {
         let fixture = Fixture()
         let path = fixture.root + "/log"
-        let file = try DiskIO.open(path, flags: O_WRONLY | O_CREAT | O_APPEND)
+        let file = try DiskIO.open(path, flags: O_WRONLY | O_CREAT | O_APPEND, in: fixture.fileSystem)
         try file.write([1, 2, 3])
         try file.sync()
-        try DiskIO.syncDirectory(fixture.root)
+        try DiskIO.syncDirectory(fixture.root, in: fixture.fileSystem)
         try file.write([4, 5])
         file.close()
         #expect(fixture.contents("log") == [1, 2, 3, 4, 5], "the running system sees every write")
@@ -57,7 +59,7 @@ struct SimulatedDiskTests {
             defer { close(before) }
             let disk = SimulatedDisk(root: directory.path)
             defer { disk.stopModelling() }
-            try SecureFile.createDirectory(at: directory.path + "/device")
+            try SecureFile.createDirectory(at: directory.path + "/device", in: .simulated(disk))
             let after = open(directory.path + "/device/agent.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
             #expect(after >= 0 && write(after, "34\n", 3) == 3)
             defer { close(after) }
@@ -81,14 +83,14 @@ struct SimulatedDiskTests {
     func linksAndFIFOsAreLeftAlone() throws {
         for mode in SimulatedDisk.PowerCutMode.allCases {
             let fixture = Fixture()
-            let file = try DiskIO.open(fixture.root + "/store", flags: O_WRONLY | O_CREAT)
+            let file = try DiskIO.open(fixture.root + "/store", flags: O_WRONLY | O_CREAT, in: fixture.fileSystem)
             try file.write([7, 8, 9])
             try file.sync()
             file.close()
-            try DiskIO.rename(fixture.root + "/store", to: fixture.root + "/store.aside")
+            try DiskIO.rename(fixture.root + "/store", to: fixture.root + "/store.aside", in: fixture.fileSystem)
             #expect(symlink(fixture.root + "/store.aside", fixture.root + "/store") == 0)
             #expect(mkfifo(fixture.root + "/store-wal", 0o600) == 0)
-            try DiskIO.syncDirectory(fixture.root)
+            try DiskIO.syncDirectory(fixture.root, in: fixture.fileSystem)
             try fixture.cut(mode)
             var info = stat()
             #expect(lstat(fixture.root + "/store", &info) == 0 && info.st_mode & S_IFMT == S_IFLNK, "\(mode): the link is gone")
@@ -100,7 +102,7 @@ struct SimulatedDiskTests {
     @Test("a file created and synced, but whose folder was not synced, is gone after a cut")
     func unsyncedEntryIsLost() throws {
         let fixture = Fixture()
-        let file = try DiskIO.open(fixture.root + "/new", flags: O_WRONLY | O_CREAT | O_EXCL)
+        let file = try DiskIO.open(fixture.root + "/new", flags: O_WRONLY | O_CREAT | O_EXCL, in: fixture.fileSystem)
         try file.write(Array("data".utf8))
         try file.sync()
         file.close()
@@ -113,8 +115,8 @@ struct SimulatedDiskTests {
         for mode in SimulatedDisk.PowerCutMode.allCases {
             for seed: UInt64 in 1...8 {
                 let fixture = Fixture()
-                try SecureFile.writeAtomically([7, 7, 7], to: fixture.root + "/key", replacing: false)
-                try SecureFile.writeAtomically([9, 9], to: fixture.root + "/key", replacing: true)
+                try SecureFile.writeAtomically([7, 7, 7], to: fixture.root + "/key", replacing: false, in: fixture.fileSystem)
+                try SecureFile.writeAtomically([9, 9], to: fixture.root + "/key", replacing: true, in: fixture.fileSystem)
                 try fixture.cut(mode, seed: seed)
                 #expect(fixture.contents("key") == [9, 9], "\(mode) seed \(seed)")
                 #expect(try FileManager.default.contentsOfDirectory(atPath: fixture.root) == ["key"], "no temporary left")
@@ -125,13 +127,13 @@ struct SimulatedDiskTests {
     @Test("a removal whose folder was not synced is undone by a cut; a synced one is not")
     func unsyncedRemovalComesBack() throws {
         let fixture = Fixture()
-        try SecureFile.writeAtomically([1], to: fixture.root + "/kept", replacing: false)
-        try SecureFile.writeAtomically([2], to: fixture.root + "/gone", replacing: false)
-        try DiskIO.unlink(fixture.root + "/kept")
-        try DiskIO.unlink(fixture.root + "/gone")
-        try DiskIO.syncDirectory(fixture.root)
-        try SecureFile.writeAtomically([3], to: fixture.root + "/third", replacing: false)
-        try DiskIO.unlink(fixture.root + "/third")
+        try SecureFile.writeAtomically([1], to: fixture.root + "/kept", replacing: false, in: fixture.fileSystem)
+        try SecureFile.writeAtomically([2], to: fixture.root + "/gone", replacing: false, in: fixture.fileSystem)
+        try DiskIO.unlink(fixture.root + "/kept", in: fixture.fileSystem)
+        try DiskIO.unlink(fixture.root + "/gone", in: fixture.fileSystem)
+        try DiskIO.syncDirectory(fixture.root, in: fixture.fileSystem)
+        try SecureFile.writeAtomically([3], to: fixture.root + "/third", replacing: false, in: fixture.fileSystem)
+        try DiskIO.unlink(fixture.root + "/third", in: fixture.fileSystem)
         try fixture.cut(.drop)
         #expect(fixture.contents("kept") == nil)
         #expect(fixture.contents("gone") == nil)
@@ -141,14 +143,14 @@ struct SimulatedDiskTests {
     @Test("a folder made but not synced into its parent is lost with everything in it; createDirectory syncs the parent")
     func unsyncedFolderIsLost() throws {
         let fixture = Fixture()
-        try DiskIO.makeDirectory(fixture.root + "/raw")
-        try SecureFile.writeAtomically([1], to: fixture.root + "/raw/key", replacing: false)
+        try DiskIO.makeDirectory(fixture.root + "/raw", in: fixture.fileSystem)
+        try SecureFile.writeAtomically([1], to: fixture.root + "/raw/key", replacing: false, in: fixture.fileSystem)
         try fixture.cut(.drop)
         #expect(fixture.contents("raw/key") == nil, "its own folder was synced, but not the folder's entry in the parent")
         #expect(!FileManager.default.fileExists(atPath: fixture.root + "/raw"))
 
-        try SecureFile.createDirectory(at: fixture.root + "/made/deeper")
-        try SecureFile.writeAtomically([2], to: fixture.root + "/made/deeper/key", replacing: false)
+        try SecureFile.createDirectory(at: fixture.root + "/made/deeper", in: fixture.fileSystem)
+        try SecureFile.writeAtomically([2], to: fixture.root + "/made/deeper/key", replacing: false, in: fixture.fileSystem)
         try fixture.cut(.drop)
         #expect(fixture.contents("made/deeper/key") == [2])
     }
@@ -161,10 +163,10 @@ struct SimulatedDiskTests {
         for mode in [SimulatedDisk.PowerCutMode.tornSequence, .tornOp] {
             for seed: UInt64 in 1...24 {
                 let fixture = Fixture()
-                let file = try DiskIO.open(fixture.root + "/data", flags: O_RDWR | O_CREAT)
+                let file = try DiskIO.open(fixture.root + "/data", flags: O_RDWR | O_CREAT, in: fixture.fileSystem)
                 try file.write(old)
                 try file.sync()
-                try DiskIO.syncDirectory(fixture.root)
+                try DiskIO.syncDirectory(fixture.root, in: fixture.fileSystem)
                 _ = lseek(file.descriptor, 0, SEEK_SET)
                 try file.write(new)
                 file.close()
@@ -188,7 +190,7 @@ struct SimulatedDiskTests {
     @Test("a handle opened before a cut is dead after it: writing through it fails")
     func handlesDieAtACut() throws {
         let fixture = Fixture()
-        let file = try DiskIO.open(fixture.root + "/data", flags: O_WRONLY | O_CREAT)
+        let file = try DiskIO.open(fixture.root + "/data", flags: O_WRONLY | O_CREAT, in: fixture.fileSystem)
         try fixture.cut(.drop)
         #expect(throws: SecureKeysError.self) { try file.write([1]) }
         #expect(throws: SecureKeysError.self) { try file.sync() }
@@ -199,8 +201,8 @@ struct SimulatedDiskTests {
     func plantedFaults() throws {
         let fixture = Fixture()
         fixture.disk.plantedFault = .missingInboxFsync
-        let file = try DiskIO.open(fixture.root + "/inbox", flags: O_WRONLY | O_CREAT | O_APPEND)
-        try DiskIO.syncDirectory(fixture.root)
+        let file = try DiskIO.open(fixture.root + "/inbox", flags: O_WRONLY | O_CREAT | O_APPEND, in: fixture.fileSystem)
+        try DiskIO.syncDirectory(fixture.root, in: fixture.fileSystem)
         try file.write([1])
         try file.sync(purpose: .inboxAppend)
         file.close()
@@ -208,22 +210,22 @@ struct SimulatedDiskTests {
         #expect(fixture.contents("inbox") == [], "the append was never synced")
 
         fixture.disk.plantedFault = .missingDirectoryFsync
-        try SecureFile.writeAtomically([5], to: fixture.root + "/key", replacing: false)
+        try SecureFile.writeAtomically([5], to: fixture.root + "/key", replacing: false, in: fixture.fileSystem)
         try fixture.cut(.drop)
         #expect(fixture.contents("key") == nil, "the new key's folder was never synced")
-        try SecureFile.writeAtomically([6], to: fixture.root + "/state", replacing: true)
+        try SecureFile.writeAtomically([6], to: fixture.root + "/state", replacing: true, in: fixture.fileSystem)
         try fixture.cut(.drop)
         #expect(fixture.contents("state") == [6], "a replacement still syncs its folder")
     }
 
-    @Test("outside a covered folder DiskIO is the plain system call and nothing is recorded")
+    @Test("outside its disk's folder a simulated file system is the plain system call and nothing is recorded")
     func uncoveredIsPlain() throws {
         let fixture = Fixture()
         let elsewhere = TemporaryDirectory()
-        #expect(SimulatedDisk.covering(elsewhere.path + "/x") == nil)
-        #expect(SimulatedDisk.covering(fixture.root + "/x") === fixture.disk)
-        #expect(SimulatedDisk.covering(fixture.root + "x") == nil, "a sibling with the same prefix is not covered")
-        try SecureFile.writeAtomically([1], to: elsewhere.path + "/key", replacing: false)
+        #expect(fixture.fileSystem.disk(covering: elsewhere.path + "/x") == nil)
+        #expect(fixture.fileSystem.disk(covering: fixture.root + "/x") === fixture.disk)
+        #expect(fixture.fileSystem.disk(covering: fixture.root + "x") == nil, "a sibling with the same prefix is not covered")
+        try SecureFile.writeAtomically([1], to: elsewhere.path + "/key", replacing: false, in: fixture.fileSystem)
         #expect(fixture.disk.unsyncedChanges.pieces == 0 && fixture.disk.unsyncedChanges.entryChanges == 0)
     }
 }

@@ -28,7 +28,7 @@ struct AgentPasscodeSecretMemoryTests {
         let store = TPMDeviceKeyStore(tcti: tpm.tcti)
         let deviceKey = try store.load(from: DeviceKeyFiles(stateDirectory: directory.path))
         defer { deviceKey.wipe() }
-        let keybag = try Keybag.load(from: DeviceLayout(root: directory.path).keybagPath, deviceKey: deviceKey)
+        let keybag = try Keybag.load(from: DeviceLayout(root: directory.path, fileSystem: .real).keybagPath, deviceKey: deviceKey)
         #expect(keybag.version == 2)
         let passcodeKey = try keybag.kdf.deriveKey(from: try SecureBytes(utf8: "1234"), salt: keybag.salt)
         defer { passcodeKey.wipe() }

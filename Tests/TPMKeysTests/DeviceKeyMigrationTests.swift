@@ -138,7 +138,7 @@ struct DeviceKeyMigrationTests {
         // A foreign uid.key (another device's): its state file's tag does not verify with it; nothing sealed.
         let original = try fixture.bytes(fixture.files.plainKeyPath)
         try FileManager.default.removeItem(atPath: fixture.files.plainKeyPath)
-        try SecureFile.writeSecret(SecureBytes.random(count: 32), to: fixture.files.plainKeyPath)
+        try SecureFile.writeSecret(SecureBytes.random(count: 32), to: fixture.files.plainKeyPath, in: .real)
         #expect(errorCode { _ = try DeviceKeyMigration.migrate(stateDirectory: fixture.directory.path, to: fixture.tpmStore) }
             == "device-state-damaged")
         #expect(!fixture.exists(fixture.files.sealedKeyPath))

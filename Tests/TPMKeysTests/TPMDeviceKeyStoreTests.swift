@@ -118,7 +118,7 @@ struct TPMDeviceKeyStoreTests {
         let tpm = try SoftwareTPM()
         let directory = TemporaryDirectory()
         let files = DeviceKeyFiles(stateDirectory: directory.path)
-        try SecureFile.createDirectory(at: files.folder)
+        try SecureFile.createDirectory(at: files.folder, in: .real)
         let store = TPMDeviceKeyStore(tcti: tpm.tcti)
         let key = try SecureBytes.random(count: 32)
         // Sealed on a thread of its own, as an agent seals a key on a client's thread, and searched before the

@@ -53,7 +53,7 @@ struct TPMPasscodeTests {
     func stockToolsCannotUnsealWithoutThePasscode() throws {
         let fixture = try TPMFixture()
         #expect(fixture.device?.keybagVersion == 2)
-        let layout = DeviceLayout(root: fixture.directory.path)
+        let layout = DeviceLayout(root: fixture.directory.path, fileSystem: .real)
         let deviceKey = try fixture.tpmStore.load(from: fixture.files)
         defer { deviceKey.wipe() }
         let keybag = try Keybag.load(from: layout.keybagPath, deviceKey: deviceKey)
@@ -161,9 +161,9 @@ struct TPMPasscodeTests {
     @Test("a passcode change on a version-2 keybag: after a reboot the new passcode unlocks, the old one is a TPM-refused wrong passcode")
     func passcodeChangeReseals() throws {
         let fixture = try TPMFixture()
-        let before = try fixture.bytes(DeviceLayout(root: fixture.directory.path).keybagPath)
+        let before = try fixture.bytes(DeviceLayout(root: fixture.directory.path, fileSystem: .real).keybagPath)
         try #require(fixture.device).changePasscode(from: SecureBytes(utf8: "1234"), to: SecureBytes(utf8: "5678"))
-        let after = try fixture.bytes(DeviceLayout(root: fixture.directory.path).keybagPath)
+        let after = try fixture.bytes(DeviceLayout(root: fixture.directory.path, fileSystem: .real).keybagPath)
         #expect(after[4] == 2)
         #expect(before != after)
         try fixture.reboot()
@@ -188,7 +188,7 @@ struct TPMPasscodeTests {
     @Test("a TPM device's version-1 keybag moves to version 2 with the right passcode only; the TPM then checks the passcode")
     func keybagMovesToVersion2() throws {
         let fixture = try versionOneTPMDevice()
-        let path = DeviceLayout(root: fixture.directory.path).keybagPath
+        let path = DeviceLayout(root: fixture.directory.path, fileSystem: .real).keybagPath
         let before = try fixture.bytes(path)
         let device = try #require(fixture.device)
         #expect(errorCode { try device.sealPasscodeSecret(passcode: SecureBytes(utf8: "0000")) } == "wrong-passcode")
@@ -237,7 +237,7 @@ struct TPMPasscodeTests {
             thrown = error
         }
         #expect(thrown != nil, "the stop at \(stop.testDescription) was never reached")
-        let version = try fixture.bytes(DeviceLayout(root: fixture.directory.path).keybagPath)[4]
+        let version = try fixture.bytes(DeviceLayout(root: fixture.directory.path, fileSystem: .real).keybagPath)[4]
         switch stop {
         case .write(.renamed), .write(.syncedDirectory): #expect(version == 2, "the rename is the commit point")
         default: #expect(version == 1, "before the rename the old keybag is the device's")

@@ -2,7 +2,7 @@ import Benchmark
 import EncryptedSQLite
 import Foundation
 @_spi(Testing) import ProtectedStore
-@_spi(Benchmarks) import SecureKeys
+import SecureKeys
 
 /// A fresh store with its inbox key, in a new temporary directory.
 struct InboxStore {
@@ -39,20 +39,6 @@ let benchmarks: @Sendable () -> Void = {
         for index in 0..<10_000 { try store.inbox.append(.put(key: "location-\(index)", value: "48.8606,2.3376")) }
         benchmark.stopMeasurement()
         store.remove()
-    }
-
-    // The file-system seam (DiskIO) outside simulation: each call it makes for key files, device state and the
-    // inbox adds one check for a simulated disk to its system call. 1,000,000 checks; per check, divide by 10^6.
-    Benchmark(
-        "File seam: the simulated-disk check each DiskIO call adds outside simulation (1,000,000 checks)",
-        configuration: .init(metrics: [.wallClock], timeUnits: .microseconds, warmupIterations: 1, maxDuration: .seconds(10), maxIterations: 20)
-    ) { benchmark in
-        let path = NSTemporaryDirectory() + "/protectedstore-seam/app.sqlite.inbox"
-        var simulated = 0
-        benchmark.startMeasurement()
-        for _ in 0..<1_000_000 where DiskSeam.isSimulated(path) { simulated += 1 }
-        benchmark.stopMeasurement()
-        blackHole(simulated)
     }
 
     Benchmark("Inbox: seal + append 10,000 records as one batch (one fsync)", configuration: configuration) { benchmark in

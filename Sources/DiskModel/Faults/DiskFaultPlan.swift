@@ -9,34 +9,37 @@ import Glibc
 /// The N-th file-system call under a folder fails as a full disk, a failing disk or a power cut would make it
 /// fail. It is SQLite's `do_ioerr_test` (test/tester.tcl) for the project's own files.
 ///
-/// While a plan is armed, every ``DiskIO`` call and every write, sync, truncation and open of a store file
-/// through the `protected-store-disk` SQLite VFS whose path is under ``root`` is counted, in one sequence, if
-/// its kind is one of ``calls``. The ``failingCall``-th counted call fails with the ``fault``; with
-/// ``Persistence/persistent`` every counted call after it fails too. Calls under other folders are neither
-/// counted nor failed, so tests that run in parallel on their own folders do not disturb each other.
+/// A plan is armed on a simulated ``FileSystem``
+/// (``FileSystem/armFaultPlan(under:failingCall:fault:persistence:calls:)``). While it is armed, every ``DiskIO``
+/// call on that file system and every write, sync, truncation and open of a store file through its disk's
+/// `protected-store-disk` SQLite VFS whose path is under ``root`` is counted, in one sequence, if its kind is one
+/// of ``calls``. The ``failingCall``-th counted call fails with the ``fault``; with ``Persistence/persistent``
+/// every counted call after it fails too. Calls on other file systems, or under
+/// other folders, are neither counted nor failed, so tests that run in parallel do not disturb each other.
 ///
 /// A sweep runs an operation with N = 1, 2, … and stops once ``fired`` is false after it: the operation made
 /// fewer than N calls, so every call has failed once.
 ///
-/// Outside tests and the simulator no plan is armed, and each call pays one lock and an empty-list check.
+/// Outside tests and the simulator every call is on ``FileSystem/real``, which has no plans, and pays nothing
+/// for them.
 package final class DiskFaultPlan: @unchecked Sendable {
     // @unchecked Sendable: the mutable fields are inside `state`, a LockedState.
 
     /// A kind of file-system call a plan can fail.
     package enum Call: String, Sendable, Hashable, CaseIterable, CustomStringConvertible {
-        /// `open(2)` of a file for writing (``DiskIO/open(_:flags:mode:)``, SQLite's xOpen).
+        /// `open(2)` of a file for writing (``DiskIO/open(_:flags:mode:in:)``, SQLite's xOpen).
         case open
         /// A write (``DiskIO/File/write(_:)``, xWrite).
         case write
         /// `fsync` of a file (``DiskIO/File/sync(purpose:)``, xSync).
         case sync
-        /// `fsync` of a folder (``DiskIO/syncDirectory(_:purpose:)``).
+        /// `fsync` of a folder (``DiskIO/syncDirectory(_:purpose:in:)``).
         case syncDirectory = "sync-directory"
         /// `rename(2)`.
         case rename
         /// `link(2)`.
         case link
-        /// `unlink(2)` (also SQLite's xDelete, which goes through ``DiskIO/unlink(_:)``).
+        /// `unlink(2)` (also SQLite's xDelete, which goes through ``DiskIO/unlink(_:in:)``).
         case unlink
         /// `mkdir(2)`.
         case makeDirectory = "mkdir"
@@ -65,9 +68,10 @@ package final class DiskFaultPlan: @unchecked Sendable {
         case shortWrite
         /// The power goes just before the call.
         ///
-        /// The ``SimulatedDisk`` covering ``DiskFaultPlan/root`` is cut (``SimulatedDisk/powerCut(_:random:)``
-        /// with this mode and seed), and the call fails with `EIO`. So does every later counted call until the
-        /// plan is disarmed, as the process is dead as far as the disk can tell. Always persistent.
+        /// The ``SimulatedDisk`` of the file system the plan is armed on, which covers ``DiskFaultPlan/root``, is
+        /// cut (``SimulatedDisk/powerCut(_:random:)`` with this mode and seed), and the call fails with `EIO`. So
+        /// does every later counted call until the plan is disarmed, as the process is dead as far as the disk can
+        /// tell. Always persistent.
         case powerCut(SimulatedDisk.PowerCutMode, seed: UInt64)
 
         /// `ENOSPC`, `EIO`, `short-write` or `power-cut` (the words of the scenario language).
@@ -134,25 +138,20 @@ package final class DiskFaultPlan: @unchecked Sendable {
     }
 
     private let state = LockedState(Progress())
+    /// The disk a planned power cut cuts (weak: the disk holds its armed plans).
+    private weak let disk: SimulatedDisk?
+    /// Where the plan is armed (weak: it holds the plan while armed).
+    private weak let armedIn: ArmedFaultPlans?
 
-    /// Arms a plan.
+    /// A plan armed in `armedIn`, cutting `disk` for a power cut
+    /// (``FileSystem/armFaultPlan(under:failingCall:fault:persistence:calls:)``).
     ///
-    /// From now on the calls under `root` are counted, and the `failingCall`-th fails.
-    ///
-    /// - Parameters:
-    ///   - root: the folder whose calls count (a test's own directory, a session's state directory).
-    ///   - failingCall: the ordinal of the call that fails, from 1.
-    ///   - fault: how it fails.
-    ///   - persistence: whether the calls after it fail too (a power cut always makes them fail).
-    ///   - calls: the kinds of call counted (all of them by default; a short-write sweep counts writes only).
-    /// - Returns: the plan, armed until ``disarm()``.
     /// - Throws: ``DiskError/invalidArgument(message:path:)`` for an ordinal below 1, an empty set of calls, or a
-    ///   power cut planned where no ``SimulatedDisk`` covers `root`.
-    @discardableResult
-    package static func arm(
-        under root: String, failingCall: Int, fault: Fault, persistence: Persistence = .transient,
-        calls: Set<Call> = Set(Call.allCases)
-    ) throws(DiskError) -> DiskFaultPlan {
+    ///   power cut planned where `disk` does not cover `root`.
+    init(
+        root: String, failingCall: Int, fault: Fault, persistence: Persistence, calls: Set<Call>,
+        disk: SimulatedDisk?, armedIn: ArmedFaultPlans
+    ) throws(DiskError) {
         guard failingCall >= 1 else {
             throw .invalidArgument(message: "a fault plan fails call 1 or later, not \(failingCall)")
         }
@@ -160,20 +159,16 @@ package final class DiskFaultPlan: @unchecked Sendable {
             throw .invalidArgument(message: "a fault plan needs at least one kind of call to count")
         }
         let root = DiskPath.normalize(root)
-        if case .powerCut = fault, SimulatedDisk.covering(root) == nil {
+        if case .powerCut = fault, disk?.covers(root) != true {
             throw .invalidArgument(message: "a power cut needs a simulated disk covering the folder", path: root)
         }
-        let plan = DiskFaultPlan(root: root, calls: calls, failingCall: failingCall, fault: fault, persistence: persistence)
-        registry.withLock { $0.append(plan) }
-        return plan
-    }
-
-    private init(root: String, calls: Set<Call>, failingCall: Int, fault: Fault, persistence: Persistence) {
         self.root = root
         self.calls = calls
         self.failingCall = failingCall
         self.fault = fault
         self.persistence = persistence
+        self.disk = disk
+        self.armedIn = armedIn
     }
 
     /// Disarms the plan.
@@ -181,7 +176,7 @@ package final class DiskFaultPlan: @unchecked Sendable {
     /// Calls under ``root`` are plain calls again. What it saw stays readable.
     package func disarm() {
         state.withLock { $0.isArmed = false }
-        Self.registry.withLock { $0.removeAll { $0 === self } }
+        armedIn?.remove(self)
     }
 
     /// Whether the plan still counts calls.
@@ -204,41 +199,13 @@ package final class DiskFaultPlan: @unchecked Sendable {
     /// Why the planned power cut could not rewrite the folder, if it could not (the call failed anyway).
     package var powerCutError: DiskError? { state.withLock { $0.powerCutError } }
 
-    // MARK: Asked by DiskIO and the SQLite VFS
+    // MARK: Asked through the file system it is armed on (DiskIO and the SQLite VFS)
 
-    private static let registry = LockedState<[DiskFaultPlan]>([])
+    /// Whether the plan's root holds the absolute, standardized `path`.
+    func holds(_ path: String) -> Bool { path == root || path.hasPrefix(root + "/") }
 
-    /// Whether an armed plan counts the calls under `path`.
-    ///
-    /// It counts nothing. Outside tests this is what every ``DiskIO`` call pays for the plans, a lock and an
-    /// empty-list check.
-    package static func isArmed(over path: String) -> Bool {
-        registry.withLock { plans in
-            guard !plans.isEmpty else { return false }
-            let absolute = DiskPath.normalize(path)
-            return plans.contains { absolute == $0.root || absolute.hasPrefix($0.root + "/") }
-        }
-    }
-
-    /// What the call of `kind` on `path` must do instead of its work, or `nil` to do it. Counts the call in the
-    /// armed plan whose root holds `path` (the first such plan). A planned power cut happens here, before the
-    /// call.
-    ///
-    /// - Parameters:
-    ///   - kind: the kind of call.
-    ///   - path: the path it names (for a write, sync or truncation, the path the file was opened at).
-    ///   - byteCount: the size of a write, for a short write.
-    package static func action(for kind: Call, path: String, byteCount: Int = 0) -> Action? {
-        let plan: DiskFaultPlan? = registry.withLock { plans in
-            guard !plans.isEmpty else { return nil }
-            let absolute = DiskPath.normalize(path)
-            return plans.first { absolute == $0.root || absolute.hasPrefix($0.root + "/") }
-        }
-        guard let plan else { return nil }
-        return plan.count(kind, path: DiskPath.normalize(path), byteCount: byteCount)
-    }
-
-    private func count(_ kind: Call, path: String, byteCount: Int) -> Action? {
+    /// Counts a call under ``root`` of `kind`, and says what it must do instead of its work (`nil`: do it).
+    func count(_ kind: Call, path: String, byteCount: Int) -> Action? {
         enum Decision { case none, act(Action), cut(SimulatedDisk.PowerCutMode, UInt64) }
         let decision: Decision = state.withLock { progress in
             guard progress.isArmed else { return .none }
@@ -276,7 +243,7 @@ package final class DiskFaultPlan: @unchecked Sendable {
             // Outside the lock: the cut takes the disk's own locks, and SQLite's callbacks may be on this stack.
             var random = SplitMix64(seed: seed)
             do throws(DiskError) {
-                guard let disk = SimulatedDisk.covering(root) else {
+                guard let disk else {
                     throw .io(operation: "no simulated disk covers the folder to cut", path: root, errno: .operationNotSupportedByDevice)
                 }
                 let report = try disk.powerCut(mode, random: &random)

@@ -89,8 +89,8 @@ package enum DiskFaultSweep {
 
     /// Runs the sweep.
     ///
-    /// For N = 1, 2, …, `setUp` makes a fresh fixture (returning the folder to count calls under), the plan is
-    /// armed, `operation` runs, the plan is disarmed, and `check` looks at what was left. It ends after the
+    /// For N = 1, 2, …, `setUp` makes a fresh fixture (returning its file system and the folder to count calls
+    /// under), the plan is armed on that file system, `operation` runs, the plan is disarmed, and `check` looks at what was left. It ends after the
     /// first round whose fault never fired. `check` runs for it too, and the operation must then succeed.
     ///
     /// - Parameters:
@@ -104,14 +104,14 @@ package enum DiskFaultSweep {
     ///   still made calls after `limit` rounds.
     package static func run<Fixture>(
         _ kind: Kind, limit: Int = 1000, isolation: isolated (any Actor)? = #isolation,
-        setUp: () async throws -> (root: String, fixture: Fixture),
+        setUp: () async throws -> (fileSystem: FileSystem, root: String, fixture: Fixture),
         operation: (Fixture) async throws -> Void,
         check: (Fixture, Round) async throws -> Void
     ) async throws -> Report {
         var report = Report()
         for failingCall in 1...limit {
-            let (root, fixture) = try await setUp()
-            let plan = try DiskFaultPlan.arm(
+            let (fileSystem, root, fixture) = try await setUp()
+            let plan = try fileSystem.armFaultPlan(
                 under: root, failingCall: failingCall, fault: kind.fault, persistence: kind.persistence, calls: kind.calls)
             var error: (any Error)?
             do { try await operation(fixture) } catch let thrown { error = thrown }

@@ -1,23 +1,14 @@
 import StoreConcurrency
 
-// The registry of the disks that cover a folder and of the handles they issued, shared by the whole process.
+// The handles the disks issued, by number, shared by the whole process: the SQLite VFS names an open file by
+// its handle alone.
 extension SimulatedDisk {
     struct Registry {
-        var disks: [SimulatedDisk] = []
         var nextHandle = 1
         var handles: [Int: SimulatedDisk] = [:]
     }
 
     static let registry = LockedState(Registry())
-
-    /// The disk covering `path`, if any. Cheap when no disk is registered (every real app).
-    package static func covering(_ path: String) -> SimulatedDisk? {
-        registry.withLock { registry in
-            guard !registry.disks.isEmpty else { return nil }
-            let absolute = DiskPath.normalize(path)
-            return registry.disks.first { absolute == $0.root || absolute.hasPrefix($0.root + "/") }
-        }
-    }
 
     /// The disk that issued `handle`, while the handle is alive.
     package static func owner(of handle: Int) -> SimulatedDisk? {

@@ -8,7 +8,8 @@ import SystemPackage
 ///
 /// It is the model behind simulated power cuts.
 ///
-/// While a `SimulatedDisk` covers a folder, every change the project makes to a file in it — through
+/// While a `SimulatedDisk` covers a folder, every change the project makes to a file in it on the disk's file
+/// system (``FileSystem/simulated(_:)``, which the configurations of a simulation carry) — through
 /// ``DiskIO`` for key files, device state and the inbox, through the `protected-store-disk` SQLite VFS for
 /// the store, its write-ahead log and journal — is recorded as *pending* until it is made durable the way a
 /// POSIX file system promises, and in no other way:
@@ -22,7 +23,8 @@ import SystemPackage
 /// connection opened before the cut can never reach them (its handles are dead: every write fails).
 ///
 /// `fsync` itself is recorded, not performed, while a model covers a file: a simulation pays for the model,
-/// not for the disk. Outside simulation nothing is covered and ``DiskIO`` is the plain system call.
+/// not for the disk. Outside simulation the file system is ``FileSystem/real`` and ``DiskIO`` is the plain
+/// system call.
 ///
 /// Not modelled: SQLite's shared-memory index (`-shm`, memory that a reboot discards: deleted at a cut); lock
 /// files (`*.lock`, such as the state directory's `owner.lock`: an `flock` lives in the kernel, not on the
@@ -45,11 +47,15 @@ package final class SimulatedDisk: @unchecked Sendable {
     package let root: String
     let graveyard: String
     let state: LockedState<Model>
+    /// The fault plans armed on this disk's file system (``FileSystem/simulated(_:)``).
+    package let faultPlans = ArmedFaultPlans()
+    /// What runs when the model ends (``whenModellingStops(_:)``), until it does.
+    private let stopActions = LockedState<[@Sendable () -> Void]?>([])
 
     /// A model of the files under `root`, which exist already as they are and count as durable.
     ///
-    /// Registers the disk: from now on every write under `root` through ``DiskIO`` or the SQLite VFS is
-    /// recorded. Call ``stopModelling()`` when done.
+    /// From now on every write under `root` on its file system (``FileSystem/simulated(_:)``), through
+    /// ``DiskIO`` or the SQLite VFS, is recorded. Call ``stopModelling()`` when done.
     package init(root: String) {
         self.root = DiskPath.normalize(root)
         graveyard = self.root + "/.disk-model"
@@ -59,16 +65,43 @@ package final class SimulatedDisk: @unchecked Sendable {
         _ = try? FileTree.remove(graveyard)
         model.adopt(FileTree.list(self.root, skipping: graveyard))
         state = LockedState(model)
-        Self.registry.withLock { $0.disks.append(self) }
     }
 
     /// Ends the model.
     ///
-    /// Writes under `root` are plain system calls again, and handles opened under it are dead.
+    /// Handles opened under `root` are dead, and its SQLite VFS is unregistered.
     package func stopModelling() {
-        Self.registry.withLock { $0.disks.removeAll { $0 === self } }
         state.withLock { $0.handles.removeAll() }
         _ = try? FileTree.remove(graveyard)
+        runStopActions()
+    }
+
+    deinit { runStopActions() }
+
+    /// Runs `action` when the model ends (``stopModelling()``, or the disk's release), or now if it has ended.
+    ///
+    /// The SQLite VFS that reports to this disk is unregistered this way.
+    package func whenModellingStops(_ action: @escaping @Sendable () -> Void) {
+        let ended = stopActions.withLock { actions -> Bool in
+            guard actions != nil else { return true }
+            actions?.append(action)
+            return false
+        }
+        if ended { action() }
+    }
+
+    private func runStopActions() {
+        let actions = stopActions.withLock { actions in
+            defer { actions = nil }
+            return actions ?? []
+        }
+        for action in actions { action() }
+    }
+
+    /// Whether this disk's folder holds `path`.
+    package func covers(_ path: String) -> Bool {
+        let absolute = DiskPath.normalize(path)
+        return absolute == root || absolute.hasPrefix(root + "/")
     }
 
     /// Kills every handle open now, as when the process writing through this disk was killed.

@@ -74,15 +74,15 @@ extension Database {
         do {
             do {
                 // link(2) fails with EEXIST instead of replacing: an export never overwrites a file.
-                try DiskIO.link(temporary, to: destination)
+                try DiskIO.link(temporary, to: destination, in: configuration.fileSystem)
             } catch let error as SecureKeysError where error.code == .alreadyExists {
                 throw Self.copyExists(destination)
             }
-            try DiskIO.unlink(temporary)
-            try DiskIO.syncDirectory(SecureFile.folder(containing: destination), purpose: .newFileEntry)
+            try DiskIO.unlink(temporary, in: configuration.fileSystem)
+            try DiskIO.syncDirectory(SecureFile.folder(containing: destination), purpose: .newFileEntry, in: configuration.fileSystem)
         } catch {
             // What is at `destination` (if the link was made) is the whole copy; only the temporary goes.
-            try? DiskIO.unlink(temporary)
+            try? DiskIO.unlink(temporary, in: configuration.fileSystem)
             throw Self.storeError(from: error)
         }
     }
@@ -149,7 +149,7 @@ extension Database {
         // Created here, empty, 0600 and exclusive: SQLite then opens an existing file, and the copy is never
         // readable by another user. Through DiskIO, so that a simulated disk and a fault plan see it.
         do {
-            try DiskIO.open(path, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o600).close()
+            try DiskIO.open(path, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o600, in: configuration.fileSystem).close()
         } catch let error as SecureKeysError where error.systemErrno == EEXIST {
             throw StoreError(code: .alreadyExists, message: "a file is already there; a copy is only written to a new file", path: path)
         } catch {
@@ -189,13 +189,13 @@ extension Database {
             try execute("DETACH DATABASE \(Self.copySchema)")
             attached = false
             // Synced once more as a file, so that its durability does not rest on SQLite's commit alone.
-            let file = try DiskIO.open(path, flags: O_RDWR)
+            let file = try DiskIO.open(path, flags: O_RDWR, in: configuration.fileSystem)
             defer { file.close() }
             try file.sync()
         } catch {
             if attached { try? execute("DETACH DATABASE \(Self.copySchema)") }
-            try? DiskIO.unlink(path + "-journal")
-            try? DiskIO.unlink(path)
+            try? DiskIO.unlink(path + "-journal", in: configuration.fileSystem)
+            try? DiskIO.unlink(path, in: configuration.fileSystem)
             throw Self.storeError(from: error)
         }
     }

@@ -46,7 +46,7 @@ enum AgentSocketLocation {
     ///   `DeviceError.Code.deviceStateDamaged` when `agent/socket-location` names no absolute path that fits a socket
     ///   address; `SecureKeysError` when that file is not this user's 0600 regular file.
     static func find(in stateDirectory: String) throws -> String? {
-        let layout = DeviceLayout(root: stateDirectory)
+        let layout = DeviceLayout(root: stateDirectory, fileSystem: .real)
         let plain = SecureFile.exists(layout.agentSocketPath)
         guard plain || SecureFile.exists(layout.agentSocketLocationPath) else { return nil }
         // Only a socket in folders of this user's alone is one of its own agents (invariant 10)...
@@ -65,7 +65,7 @@ enum AgentSocketLocation {
     ///
     /// A client reads the old path or the new one.
     static func record(_ socketPath: String, in layout: DeviceLayout) throws {
-        try SecureFile.writeAtomically(Array((socketPath + "\n").utf8), to: layout.agentSocketLocationPath, replacing: true)
+        try SecureFile.writeAtomically(Array((socketPath + "\n").utf8), to: layout.agentSocketLocationPath, replacing: true, in: .real)
     }
 
     /// The path `agent/socket-location` names.

@@ -130,7 +130,7 @@ public final class DeviceAgent: Sendable {
 
     /// Where the agent of `stateDirectory` listens when it has no ``Configuration/runtimeDirectory``.
     public static func socketPath(in stateDirectory: String) -> String {
-        DeviceLayout(root: stateDirectory).agentSocketPath
+        DeviceLayout(root: stateDirectory, fileSystem: .real).agentSocketPath
     }
 
     /// Takes the state directory, boots the device kept there (if any) and listens. Clients that connect
@@ -144,7 +144,7 @@ public final class DeviceAgent: Sendable {
         self.stateDirectory = stateDirectory
         self.configuration = configuration
         deviceClock = configuration.realClock ? ContinuousClock() : clock
-        let layout = DeviceLayout(root: stateDirectory)
+        let layout = DeviceLayout(root: stateDirectory, fileSystem: .real)
         // Nothing is made before the socket's path is known to fit.
         if let runtime = configuration.runtimeDirectory {
             guard runtime.hasPrefix("/") else {
@@ -157,18 +157,18 @@ public final class DeviceAgent: Sendable {
         } else {
             _ = try UnixSocket.address(layout.agentSocketPath)
         }
-        try SecureFile.createDirectory(at: stateDirectory)
+        try SecureFile.createDirectory(at: stateDirectory, in: .real)
         ownership = try StateDirectoryLock.acquire(stateDirectory, as: .deviceAgent)
         if SecureFile.exists(layout.statePath) {
             let device = try KeybagDevice(bootingFrom: stateDirectory, clock: deviceClock, keyStore: configuration.keyStore, ownership: ownership)
             state.withLock { $0.device = device }
         }
-        try SecureFile.createDirectory(at: layout.agentDirectory)
+        try SecureFile.createDirectory(at: layout.agentDirectory, in: .real)
         // The directory's owner removes what a killed agent of the other kind left, so a client never finds a
         // stale entry before the live one.
         if let runtime = configuration.runtimeDirectory {
             let folder = SecureFile.folder(containing: AgentSocketLocation.longestRuntimeSocketPath(under: runtime))
-            try SecureFile.createDirectory(at: folder)
+            try SecureFile.createDirectory(at: folder, in: .real)
             let info: stat
             do throws(Errno) { info = try Stat(FilePath(stateDirectory), followTargetSymlink: false).rawValue } catch {
                 throw SecureKeysError.io("cannot stat", path: stateDirectory, errno: error.rawValue)

@@ -164,6 +164,7 @@ public enum StoreBackup: Sendable {
         store: StoreConfiguration, format: StoreFormat, storeKey: SecureBytes, to path: String,
         recoveryKey: RecoveryKey, replacingExisting: Bool
     ) throws -> BackupSummary {
+        let fileSystem = store.fileSystem
         try StateDirectoryTarget.checkOutside(SecureFile.folder(containing: store.path), target: path, what: "the backup")
         if !replacingExisting && SecureFile.exists(path) { throw SecureKeysError.alreadyExists(path: path) }
         let folder = SecureFile.folder(containing: path)
@@ -172,9 +173,9 @@ public enum StoreBackup: Sendable {
         let temporary = path + ".tmp-" + suffix
         var committed = false
         defer {
-            try? DiskIO.unlink(copyPath + "-journal")
-            try? DiskIO.unlink(copyPath)
-            if !committed { try? DiskIO.unlink(temporary) }
+            try? DiskIO.unlink(copyPath + "-journal", in: fileSystem)
+            try? DiskIO.unlink(copyPath, in: fileSystem)
+            if !committed { try? DiskIO.unlink(temporary, in: fileSystem) }
         }
         let dataKey = try SecureBytes.random(count: BackupHeader.dataKeyLength)
         defer { dataKey.wipe() }
@@ -195,7 +196,7 @@ public enum StoreBackup: Sendable {
             defer { database.close() }
             try database.exportSnapshot(to: copyPath, key: databaseKey, format: format)
         }
-        try checkIntegrity(ofCopyAt: copyPath, key: databaseKey, format: format) { findings in
+        try checkIntegrity(ofCopyAt: copyPath, key: databaseKey, format: format, in: fileSystem) { findings in
             StoreError(
                 code: .storeDamaged,
                 message: "the backup's copy of the store fails its integrity check (\(findings)); no backup was written",
@@ -217,7 +218,7 @@ public enum StoreBackup: Sendable {
         defer { macKey.wipe() }
         let authenticator = try BackupAuthenticator(key: macKey)
         do {
-            let file = try DiskIO.open(temporary, flags: O_WRONLY | O_CREAT | O_EXCL)
+            let file = try DiskIO.open(temporary, flags: O_WRONLY | O_CREAT | O_EXCL, in: fileSystem)
             defer { file.close() }
             try file.write(header.bytes)
             header.bytes.withUnsafeBytes { authenticator.update($0) }
@@ -233,14 +234,14 @@ public enum StoreBackup: Sendable {
             try file.sync()
         }
         if replacingExisting {
-            try DiskIO.rename(temporary, to: path)
+            try DiskIO.rename(temporary, to: path, in: fileSystem)
         } else {
             // link(2) refuses to replace a file that appeared meanwhile.
-            try DiskIO.link(temporary, to: path)
-            try? DiskIO.unlink(temporary)
+            try DiskIO.link(temporary, to: path, in: fileSystem)
+            try? DiskIO.unlink(temporary, in: fileSystem)
         }
         committed = true
-        try DiskIO.syncDirectory(folder, purpose: replacingExisting ? .data : .newFileEntry)
+        try DiskIO.syncDirectory(folder, purpose: replacingExisting ? .data : .newFileEntry, in: fileSystem)
         LogSubsystem.store.makeLogger().debug(
             "backup written", metadata: ["store": "\(store.path)", "backup": "\(path)", "bytes": "\(header.fileLength)"])
         return BackupSummary(
@@ -254,6 +255,7 @@ public enum StoreBackup: Sendable {
         keys: any StoreKeyProvider, replacingExisting: Bool
     ) throws -> RestoreSummary {
         let storePath = configuration.path
+        let fileSystem = configuration.fileSystem
         let existing = files(ofStoreAt: storePath).filter(fileExists)
         // A key the source keeps elsewhere than a key file beside the store (a keychain, memory) is a store
         // there too: it is kept aside through the source, with the store's files.
@@ -298,19 +300,19 @@ public enum StoreBackup: Sendable {
         defer { macKey.wipe() }
 
         let folder = SecureFile.folder(containing: storePath)
-        removeStagingLeftovers(of: storePath)
+        removeStagingLeftovers(of: storePath, in: fileSystem)
         let staging = storePath + ".restoring-" + randomSuffix()
         var renamed = false
         // The backup's copy (under the backup's key) is never put in place: removed however the restore ends.
         defer {
-            try? DiskIO.unlink(staging + "-journal")
-            try? DiskIO.unlink(staging)
+            try? DiskIO.unlink(staging + "-journal", in: fileSystem)
+            try? DiskIO.unlink(staging, in: fileSystem)
         }
         // The copy, authenticated on the way.
         let authenticator = try BackupAuthenticator(key: macKey)
         header.bytes.withUnsafeBytes { authenticator.update($0) }
         do {
-            let file = try DiskIO.open(staging, flags: O_WRONLY | O_CREAT | O_EXCL)
+            let file = try DiskIO.open(staging, flags: O_WRONLY | O_CREAT | O_EXCL, in: fileSystem)
             defer { file.close() }
             var offset = BackupHeader.length
             let end = BackupHeader.length + Int(header.databaseLength)
@@ -330,7 +332,7 @@ public enum StoreBackup: Sendable {
             }
             try file.sync()
         }
-        try checkIntegrity(ofCopyAt: staging, key: databaseKey, format: header.storeFormat) { findings in
+        try checkIntegrity(ofCopyAt: staging, key: databaseKey, format: header.storeFormat, in: fileSystem) { findings in
             StoreError(
                 code: .backupDamaged,
                 message: "the backup is damaged: its database fails its integrity check (\(findings)); nothing was restored",
@@ -343,11 +345,11 @@ public enum StoreBackup: Sendable {
         let stagedFiles = StoreFiles(database: rekeyed)
         defer {
             if !renamed {
-                try? DiskIO.unlink(rekeyed + "-journal")
-                try? DiskIO.unlink(rekeyed)
+                try? DiskIO.unlink(rekeyed + "-journal", in: fileSystem)
+                try? DiskIO.unlink(rekeyed, in: fileSystem)
                 // The key the device made for this restore (its name is this restore's alone), which encrypts
                 // nothing that was put in place; also when its creation failed after the file was written.
-                try? DiskIO.unlink(stagedFiles.key)
+                try? DiskIO.unlink(stagedFiles.key, in: fileSystem)
             }
         }
         let storeKey = try keys.createStoreKey(forStoreAt: rekeyed, protectionClass: configuration.protectionClass)
@@ -358,6 +360,7 @@ public enum StoreBackup: Sendable {
         // integrity-checked with the store key before it is renamed into place.
         do {
             var settings = Database.Configuration()
+            settings.fileSystem = fileSystem
             settings.format = header.storeFormat
             settings.usesWAL = false
             settings.createIfMissing = true  // the attached copy is created with the main connection's flags
@@ -366,7 +369,7 @@ public enum StoreBackup: Sendable {
             defer { database.close() }
             try database.exportSnapshot(to: rekeyed, key: storeKey, format: header.storeFormat)
         }
-        try checkIntegrity(ofCopyAt: rekeyed, key: storeKey, format: header.storeFormat) { findings in
+        try checkIntegrity(ofCopyAt: rekeyed, key: storeKey, format: header.storeFormat, in: fileSystem) { findings in
             StoreError(
                 code: .storeUnavailable,
                 message: "the restored store, written under its new key, fails its integrity check (\(findings)): the disk failed while it was written; nothing was put in place",
@@ -382,30 +385,30 @@ public enum StoreBackup: Sendable {
         var keyInPlace = false
         var storeInPlace = false
         do {
-            if let keptAside { try keepAside(existing, in: keptAside, ofStoreAt: storePath) }
+            if let keptAside { try keepAside(existing, in: keptAside, ofStoreAt: storePath, fileSystem: fileSystem) }
             if keyHeldElsewhere, let keyAside {
                 try keys.moveStoreKey(from: storePath, to: keyAside)
                 oldKeyAside = true
             }
             try keys.moveStoreKey(from: rekeyed, to: storePath)
             keyInPlace = true
-            try DiskIO.rename(rekeyed, to: storePath)
+            try DiskIO.rename(rekeyed, to: storePath, in: fileSystem)
             storeInPlace = true
-            try DiskIO.syncDirectory(folder)
+            try DiskIO.syncDirectory(folder, in: fileSystem)
             renamed = true
         } catch {
-            if storeInPlace, (try? DiskIO.rename(storePath, to: rekeyed)) == nil {
+            if storeInPlace, (try? DiskIO.rename(storePath, to: rekeyed, in: fileSystem)) == nil {
                 renamed = true  // the restored store stays, whole, with its key: nothing of it is removed
             } else if keyInPlace {
                 try? keys.moveStoreKey(from: storePath, to: rekeyed)
             }
             if oldKeyAside, !renamed, let keyAside { try? keys.moveStoreKey(from: keyAside, to: storePath) }
-            if let keptAside, !renamed { putBack(existing, from: keptAside, ofStoreAt: storePath) }
+            if let keptAside, !renamed { putBack(existing, from: keptAside, ofStoreAt: storePath, in: fileSystem) }
             throw error
         }
         var recoveryKeyPath: String? = RecoveryKey.path(forStoreAt: storePath)
         do {
-            try header.recoveryKey.write(to: recoveryKeyPath!)
+            try header.recoveryKey.write(to: recoveryKeyPath!, in: fileSystem)
         } catch {
             LogSubsystem.store.makeLogger().notice(
                 "restored, but the recovery key file was not written", metadata: ["store": "\(storePath)", "error": "\(error)"])
@@ -419,9 +422,10 @@ public enum StoreBackup: Sendable {
     /// Opens the copy at `path` and runs `PRAGMA integrity_check`, which reads every page and so checks every
     /// page's HMAC (SQLCipher 3.4 has no `cipher_integrity_check`).
     private static func checkIntegrity(
-        ofCopyAt path: String, key: SecureBytes, format: StoreFormat, failure: (String) -> StoreError
+        ofCopyAt path: String, key: SecureBytes, format: StoreFormat, in fileSystem: FileSystem, failure: (String) -> StoreError
     ) throws {
         var settings = Database.Configuration()
+        settings.fileSystem = fileSystem
         settings.format = format
         settings.usesWAL = false
         settings.createIfMissing = false
@@ -445,15 +449,15 @@ public enum StoreBackup: Sendable {
     /// It hard-links them into the folder, syncs it, then unlinks them from their place (the database first)
     /// and syncs the store's folder. At every instant the old store is whole in its place, in the folder, or
     /// both.
-    private static func keepAside(_ existing: [String], in aside: String, ofStoreAt storePath: String) throws {
-        try DiskIO.makeDirectory(aside)
-        try DiskIO.syncDirectory(SecureFile.folder(containing: storePath), purpose: .newFileEntry)
+    private static func keepAside(_ existing: [String], in aside: String, ofStoreAt storePath: String, fileSystem: FileSystem) throws {
+        try DiskIO.makeDirectory(aside, in: fileSystem)
+        try DiskIO.syncDirectory(SecureFile.folder(containing: storePath), purpose: .newFileEntry, in: fileSystem)
         for file in existing {
-            try DiskIO.link(file, to: aside + "/" + (file as NSString).lastPathComponent)
+            try DiskIO.link(file, to: aside + "/" + (file as NSString).lastPathComponent, in: fileSystem)
         }
-        try DiskIO.syncDirectory(aside, purpose: .newFileEntry)
-        for file in existing { try DiskIO.unlink(file) }
-        try DiskIO.syncDirectory(SecureFile.folder(containing: storePath))
+        try DiskIO.syncDirectory(aside, purpose: .newFileEntry, in: fileSystem)
+        for file in existing { try DiskIO.unlink(file, in: fileSystem) }
+        try DiskIO.syncDirectory(SecureFile.folder(containing: storePath), in: fileSystem)
     }
 
     /// The folder a replaced store is kept in, `<store>.replaced-<time>-<id>`.
@@ -465,29 +469,29 @@ public enum StoreBackup: Sendable {
         return storePath + ".replaced-" + formatter.string(from: Date()) + "-" + randomSuffix()
     }
 
-    /// Undoes ``keepAside(_:in:ofStoreAt:)`` (whole or part-done) after a restore failed at its commit.
+    /// Undoes ``keepAside(_:in:ofStoreAt:fileSystem:)`` (whole or part-done) after a restore failed at its commit.
     ///
     /// It links every file of the old store that is not in its place back into it, syncs the store's folder,
     /// then removes the folder aside. This is best effort. Where the disk refuses a step, the old store stays
     /// whole in the folder aside, which is then kept.
-    private static func putBack(_ existing: [String], from aside: String, ofStoreAt storePath: String) {
+    private static func putBack(_ existing: [String], from aside: String, ofStoreAt storePath: String, in fileSystem: FileSystem) {
         let folder = SecureFile.folder(containing: storePath)
         for file in existing where !fileExists(file) {
-            guard (try? DiskIO.link(aside + "/" + (file as NSString).lastPathComponent, to: file)) != nil else { return }
+            guard (try? DiskIO.link(aside + "/" + (file as NSString).lastPathComponent, to: file, in: fileSystem)) != nil else { return }
         }
-        guard (try? DiskIO.syncDirectory(folder)) != nil else { return }
-        for file in existing { try? DiskIO.unlink(aside + "/" + (file as NSString).lastPathComponent) }
-        if (try? DiskIO.removeDirectory(aside)) != nil { try? DiskIO.syncDirectory(folder) }
+        guard (try? DiskIO.syncDirectory(folder, in: fileSystem)) != nil else { return }
+        for file in existing { try? DiskIO.unlink(aside + "/" + (file as NSString).lastPathComponent, in: fileSystem) }
+        if (try? DiskIO.removeDirectory(aside, in: fileSystem)) != nil { try? DiskIO.syncDirectory(folder, in: fileSystem) }
     }
 
     /// Removes the staging copies an interrupted restore left (`<store>.restoring-*`).
     ///
     /// They are encrypted copies of a backup, never a store anyone used.
-    private static func removeStagingLeftovers(of storePath: String) {
+    private static func removeStagingLeftovers(of storePath: String, in fileSystem: FileSystem) {
         let folder = SecureFile.folder(containing: storePath)
         let prefix = (storePath as NSString).lastPathComponent + ".restoring-"
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: folder) else { return }
-        for name in names where name.hasPrefix(prefix) { try? DiskIO.unlink(folder + "/" + name) }
+        for name in names where name.hasPrefix(prefix) { try? DiskIO.unlink(folder + "/" + name, in: fileSystem) }
     }
 
     private static func fileExists(_ path: String) -> Bool {

@@ -1,3 +1,4 @@
+internal import DiskModel
 internal import SecureKeys
 
 /// The base of the locked inbox's sequence numbers.
@@ -46,11 +47,11 @@ enum InboxSequence {
     }
 
     /// Replaces the file at `path` with `base`, atomically (temporary file, `fsync`, `rename`, folder `fsync`).
-    static func write(_ base: UInt64, to path: String) throws {
+    static func write(_ base: UInt64, to path: String, in fileSystem: FileSystem) throws {
         var writer = ByteWriter()
         writer.write(magic)
         writer.write(base)
         writer.write(KeyDerivation.checksum(of: writer.bytes[...], length: 16))
-        try SecureFile.writeAtomically(writer.bytes, to: path, replacing: true)
+        try SecureFile.writeAtomically(writer.bytes, to: path, replacing: true, in: fileSystem)
     }
 }

@@ -26,7 +26,7 @@ extension LockedInbox {
             return (file.publicKey, try file.unwrapPrivateKey(storeKey: storeKey, path: keyPath))
         }
         let (file, privateKey) = try InboxKeyFile.make(storeKey: storeKey)
-        try SecureFile.writeAtomically(file.bytes, to: keyPath, replacing: false, syncingFolder: syncingFolder)
+        try SecureFile.writeAtomically(file.bytes, to: keyPath, replacing: false, syncingFolder: syncingFolder, in: fileSystem)
         return (file.publicKey, privateKey)
     }
 
@@ -64,7 +64,7 @@ extension LockedInbox {
         let readAhead: InboxReadAhead
         let pieces: [InboxRecord.Piece]
         do {
-            guard let opened = try InboxFile.openForUpdate(inboxPath, create: false) else { return report }
+            guard let opened = try InboxFile.openForUpdate(inboxPath, create: false, in: fileSystem) else { return report }
             file = opened.file
             do {
                 try lock(file.descriptor)
@@ -109,7 +109,7 @@ extension LockedInbox {
         var mayTruncate = true
         if !truncatesUnread {
             do {
-                report.movedAside = try InboxDamagedBytes.append(spans, from: source, to: files.inboxDamaged)
+                report.movedAside = try InboxDamagedBytes.append(spans, from: source, to: files.inboxDamaged, in: fileSystem)
             } catch {
                 mayTruncate = false
                 problems.append(.unusable("its damaged bytes cannot be moved to \(files.inboxDamaged) (\(Self.storeError(error).message))"))
@@ -177,7 +177,7 @@ extension LockedInbox {
                 let base = (try? InboxSequence.base(at: files.inboxSequence)) ?? 0
                 let next = max(base + UInt64(source.count), highestMerged)
                 if next != base || (try? InboxSequence.base(at: files.inboxSequence)) == nil {
-                    try InboxSequence.write(next, to: files.inboxSequence)
+                    try InboxSequence.write(next, to: files.inboxSequence, in: fileSystem)
                 }
             } catch {
                 mayTruncate = false

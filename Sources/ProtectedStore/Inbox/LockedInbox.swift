@@ -39,6 +39,8 @@ public struct LockedInbox: Sendable {
     ///
     /// Simulation only. This is ``StoreConfiguration/faultPlan``; the task's plan is used when it is `nil`.
     package var faultPlan: FaultPoint.Plan?
+    /// The file system the inbox's files are written in (``StoreConfiguration/fileSystem``).
+    package var fileSystem: FileSystem = .real
     /// The append-only file of sealed records.
     var inboxPath: String { files.inbox }
     /// The inbox key file.
@@ -70,6 +72,7 @@ public struct LockedInbox: Sendable {
         self.init(files: configuration.files, maximumSize: configuration.inboxMaximumSize)
         truncatesUnread = configuration.plantedFault == .mergeTruncatesUnread
         faultPlan = configuration.faultPlan
+        fileSystem = configuration.fileSystem
     }
 
     // MARK: Appending (works while locked)
@@ -180,7 +183,7 @@ public struct LockedInbox: Sendable {
     ///
     /// - Parameter makeRecords: seals the records, given the size of the file they will follow.
     private func write(_ makeRecords: (_ size: Int) throws -> [UInt8]) throws {
-        guard let (file, _) = try InboxFile.openForUpdate(inboxPath, create: true, appending: true) else { return }
+        guard let (file, _) = try InboxFile.openForUpdate(inboxPath, create: true, appending: true, in: fileSystem) else { return }
         defer { file.close() }
         try lock(file.descriptor)
         // The size under the lock: another process may have appended or merged since the open.
@@ -209,7 +212,7 @@ public struct LockedInbox: Sendable {
             // earlier append — of this process or another — that created the file may have failed before it
             // synced the folder (found by the simulator: a power cut then lost this acknowledged append with the
             // whole file). One more fsync per append call; a batch pays it once.
-            try DiskIO.syncDirectory(SecureFile.folder(containing: files.database))
+            try DiskIO.syncDirectory(SecureFile.folder(containing: files.database), in: fileSystem)
         } catch let crash as SimulatedCrash {
             throw crash
         } catch {
@@ -230,7 +233,7 @@ public struct LockedInbox: Sendable {
         let source = InboxBytesInFile(descriptor: file.descriptor, path: inboxPath, count: size)
         guard size > 0, !(try InboxRecord.endsOnRecordBoundary(source)) else { return size }
         guard case .tornTail(let offset, let length)? = try InboxRecord.layout(of: source).last else { return size }
-        try InboxDamagedBytes.append([.init(offset: offset, length: length)], from: source, to: files.inboxDamaged)
+        try InboxDamagedBytes.append([.init(offset: offset, length: length)], from: source, to: files.inboxDamaged, in: fileSystem)
         try file.truncate(to: offset)
         try file.sync()
         LogSubsystem.inbox.makeLogger().notice(

@@ -39,6 +39,14 @@ public struct StoreConfiguration: Sendable {
     /// ``FaultPoint/inboxMergeApplied``, where the process dies inside an inbox merge, before its transaction
     /// commits.
     package var faultPlan: FaultPoint.Plan?
+    /// The file system the store's files are in: the real one outside simulation.
+    ///
+    /// It is the connections' (``database``'s), and every other file of the store (key file, inbox, creation
+    /// marker, backups, rewrites) is written in it too.
+    package var fileSystem: FileSystem {
+        get { database.fileSystem }
+        set { database.fileSystem = newValue }
+    }
 
     /// A store at `path`.
     ///

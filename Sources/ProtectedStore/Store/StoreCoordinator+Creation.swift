@@ -38,7 +38,7 @@ extension StoreCoordinator {
         for existing in [files.database, files.writeAheadLog] where SecureFile.exists(existing) {
             throw SecureKeysError.storeExistsWithoutKey(storePath: existing)
         }
-        try StoreCreationMarker(stage: .makingKey).write(to: files.creationMarker)
+        try StoreCreationMarker(stage: .makingKey).write(to: files.creationMarker, in: configuration.fileSystem)
         let storeKey: SecureBytes
         do {
             storeKey = try keys.createStoreKey(forStoreAt: configuration.path, protectionClass: configuration.protectionClass)
@@ -54,7 +54,7 @@ extension StoreCoordinator {
             }
             if holdsNoKey {
                 do {
-                    try StoreCreationMarker.remove(at: files.creationMarker)
+                    try StoreCreationMarker.remove(at: files.creationMarker, in: configuration.fileSystem)
                 } catch let removal {
                     // Harmless if left: a creation marker without a key is replaced by the next creation.
                     LogSubsystem.store.makeLogger().debug(
@@ -68,7 +68,7 @@ extension StoreCoordinator {
             record = try keyRecord(configuration, keys: keys, after: "made a key")
             // The folder is not synced for this stage: a crash before its next sync (SQLite's, when it creates
             // the store's journal) leaves the first-stage marker, durable, which finishes this same creation.
-            try StoreCreationMarker(stage: .keyMade(storeID: record.storeID)).write(to: files.creationMarker, syncingFolder: false)
+            try StoreCreationMarker(stage: .keyMade(storeID: record.storeID)).write(to: files.creationMarker, syncingFolder: false, in: configuration.fileSystem)
         } catch {
             // Said, not swallowed: the disk that refused the marker (full, failing) would refuse the store next,
             // and the error must name it. The key stays beside a stage-1 marker, which the next attach takes
@@ -79,7 +79,7 @@ extension StoreCoordinator {
         return (storeKey, record)
     }
 
-    /// Ends the creation of the store at `files`, if one was in progress, and opens its inbox key pair.
+    /// Ends the creation of the store `configuration` describes, if one was in progress, and opens its inbox key pair.
     ///
     /// Called once the store is open, so its file has its first page on disk (a new store's switch to WAL
     /// synced it): the creation marker is removed, and the inbox key file is made at a store's first attach
@@ -91,14 +91,16 @@ extension StoreCoordinator {
     ///   (`nil` when no entry change waits for a sync).
     /// - Throws: what the marker's removal and the inbox key file throw.
     static func finishCreation(
-        _ files: StoreFiles, storeKey: SecureBytes, synchronous: Database.Configuration.Synchronous
+        _ configuration: StoreConfiguration, storeKey: SecureBytes, synchronous: Database.Configuration.Synchronous
     ) throws -> (publicKey: [UInt8], privateKey: SecureBytes, unsyncedFolder: String?) {
+        let files = configuration.files
         let logSyncsFolder = synchronous == .full && !SecureFile.exists(files.writeAheadLog)
         let makesInboxKey = !SecureFile.exists(files.inboxKey)
         let removesMarker = SecureFile.exists(files.creationMarker)
         // Without a log sync to come, the inbox key file's own folder sync makes the removal durable too.
-        try StoreCreationMarker.remove(at: files.creationMarker, syncingFolder: !makesInboxKey && !logSyncsFolder)
-        let (publicKey, privateKey) = try LockedInbox(files: files).openKeyPair(
+        try StoreCreationMarker.remove(
+            at: files.creationMarker, syncingFolder: !makesInboxKey && !logSyncsFolder, in: configuration.fileSystem)
+        let (publicKey, privateKey) = try LockedInbox(configuration: configuration).openKeyPair(
             storeKey: storeKey, syncingFolder: !logSyncsFolder)
         let waitsForSync = logSyncsFolder && (makesInboxKey || removesMarker)
         return (publicKey, privateKey, waitsForSync ? SecureFile.folder(containing: files.database) : nil)

@@ -60,7 +60,7 @@ extension StoreCoordinator {
         do {
             return try await StoreThread.runOnce(.writer) {
                 let files = configuration.files
-                try StoreRewrite.recover(files)
+                try StoreRewrite.recover(files, in: configuration.fileSystem)
                 let storeKey: SecureBytes
                 switch try keys.lookUpStoreKey(forStoreAt: configuration.path) {
                 case .available(let key): storeKey = key
@@ -74,7 +74,7 @@ extension StoreCoordinator {
                 let current = try keyRecord(configuration, keys: keys, after: "gave the store's key").storeFormat
                 if current == format && !evenInSameFormat { return .alreadyInFormat(format) }
                 let newKeyFile = try keys.storeKeyFile(forStoreAt: configuration.path, recording: format)
-                switch try StoreRewrite.rewrite(files, storeKey: storeKey, newKeyFile: newKeyFile, to: format) {
+                switch try StoreRewrite.rewrite(files, storeKey: storeKey, newKeyFile: newKeyFile, to: format, in: configuration.fileSystem) {
                 case .rewritten(let from): return .migrated(from: from, to: format)
                 }
             }

@@ -111,7 +111,7 @@ public actor StoreCoordinator {
         let files = configuration.files
         // A rewrite (`migrate`) a crash interrupted is finished or undone before the key file's format is read:
         // the key file then matches the store file on disk.
-        try StoreRewrite.recover(files)
+        try StoreRewrite.recover(files, in: configuration.fileSystem)
         let storeKey: SecureBytes
         var databaseConfiguration = configuration.database
         var keyWasAuthenticated = false
@@ -158,7 +158,7 @@ public actor StoreCoordinator {
         // The store file has its first page on disk now, so a creation in progress is complete: its marker goes,
         // and a store's first attach makes its inbox key file (StoreCoordinator+Creation).
         let (publicKey, privateKey, unsyncedFolder) = try finishCreation(
-            files, storeKey: storeKey, synchronous: databaseConfiguration.synchronous)
+            configuration, storeKey: storeKey, synchronous: databaseConfiguration.synchronous)
         let report: InboxMergeReport
         do {
             // Before the inbox merge, so merged records meet the current schema. A failure leaves the store at
@@ -172,7 +172,7 @@ public actor StoreCoordinator {
                 migrationLogger.debug("migrations applied", metadata: ["store": "\(configuration.path)", "migrations": "\(applied)"])
             } else if let unsyncedFolder {
                 // Nothing was committed, so SQLite did not sync the folder.
-                try DiskIO.syncDirectory(unsyncedFolder)
+                try DiskIO.syncDirectory(unsyncedFolder, in: configuration.fileSystem)
             }
             // Writes sealed while the store was locked are applied now, before anything else sees the store.
             report = try LockedInbox(configuration: configuration).merge(

@@ -1,3 +1,4 @@
+internal import DiskModel
 internal import SecureKeys
 
 /// The marker of one store creation in progress (`<store>.creating`).
@@ -108,9 +109,10 @@ struct StoreCreationMarker: Sendable, Equatable {
     /// - Parameter syncingFolder: whether the folder is synced too, so the new marker survives a crash from
     ///   now on. Without it (the second stage, which replaces a first-stage marker already durable) a crash
     ///   before the folder's next sync leaves the previous marker or this one, each whole.
+    /// - Parameter fileSystem: the file system the store is in.
     /// - Throws: `SecureKeysError` `io-error`.
-    func write(to path: String, syncingFolder: Bool = true) throws {
-        try SecureFile.writeAtomically(bytes, to: path, replacing: true, syncingFolder: syncingFolder)
+    func write(to path: String, syncingFolder: Bool = true, in fileSystem: FileSystem) throws {
+        try SecureFile.writeAtomically(bytes, to: path, replacing: true, syncingFolder: syncingFolder, in: fileSystem)
     }
 
     /// Removes the marker at `path`, if any.
@@ -119,10 +121,11 @@ struct StoreCreationMarker: Sendable, Equatable {
     ///   store whose inbox key file is made next, or whose new log SQLite syncs next, each with a folder sync)
     ///   a crash before the folder's next sync may bring the marker back beside the store, which ignores it and
     ///   removes it again.
+    /// - Parameter fileSystem: the file system the store is in.
     /// - Throws: `SecureKeysError` `io-error`.
-    static func remove(at path: String, syncingFolder: Bool = true) throws {
+    static func remove(at path: String, syncingFolder: Bool = true, in fileSystem: FileSystem) throws {
         guard SecureFile.exists(path) else { return }
-        try DiskIO.unlink(path)
-        if syncingFolder { try DiskIO.syncDirectory(SecureFile.folder(containing: path)) }
+        try DiskIO.unlink(path, in: fileSystem)
+        if syncingFolder { try DiskIO.syncDirectory(SecureFile.folder(containing: path), in: fileSystem) }
     }
 }

@@ -1,3 +1,4 @@
+internal import DiskModel
 internal import EncryptedSQLite
 internal import Logging
 internal import ProtectedData
@@ -40,8 +41,10 @@ enum StoreRewrite {
     ///   `StoreError.Code.storeUnavailable` when the linked SQLCipher cannot write `target`; the failures of
     ///   SQLite and the file system — the store is then as it was, or (after the commit) rewritten, and the
     ///   next attach finishes what was left.
-    static func rewrite(_ files: StoreFiles, storeKey: SecureBytes, newKeyFile: StoreKeyFile, to target: StoreFormat) throws -> Outcome {
-        try recover(files)
+    static func rewrite(
+        _ files: StoreFiles, storeKey: SecureBytes, newKeyFile: StoreKeyFile, to target: StoreFormat, in fileSystem: FileSystem
+    ) throws -> Outcome {
+        try recover(files, in: fileSystem)
         guard !Database.isOpenByAnyConnection(files.database) else {
             throw StoreError(
                 code: .busy, message: "the store is open (close it, and every app using it, before it is rewritten)",
@@ -59,11 +62,12 @@ enum StoreRewrite {
         _ = try CipherSettings(format: target, library: library)
         let logger = LogSubsystem.store.makeLogger()
         // 1. The key file to be: while it is there, nothing is committed.
-        try SecureFile.writeAtomically(newKeyFile.bytes, to: files.keyRewrite, replacing: false)
+        try SecureFile.writeAtomically(newKeyFile.bytes, to: files.keyRewrite, replacing: false, in: fileSystem)
         do {
             // 2. The copy, from the store with its log checkpointed away: after the commit, the store file
             // is replaced, and a log left beside it would be replayed into the new one.
             var configuration = Database.Configuration()
+            configuration.fileSystem = fileSystem
             configuration.format = source
             configuration.createIfMissing = false
             let database = try Database(path: files.database, key: storeKey, configuration: configuration)
@@ -79,23 +83,23 @@ enum StoreRewrite {
             // redundant — and must go, durably, before the commit, or SQLite would replay it into the rewrite
             // the first time the new store opens in WAL mode. SQLite ignores a failure to remove it; here it
             // is an error.
-            try DiskIO.unlink(files.writeAheadLog)
-            try DiskIO.unlink(files.sharedMemory)
-            try check(files.rewriteTemporary, storeKey: storeKey, format: target)
-            try DiskIO.rename(files.rewriteTemporary, to: files.rewrite)
-            try DiskIO.syncDirectory(SecureFile.folder(containing: files.rewrite))
+            try DiskIO.unlink(files.writeAheadLog, in: fileSystem)
+            try DiskIO.unlink(files.sharedMemory, in: fileSystem)
+            try check(files.rewriteTemporary, storeKey: storeKey, format: target, in: fileSystem)
+            try DiskIO.rename(files.rewriteTemporary, to: files.rewrite, in: fileSystem)
+            try DiskIO.syncDirectory(SecureFile.folder(containing: files.rewrite), in: fileSystem)
         } catch {
             // Not committed: the copies go, the store and its key file were never touched. A cleanup that fails
             // too is finished by the next attach.
-            try? undo(files)
+            try? undo(files, in: fileSystem)
             throw error
         }
         // 3. The commit point.
-        try DiskIO.rename(files.keyRewrite, to: files.key)
-        try DiskIO.syncDirectory(SecureFile.folder(containing: files.key))
+        try DiskIO.rename(files.keyRewrite, to: files.key, in: fileSystem)
+        try DiskIO.syncDirectory(SecureFile.folder(containing: files.key), in: fileSystem)
         logger.debug("store rewrite committed", metadata: ["store": "\(files.database)", "from": "\(source.name)", "to": "\(target.name)"])
         // 4. The new store in place (or, if this fails, at the next attach).
-        try finish(files)
+        try finish(files, in: fileSystem)
         return .rewritten(from: source)
     }
 
@@ -106,51 +110,52 @@ enum StoreRewrite {
     /// - Throws: the file system's failures (nothing is then lost: the rule is the same at the next try);
     ///   `StoreError.Code.storeUnavailable` when a committed rewrite finds a write-ahead log beside the old
     ///   store (never replayed into the new one: both are left as they are).
-    static func recover(_ files: StoreFiles) throws {
+    static func recover(_ files: StoreFiles, in fileSystem: FileSystem) throws {
         if SecureFile.exists(files.keyRewrite) {
             LogSubsystem.store.makeLogger().debug("undoing an uncommitted store rewrite", metadata: ["store": "\(files.database)"])
-            try undo(files)
+            try undo(files, in: fileSystem)
         } else if SecureFile.exists(files.rewrite) {
             LogSubsystem.store.makeLogger().debug("finishing a committed store rewrite", metadata: ["store": "\(files.database)"])
-            try finish(files)
+            try finish(files, in: fileSystem)
         } else if SecureFile.exists(files.rewriteTemporary) {
             // Only an undo cut short between its removals leaves this alone; it never held the only copy.
-            try removeTemporary(files)
+            try removeTemporary(files, in: fileSystem)
         }
     }
 
     /// The undo of an uncommitted rewrite.
     ///
     /// It removes the copy first, the new key file image last.
-    private static func undo(_ files: StoreFiles) throws {
-        try removeTemporary(files)
-        try DiskIO.unlink(files.rewrite)
-        try DiskIO.syncDirectory(SecureFile.folder(containing: files.rewrite))
-        try DiskIO.unlink(files.keyRewrite)
-        try DiskIO.syncDirectory(SecureFile.folder(containing: files.keyRewrite))
+    private static func undo(_ files: StoreFiles, in fileSystem: FileSystem) throws {
+        try removeTemporary(files, in: fileSystem)
+        try DiskIO.unlink(files.rewrite, in: fileSystem)
+        try DiskIO.syncDirectory(SecureFile.folder(containing: files.rewrite), in: fileSystem)
+        try DiskIO.unlink(files.keyRewrite, in: fileSystem)
+        try DiskIO.syncDirectory(SecureFile.folder(containing: files.keyRewrite), in: fileSystem)
     }
 
-    private static func removeTemporary(_ files: StoreFiles) throws {
-        try DiskIO.unlink(files.rewriteTemporary + "-journal")
-        try DiskIO.unlink(files.rewriteTemporary)
+    private static func removeTemporary(_ files: StoreFiles, in fileSystem: FileSystem) throws {
+        try DiskIO.unlink(files.rewriteTemporary + "-journal", in: fileSystem)
+        try DiskIO.unlink(files.rewriteTemporary, in: fileSystem)
     }
 
     /// After the commit, the rewrite replaces the store.
-    private static func finish(_ files: StoreFiles) throws {
+    private static func finish(_ files: StoreFiles, in fileSystem: FileSystem) throws {
         if SecureFile.exists(files.writeAheadLog) {
             throw StoreError(
                 code: .storeUnavailable,
                 message: "a committed rewrite of the store (\(files.rewrite)) waits to replace it, but a write-ahead log is beside the old store: both are left as they are",
                 path: files.writeAheadLog)
         }
-        try DiskIO.unlink(files.sharedMemory)
-        try DiskIO.rename(files.rewrite, to: files.database)
-        try DiskIO.syncDirectory(SecureFile.folder(containing: files.database))
+        try DiskIO.unlink(files.sharedMemory, in: fileSystem)
+        try DiskIO.rename(files.rewrite, to: files.database, in: fileSystem)
+        try DiskIO.syncDirectory(SecureFile.folder(containing: files.database), in: fileSystem)
     }
 
     /// Opens the copy as the store will be opened, and reads every page (`integrity_check`).
-    private static func check(_ path: String, storeKey: SecureBytes, format: StoreFormat) throws {
+    private static func check(_ path: String, storeKey: SecureBytes, format: StoreFormat, in fileSystem: FileSystem) throws {
         var configuration = Database.Configuration()
+        configuration.fileSystem = fileSystem
         configuration.format = format
         configuration.usesWAL = false
         configuration.readOnly = true

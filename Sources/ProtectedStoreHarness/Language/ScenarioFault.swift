@@ -66,10 +66,11 @@ public struct ScenarioFault: Sendable, Hashable {
         return text
     }
 
-    /// Arms the plan for the calls under `root`.
+    /// Arms the plan on `fileSystem` for the calls under `root`.
     ///
-    /// - Throws: `SecureKeysError` `invalid-argument` for a power cut where no simulated disk covers `root`.
-    package func arm(under root: String) throws -> DiskFaultPlan {
+    /// - Throws: `SecureKeysError` `invalid-argument` for a power cut where the file system's disk does not cover
+    ///   `root`.
+    package func arm(under root: String, in fileSystem: FileSystem) throws -> DiskFaultPlan {
         let fault: DiskFaultPlan.Fault = switch kind {
         case .noSpace: .noSpace
         case .ioError: .ioError
@@ -77,7 +78,7 @@ public struct ScenarioFault: Sendable, Hashable {
         case .powerCut(let mode, let seed): .powerCut(SimulatedDisk.PowerCutMode(rawValue: mode.rawValue)!, seed: seed)
         }
         let kind = DiskFaultSweep.Kind(fault, persistent ? .persistent : .transient)
-        return try DiskFaultPlan.arm(
+        return try fileSystem.armFaultPlan(
             under: root, failingCall: after + 1, fault: fault, persistence: kind.persistence, calls: kind.calls)
     }
 }

@@ -75,15 +75,18 @@ final class InProcessDevice: DeviceBackend {
     private let keyStore: any DeviceKeyStore
     private let ownership: StateDirectoryLock
     private let kdf: PasscodeKDF
+    /// The session's file system, which the device's files are written in.
+    private let fileSystem: FileSystem
 
     /// Takes the device kept in `stateDirectory`, booting it when one is set up there.
     ///
     /// - Throws: what booting the device throws (a damaged keybag, for instance).
     init(
         stateDirectory: String, clock: ManualClock, keyStore: any DeviceKeyStore, ownership: StateDirectoryLock,
-        kdf: PasscodeKDF
+        kdf: PasscodeKDF, fileSystem: FileSystem
     ) throws {
         self.stateDirectory = stateDirectory
+        self.fileSystem = fileSystem
         self.clock = clock
         self.keyStore = keyStore
         self.ownership = ownership
@@ -95,7 +98,7 @@ final class InProcessDevice: DeviceBackend {
     private func bootIfSetUp() throws {
         guard SecureFile.exists(stateDirectory + "/device/state.json") else { return }
         device = try KeybagDevice(
-            bootingFrom: stateDirectory, clock: clock, keyStore: keyStore, ownership: ownership, plantedFault: plantedFault)
+            bootingFrom: stateDirectory, clock: clock, keyStore: keyStore, ownership: ownership, plantedFault: plantedFault, fileSystem: fileSystem)
     }
 
     private func requireDevice() throws -> KeybagDevice {
@@ -116,14 +119,14 @@ final class InProcessDevice: DeviceBackend {
         device = try KeybagDevice.setUp(
             in: stateDirectory, passcode: passcode,
             configuration: .init(gracePeriod: gracePeriod, attemptPolicy: .init(wipeAfterFailures: wipeAfterFailures), kdf: kdf),
-            clock: clock, keyStore: keyStore, ownership: ownership, allowsEmptyPasscode: allowsEmptyPasscode)
+            clock: clock, keyStore: keyStore, ownership: ownership, allowsEmptyPasscode: allowsEmptyPasscode, fileSystem: fileSystem)
     }
 
     func reboot(endingApp endApp: () -> Void) throws {
         try requireDevice().powerOff()
         endApp()
         device = try KeybagDevice(
-            bootingFrom: stateDirectory, clock: clock, keyStore: keyStore, ownership: ownership, plantedFault: plantedFault)
+            bootingFrom: stateDirectory, clock: clock, keyStore: keyStore, ownership: ownership, plantedFault: plantedFault, fileSystem: fileSystem)
     }
 
     func cutPower(endingApp endApp: () -> Void, _ cut: () throws -> Void) throws {

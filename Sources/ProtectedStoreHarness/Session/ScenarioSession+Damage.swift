@@ -41,7 +41,7 @@ extension ScenarioSession {
         }
         let original = Self.contents(of: path)
         do {
-            let handle = try DiskIO.open(path, flags: O_RDWR)
+            let handle = try DiskIO.open(path, flags: O_RDWR, in: fileSystem)
             defer { handle.close() }
             let size = try handle.size()
             func overwrite(_ bytes: [UInt8], at offset: Int) throws {
@@ -91,10 +91,10 @@ extension ScenarioSession {
         let aside = asidePath(of: file)
         let existed = (try? Stat(FilePath(path), followTargetSymlink: false)) != nil
         do {
-            if existed { try DiskIO.rename(path, to: aside) }
+            if existed { try DiskIO.rename(path, to: aside, in: fileSystem) }
             let made = withLink ? symlink(aside, path) : mkfifo(path, 0o600)
             guard made == 0 else { throw SecureKeysError.io("cannot create", path: path, errno: errno) }
-            try DiskIO.syncDirectory(SecureFile.folder(containing: path))
+            try DiskIO.syncDirectory(SecureFile.folder(containing: path), in: fileSystem)
         } catch {
             throw StoreError(wrapping: error)
         }
@@ -109,8 +109,8 @@ extension ScenarioSession {
             do {
                 // The link or FIFO goes (never followed, never opened), and the file comes back from aside.
                 guard unlink(path) == 0 || errno == ENOENT else { throw SecureKeysError.io("cannot remove", path: path, errno: errno) }
-                if replaced.movedAside { try DiskIO.rename(asidePath(of: file), to: path) }
-                try DiskIO.syncDirectory(SecureFile.folder(containing: path))
+                if replaced.movedAside { try DiskIO.rename(asidePath(of: file), to: path, in: fileSystem) }
+                try DiskIO.syncDirectory(SecureFile.folder(containing: path), in: fileSystem)
             } catch {
                 throw StoreError(wrapping: error)
             }
@@ -124,7 +124,7 @@ extension ScenarioSession {
                 message: "damage \(file.rawValue) restore: \(path) was not damaged since its last restore (nothing to put back)")
         }
         do {
-            let handle = try DiskIO.open(path, flags: O_RDWR | O_CREAT)
+            let handle = try DiskIO.open(path, flags: O_RDWR | O_CREAT, in: fileSystem)
             defer { handle.close() }
             try handle.truncate(to: 0)
             try handle.write(original)

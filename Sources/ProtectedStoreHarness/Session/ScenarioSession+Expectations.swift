@@ -59,13 +59,13 @@ extension ScenarioSession {
         case .inbox(let count):
             let got: String
             do {
-                got = String(try LockedInbox(files: storeFiles).pendingCount())
+                got = String(try inbox.pendingCount())
             } catch {
                 got = "unreadable (\(StoreError(wrapping: error).code.name))"
             }
             return compare("inbox \(count)", "inbox \(got)")
         case .inboxDamaged(let bytes):
-            let got = (try? LockedInbox(files: storeFiles).damagedByteCount()).map(String.init) ?? "unreadable"
+            let got = (try? inbox.damagedByteCount()).map(String.init) ?? "unreadable"
             return compare("inbox-damaged \(bytes)", "inbox-damaged \(got)")
         case .quarantined(let count):
             guard let coordinator = controller?.coordinator else {

@@ -139,6 +139,8 @@ public final class ScenarioSession {
     ///
     /// It forgets what was not synced at a power cut.
     package let disk: SimulatedDisk
+    /// The disk's file system, which the session's device, apps and inbox writes go to.
+    package var fileSystem: FileSystem { .simulated(disk) }
     /// What the last `device power-cut` did.
     package private(set) var lastPowerCut: SimulatedDisk.PowerCutReport?
     /// The fault `fault next-io` planned, waiting for the next command.
@@ -163,6 +165,12 @@ public final class ScenarioSession {
     ///
     /// These are the key file, inbox and journal.
     public var storeFiles: StoreFiles { StoreFiles(database: storePath) }
+    /// The store's locked inbox, as another process (the app's extension) writes it, on the session's disk.
+    package var inbox: LockedInbox {
+        var inbox = LockedInbox(files: storeFiles)
+        inbox.fileSystem = fileSystem
+        return inbox
+    }
 
     /// Opens a session on `stateDirectory`.
     ///
@@ -183,14 +191,16 @@ public final class ScenarioSession {
         self.kdf = kdf
         self.output = output
         started = clock.now
-        try SecureFile.createDirectory(at: stateDirectory)
+        // Made before the disk models the folder: its entry is in the folder above, which the disk does not cover.
+        try SecureFile.createDirectory(at: stateDirectory, in: .real)
         disk = SimulatedDisk(root: stateDirectory)
         switch try Self.connectOrOwn(stateDirectory) {
         case (let agent?, _):
             backend = AgentDevice(agent)
         case (nil, let ownership?):
             backend = try InProcessDevice(
-                stateDirectory: stateDirectory, clock: clock, keyStore: keyStore, ownership: ownership, kdf: kdf)
+                stateDirectory: stateDirectory, clock: clock, keyStore: keyStore, ownership: ownership, kdf: kdf,
+                fileSystem: .simulated(disk))
         case (nil, nil):
             preconditionFailure("connectOrOwn returns an agent or the directory's lock")
         }
@@ -247,7 +257,7 @@ public final class ScenarioSession {
         var plan: DiskFaultPlan?
         if let fault = plannedFault, !command.isFault {
             plannedFault = nil
-            plan = try? fault.arm(under: stateDirectory)
+            plan = try? fault.arm(under: stateDirectory, in: fileSystem)
         }
         do {
             try await perform(command)
@@ -449,9 +459,9 @@ public final class ScenarioSession {
             case (let controller?, _):
                 id = try controller.appendToInbox(.put(key: key, value: value))
             case (nil, let kind?) where kind != "put":
-                id = try LockedInbox(files: storeFiles).append(kind: kind, key: key, value: value)
+                id = try inbox.append(kind: kind, key: key, value: value)
             case (nil, _):
-                id = try LockedInbox(files: storeFiles).append(.put(key: key, value: value))
+                id = try inbox.append(.put(key: key, value: value))
             }
             output("inbox: sealed record \(id) for \(key)")
         case .inboxDelete(let key):
@@ -460,7 +470,7 @@ public final class ScenarioSession {
             if let controller {
                 id = try controller.appendToInbox(.delete(key: key))
             } else {
-                id = try LockedInbox(files: storeFiles).append(.delete(key: key))
+                id = try inbox.append(.delete(key: key))
             }
             output("inbox: sealed record \(id) deleting \(key)")
         case .inboxQuarantine:
@@ -511,6 +521,7 @@ public final class ScenarioSession {
         var configuration = DataController.Configuration(store: StoreConfiguration(path: storePath, protectionClass: protectionClass))
         configuration.attachDelay = attachDelay
         configuration.plantedFault = plantedFault
+        configuration.store.fileSystem = fileSystem
         let controller = DataController(configuration: configuration, keys: keys, clock: clock)
         controller.observe { [weak self] event in
             guard let self else { return }

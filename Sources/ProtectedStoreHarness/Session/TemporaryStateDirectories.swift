@@ -50,7 +50,7 @@ public enum TemporaryStateDirectories: Sendable {
         // Listed and created under the lock, so that removeAll() never misses one made while it runs.
         let made = try live.withLock { live -> String? in
             guard !live.closed else { return nil }
-            try SecureFile.createDirectory(at: folder)
+            try SecureFile.createDirectory(at: folder, in: .real)
             if !live.swept {
                 live.swept = true
                 sweep(folder)
@@ -58,7 +58,7 @@ public enum TemporaryStateDirectories: Sendable {
             let path = folder + "/\(prefix)-\(getpid())-\(String(UInt64.random(in: 0...UInt64.max), radix: 16))"
             let lock = try holdLock(path + ".lock")
             do {
-                try SecureFile.createDirectory(at: path)
+                try SecureFile.createDirectory(at: path, in: .real)
             } catch {
                 unlink(path + ".lock")
                 close(lock)

@@ -250,7 +250,7 @@ public enum Simulator {
                         + "queued \(controller?.queuedOperationCount ?? 0), error \(session.lastError?.code.name ?? "none")")
             }
             if !model.pendingInbox.isEmpty, model.acknowledgedPending.count < model.pendingInbox.count,
-                session.controller?.phase == .ready, (try? LockedInbox(files: session.storeFiles).pendingCount()) == 0
+                session.controller?.phase == .ready, (try? session.inbox.pendingCount()) == 0
             {
                 // The ready store's inbox is empty: a failed append that was there has been merged, or it never was.
                 model.pendingInbox.removeAll { $0.optional }
@@ -644,7 +644,7 @@ public enum Simulator {
         }
         let acknowledged = model.acknowledgedPending.count
         if acknowledged > 0, session.controller?.phase != .ready {
-            let waiting = (try? LockedInbox(files: session.storeFiles).pendingCount()) ?? 0
+            let waiting = (try? session.inbox.pendingCount()) ?? 0
             if waiting < acknowledged {
                 return Failure(
                     invariant: "4 acknowledged writes readable",

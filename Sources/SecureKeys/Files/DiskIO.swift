@@ -8,12 +8,15 @@ import Glibc
 ///
 /// These are key files, the keybag, device state, the locked inbox and their folders.
 ///
-/// Each call is the plain system call. When a ``SimulatedDisk`` covers the path (in simulation only), the
-/// call is also recorded in it, and `fsync` is recorded instead of performed; see ``SimulatedDisk``. The
-/// store's own files reach the model through the `protected-store-disk` SQLite VFS instead.
+/// Each call takes the ``FileSystem`` it works in, which its caller's configuration carries. On
+/// ``FileSystem/real`` (every real app) it is the plain system call. On a simulated file system whose
+/// ``SimulatedDisk`` covers the path, the call is also recorded in the disk, and `fsync` is recorded instead of
+/// performed; see ``SimulatedDisk``. The store's own files reach the model through the `protected-store-disk`
+/// SQLite VFS instead.
 ///
-/// When a ``DiskFaultPlan`` is armed over the path (in tests and simulation only), the call is counted and
-/// may fail as the plan says — before it does anything, or, for a short write, after part of its bytes.
+/// When a ``DiskFaultPlan`` armed on the file system holds the path (in tests and simulation only), the call
+/// is counted and may fail as the plan says — before it does anything, or, for a short write, after part of
+/// its bytes.
 package enum DiskIO {
     /// A file open for writing (and reading), closed with ``close()``.
     package struct File {
@@ -21,12 +24,15 @@ package enum DiskIO {
         package let fileDescriptor: FileDescriptor
         /// The path it was opened at, for errors.
         package let path: String
+        /// The file system it was opened in, which its writes, truncations and syncs go to.
+        package let fileSystem: FileSystem
         private let disk: SimulatedDisk?
         private let handle: Int
 
-        fileprivate init(_ fileDescriptor: FileDescriptor, path: String, disk: SimulatedDisk?, handle: Int) {
+        fileprivate init(_ fileDescriptor: FileDescriptor, path: String, in fileSystem: FileSystem, disk: SimulatedDisk?, handle: Int) {
             self.fileDescriptor = fileDescriptor
             self.path = path
+            self.fileSystem = fileSystem
             self.disk = disk
             self.handle = handle
         }
@@ -40,7 +46,7 @@ package enum DiskIO {
         /// - Throws: `SecureKeysError.Code.ioError` naming the path.
         package func write(_ bytes: some Collection<UInt8>) throws {
             let bytes = Array(bytes)
-            switch DiskFaultPlan.action(for: .write, path: path, byteCount: bytes.count) {
+            switch fileSystem.faultAction(for: .write, path: path, byteCount: bytes.count) {
             case nil:
                 try writeAll(bytes)
             case .fail(let code):
@@ -82,7 +88,7 @@ package enum DiskIO {
         ///
         /// - Throws: `SecureKeysError.Code.ioError` naming the path.
         package func truncate(to size: Int) throws {
-            try DiskIO.failIfPlanned(.truncate, "cannot truncate", path: path)
+            try DiskIO.failIfPlanned(.truncate, "cannot truncate", path: path, in: fileSystem)
             var removed: [UInt8] = []
             var sizeBefore = 0
             if disk != nil {
@@ -103,7 +109,7 @@ package enum DiskIO {
         /// - Parameter purpose: why; a planted fault of a ``SimulatedDisk`` skips one purpose.
         /// - Throws: `SecureKeysError.Code.ioError` naming the path.
         package func sync(purpose: SimulatedDisk.SyncPurpose = .data) throws {
-            try DiskIO.failIfPlanned(.sync, "cannot fsync", path: path)
+            try DiskIO.failIfPlanned(.sync, "cannot fsync", path: path, in: fileSystem)
             if let disk {
                 guard disk.synced(handle, purpose: purpose) else {
                     throw SecureKeysError.io("cannot fsync (the power was cut)", path: path, errno: Errno.ioError)
@@ -138,10 +144,11 @@ package enum DiskIO {
     /// The flags are `O_CREAT`, `O_EXCL`, `O_APPEND` and `O_TRUNC` as `open(2)` takes them. `O_CLOEXEC` and
     /// `O_NOFOLLOW` are always added.
     ///
+    /// - Parameter fileSystem: the file system to open it in; the file's calls go to it too.
     /// - Throws: `SecureKeysError.Code.ioError` naming the path (`EEXIST` with `O_EXCL` for an existing file).
-    package static func open(_ path: String, flags: Int32, mode: UInt32 = 0o600) throws -> File {
-        try failIfPlanned(.open, "cannot open", path: path)
-        let disk = SimulatedDisk.covering(path)
+    package static func open(_ path: String, flags: Int32, mode: UInt32 = 0o600, in fileSystem: FileSystem) throws -> File {
+        try failIfPlanned(.open, "cannot open", path: path, in: fileSystem)
+        let disk = fileSystem.disk(covering: path)
         let existed = disk != nil && SecureFile.exists(path)
         let truncating = flags & O_TRUNC != 0
         let options = FileDescriptor.OpenOptions(rawValue: (flags & ~O_ACCMODE & ~O_TRUNC) | O_CLOEXEC | O_NOFOLLOW)
@@ -155,7 +162,7 @@ package enum DiskIO {
         } catch {
             throw SecureKeysError.io("cannot open", path: path, errno: error)
         }
-        let file = File(descriptor, path: path, disk: disk, handle: disk?.opened(path, created: !existed) ?? 0)
+        let file = File(descriptor, path: path, in: fileSystem, disk: disk, handle: disk?.opened(path, created: !existed) ?? 0)
         if truncating { try file.truncate(to: 0) }
         return file
     }
@@ -165,9 +172,9 @@ package enum DiskIO {
     /// The entries created, renamed and removed in it become durable.
     ///
     /// - Throws: `SecureKeysError.Code.ioError` naming the folder.
-    package static func syncDirectory(_ path: String, purpose: SimulatedDisk.SyncPurpose = .data) throws {
-        try failIfPlanned(.syncDirectory, "cannot fsync directory", path: path)
-        if let disk = SimulatedDisk.covering(path) {
+    package static func syncDirectory(_ path: String, purpose: SimulatedDisk.SyncPurpose = .data, in fileSystem: FileSystem) throws {
+        try failIfPlanned(.syncDirectory, "cannot fsync directory", path: path, in: fileSystem)
+        if let disk = fileSystem.disk(covering: path) {
             disk.syncedDirectory(path, purpose: purpose)
             return
         }
@@ -185,9 +192,9 @@ package enum DiskIO {
     /// `rename(from, to)`, replacing `to`.
     ///
     /// - Throws: `SecureKeysError.Code.ioError` naming `to`.
-    package static func rename(_ from: String, to: String) throws {
-        try failIfPlanned(.rename, "cannot rename onto", path: to)
-        do throws(DiskError) { try SimulatedDisk.covering(to)?.willRename(from, to: to) } catch { throw SecureKeysError(error) }
+    package static func rename(_ from: String, to: String, in fileSystem: FileSystem) throws {
+        try failIfPlanned(.rename, "cannot rename onto", path: to, in: fileSystem)
+        do throws(DiskError) { try fileSystem.disk(covering: to)?.willRename(from, to: to) } catch { throw SecureKeysError(error) }
         do throws(Errno) { try retryOnInterrupt { Glibc.rename(from, to) } } catch {
             throw SecureKeysError.io("cannot rename onto", path: to, errno: error)
         }
@@ -198,13 +205,13 @@ package enum DiskIO {
     /// It fails with `EEXIST` rather than replace `to`.
     ///
     /// - Throws: `SecureKeysError.Code.alreadyExists` when `to` exists, `SecureKeysError.Code.ioError` otherwise.
-    package static func link(_ from: String, to: String) throws {
-        try failIfPlanned(.link, "cannot create", path: to)
+    package static func link(_ from: String, to: String, in fileSystem: FileSystem) throws {
+        try failIfPlanned(.link, "cannot create", path: to, in: fileSystem)
         do throws(Errno) { try retryOnInterrupt { Glibc.link(from, to) } } catch {
             if error == .fileExists { throw SecureKeysError.alreadyExists(path: to) }
             throw SecureKeysError.io("cannot create", path: to, errno: error)
         }
-        SimulatedDisk.covering(to)?.linked(from, to: to)
+        fileSystem.disk(covering: to)?.linked(from, to: to)
     }
 
     /// Removes the file at `path`.
@@ -212,9 +219,9 @@ package enum DiskIO {
     /// A missing file is not an error.
     ///
     /// - Throws: `SecureKeysError.Code.ioError` when it exists and cannot be removed.
-    package static func unlink(_ path: String) throws {
-        try failIfPlanned(.unlink, "cannot remove", path: path)
-        do throws(DiskError) { try SimulatedDisk.covering(path)?.willRemove(path) } catch { throw SecureKeysError(error) }
+    package static func unlink(_ path: String, in fileSystem: FileSystem) throws {
+        try failIfPlanned(.unlink, "cannot remove", path: path, in: fileSystem)
+        do throws(DiskError) { try fileSystem.disk(covering: path)?.willRemove(path) } catch { throw SecureKeysError(error) }
         do throws(Errno) { try retryOnInterrupt { Glibc.unlink(path) } } catch where error != .noSuchFileOrDirectory {
             throw SecureKeysError.io("cannot remove", path: path, errno: error)
         } catch {}
@@ -225,9 +232,9 @@ package enum DiskIO {
     /// A missing one is not an error. Counted as an unlink.
     ///
     /// - Throws: `SecureKeysError.Code.ioError` when it exists and cannot be removed (not empty, among others).
-    package static func removeDirectory(_ path: String) throws {
-        try failIfPlanned(.unlink, "cannot remove", path: path)
-        do throws(DiskError) { try SimulatedDisk.covering(path)?.willRemove(path) } catch { throw SecureKeysError(error) }
+    package static func removeDirectory(_ path: String, in fileSystem: FileSystem) throws {
+        try failIfPlanned(.unlink, "cannot remove", path: path, in: fileSystem)
+        do throws(DiskError) { try fileSystem.disk(covering: path)?.willRemove(path) } catch { throw SecureKeysError(error) }
         do throws(Errno) { try retryOnInterrupt { rmdir(path) } } catch where error != .noSuchFileOrDirectory {
             throw SecureKeysError.io("cannot remove", path: path, errno: error)
         } catch {}
@@ -240,34 +247,23 @@ package enum DiskIO {
     /// - Returns: whether it was created.
     /// - Throws: `SecureKeysError.Code.ioError` naming the folder.
     @discardableResult
-    package static func makeDirectory(_ path: String, mode: UInt32 = 0o700) throws -> Bool {
-        try failIfPlanned(.makeDirectory, "cannot create directory", path: path)
+    package static func makeDirectory(_ path: String, mode: UInt32 = 0o700, in fileSystem: FileSystem) throws -> Bool {
+        try failIfPlanned(.makeDirectory, "cannot create directory", path: path, in: fileSystem)
         do throws(Errno) { try retryOnInterrupt { mkdir(path, mode_t(mode)) } } catch {
             if error == .fileExists { return false }
             throw SecureKeysError.io("cannot create directory", path: path, errno: error)
         }
-        SimulatedDisk.covering(path)?.madeDirectory(path)
+        fileSystem.disk(covering: path)?.madeDirectory(path)
         return true
     }
 
-    /// Throws the planned failure of a call that is not a write, if a ``DiskFaultPlan`` fails this one.
-    fileprivate static func failIfPlanned(_ call: DiskFaultPlan.Call, _ operation: String, path: String) throws {
-        switch DiskFaultPlan.action(for: call, path: path) {
+    /// Throws the planned failure of a call that is not a write, if a ``DiskFaultPlan`` armed on `fileSystem`
+    /// fails this one.
+    fileprivate static func failIfPlanned(_ call: DiskFaultPlan.Call, _ operation: String, path: String, in fileSystem: FileSystem) throws {
+        switch fileSystem.faultAction(for: call, path: path) {
         case nil: return
         case .fail(let code): throw SecureKeysError.io(operation, path: path, errno: code)
         case .writePart: throw SecureKeysError.io(operation, path: path, errno: Errno.noSpace)  // only writes are short
         }
-    }
-}
-
-/// What the file-system seam costs a real app, for the benchmark that shows it (Benchmarks, "File seam").
-@_spi(Benchmarks)
-public enum DiskSeam: Sendable {
-    /// Whether a simulated disk or an armed fault plan covers `path`.
-    ///
-    /// These are the two things every ``DiskIO`` call adds to its system call outside simulation (each a lock
-    /// and an empty-list check).
-    public static func isSimulated(_ path: String) -> Bool {
-        SimulatedDisk.covering(path) != nil || DiskFaultPlan.isArmed(over: path)
     }
 }

@@ -12,7 +12,7 @@ import Glibc
 /// `rename` it over the target, then `fsync` the directory so the rename itself is durable. A crash at any
 /// point leaves either the old file or the new one, never a mix.
 package enum SecureFile {
-    /// The steps of ``writeAtomically(_:to:replacing:syncingFolder:)``, in order, where a simulated crash can stop it
+    /// The steps of ``writeAtomically(_:to:replacing:syncingFolder:in:)``, in order, where a simulated crash can stop it
     /// (`FaultPoint.atomicWrite(_:)`).
     package enum WriteStep: String, Sendable, CaseIterable {
         case createdTemporary = "created-temporary"
@@ -37,16 +37,17 @@ package enum SecureFile {
     /// folders nobody else can swap it out of (``PrivateDirectory``). An existing directory is checked the same
     /// way, and otherwise left as it is.
     ///
+    /// - Parameter fileSystem: the file system the folders are made in.
     /// - Throws: `SecureKeysError.Code.insecureStateDirectory` naming the folder, what was found and the fix;
     ///   `SecureKeysError.Code.ioError` when it cannot be created or is not a directory.
-    package static func createDirectory(at path: String) throws {
+    package static func createDirectory(at path: String, in fileSystem: FileSystem) throws {
         try PrivateDirectory.checkFoldersAbove(path)
-        try makeDirectories(path)
+        try makeDirectories(path, in: fileSystem)
         try PrivateDirectory.check(path, ancestors: false)
     }
 
     /// `mkdir -p` with mode 0700, each new folder made durable in its parent.
-    private static func makeDirectories(_ path: String) throws {
+    private static func makeDirectories(_ path: String, in fileSystem: FileSystem) throws {
         if let info = try? Stat(DiskPath.forSystemCall(path), followTargetSymlink: false).rawValue {
             // A link is left for the check to name; anything else that is not a folder is an error here.
             guard (info.st_mode & S_IFMT) == S_IFDIR || (info.st_mode & S_IFMT) == S_IFLNK else {
@@ -56,12 +57,12 @@ package enum SecureFile {
         }
         let parent = folder(containing: path)
         if parent != path, (try? Stat(DiskPath.forSystemCall(parent), followTargetSymlink: false)) == nil {
-            try makeDirectories(parent)
+            try makeDirectories(parent, in: fileSystem)
         }
         // The new entry is durable only once its parent folder is synced: without this, a power cut right
         // after `device setup` could lose the whole device folder.
-        if try DiskIO.makeDirectory(path, mode: directoryMode) {
-            try DiskIO.syncDirectory(parent)
+        if try DiskIO.makeDirectory(path, mode: directoryMode, in: fileSystem) {
+            try DiskIO.syncDirectory(parent, in: fileSystem)
         }
     }
 
@@ -169,10 +170,10 @@ package enum SecureFile {
 
     /// Writes a raw secret to a new file (mode 0600, never replacing one). Only for the simulated device's
     /// hardware key, which stands for a key a real device keeps in its secure element.
-    package static func writeSecret(_ secret: SecureBytes, to path: String) throws {
+    package static func writeSecret(_ secret: SecureBytes, to path: String, in fileSystem: FileSystem) throws {
         var bytes = try secret.withUnsafeBytes { Array($0) }
         defer { secureZero(&bytes) }
-        try writeAtomically(bytes, to: path, replacing: false)
+        try writeAtomically(bytes, to: path, replacing: false, in: fileSystem)
     }
 
     /// Writes `bytes` to `path` atomically with mode 0600.
@@ -184,18 +185,19 @@ package enum SecureFile {
     ///     then on. Without it, a crash before the folder's next sync leaves the previous file whole or the new
     ///     one whole, never a mix: only for a file whose previous version serves as well after a crash (the
     ///     store creation marker's second stage), in a folder that is synced soon after anyway.
+    ///   - fileSystem: the file system to write in.
     /// - Throws: `SecureKeysError.Code.alreadyExists` when `path` exists and `replacing` is false;
     ///   `SecureKeysError.Code.ioError` for any failure, after which the previous file (if any) is intact.
     package static func writeAtomically(
-        _ bytes: [UInt8], to path: String, replacing: Bool, syncingFolder: Bool = true
+        _ bytes: [UInt8], to path: String, replacing: Bool, syncingFolder: Bool = true, in fileSystem: FileSystem
     ) throws {
         let directory = folder(containing: path)
         let temporary = path + ".tmp-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-        let file = try DiskIO.open(temporary, flags: O_WRONLY | O_CREAT | O_EXCL, mode: fileMode)
+        let file = try DiskIO.open(temporary, flags: O_WRONLY | O_CREAT | O_EXCL, mode: fileMode, in: fileSystem)
         var committed = false
         var crashed = false
         defer {
-            if !committed && !crashed { try? DiskIO.unlink(temporary) }
+            if !committed && !crashed { try? DiskIO.unlink(temporary, in: fileSystem) }
         }
         do {
             defer { file.close() }
@@ -206,16 +208,16 @@ package enum SecureFile {
             do { try crashIfRequested(at: .syncedTemporary, path: path) } catch { crashed = true; throw error }
         }
         if replacing {
-            try DiskIO.rename(temporary, to: path)
+            try DiskIO.rename(temporary, to: path, in: fileSystem)
         } else {
             // link(2) fails with EEXIST instead of replacing: a key file is never overwritten.
-            try DiskIO.link(temporary, to: path)
-            try DiskIO.unlink(temporary)
+            try DiskIO.link(temporary, to: path, in: fileSystem)
+            try DiskIO.unlink(temporary, in: fileSystem)
         }
         committed = true
         try crashIfRequested(at: .renamed, path: path)
         guard syncingFolder else { return }
-        try DiskIO.syncDirectory(directory, purpose: replacing ? .data : .newFileEntry)
+        try DiskIO.syncDirectory(directory, purpose: replacing ? .data : .newFileEntry, in: fileSystem)
         try crashIfRequested(at: .syncedDirectory, path: path)
     }
 
@@ -227,7 +229,7 @@ package enum SecureFile {
 }
 
 extension FaultPoint {
-    /// An atomic write of a key file (``SecureFile/writeAtomically(_:to:replacing:syncingFolder:)``) at `step`.
+    /// An atomic write of a key file (``SecureFile/writeAtomically(_:to:replacing:syncingFolder:in:)``) at `step`.
     ///
     /// A plan's path suffix picks the file.
     package static func atomicWrite(_ step: SecureFile.WriteStep) -> FaultPoint { FaultPoint("atomic-write \(step.rawValue)") }

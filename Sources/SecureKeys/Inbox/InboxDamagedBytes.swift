@@ -1,3 +1,4 @@
+package import DiskModel
 import Glibc
 
 /// The inbox's damaged-bytes file, `<store>.inbox-damaged`.
@@ -41,13 +42,16 @@ package enum InboxDamagedBytes {
     /// and fingerprint, as a merge that crashed before truncating the inbox leaves it, is not copied twice. A
     /// failed write is cut back off.
     ///
+    /// - Parameter fileSystem: the file system the file is in.
     /// - Returns: how many bytes were copied.
     /// - Throws: ``InboxFile/Unusable`` or `SecureKeysError.Code.ioError`; the inbox must then not be truncated.
     @discardableResult
-    package static func append(_ spans: [Span], from source: some InboxByteSource, to path: String) throws -> Int {
+    package static func append(
+        _ spans: [Span], from source: some InboxByteSource, to path: String, in fileSystem: FileSystem
+    ) throws -> Int {
         guard !spans.isEmpty else { return 0 }
         let existed = SecureFile.exists(path)
-        guard let (file, size) = try InboxFile.openForUpdate(path, create: true, appending: true) else { return 0 }
+        guard let (file, size) = try InboxFile.openForUpdate(path, create: true, appending: true, in: fileSystem) else { return 0 }
         defer { file.close() }
         let known = try fingerprints(InboxBytesInFile(descriptor: file.descriptor, path: path, count: size))
         var copied = 0
@@ -72,7 +76,7 @@ package enum InboxDamagedBytes {
                 copied += span.length
             }
             try file.sync()
-            if !existed { try DiskIO.syncDirectory(SecureFile.folder(containing: path)) }
+            if !existed { try DiskIO.syncDirectory(SecureFile.folder(containing: path), in: fileSystem) }
         } catch {
             // Best effort: what was written of a failed copy is not a span; the inbox keeps the bytes.
             try? file.truncate(to: size)

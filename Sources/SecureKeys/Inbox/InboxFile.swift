@@ -1,4 +1,4 @@
-import DiskModel
+package import DiskModel
 import Glibc
 import SystemPackage
 
@@ -25,15 +25,18 @@ package enum InboxFile {
     /// Opens `path` for reading and writing (`O_APPEND` when `appending`), creating it (0600) when `create`
     /// and missing.
     ///
+    /// - Parameter fileSystem: the file system to open it in.
     /// - Returns: the open file and its size, or `nil` when it does not exist and `create` is false.
     /// - Throws: ``Unusable`` for a link, a directory, a FIFO or anything else that is not a regular file, or
     ///   a file that cannot be opened; `SecureKeysError.Code.ioError` when `fstat` fails.
-    package static func openForUpdate(_ path: String, create: Bool, appending: Bool = false) throws -> (file: DiskIO.File, size: Int)? {
+    package static func openForUpdate(
+        _ path: String, create: Bool, appending: Bool = false, in fileSystem: FileSystem
+    ) throws -> (file: DiskIO.File, size: Int)? {
         if !create, !SecureFile.exists(path) { return nil }
         let flags = O_RDWR | O_NONBLOCK | (create ? O_CREAT : 0) | (appending ? O_APPEND : 0)
         let file: DiskIO.File
         do {
-            file = try DiskIO.open(path, flags: flags)
+            file = try DiskIO.open(path, flags: flags, in: fileSystem)
         } catch let error as SecureKeysError {
             guard let code = error.systemErrno else { throw error }
             if code == ENOENT, !create { return nil }

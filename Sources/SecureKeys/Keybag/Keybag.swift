@@ -1,3 +1,5 @@
+package import DiskModel
+
 /// The keybag, with one key per protection class.
 ///
 /// Each key is wrapped so that only the right passcode on the right device unwraps it (formats v1 and v2,
@@ -510,6 +512,11 @@ public struct Keybag: Sendable {
     ///
     /// - Throws: `SecureKeysError.Code.ioError`; the previous file is then intact.
     public func write(to path: String) throws {
-        try SecureFile.writeAtomically(bytes, to: path, replacing: true)
+        try write(to: path, in: .real)
+    }
+
+    /// Writes the keybag to `path` in `fileSystem`, as ``write(to:)`` does.
+    package func write(to path: String, in fileSystem: FileSystem) throws {
+        try SecureFile.writeAtomically(bytes, to: path, replacing: true, in: fileSystem)
     }
 }

@@ -1,3 +1,4 @@
+package import DiskModel
 internal import Glibc
 
 /// The public half of a recovery key, and how to derive it again from the phrase.
@@ -182,7 +183,12 @@ public struct RecoveryKey: Sendable, Hashable {
     ///
     /// - Throws: `SecureKeysError.Code.alreadyExists`, `SecureKeysError.Code.ioError`.
     public func write(to path: String) throws {
-        try SecureFile.writeAtomically(fileBytes, to: path, replacing: false)
+        try write(to: path, in: .real)
+    }
+
+    /// Writes the recovery key file at `path` in `fileSystem`, as ``write(to:)`` does.
+    package func write(to path: String, in fileSystem: FileSystem) throws {
+        try SecureFile.writeAtomically(fileBytes, to: path, replacing: false, in: fileSystem)
     }
 
     /// Where a store's recovery key file is, `<store>.recovery-key`.

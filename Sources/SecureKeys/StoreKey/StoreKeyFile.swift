@@ -1,3 +1,5 @@
+package import DiskModel
+
 /// The key file beside a store.
 ///
 /// It holds the store's 32-byte key, wrapped by its protection class's key, and the store's format. This is
@@ -192,6 +194,15 @@ public struct StoreKeyFile: Sendable {
         at keyPath: String, forStoreAt storePath: String, protectionClass: ProtectionClass, classKey: SecureBytes,
         random: any RandomSource = SystemRandom()
     ) throws -> SecureBytes {
+        try create(at: keyPath, forStoreAt: storePath, protectionClass: protectionClass, classKey: classKey, random: random, in: .real)
+    }
+
+    /// Creates a store key and writes its key file in `fileSystem`, as
+    /// ``create(at:forStoreAt:protectionClass:classKey:random:)`` does.
+    package static func create(
+        at keyPath: String, forStoreAt storePath: String, protectionClass: ProtectionClass, classKey: SecureBytes,
+        random: any RandomSource = SystemRandom(), in fileSystem: FileSystem
+    ) throws -> SecureBytes {
         if SecureFile.exists(keyPath) { throw SecureKeysError.alreadyExists(path: keyPath) }
         let files = StoreFiles(database: storePath)
         for existing in [files.database, files.writeAheadLog] where SecureFile.exists(existing) {
@@ -199,7 +210,7 @@ public struct StoreKeyFile: Sendable {
         }
         let (file, storeKey) = try make(protectionClass: protectionClass, classKey: classKey, random: random)
         do {
-            try SecureFile.writeAtomically(file.bytes, to: keyPath, replacing: false)
+            try SecureFile.writeAtomically(file.bytes, to: keyPath, replacing: false, in: fileSystem)
         } catch {
             storeKey.wipe()
             throw error
