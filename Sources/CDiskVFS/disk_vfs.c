@@ -5,6 +5,7 @@
 #include <string.h>
 #include <errno.h>
 #include <sys/stat.h>
+#include <pthread.h>
 #include "disk_vfs.h"
 
 typedef struct DiskFile {
@@ -275,20 +276,39 @@ int ps_disk_vfs_prepare(const ps_disk_callbacks *newCallbacks) {
     return SQLITE_OK;
 }
 
+/// A VFS ps_disk_vfs_add made: SQLite's structure first, so a pointer to it is one to the whole.
+typedef struct AddedVFS {
+    sqlite3_vfs base;
+    /// The next VFS in the list of those unregistered.
+    struct AddedVFS *nextRetired;
+} AddedVFS;
+
+/// The VFSes ps_disk_vfs_remove unregistered, kept for the process's life and reachable from here.
+static AddedVFS *retired = NULL;
+static pthread_mutex_t retiredLock = PTHREAD_MUTEX_INITIALIZER;
+
 sqlite3_vfs *ps_disk_vfs_add(const char *name, void *context) {
     if (defaultVFS == NULL) return NULL;
-    sqlite3_vfs *vfs = malloc(sizeof *vfs);
+    AddedVFS *vfs = malloc(sizeof *vfs);
     char *copy = malloc(strlen(name) + 1);
     if (vfs == NULL || copy == NULL) { free(vfs); free(copy); return NULL; }
     strcpy(copy, name);
-    *vfs = diskVFS;
-    vfs->zName = copy;
-    vfs->pAppData = context;
-    if (sqlite3_vfs_register(vfs, 0) != SQLITE_OK) { free(copy); free(vfs); return NULL; }
-    return vfs;
+    vfs->base = diskVFS;
+    vfs->base.zName = copy;
+    vfs->base.pAppData = context;
+    vfs->nextRetired = NULL;
+    if (sqlite3_vfs_register(&vfs->base, 0) != SQLITE_OK) { free(copy); free(vfs); return NULL; }
+    return &vfs->base;
 }
 
 void ps_disk_vfs_remove(sqlite3_vfs *vfs) {
-    // Not freed: a connection opened through it may still be open, and SQLite calls it through its pointer.
     sqlite3_vfs_unregister(vfs);
+    // Not freed: a connection opened through it may still be open, and SQLite calls it through its pointer. It
+    // stays in the list of retired VFSes instead, so it is memory kept on purpose, not lost (a leak checker sees
+    // it reachable).
+    AddedVFS *added = (AddedVFS *)vfs;
+    pthread_mutex_lock(&retiredLock);
+    added->nextRetired = retired;
+    retired = added;
+    pthread_mutex_unlock(&retiredLock);
 }

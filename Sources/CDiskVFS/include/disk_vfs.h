@@ -55,8 +55,8 @@ typedef struct sqlite3_vfs sqlite3_vfs;
 /// NULL when it cannot be registered.
 sqlite3_vfs *ps_disk_vfs_add(const char *name, void *context);
 
-/// Unregisters a VFS ps_disk_vfs_add returned. Its memory stays, as a connection opened through it may
-/// still be open; each of its files then reports to a context whose disk is gone.
+/// Unregisters a VFS ps_disk_vfs_add returned. Its memory stays, in a list of retired VFSes, as a connection
+/// opened through it may still be open; each of its files then reports to a context whose disk is gone.
 void ps_disk_vfs_remove(sqlite3_vfs *vfs);
 
 #endif
