@@ -302,6 +302,29 @@ struct AppSimulationTests {
         }
     }
 
+    @Test("a symbolic link or a FIFO put where the shared-memory index is not (a power cut removed it) is presented as io-error, and its restore removes it")
+    func linkOrFIFOWhereNoFileWas() async throws {
+        let simulation = listingApp(swallowingFailedWrites: false)
+        for damage: AppSimulationStep.Damage in [.linkInPlaceOf(.sharedMemory), .fifoInPlaceOf(.sharedMemory)] {
+            try await simulation.replay([
+                .action("save a note"), .action("log a visit"), .powerCut(.drop, seed: 3), .damage(damage), .unlock,
+                .launch, .action("save a note"), .restoreDamage, .launch, .action("save a note"),
+            ])
+        }
+        // The damage was there: an app that removes what is in the place of its `-shm` is found.
+        var removing = simulation
+        removing.action("remove what is in the way") { app in
+            try FileManager.default.removeItem(atPath: app.environment.storePath("visits.sqlite") + "-shm")
+        }
+        let failure = await #expect(throws: AppSimulationFailure.self) {
+            try await removing.replay([
+                .action("save a note"), .powerCut(.drop, seed: 3), .damage(.linkInPlaceOf(.sharedMemory)), .unlock,
+                .launch, .action("remove what is in the way"),
+            ])
+        }
+        #expect(failure?.check == "damage reported, never repaired by replacement")
+    }
+
     @Test("an app that removes a symbolic link in place of its write-ahead log is found: damage is never repaired by replacement")
     func linkRemovedIsFound() async throws {
         var simulation = listingApp(swallowingFailedWrites: false)
