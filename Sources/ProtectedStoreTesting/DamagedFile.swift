@@ -47,9 +47,10 @@ struct DamagedFile {
         guard type == nil || type == .regular else { return nil }
         // The shared-memory index is memory SQLite rebuilds from the log (a disk model forgets it at a power cut):
         // it is removed, not kept aside.
-        if type != nil, !damage.keepsOriginalAside { try DiskIO.unlink(path, in: fileSystem) }
-        let original = type == nil || !damage.keepsOriginalAside ? nil : contents(of: path)
-        if type != nil, damage.keepsOriginalAside, original == nil { return nil }
+        let movesAside = type != nil && damage.keepsOriginalAside
+        if type != nil, !movesAside { try DiskIO.unlink(path, in: fileSystem) }
+        let original = movesAside ? contents(of: path) : nil
+        if movesAside, original == nil { return nil }
         let file = DamagedFile(damage: damage, path: path, original: original, damaged: nil, fileSystem: fileSystem)
         if original != nil { try DiskIO.rename(path, to: file.asidePath, in: fileSystem) }
         let made = replacement == .symbolicLink ? symlink(file.asidePath, path) : mkfifo(path, 0o600)
