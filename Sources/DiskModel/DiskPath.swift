@@ -24,12 +24,25 @@ package enum DiskPath {
     /// cost more than the call itself in a debug build, where an app's simulation makes thousands of calls a second.
     package static func forSystemCall(_ path: String) -> String {
         let bytes = path.utf8
-        guard bytes.count > 1, bytes.last == UInt8(ascii: "/") || path.contains("//") else { return path }
+        guard bytes.count > 1, bytes.last == UInt8(ascii: "/") || hasDoubledSlash(bytes) else { return path }
         var kept: [UInt8] = []
         kept.reserveCapacity(bytes.count)
         for byte in bytes where byte != UInt8(ascii: "/") || kept.last != UInt8(ascii: "/") { kept.append(byte) }
         if kept.count > 1, kept.last == UInt8(ascii: "/") { kept.removeLast() }
         return String(decoding: kept, as: UTF8.self)
+    }
+
+    /// Whether `bytes` hold two slashes in a row.
+    ///
+    /// A scan of the bytes: `String.contains(_:)` of Foundation (which DiskModel imports) goes through
+    /// `NSString`, and this runs at every system call the disk model names.
+    private static func hasDoubledSlash(_ bytes: String.UTF8View) -> Bool {
+        var previous: UInt8 = 0
+        for byte in bytes {
+            if byte == UInt8(ascii: "/") && previous == UInt8(ascii: "/") { return true }
+            previous = byte
+        }
+        return false
     }
 
     /// The folder that holds `path`.
