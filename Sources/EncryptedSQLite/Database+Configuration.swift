@@ -76,6 +76,12 @@ extension Database {
         /// Outside simulation, the real one. A simulated disk's routes the files' changes to its model
         /// (``DiskModelVFS``).
         package var fileSystem: FileSystem = .real
+        /// Whether the connection builds a new database that no one may use until ``Database/finishBuilding()``.
+        ///
+        /// In WAL mode only. Until then its rollback journal is in memory and nothing is synced — the cost of
+        /// a new file's first pages through a journal on disk, four syncs, is spared — so a crash leaves a file
+        /// that must be thrown away, which its builder (a store's creation, behind its marker) knows to do.
+        package var buildsNewFile = false
         /// What runs on each new connection, in the order added.
         ///
         /// See ``prepareDatabase(_:)``.

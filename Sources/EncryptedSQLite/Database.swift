@@ -221,8 +221,16 @@ public final class Database {
             try execute("PRAGMA temp_store = MEMORY")
             try execute("PRAGMA cache_size = -\(configuration.cacheSizeKiB)")
             if configuration.usesWAL && !configuration.readOnly {
-                try execute("PRAGMA journal_mode = WAL")
-                try execute("PRAGMA synchronous = \(configuration.synchronous.rawValue)")
+                if configuration.buildsNewFile {
+                    guard isNewFile else {
+                        throw StoreError(code: .misuse, message: "only a new file is built without a journal on disk", path: path)
+                    }
+                    try execute("PRAGMA journal_mode = MEMORY")
+                    try execute("PRAGMA synchronous = OFF")
+                } else {
+                    try execute("PRAGMA journal_mode = WAL")
+                    try execute("PRAGMA synchronous = \(configuration.synchronous.rawValue)")
+                }
             }
             try execute("PRAGMA foreign_keys = \(configuration.foreignKeysEnabled ? "ON" : "OFF")")
             for preparation in configuration.preparations { try preparation.body.run(self) }
@@ -238,6 +246,30 @@ public final class Database {
             close()
             throw error
         }
+    }
+
+    /// Makes the new file this connection built (``Configuration/buildsNewFile``) durable and puts it in WAL mode.
+    ///
+    /// The switch to WAL rewrites page 1 in a commit that syncs the file, and every page written before with
+    /// it: one sync. Then commits are synced as ``Configuration/synchronous`` says, and the log is opened (which
+    /// creates it). Syncing the folder, so that the file's name and the log's survive a crash, is the builder's.
+    ///
+    /// - Throws: `StoreError.Code.misuse` on a connection that builds nothing; the switch's `StoreError`.
+    package func finishBuilding() throws {
+        guard configuration.buildsNewFile, configuration.usesWAL, !configuration.readOnly else {
+            throw StoreError(code: .misuse, message: "this connection builds no new file", path: path)
+        }
+        try execute("PRAGMA synchronous = FULL")
+        // Run to its end, not read for its row: the switch's commit (a write, a sync) runs when the statement
+        // ends, and its failure must be thrown, not dropped by a reset.
+        try execute("PRAGMA journal_mode = WAL")
+        let mode = try scalar("PRAGMA journal_mode")?.string
+        guard mode == "wal" else {
+            throw StoreError(code: .misuse, message: "the new file could not be put in WAL mode (journal mode \(mode ?? "none"))", path: path)
+        }
+        try execute("PRAGMA synchronous = \(configuration.synchronous.rawValue)")
+        // A read opens the log, which creates it: its name is then in the folder before the builder syncs it.
+        try execute("SELECT count(*) FROM sqlite_master")
     }
 
     /// Checks the files SQLite opens for the database at `path` before it opens any.

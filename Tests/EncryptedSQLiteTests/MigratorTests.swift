@@ -100,4 +100,45 @@ struct MigratorTests {
         }
         #expect(try tables(database) == ["future", "one", DatabaseMigrator.tableName, "two"], "nothing was created")
     }
+
+    @Test("migrations in one transaction (a store's creation) are all applied and recorded, or none: a failing one rolls back those before it, and the error names it")
+    func oneTransactionIsAllOrNothing() throws {
+        let database = try open()
+        #expect(try twoMigrations.migrate(database, inOneTransaction: true) == ["one", "two"])
+        #expect(try twoMigrations.appliedMigrations(in: database) == ["one", "two"])
+        #expect(try twoMigrations.migrate(database, inOneTransaction: true) == [])
+
+        let other = try Database(path: directory.file("other.sqlite"), key: key)
+        var migrator = twoMigrations
+        migrator.registerMigration("three") { _ in throw Broken() }
+        let error = #expect(throws: StoreError.self) { try migrator.migrate(other, inOneTransaction: true) }
+        #expect(error?.code == .migrationFailed)
+        #expect(error?.migration == "three")
+        #expect(error?.message.contains("stays at no migration") == true, "\(error?.message ?? "")")
+        #expect(try tables(other) == [], "one and two were rolled back with three")
+        #expect(!other.isInTransaction)
+    }
+
+    @Test("a new file built without a journal on disk is in WAL mode after finishBuilding, with every page, and its log open; a connection that builds nothing cannot finish")
+    func builtFileFinishesInWALMode() throws {
+        var configuration = Database.Configuration()
+        configuration.buildsNewFile = true
+        let path = directory.file("built.sqlite")
+        let database = try Database(path: path, key: key, configuration: configuration)
+        #expect(try database.scalar("PRAGMA journal_mode")?.string == "memory")
+        #expect(try database.scalar("PRAGMA synchronous")?.int64 == 0)
+        #expect(try twoMigrations.migrate(database, inOneTransaction: true) == ["one", "two"])
+        #expect(!FileManager.default.fileExists(atPath: path + "-journal"), "the journal is in memory")
+        try database.finishBuilding()
+        #expect(try database.scalar("PRAGMA journal_mode")?.string == "wal")
+        #expect(try database.scalar("PRAGMA synchronous")?.int64 == 2, "FULL, the configured level")
+        #expect(FileManager.default.fileExists(atPath: path + "-wal"), "the log is open")
+        database.close()
+        let reopened = try Database(path: path, key: key)
+        #expect(try twoMigrations.appliedMigrations(in: reopened) == ["one", "two"])
+        #expect(throws: StoreError.self) { try reopened.finishBuilding() }
+        reopened.close()
+        // Only a new file is built so: an existing one is refused.
+        #expect(throws: StoreError.self) { _ = try Database(path: path, key: key, configuration: configuration) }
+    }
 }

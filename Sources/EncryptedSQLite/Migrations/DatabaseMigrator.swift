@@ -86,6 +86,19 @@ public struct DatabaseMigrator: Sendable {
     ///   result code, and where the migrations found it.
     @discardableResult
     public func migrate(_ database: Database) throws -> [String] {
+        try migrate(database, inOneTransaction: false)
+    }
+
+    /// Applies the migrations `database` has not applied yet, in order, each in a transaction of its own or
+    /// all in one.
+    ///
+    /// All in one is for a store being created, which is there whole with every migration or not at all: a
+    /// failure rolls every one back, and the statements each transaction repeats run once.
+    ///
+    /// - Returns: the identifiers of the migrations applied now.
+    /// - Throws: as ``migrate(_:)``.
+    @discardableResult
+    package func migrate(_ database: Database, inOneTransaction: Bool) throws -> [String] {
         let applied: [String]
         do {
             applied = try appliedMigrations(in: database)
@@ -101,24 +114,57 @@ public struct DatabaseMigrator: Sendable {
                 message: "the store records migrations this app does not know (\(unknown.map { "`\($0)`" }.joined(separator: ", "))): it was written by a newer version of the app, and is left unchanged")
         }
         let done = Set(applied)
+        let pending = registered.filter { !done.contains($0.identifier) }
+        guard !pending.isEmpty else { return [] }
         var appliedNow: [String] = []
-        for migration in registered where !done.contains(migration.identifier) {
+        // The migration a failure of the transaction itself (its start, its commit) is named after.
+        var current = pending[0].identifier
+        /// Runs `migration` and records it, in the transaction under way.
+        func apply(_ migration: Migration) throws {
+            current = migration.identifier
             do {
-                try database.transaction(.immediate) {
-                    try database.execute(
-                        "CREATE TABLE IF NOT EXISTS \(Self.tableName)(identifier TEXT PRIMARY KEY NOT NULL, applied_at TEXT NOT NULL)")
-                    try migration.migrate(database)
-                    try database.execute(
-                        "INSERT INTO \(Self.tableName)(identifier, applied_at) VALUES (?, ?)",
-                        [migration.identifier, Date()] as StatementArguments)
-                }
+                try migration.migrate(database)
+                try database.execute(
+                    "INSERT INTO \(Self.tableName)(identifier, applied_at) VALUES (?, ?)",
+                    [migration.identifier, Date()] as StatementArguments)
             } catch {
-                throw Self.failure(
-                    migration: migration.identifier,
-                    message: "migration `\(migration.identifier)` failed and was rolled back; the store stays at \(appliedNow.last ?? applied.last ?? "no migration")",
-                    cause: error)
+                throw failure(of: migration.identifier, cause: error)
             }
             appliedNow.append(migration.identifier)
+        }
+        /// The error of `migration`, which was rolled back.
+        func failure(of migration: String, cause: any Error) -> StoreError {
+            let stays = inOneTransaction ? applied.last : appliedNow.last ?? applied.last
+            return Self.failure(
+                migration: migration,
+                message: "migration `\(migration)` failed and was rolled back; the store stays at \(stays ?? "no migration")",
+                cause: cause)
+        }
+        /// Runs `body` in an immediate transaction. A failure of the transaction itself (its start, its commit)
+        /// is named after the migration it was for, as a failure of the migration is.
+        func transaction(_ body: () throws -> Void) throws {
+            do {
+                try database.transaction(.immediate, body)
+            } catch let error as StoreError where error.migration != nil {
+                throw error
+            } catch {
+                throw failure(of: current, cause: error)
+            }
+        }
+        let createTable = "CREATE TABLE IF NOT EXISTS \(Self.tableName)(identifier TEXT PRIMARY KEY NOT NULL, applied_at TEXT NOT NULL)"
+        if inOneTransaction {
+            try transaction {
+                try database.execute(createTable)
+                for migration in pending { try apply(migration) }
+            }
+            return appliedNow
+        }
+        for migration in pending {
+            current = migration.identifier
+            try transaction {
+                try database.execute(createTable)
+                try apply(migration)
+            }
         }
         return appliedNow
     }
