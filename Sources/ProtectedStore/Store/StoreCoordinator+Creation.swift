@@ -1,36 +1,32 @@
+internal import DiskModel
 internal import EncryptedSQLite
 internal import Logging
 internal import ProtectedData
 internal import SecureKeys
+internal import Glibc
 
 /// Creating a store, and telling an interrupted creation from a lost store.
 ///
 /// Creation is two steps, the key (made by the key source) and then the store, so a crash can fall between
-/// them. The creation marker (``StoreCreationMarker``) describes one creation in progress: written when a
-/// creation starts, told which key the creation made (its identifier, from the source's
-/// `StoreKeyProvider/storeKeyRecord(forStoreAt:)`) as soon as it exists, removed once the store file has its
-/// first page on disk. A key without its store is finished only when the marker names that very key — or, for
-/// a crash in the instant between the key's creation and the marker naming it, when the marker names none and
-/// nothing shows that the key's store ever existed. The library learns of the key only through its source: it never
-/// reads or writes a key file.
-///
-/// Only the first-stage marker is made durable at once (its folder synced) before the key is made; the second
-/// stage, the removal and the inbox key file's name become durable with the folder syncs SQLite makes when it
-/// first syncs the store's rollback journal and its log. A crash before those leaves the first-stage marker, or
-/// a marker beside a store that has its first page: keys/README.md, "The creation, step by step", goes through
-/// every crash point.
+/// them, or in the store's building. The creation marker (``StoreCreationMarker``) says that one creation is in
+/// progress: written and made durable before the key is asked for, removed once the store is built and durable.
+/// A key without its store is finished as an interrupted creation only when such a marker is beside it and
+/// nothing shows that the key's store ever existed (the inbox key file, made at a store's first attach once the
+/// store is durable). A store file beside the marker is the interrupted creation's, unfinished: it is moved
+/// aside and the store built again (``buildStore(_:key:database:)``). Markers that versions before 0.2 wrote
+/// are still read. The library learns of the key only through its source: it never reads or writes a key file.
+/// keys/README.md, "The creation, step by step", goes through every crash point.
 extension StoreCoordinator {
     /// Starts the creation of a new store and makes its key.
     ///
     /// Nothing is written where a store file or its log exists without a key (`store-exists-without-key`):
-    /// that is someone's data, never given a new key, and not a creation. Otherwise the marker is written, the
-    /// key made through `keys`, and the marker told the new key's identifier, which `keys` records. A creation
-    /// that ends without a key removes its marker; one whose marker cannot be told the new key's identifier
-    /// fails with that write's error, and the next attach finishes it.
+    /// that is someone's data, never given a new key, and not a creation. Otherwise the marker is written and
+    /// its folder synced, then the key made through `keys`. A creation that ends without a key removes its
+    /// marker; one that ends with a key leaves it, and the next attach finishes the creation.
     ///
     /// - Returns: the new store key, and what `keys` records of it.
     /// - Throws: `store-exists-without-key`; `key-source-inconsistent` when `keys` made a key but records none;
-    ///   what `keys` or the marker's writes throw.
+    ///   what `keys` or the marker's write throw.
     static func createStoreKey(
         _ configuration: StoreConfiguration, keys: any StoreKeyProvider
     ) throws -> (key: SecureBytes, record: StoreKeyRecord) {
@@ -38,14 +34,14 @@ extension StoreCoordinator {
         for existing in [files.database, files.writeAheadLog] where SecureFile.exists(existing) {
             throw SecureKeysError.storeExistsWithoutKey(storePath: existing)
         }
-        try StoreCreationMarker(stage: .makingKey).write(to: files.creationMarker, in: configuration.fileSystem)
+        try StoreCreationMarker(stage: .building).write(to: files.creationMarker, in: configuration.fileSystem)
         let storeKey: SecureBytes
         do {
             storeKey = try keys.createStoreKey(forStoreAt: configuration.path, protectionClass: configuration.protectionClass)
         } catch {
             // Without a key this creation made nothing, and its marker must not outlive it. With one (made
             // before the failure was reported, or by a creation beside this one) — or when the source cannot
-            // tell — the marker stays as it is: it names no key, so it never finishes a creation on its own.
+            // tell — the marker stays as it is, and the next attach finishes the creation if the key is there.
             let holdsNoKey: Bool
             do {
                 holdsNoKey = try keys.storeKeyRecord(forStoreAt: configuration.path) == nil
@@ -66,26 +62,89 @@ extension StoreCoordinator {
         let record: StoreKeyRecord
         do {
             record = try keyRecord(configuration, keys: keys, after: "made a key")
-            // The folder is not synced for this stage: a crash before its next sync (SQLite's, when it creates
-            // the store's journal) leaves the first-stage marker, durable, which finishes this same creation.
-            try StoreCreationMarker(stage: .keyMade(storeID: record.storeID)).write(to: files.creationMarker, syncingFolder: false, in: configuration.fileSystem)
         } catch {
-            // Said, not swallowed: the disk that refused the marker (full, failing) would refuse the store next,
-            // and the error must name it. The key stays beside a stage-1 marker, which the next attach takes
-            // for this interrupted creation and finishes.
+            // The key stays beside the marker, which the next attach takes for this interrupted creation.
             storeKey.wipe()
             throw error
         }
         return (storeKey, record)
     }
 
+    /// Builds the new store in its place, with its migrations, and makes it durable; returns its connection.
+    ///
+    /// Until it is durable, nothing in the store is anyone's: its rollback journal is in memory and nothing is
+    /// synced (``EncryptedSQLite/Database/Configuration/buildsNewFile``), so a crash may leave any part of it,
+    /// which the next attach removes and builds again (the creation marker, of stage 3, says so). Every
+    /// migration runs in one transaction. The last commit puts the store in WAL mode and syncs the file, with
+    /// every page written before; then its folder is synced. The creation costs those two syncs where writing
+    /// the new store through a rollback journal on disk and then its log costs eight.
+    ///
+    /// - Parameters:
+    ///   - configuration: the store's configuration; its migrator runs on the new store.
+    ///   - key: the store key.
+    ///   - database: the connection's settings, in the store's format.
+    /// - Returns: the store's connection, the store durable.
+    /// - Throws: what SQLite, the migrations and the file system throw. What was built stays beside the creation
+    ///   marker; the next attach moves it aside and builds the store again.
+    static func buildStore(_ configuration: StoreConfiguration, key: SecureBytes, database: Database.Configuration) throws -> Database {
+        let files = configuration.files
+        var settings = database
+        settings.createIfMissing = true
+        settings.buildsNewFile = settings.usesWAL
+        let store = try Database(path: files.database, key: key, configuration: settings)
+        do {
+            let applied = try configuration.migrator.includingKeyValue.migrate(store, inOneTransaction: true)
+            LogSubsystem.migrations.makeLogger().debug(
+                "migrations applied", metadata: ["store": "\(configuration.path)", "migrations": "\(applied)"])
+            if settings.buildsNewFile { try store.finishBuilding() }
+            try DiskIO.syncDirectory(SecureFile.folder(containing: files.database), in: configuration.fileSystem)
+        } catch {
+            // What was built stays beside the marker, which the next attach takes for this interrupted creation.
+            store.close()
+            throw error
+        }
+        return store
+    }
+
+    /// Moves aside what an interrupted creation built of the store: the store file to `<store>.unfinished`, its
+    /// log and rollback journal beside it; the log's index, which SQLite rebuilds, is removed.
+    ///
+    /// It is called only beside a creation marker of stage 3, whose removal — durable before the attach that
+    /// built the store returned — would have come first if anything in the store had ever been acknowledged.
+    /// Still, nothing is deleted but empty files: what an earlier interrupted creation moved aside is replaced.
+    /// Each file must be a regular file: anything else there is `io-error`, and nothing is moved.
+    static func moveAsideUnfinishedStore(_ files: StoreFiles, in fileSystem: FileSystem) throws {
+        let moves = [
+            (files.database, files.unfinished), (files.writeAheadLog, files.unfinished + "-wal"),
+            (files.database + "-journal", files.unfinished + "-journal"),
+        ]
+        for file in moves.map(\.0) + [files.sharedMemory] {
+            _ = try SecureFile.regularFileSize(at: file)
+        }
+        var moved = false
+        for (file, aside) in moves {
+            switch try SecureFile.regularFileSize(at: file) {
+            case nil: continue
+            case 0: try DiskIO.unlink(file, in: fileSystem)  // nothing in it to keep
+            default:
+                try DiskIO.rename(file, to: aside, in: fileSystem)
+                moved = true
+            }
+        }
+        if SecureFile.exists(files.sharedMemory) { try DiskIO.unlink(files.sharedMemory, in: fileSystem) }
+        guard moved else { return }
+        LogSubsystem.store.makeLogger().debug(
+            "an interrupted creation's unfinished store was moved aside", metadata: ["store": "\(files.database)", "to": "\(files.unfinished)"])
+    }
+
     /// Ends the creation of the store `configuration` describes, if one was in progress, and opens its inbox key pair.
     ///
-    /// Called once the store is open, so its file has its first page on disk (a new store's switch to WAL
-    /// synced it): the creation marker is removed, and the inbox key file is made at a store's first attach
-    /// (`LockedInbox/openKeyPair(storeKey:syncingFolder:)`). Both are changes of the folder's entries. When the
-    /// store has no log yet and its commits are synced (`synchronous`, `FULL`), they are not synced here: the
-    /// migrations' first commit creates the log, and SQLite's first sync of a new log syncs its folder too.
+    /// Called once the store is open and durable (``buildStore(_:key:database:)`` built it, or it was there): the
+    /// creation marker is removed, and the inbox key file is made at a store's first
+    /// attach (`LockedInbox/openKeyPair(storeKey:syncingFolder:)`). Both are changes of the folder's entries,
+    /// synced here — except when the store has no log yet and its commits are synced (`synchronous`, `FULL`):
+    /// a store SQLite opened in WAL mode has one, but a store whose journal is a rollback journal does not, and
+    /// the first sync of its new journal syncs the folder too.
     ///
     /// - Returns: the inbox key pair, and the folder the caller must sync when the migrations commit nothing
     ///   (`nil` when no entry change waits for a sync).
@@ -125,72 +184,88 @@ extension StoreCoordinator {
         return record
     }
 
-    /// Whether the store at `files` must be created now, although its key (`record`) exists.
+    /// What the attach does with the store at `files`, whose key (`record`) exists.
+    enum Resumption: Equatable {
+        /// The store is there: it is opened as it is.
+        case open
+        /// A creation was interrupted before the store was durable: what it built (if anything) is moved aside
+        /// and the store built again (``buildStore(_:key:database:)``).
+        case build
+        /// A creation of a version before 0.2 was interrupted before SQLite wrote page 1 into the store file it
+        /// had made, empty or shorter than a page: SQLite creates the store in that file.
+        case createInPlace
+    }
+
+    /// What the attach does with the store at `files`, whose key (`record`) exists.
     ///
-    /// It must only when its creation was interrupted after the key was made and the marker names that key. It
-    /// must also when the marker names none (stage 1, the key was being made) while no inbox key file (made at a
-    /// store's first attach) is beside it. The same holds for a store file the creation left empty or shorter
-    /// than a page (SQLite had not written its first page yet).
+    /// A store file is opened as it is — unless a creation marker of stage 3 is beside it: the creation that
+    /// built it was interrupted, and it is built again. A missing store is built only when an interrupted
+    /// creation explains it: a marker is beside its key, which names that key or none, and no inbox key file
+    /// (made at a store's first attach, once the store is durable) shows that the key's store existed. A store
+    /// file shorter than a page is a creation's only beside a marker of a version before 0.2 that explains it.
     ///
-    /// - Returns: `false` when the store file exists with at least a page (it is opened as it is); `true` for
-    ///   an interrupted creation.
     /// - Throws: `StoreError.Code.storeUnavailable` when the store file is missing in any other case: the
     ///   store was lost (moved, deleted, or not restored with its key), and no new empty store is made in
     ///   its place. `StoreError.Code.storeDamaged` when it is there but empty or shorter than a page in any
     ///   other case. Nothing is changed on disk.
-    static func resumesInterruptedCreation(_ files: StoreFiles, record: StoreKeyRecord) throws -> Bool {
+    static func resumption(_ files: StoreFiles, record: StoreKeyRecord) throws -> Resumption {
         let size: Int?
         do {
             size = try SecureFile.regularFileSize(at: files.database)
         } catch {
             throw StoreError(wrapping: error)
         }
+        let building = (try? StoreCreationMarker.read(at: files.creationMarker))?.stage == .building
         if let size {
+            if building { return .build }
             // A store file shorter than its first page is a creation's only with a marker that explains it; without
             // one, the open refuses it as a damaged store (`Database`).
-            guard size < StoreFormat.current.pageSize, SecureFile.exists(files.creationMarker) else { return false }
-            return try creationExplains(files, record: record) { reason, cause in
+            guard size < StoreFormat.current.pageSize, SecureFile.exists(files.creationMarker) else { return .open }
+            _ = try creationExplains(files, record: record) { reason, cause in
                 StoreError(
                     code: .storeDamaged,
                     message: "the store file \(files.database) is \(size) bytes, shorter than its first page, and \(reason): the store was emptied or cut short. It is not opened as a new, empty store; every file was left as it is",
                     cause: cause)
             }
+            return .createInPlace
         }
-        return try creationExplains(files, record: record) { reason, cause in StoreError.storeLost(files, reason: reason, cause: cause) }
+        _ = try creationExplains(files, record: record) { reason, cause in StoreError.storeLost(files, reason: reason, cause: cause) }
+        return .build
     }
 
     /// Whether an interrupted creation explains the store file being missing (or empty).
     ///
     /// It does when the marker names the key (`record`), or names none while nothing shows the key's store
-    /// existed.
+    /// existed. A log without the store is a lost store's, unless the marker is of stage 3: a crash in the
+    /// store's building may keep the log's name and lose the store's.
     ///
     /// - Parameter unexplained: the error for the reason the creation does not explain it.
     private static func creationExplains(
         _ files: StoreFiles, record: StoreKeyRecord, unexplained: (_ reason: String, _ cause: (any Error)?) -> StoreError
     ) throws -> Bool {
-        if SecureFile.exists(files.writeAheadLog) {
-            throw unexplained("its write-ahead log \(files.writeAheadLog) is there without it", nil)
-        }
         let marker: StoreCreationMarker?
         do {
             marker = try StoreCreationMarker.read(at: files.creationMarker)
         } catch {
             throw unexplained("the creation marker \(files.creationMarker) names no creation (\(error))", error)
         }
+        if marker?.stage != .building, SecureFile.exists(files.writeAheadLog) {
+            throw unexplained("its write-ahead log \(files.writeAheadLog) is there without it", nil)
+        }
         guard let marker else {
             throw unexplained("no creation of it was in progress (no creation marker)", nil)
         }
         guard case .keyMade = marker.stage else {
-            // The creation was interrupted between asking for the key and naming it (a crash in that instant):
-            // the key is the one it made — unless something shows that the key's store existed. The inbox key
-            // file is made at a store's first attach, after its schema.
+            // The creation was interrupted before the store was durable — while the key was made, or after —
+            // and the key is the one it made, unless something shows that the key's store existed. The inbox
+            // key file is made at a store's first attach, once the store is durable.
             if SecureFile.exists(files.inboxKey) {
                 throw unexplained(
                     "the creation marker \(files.creationMarker) names no key while the inbox key file \(files.inboxKey) shows that the key's store existed",
                     nil)
             }
             LogSubsystem.store.makeLogger().debug(
-                "finishing a store creation interrupted while its key was made", metadata: ["store": "\(files.database)"])
+                "finishing an interrupted store creation", metadata: ["store": "\(files.database)"])
             return true
         }
         guard marker.names(record) else {

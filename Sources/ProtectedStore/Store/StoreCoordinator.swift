@@ -115,6 +115,8 @@ public actor StoreCoordinator {
         let storeKey: SecureBytes
         var databaseConfiguration = configuration.database
         var keyWasAuthenticated = false
+        // Whether the store is built now, with every migration (`buildStore`), or opened as it is.
+        var builds = false
         switch try keys.lookUpStoreKey(forStoreAt: configuration.path) {
         case .available(let key):
             storeKey = key
@@ -124,8 +126,16 @@ public actor StoreCoordinator {
                 let record = try keyRecord(configuration, keys: keys, after: "gave the store's key")
                 databaseConfiguration.format = record.storeFormat
                 // The key exists, so the store must too — unless this key's creation was interrupted before the
-                // store was made. Never make a new empty store in place of a lost one.
-                databaseConfiguration.createIfMissing = try resumesInterruptedCreation(files, record: record)
+                // store was durable. Never make a new empty store in place of a lost one.
+                switch try resumption(files, record: record) {
+                case .open:
+                    databaseConfiguration.createIfMissing = false
+                case .createInPlace:
+                    databaseConfiguration.createIfMissing = true
+                case .build:
+                    try moveAsideUnfinishedStore(files, in: configuration.fileSystem)
+                    builds = true
+                }
             } catch {
                 key.wipe()
                 throw error
@@ -136,14 +146,17 @@ public actor StoreCoordinator {
             let record: StoreKeyRecord
             (storeKey, record) = try createStoreKey(configuration, keys: keys)
             databaseConfiguration.format = record.storeFormat
+            builds = true
         }
         // The key goes to the reader pool, which wipes it when the store closes; wiped here if the attach fails.
         var keyOwnedByPool = false
         defer { if !keyOwnedByPool { storeKey.wipe() } }
         let database: Database
         do {
-            database = try Database(path: configuration.path, key: storeKey, configuration: databaseConfiguration)
-        } catch let error as StoreError where error.code == .wrongKey && keyWasAuthenticated {
+            database = try builds
+                ? buildStore(configuration, key: storeKey, database: databaseConfiguration)
+                : Database(path: configuration.path, key: storeKey, configuration: databaseConfiguration)
+        } catch let error as StoreError where error.code == .wrongKey && keyWasAuthenticated && !builds {
             // The key came out of its key file authenticated, so it is the right key: the store file is what
             // is wrong (page 1 fails its HMAC, or another file was put in its place). Left as it is.
             var damaged = StoreError.storeDamaged(path: configuration.path, cause: error)
@@ -155,8 +168,8 @@ public actor StoreCoordinator {
             }
             throw error
         }
-        // The store file has its first page on disk now, so a creation in progress is complete: its marker goes,
-        // and a store's first attach makes its inbox key file (StoreCoordinator+Creation).
+        // The store is durable now (built, or there already), so a creation in progress is complete: its marker
+        // goes, and a store's first attach makes its inbox key file (StoreCoordinator+Creation).
         let (publicKey, privateKey, unsyncedFolder) = try finishCreation(
             configuration, storeKey: storeKey, synchronous: databaseConfiguration.synchronous)
         let report: InboxMergeReport
@@ -166,8 +179,9 @@ public actor StoreCoordinator {
             let migrationLogger = LogSubsystem.migrations.makeLogger()
             migrationLogger.trace("migrating", metadata: ["store": "\(configuration.path)"])
             // A page that fails its HMAC, a failed read or write, a full disk: the migrator reports the store's
-            // failure, not the migration's, named where the migrations found it.
-            let applied = try configuration.migrator.includingKeyValue.migrate(database)
+            // failure, not the migration's, named where the migrations found it. A store this attach built has
+            // every migration already.
+            let applied = builds ? [] : try configuration.migrator.includingKeyValue.migrate(database)
             if !applied.isEmpty {
                 migrationLogger.debug("migrations applied", metadata: ["store": "\(configuration.path)", "migrations": "\(applied)"])
             } else if let unsyncedFolder {

@@ -6,13 +6,13 @@ internal import SecureKeys
 /// Its format is v1 in <doc:/SecureKeys/KeyFileFormats>.
 ///
 /// Creating a store makes two things, its key (by the key source) and then the store file, so a crash can fall
-/// between them. The marker says which creation was interrupted: it is written when a creation starts
-/// (nothing of the store exists yet), records the new key's store identifier (as its source records it) as
-/// soon as the key exists, and is removed once the store file has its first page on disk — or when the creation
-/// ends without making a key. A key without a store is finished as an interrupted creation only when the marker
-/// names *that* key (or names none yet and nothing shows the key's store existed: a crash between the key
-/// and the marker's second write); a marker naming another key never re-creates a store: a key without its
-/// store is then a lost store, reported.
+/// between them, or in the store's building. The marker says that a creation was interrupted: it is written,
+/// durably, when a creation starts (nothing of the store exists yet), and removed once the store is built and
+/// durable — or when the creation ends without making a key. A key without a store is finished as an
+/// interrupted creation only when a marker is beside it and nothing shows the key's store existed; a store file
+/// beside a marker of this version's creation (stage 3) is that creation's, unfinished, and built again.
+/// Markers that versions before 0.2 wrote (stages 1 and 2) are still read: a second-stage one must name the
+/// key, and a store file beside either is opened as it is.
 struct StoreCreationMarker: Sendable, Equatable {
     /// How far the creation got.
     enum Stage: Sendable, Equatable {
@@ -22,8 +22,14 @@ struct StoreCreationMarker: Sendable, Equatable {
         case makingKey
         /// The key with this store identifier was made.
         ///
-        /// The store was not created yet.
+        /// The store was not created yet. Versions before 0.2 wrote it; this one reads it.
         case keyMade(storeID: [UInt8])
+        /// The store's key was being made, and then the store built in place.
+        ///
+        /// Which key it became is not known. A store file beside it (and its log, index and journal) is this
+        /// creation's and unfinished: nothing in it was ever acknowledged, since the marker's removal is
+        /// durable before the attach returns. The next attach removes it and builds the store again.
+        case building
     }
 
     /// How far the creation got.
@@ -65,6 +71,7 @@ struct StoreCreationMarker: Sendable, Equatable {
         switch stage {
         case 1: self.stage = .makingKey
         case 2: self.stage = .keyMade(storeID: storeID)
+        case 3: self.stage = .building
         default: throw SecureKeysError.damaged("store creation marker has an unknown stage \(stage ?? 0)", path: path)
         }
     }
@@ -83,6 +90,10 @@ struct StoreCreationMarker: Sendable, Equatable {
             writer.write(UInt8(2))
             writer.write(UInt16(0))
             writer.write(storeID)
+        case .building:
+            writer.write(UInt8(3))
+            writer.write(UInt16(0))
+            writer.write([UInt8](repeating: 0, count: StoreKeyFile.storeIDLength))
         }
         writer.write(KeyDerivation.checksum(of: writer.bytes[...], length: Self.checksumLength))
         return writer.bytes

@@ -40,6 +40,13 @@ public struct StoreFiles: Sendable, Hashable {
     /// See <doc:KeyFileFormats>. It names the key file its creation made, and a key file without its store is
     /// an interrupted creation only when the marker names that key file.
     public var creationMarker: String { database + ".creating" }
+    /// A store file a creation left unfinished, moved aside (`<store>.unfinished`, with its log beside it as
+    /// `<store>.unfinished-wal`).
+    ///
+    /// See <doc:KeyFileFormats>. A crash while a store is built leaves its file beside a creation marker of
+    /// stage 3. Nothing in it was ever acknowledged, so the next attach builds the store again; what was there
+    /// is moved here, replacing what an earlier interrupted creation left, rather than deleted.
+    public var unfinished: String { database + ".unfinished" }
 
     /// A rewrite of the store into another format (`migrate`), complete and synced, waiting to replace the database.
     ///
@@ -59,6 +66,6 @@ public struct StoreFiles: Sendable, Hashable {
     /// Every file, the database first.
     public var all: [String] {
         [database, writeAheadLog, sharedMemory, key, inbox, inboxKey, inboxDamaged, inboxSequence, creationMarker,
-         rewrite, rewriteTemporary, keyRewrite]
+         unfinished, rewrite, rewriteTemporary, keyRewrite]
     }
 }
