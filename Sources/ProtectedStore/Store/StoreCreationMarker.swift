@@ -115,23 +115,22 @@ struct StoreCreationMarker: Sendable, Equatable {
         return try StoreCreationMarker(bytes: try SecureFile.read(path, maximumSize: 4096), path: path)
     }
 
-    /// Writes the marker at `path` atomically (temporary file, `fsync`, `rename`), replacing the one there.
+    /// Writes the marker at `path` atomically (temporary file, `fsync`, `rename`), replacing the one there, and
+    /// syncs its folder, so that the marker survives a crash from now on.
     ///
-    /// - Parameter syncingFolder: whether the folder is synced too, so the new marker survives a crash from
-    ///   now on. Without it (the second stage, which replaces a first-stage marker already durable) a crash
-    ///   before the folder's next sync leaves the previous marker or this one, each whole.
     /// - Parameter fileSystem: the file system the store is in.
     /// - Throws: `SecureKeysError` `io-error`.
-    func write(to path: String, syncingFolder: Bool = true, in fileSystem: FileSystem) throws {
-        try SecureFile.writeAtomically(bytes, to: path, replacing: true, syncingFolder: syncingFolder, in: fileSystem)
+    func write(to path: String, in fileSystem: FileSystem) throws {
+        try SecureFile.writeAtomically(bytes, to: path, replacing: true, in: fileSystem)
     }
 
     /// Removes the marker at `path`, if any.
     ///
     /// - Parameter syncingFolder: whether the folder is synced, so the removal survives a crash. Without it (a
     ///   store whose inbox key file is made next, or whose new log SQLite syncs next, each with a folder sync)
-    ///   a crash before the folder's next sync may bring the marker back beside the store, which ignores it and
-    ///   removes it again.
+    ///   a crash before the folder's next sync may bring the marker back beside the store: beside a store of a
+    ///   version before 0.2 the next attach ignores it and removes it again; beside a store built here (stage 3)
+    ///   nothing was acknowledged yet, and the next attach moves the store aside and builds it again.
     /// - Parameter fileSystem: the file system the store is in.
     /// - Throws: `SecureKeysError` `io-error`.
     static func remove(at path: String, syncingFolder: Bool = true, in fileSystem: FileSystem) throws {

@@ -183,8 +183,8 @@ package enum SecureFile {
     ///     and are never overwritten; a keybag whose passcode changes is replaced with `true`.
     ///   - syncingFolder: whether the folder is synced after the rename, so the new file survives a crash from
     ///     then on. Without it, a crash before the folder's next sync leaves the previous file whole or the new
-    ///     one whole, never a mix: only for a file whose previous version serves as well after a crash (the
-    ///     store creation marker's second stage), in a folder that is synced soon after anyway.
+    ///     one whole, never a mix: only for a file whose previous version serves as well after a crash, in a
+    ///     folder that is synced soon after anyway.
     ///   - fileSystem: the file system to write in.
     /// - Throws: `SecureKeysError.Code.alreadyExists` when `path` exists and `replacing` is false;
     ///   `SecureKeysError.Code.ioError` for any failure, after which the previous file (if any) is intact.
