@@ -260,14 +260,15 @@ public final class Database {
             throw StoreError(code: .misuse, message: "this connection builds no new file", path: path)
         }
         try execute("PRAGMA synchronous = FULL")
-        // Run to its end, not read for its row: the switch's commit (a write, a sync) runs when the statement
+        // Stepped to its end, not only to its row: the switch's commit (a write, a sync) runs when the statement
         // ends, and its failure must be thrown, not dropped by a reset.
-        try execute("PRAGMA journal_mode = WAL")
-        let mode = try scalar("PRAGMA journal_mode")?.string
+        let switchToWAL = try prepare("PRAGMA journal_mode = WAL")
+        var mode: String?
+        while try switchToWAL.step() { mode = switchToWAL.value(at: 0).string }
         guard mode == "wal" else {
             throw StoreError(code: .misuse, message: "the new file could not be put in WAL mode (journal mode \(mode ?? "none"))", path: path)
         }
-        try execute("PRAGMA synchronous = \(configuration.synchronous.rawValue)")
+        if configuration.synchronous != .full { try execute("PRAGMA synchronous = \(configuration.synchronous.rawValue)") }
         // A read opens the log, which creates it: its name is then in the folder before the builder syncs it.
         try execute("SELECT count(*) FROM sqlite_master")
     }
