@@ -17,8 +17,9 @@ enum DatabaseDateFormat {
         let milliseconds = (date.timeIntervalSince1970 * 1000).rounded(.down)
         let wholeSeconds = (milliseconds / 1000).rounded(.down)
         let fraction = Int(milliseconds - wholeSeconds * 1000)
-        let parts = calendar.dateComponents(
-            [.year, .month, .day, .hour, .minute, .second], from: Date(timeIntervalSince1970: wholeSeconds))
+        let parts = civilParts(ofSecondsSince1970: wholeSeconds)
+            ?? calendar.dateComponents(
+                [.year, .month, .day, .hour, .minute, .second], from: Date(timeIntervalSince1970: wholeSeconds))
         var text = ""
         text.reserveCapacity(23)
         append(parts.year ?? 0, digits: 4, to: &text)
@@ -35,6 +36,33 @@ enum DatabaseDateFormat {
         text.append(".")
         append(fraction, digits: 3, to: &text)
         return text
+    }
+
+    /// The year, month, day, hour, minute and second in UTC of `seconds` since 1970 (whole), worked out by
+    /// arithmetic on days in the Gregorian calendar; `nil` before 1582-10-15 or from the year 10000 on, which are
+    /// left to `calendar` (Foundation's switches to the Julian calendar before 1582-10-15).
+    ///
+    /// `Calendar.dateComponents` cost tens of microseconds a date, which every date written (a migration's
+    /// record among them) paid.
+    private static func civilParts(ofSecondsSince1970 seconds: Double) -> DateComponents? {
+        // 1582-10-15 and 10000-01-01, in seconds since 1970.
+        guard seconds >= -12_219_292_800, seconds < 253_402_300_800 else { return nil }
+        let whole = Int64(seconds)
+        let days = whole >= 0 ? whole / 86_400 : (whole - 86_399) / 86_400
+        let secondOfDay = whole - days * 86_400
+        // Days since 0000-03-01, in eras of 400 years (146,097 days), each from March: February last.
+        let shifted = days + 719_468
+        let era = (shifted >= 0 ? shifted : shifted - 146_096) / 146_097
+        let dayOfEra = shifted - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1_460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let monthFromMarch = (5 * dayOfYear + 2) / 153
+        let day = dayOfYear - (153 * monthFromMarch + 2) / 5 + 1
+        let month = monthFromMarch < 10 ? monthFromMarch + 3 : monthFromMarch - 9
+        let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
+        return DateComponents(
+            year: Int(year), month: Int(month), day: Int(day), hour: Int(secondOfDay / 3_600),
+            minute: Int(secondOfDay % 3_600 / 60), second: Int(secondOfDay % 60))
     }
 
     /// Reads a date in UTC, or `nil` for anything else.
