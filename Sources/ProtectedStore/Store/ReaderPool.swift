@@ -16,7 +16,7 @@ import StoreConcurrency
 /// transaction and `body` run there (the thread is the read task's executor for that time), so SQLite's
 /// blocking calls never occupy a thread of Swift's cooperative pool. A waiting read waits suspended, never
 /// blocked. A synchronous read (``readNow(_:)``) is the exception its caller chooses: it runs on the caller's
-/// thread, and blocks it. One reader is opened when the store attaches, in the background (``openFirstReader()``): the first
+/// thread, and blocks it. One reader is opened when the store attaches, in the background (``openFirstReader(startingOn:)``): the first
 /// read finds it open, instead of paying for an open (SQLCipher's key set-up and page 1) while it waits.
 ///
 /// ``close(_:)`` — at the class-A lock, with the writer — closes every idle reader at once, and each busy one as
@@ -154,8 +154,10 @@ final class ReaderPool: Sendable {
 
     /// Opens one reader in the background, on its own thread, so that the first read finds it open.
     ///
-    /// The store's attach does not wait for it.
-    func openFirstReader() {
+    /// The store's attach does not wait for it, nor for the start of its thread: that runs on `starter` (the
+    /// writer's thread) after what is queued there — the attach itself, which then returns sooner. The reader
+    /// counts as opening from now on (``waitUntilFirstReaderOpened()``).
+    func openFirstReader(startingOn starter: StoreThread) {
         let key = state.withLock { state -> SecureBytes? in
             guard !state.isClosed, let key = state.key, state.pool.reserve() else { return nil }
             state.opening += 1
@@ -163,26 +165,33 @@ final class ReaderPool: Sendable {
             return key
         }
         guard let key else { return }
-        let thread = startThread()
-        thread.execute { [self] in
-            let opened = Result { try open(with: key, on: thread) }
-            let (waiter, watchers) = state.withLock { state -> (Waiter?, WaitList.Released) in
-                state.firstReaderOpening = false
-                defer { state.firstReaderWaiter = nil }
-                return (state.firstReaderWaiter, state.firstReaderWatchers.takeAll())
+        starter.execute { [self] in
+            let thread = startThread()
+            thread.execute { [self] in
+                openFirstReader(with: key, on: thread)
             }
-            switch opened {
-            case .success(let reader):
-                if let waiter { waiter.resume(returning: reader) } else { checkIn(reader) }
-            case .failure:
-                // The read that waited for it opens one itself, and meets the error, if it lasts, there.
-                waiter?.resume(returning: nil)
-            }
-            watchers.resume()
         }
     }
 
-    /// Returns once the reader opened at attach (``openFirstReader()``) is open, or failed to open.
+    /// Opens the reader ``openFirstReader(startingOn:)`` counts as opening, on its `thread`.
+    private func openFirstReader(with key: SecureBytes, on thread: StoreThread) {
+        let opened = Result { try open(with: key, on: thread) }
+        let (waiter, watchers) = state.withLock { state -> (Waiter?, WaitList.Released) in
+            state.firstReaderOpening = false
+            defer { state.firstReaderWaiter = nil }
+            return (state.firstReaderWaiter, state.firstReaderWatchers.takeAll())
+        }
+        switch opened {
+        case .success(let reader):
+            if let waiter { waiter.resume(returning: reader) } else { checkIn(reader) }
+        case .failure:
+            // The read that waited for it opens one itself, and meets the error, if it lasts, there.
+            waiter?.resume(returning: nil)
+        }
+        watchers.resume()
+    }
+
+    /// Returns once the reader opened at attach (``openFirstReader(startingOn:)``) is open, or failed to open.
     ///
     /// Its open does file I/O, which the controller's ``DataController/waitUntilIdle()`` waits for, as for
     /// every other. So a test, the simulator and its fault plans see it happen at one point, not beside the

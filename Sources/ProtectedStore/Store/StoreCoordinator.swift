@@ -201,8 +201,8 @@ public actor StoreCoordinator {
             path: configuration.path, key: storeKey, configuration: databaseConfiguration,
             capacity: max(1, configuration.maximumReaderCount))
         keyOwnedByPool = true
-        // Off the launch path: the app hears `ready` while the first reader opens on its own thread.
-        readers.openFirstReader()
+        // Off the launch path: the app hears `ready` while the first reader's thread starts and the reader opens.
+        readers.openFirstReader(startingOn: thread)
         LogSubsystem.store.makeLogger().debug(
             "store attached",
             metadata: [
