@@ -211,6 +211,22 @@ struct StoreCreationTests {
 struct StoreCreationSyncTests {
     func exists(_ path: String) -> Bool { FileManager.default.fileExists(atPath: path) }
 
+    /// Attaches the fixture's store through a power cut at the `failingCall`-th call of `kind`, which must fail
+    /// the attach with a typed error, and returns the plan that cut it.
+    func attachThroughPowerCut(_ fixture: FaultFixture, at failingCall: Int, of kind: DiskFaultPlan.Call) async throws -> DiskFaultPlan {
+        let plan = try fixture.fileSystem.armFaultPlan(
+            under: fixture.diskRoot, failingCall: failingCall, fault: .powerCut(.drop, seed: 1), calls: [kind])
+        do {
+            _ = try await StoreCoordinator.attach(fixture.configuration, keys: fixture.device!)
+            Issue.record("the attach succeeded through a power cut at \(kind) \(failingCall)")
+        } catch {
+            #expect(IOFaultSweepTests.isTyped(error), "\(error)")
+        }
+        plan.disarm()
+        #expect(plan.failures.first?.call == kind)
+        return plan
+    }
+
     /// Attaches `configuration` on the fixture's disk and returns how many folder syncs the library made itself.
     ///
     /// SQLite's, when it first syncs a new journal or log, are the disk model's and not counted; no call fails.
@@ -284,15 +300,7 @@ struct StoreCreationSyncTests {
             let fixture = FaultFixture()
             try fixture.setUpDevice()
             let files = fixture.configuration.files
-            let plan = try fixture.fileSystem.armFaultPlan(under: fixture.diskRoot, failingCall: call, fault: .powerCut(.drop, seed: 1), calls: [kind])
-            do {
-                _ = try await StoreCoordinator.attach(fixture.configuration, keys: fixture.device!)
-                Issue.record("the attach succeeded through a power cut at \(kind) \(call)")
-            } catch {
-                #expect(IOFaultSweepTests.isTyped(error), "\(error)")
-            }
-            plan.disarm()
-            #expect(plan.failures.first?.call == kind)
+            _ = try await attachThroughPowerCut(fixture, at: call, of: kind)
             try fixture.reboot(cut: false)
             #expect(try StoreCreationMarker.read(at: files.creationMarker)?.stage == .building, "\(kind)")
             try fixture.unlock()
@@ -312,15 +320,7 @@ struct StoreCreationSyncTests {
         let files = fixture.configuration.files
         // The power goes just before the second link: the inbox key file's, after the store was built and made
         // durable and the marker was removed.
-        let plan = try fixture.fileSystem.armFaultPlan(under: fixture.diskRoot, failingCall: 2, fault: .powerCut(.drop, seed: 1), calls: [.link])
-        do {
-            _ = try await StoreCoordinator.attach(fixture.configuration, keys: fixture.device!)
-            Issue.record("the attach succeeded through a power cut")
-        } catch {
-            #expect(IOFaultSweepTests.isTyped(error), "\(error)")
-        }
-        plan.disarm()
-        #expect(plan.failures.first?.call == .link)
+        let plan = try await attachThroughPowerCut(fixture, at: 2, of: .link)
         #expect(plan.failures.first?.path.hasSuffix(".inbox-key") == true)
         try fixture.reboot(cut: false)
         #expect(try StoreCreationMarker.read(at: files.creationMarker)?.stage == .building)

@@ -84,7 +84,7 @@ struct StoreFileKindTests {
         #expect(fileBytes(fixture.storePath).isEmpty)
     }
 
-    @Test("a store file its interrupted creation left empty (the marker names its key file) is created, not refused")
+    @Test("a store file its interrupted creation left empty (its marker beside it) is built again, not refused")
     func emptyStoreOfAnInterruptedCreationIsCreated() async throws {
         let fixture = try ControllerFixture()
         let key = try StoreCoordinator.createStoreKey(.init(path: fixture.storePath), keys: fixture.device).key
@@ -96,6 +96,7 @@ struct StoreFileKindTests {
         #expect(fixture.controller.phase == .ready)
         #expect(fixture.presented.isEmpty)
         #expect(!FileManager.default.fileExists(atPath: files.creationMarker))
+        #expect(!FileManager.default.fileExists(atPath: files.unfinished), "an empty file holds nothing to move aside")
         try await fixture.controller.coordinator?.put("k", "v")
         #expect(try await fixture.value("k") == "v")
     }
