@@ -3,7 +3,6 @@ internal import EncryptedSQLite
 internal import Logging
 internal import ProtectedData
 internal import SecureKeys
-internal import Glibc
 
 /// Creating a store, and telling an interrupted creation from a lost store.
 ///
