@@ -28,7 +28,7 @@ struct StoreCreationMarker: Sendable, Equatable {
         ///
         /// Which key it became is not known. A store file beside it (and its log, index and journal) is this
         /// creation's and unfinished: nothing in it was ever acknowledged, since the marker's removal is
-        /// durable before the attach returns. The next attach removes it and builds the store again.
+        /// durable before the attach returns. The next attach moves it aside and builds the store again.
         case building
     }
 
