@@ -117,12 +117,12 @@ extension StoreCoordinator {
             (files.database, files.unfinished), (files.writeAheadLog, files.unfinished + "-wal"),
             (files.database + "-journal", files.unfinished + "-journal"),
         ]
-        for file in moves.map(\.0) + [files.sharedMemory] {
-            _ = try SecureFile.regularFileSize(at: file)
-        }
+        // Every file is checked before any is touched.
+        let sizes = try moves.map { try SecureFile.regularFileSize(at: $0.0) }
+        let sharedMemorySize = try SecureFile.regularFileSize(at: files.sharedMemory)
         var moved = false
-        for (file, aside) in moves {
-            switch try SecureFile.regularFileSize(at: file) {
+        for ((file, aside), size) in zip(moves, sizes) {
+            switch size {
             case nil: continue
             case 0: try DiskIO.unlink(file, in: fileSystem)  // nothing in it to keep
             default:
@@ -130,7 +130,7 @@ extension StoreCoordinator {
                 moved = true
             }
         }
-        if SecureFile.exists(files.sharedMemory) { try DiskIO.unlink(files.sharedMemory, in: fileSystem) }
+        if sharedMemorySize != nil { try DiskIO.unlink(files.sharedMemory, in: fileSystem) }
         guard moved else { return }
         LogSubsystem.store.makeLogger().debug(
             "an interrupted creation's unfinished store was moved aside", metadata: ["store": "\(files.database)", "to": "\(files.unfinished)"])
@@ -214,13 +214,15 @@ extension StoreCoordinator {
         } catch {
             throw StoreError(wrapping: error)
         }
-        let building = (try? StoreCreationMarker.read(at: files.creationMarker))?.stage == .building
+        // Read once: a marker that cannot be read is there too, and names no creation.
+        let marker = Result { try StoreCreationMarker.read(at: files.creationMarker) }
         if let size {
-            if building { return .build }
+            if case .success(let read?) = marker, read.stage == .building { return .build }
             // A store file shorter than its first page is a creation's only with a marker that explains it; without
             // one, the open refuses it as a damaged store (`Database`).
-            guard size < StoreFormat.current.pageSize, SecureFile.exists(files.creationMarker) else { return .open }
-            _ = try creationExplains(files, record: record) { reason, cause in
+            let markerIsThere = if case .success(nil) = marker { false } else { true }
+            guard size < StoreFormat.current.pageSize, markerIsThere else { return .open }
+            _ = try creationExplains(files, record: record, marker: marker) { reason, cause in
                 StoreError(
                     code: .storeDamaged,
                     message: "the store file \(files.database) is \(size) bytes, shorter than its first page, and \(reason): the store was emptied or cut short. It is not opened as a new, empty store; every file was left as it is",
@@ -228,7 +230,9 @@ extension StoreCoordinator {
             }
             return .createInPlace
         }
-        _ = try creationExplains(files, record: record) { reason, cause in StoreError.storeLost(files, reason: reason, cause: cause) }
+        _ = try creationExplains(files, record: record, marker: marker) { reason, cause in
+            StoreError.storeLost(files, reason: reason, cause: cause)
+        }
         return .build
     }
 
@@ -238,13 +242,16 @@ extension StoreCoordinator {
     /// existed. A log without the store is a lost store's, unless the marker is of stage 3: a crash in the
     /// store's building may keep the log's name and lose the store's.
     ///
-    /// - Parameter unexplained: the error for the reason the creation does not explain it.
+    /// - Parameters:
+    ///   - marker: what reading the creation marker gave.
+    ///   - unexplained: the error for the reason the creation does not explain it.
     private static func creationExplains(
-        _ files: StoreFiles, record: StoreKeyRecord, unexplained: (_ reason: String, _ cause: (any Error)?) -> StoreError
+        _ files: StoreFiles, record: StoreKeyRecord, marker read: Result<StoreCreationMarker?, any Error>,
+        unexplained: (_ reason: String, _ cause: (any Error)?) -> StoreError
     ) throws -> Bool {
         let marker: StoreCreationMarker?
         do {
-            marker = try StoreCreationMarker.read(at: files.creationMarker)
+            marker = try read.get()
         } catch {
             throw unexplained("the creation marker \(files.creationMarker) names no creation (\(error))", error)
         }
