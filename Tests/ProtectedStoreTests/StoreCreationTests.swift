@@ -237,22 +237,12 @@ struct StoreCreationSyncTests {
         return (coordinator, plan.callsSeen)
     }
 
-    @Test("a new store's creation and first attach sync its folder four times — the marker, the key file, the built store with its log, the inbox key file with the marker's removal — SQLite's journal and log none, and leave no entry change unsynced")
-    func creationSyncsTheFolderFourTimes() async throws {
-        let fixture = FaultFixture()
-        try fixture.setUpDevice()
-        let (coordinator, folderSyncs) = try await attachCountingFolderSyncs(fixture, fixture.configuration)
-        #expect(folderSyncs == 4)
-        #expect(fixture.disk.unsyncedChanges.entryChanges == 0)
-        await coordinator.close()
-    }
-
-    @Test("with synchronous = NORMAL (commits do not sync the log), a new store's first attach syncs its folder as often and leaves no entry change unsynced")
-    func creationWithUnsyncedCommitsSyncsTheFolderItself() async throws {
+    @Test("a new store's creation and first attach sync its folder four times — the marker, the key file, the built store with its log, the inbox key file with the marker's removal — SQLite's journal and log none, and leave no entry change unsynced, whether commits sync the log (FULL) or not (NORMAL)", arguments: [Database.Configuration.Synchronous.full, .normal])
+    func creationSyncsTheFolderFourTimes(synchronous: Database.Configuration.Synchronous) async throws {
         let fixture = FaultFixture()
         try fixture.setUpDevice()
         var configuration = fixture.configuration
-        configuration.database.synchronous = .normal
+        configuration.database.synchronous = synchronous
         let (coordinator, folderSyncs) = try await attachCountingFolderSyncs(fixture, configuration)
         #expect(folderSyncs == 4)
         #expect(fixture.disk.unsyncedChanges.entryChanges == 0)
