@@ -52,10 +52,8 @@ struct DamagedFile {
         let original = movesAside ? contents(of: path) : nil
         if movesAside, original == nil { return nil }
         let file = DamagedFile(damage: damage, path: path, original: original, damaged: nil, fileSystem: fileSystem)
-        if original != nil { try DiskIO.rename(path, to: file.asidePath, in: fileSystem) }
-        let made = replacement == .symbolicLink ? symlink(file.asidePath, path) : mkfifo(path, 0o600)
-        guard made == 0 else { throw SecureKeysError.io("cannot create", path: path, errno: errno) }
-        try DiskIO.syncDirectory(SecureFile.folder(containing: path), in: fileSystem)
+        try DiskIO.replaceWithLinkOrFIFO(
+            path, link: replacement == .symbolicLink, aside: file.asidePath, movingFileAside: original != nil, in: fileSystem)
         return file
     }
 
@@ -69,9 +67,7 @@ struct DamagedFile {
             if let original { try Self.overwrite(path, with: original, in: fileSystem) }
             return
         }
-        guard unlink(path) == 0 || errno == ENOENT else { throw SecureKeysError.io("cannot remove", path: path, errno: errno) }
-        if original != nil { try DiskIO.rename(asidePath, to: path, in: fileSystem) }
-        try DiskIO.syncDirectory(SecureFile.folder(containing: path), in: fileSystem)
+        try DiskIO.restoreFromLinkOrFIFO(path, aside: asidePath, fileWasMovedAside: original != nil, in: fileSystem)
     }
 
     /// What changed the damaged file since the damage, or `nil` when it is as the damage left it.

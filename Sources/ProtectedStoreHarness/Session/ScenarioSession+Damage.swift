@@ -91,10 +91,7 @@ extension ScenarioSession {
         let aside = asidePath(of: file)
         let existed = (try? Stat(FilePath(path), followTargetSymlink: false)) != nil
         do {
-            if existed { try DiskIO.rename(path, to: aside, in: fileSystem) }
-            let made = withLink ? symlink(aside, path) : mkfifo(path, 0o600)
-            guard made == 0 else { throw SecureKeysError.io("cannot create", path: path, errno: errno) }
-            try DiskIO.syncDirectory(SecureFile.folder(containing: path), in: fileSystem)
+            try DiskIO.replaceWithLinkOrFIFO(path, link: withLink, aside: aside, movingFileAside: existed, in: fileSystem)
         } catch {
             throw StoreError(wrapping: error)
         }
@@ -108,9 +105,8 @@ extension ScenarioSession {
         if let replaced = replacedFiles[file] {
             do {
                 // The link or FIFO goes (never followed, never opened), and the file comes back from aside.
-                guard unlink(path) == 0 || errno == ENOENT else { throw SecureKeysError.io("cannot remove", path: path, errno: errno) }
-                if replaced.movedAside { try DiskIO.rename(asidePath(of: file), to: path, in: fileSystem) }
-                try DiskIO.syncDirectory(SecureFile.folder(containing: path), in: fileSystem)
+                try DiskIO.restoreFromLinkOrFIFO(
+                    path, aside: asidePath(of: file), fileWasMovedAside: replaced.movedAside, in: fileSystem)
             } catch {
                 throw StoreError(wrapping: error)
             }
