@@ -99,6 +99,16 @@ final class ControllerFixture {
     func value(_ key: String) async throws -> String? {
         try await controller.perform("get \(key)") { try await $0.value(forKey: key) }
     }
+
+    /// Starts the store's creation as a launch would and stops it once the key is made, as a crash there would:
+    /// the key file and the creation marker are on disk, nothing of the store.
+    ///
+    /// - Returns: the store's files.
+    func interruptCreationAfterTheKey() throws -> StoreFiles {
+        let key = try StoreCoordinator.createStoreKey(.init(path: storePath), keys: device).key
+        key.wipe()
+        return StoreFiles(database: storePath)
+    }
 }
 
 func fileBytes(_ path: String) -> [UInt8] {

@@ -133,9 +133,7 @@ struct StoreCreationTests {
     @Test("a store file, its log and its journal beside a marker of stage 3 are an interrupted creation's: the launch moves the store file aside (the empty log is removed, the index too), builds the store and attaches")
     func unfinishedStoreIsMovedAside() async throws {
         let fixture = try ControllerFixture()
-        let key = try StoreCoordinator.createStoreKey(.init(path: fixture.storePath), keys: fixture.device).key
-        key.wipe()
-        let files = StoreFiles(database: fixture.storePath)
+        let files = try fixture.interruptCreationAfterTheKey()
         let built = Data("what the build wrote before the crash".utf8)
         _ = FileManager.default.createFile(atPath: files.database, contents: built, attributes: [.posixPermissions: 0o600])
         _ = FileManager.default.createFile(atPath: files.writeAheadLog, contents: Data(), attributes: [.posixPermissions: 0o600])
@@ -154,9 +152,7 @@ struct StoreCreationTests {
     func unfinishedStoreThatIsNotAFileIsRefused() async throws {
         for kind in ["link", "fifo"] {
             let fixture = try ControllerFixture()
-            let key = try StoreCoordinator.createStoreKey(.init(path: fixture.storePath), keys: fixture.device).key
-            key.wipe()
-            let files = StoreFiles(database: fixture.storePath)
+            let files = try fixture.interruptCreationAfterTheKey()
             let target = fixture.directory.file("elsewhere")
             _ = FileManager.default.createFile(atPath: target, contents: Data("not the store's".utf8))
             if kind == "link" {
@@ -193,9 +189,7 @@ struct StoreCreationTests {
     @Test("a first-stage marker of a version before 0.2 (a crash between the key file and the marker naming it) finishes the creation when nothing shows the key's store existed")
     func creationInterruptedBeforeTheMarkerNamedTheKey() async throws {
         let fixture = try ControllerFixture()
-        let key = try StoreCoordinator.createStoreKey(.init(path: fixture.storePath), keys: fixture.device).key
-        key.wipe()
-        let files = StoreFiles(database: fixture.storePath)
+        let files = try fixture.interruptCreationAfterTheKey()
         try StoreCreationMarker(stage: .makingKey).write(to: files.creationMarker, in: .real)
         await fixture.launch()
         #expect(fixture.controller.phase == .ready)

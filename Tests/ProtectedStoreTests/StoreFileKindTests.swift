@@ -87,9 +87,7 @@ struct StoreFileKindTests {
     @Test("a store file its interrupted creation left empty (its marker beside it) is built again, not refused")
     func emptyStoreOfAnInterruptedCreationIsCreated() async throws {
         let fixture = try ControllerFixture()
-        let key = try StoreCoordinator.createStoreKey(.init(path: fixture.storePath), keys: fixture.device).key
-        key.wipe()
-        let files = StoreFiles(database: fixture.storePath)
+        let files = try fixture.interruptCreationAfterTheKey()
         #expect(FileManager.default.fileExists(atPath: files.creationMarker))
         #expect(FileManager.default.createFile(atPath: fixture.storePath, contents: Data()))
         await fixture.launch()
