@@ -170,6 +170,23 @@ struct StoreCreationTests {
         }
     }
 
+    @Test("a folder where an interrupted creation's store file would be moved aside fails the launch with io-error naming it; the unfinished store stays where it was, and the launch attaches once the folder is gone")
+    func unfinishedStoreWithNowhereToGo() async throws {
+        let fixture = try ControllerFixture()
+        let files = try fixture.interruptCreationAfterTheKey()
+        let built = Data("what the build wrote before the crash".utf8)
+        _ = FileManager.default.createFile(atPath: files.database, contents: built, attributes: [.posixPermissions: 0o600])
+        try FileManager.default.createDirectory(atPath: files.unfinished + "/inside", withIntermediateDirectories: true)
+        await fixture.launch()
+        #expect(fixture.presented.map(\.code.name) == ["io-error"])
+        #expect(fixture.presented.first?.message.contains(files.unfinished) == true, "\(fixture.presented)")
+        #expect(FileManager.default.contents(atPath: files.database) == built, "nothing moved")
+        try FileManager.default.removeItem(atPath: files.unfinished)
+        await relaunch(fixture)
+        #expect(fixture.controller.phase == .ready)
+        #expect(FileManager.default.contents(atPath: files.unfinished) == built)
+    }
+
     @Test("a store file without a key file is refused before any marker is written")
     func existingStoreWithoutKeyWritesNoMarker() throws {
         let fixture = try ControllerFixture()
